@@ -496,6 +496,14 @@ def draw_noise(seed: int, rows: Optional[int], act_dim: int) -> np.ndarray:
     return torch.randn(shape, generator=torch.Generator().manual_seed(seed)).numpy()
 
 
+def noise_sequence(seed: int, steps: int, act_dim: int) -> np.ndarray:
+    """Noise for a control loop: one torch.randn(act_dim) per step from one generator seeded
+    once, so that step 0 draws exactly what `sample --seed S` draws."""
+    import torch
+    generator = torch.Generator().manual_seed(seed)
+    return torch.stack([torch.randn(act_dim, generator=generator) for _ in range(steps)]).numpy()
+
+
 def reference_mu(spec: PolicySpec, obs: np.ndarray) -> np.ndarray:
     """mu in float64 on the CPU, straight from the checkpoint (the precision reference)."""
     import torch
@@ -651,29 +659,38 @@ def cuda_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def resolve_device(text: str):
-    """A torch.device for --device, checking that it exists (auto: npu, else cuda, else cpu)."""
-    import torch
+def select_device(text: str, npus: Callable[[], int], cudas: Callable[[], int]) -> str:
+    """The device string for --device given how many NPUs and CUDA GPUs there are
+    (auto: npu, else cuda, else cpu); UsageError naming what is missing."""
     kind, index = parse_device(text)
     if kind == "auto":
-        if npu_count():
-            return torch.device("npu", 0)
-        return torch.device("cuda", 0) if cuda_count() else torch.device("cpu")
+        return "npu:0" if npus() else "cuda:0" if cudas() else "cpu"
     if kind == "cpu":
-        return torch.device("cpu")
+        return "cpu"
     index = index or 0
-    if kind == "npu":
-        if import_torch_npu() is None:
-            raise UsageError(f"--device {text}: torch_npu is not installed (Ascend hosts: use CANN's torch/torch_npu)")
-        count, what = npu_count(), "NPU"
-    else:
-        count, what = cuda_count(), "CUDA GPU"
-        if count == 0:
-            build = "a CPU-only torch build" if torch.version.cuda is None else f"CUDA {torch.version.cuda} build"
-            raise UsageError(f"--device {text}: no CUDA GPU is available ({build})")
+    count = npus() if kind == "npu" else cudas()
+    what = "NPU" if kind == "npu" else "CUDA GPU"
+    if count == 0:
+        raise UsageError(f"--device {text}: no {what} is available ({missing_backend(kind)})")
     if index >= count:
         raise UsageError(f"--device {text}: {what} {index} does not exist ({count} available)")
-    return torch.device(kind, index)
+    return f"{kind}:{index}"
+
+
+def missing_backend(kind: str) -> str:
+    """Why a device kind is absent, in words."""
+    import importlib.util
+    if kind == "npu":
+        return ("torch_npu is not installed (Ascend hosts: use CANN's torch/torch_npu)"
+                if importlib.util.find_spec("torch_npu") is None else "torch_npu sees no NPU; check npu-smi info")
+    import torch
+    return "a CPU-only torch build" if torch.version.cuda is None else f"CUDA {torch.version.cuda} build sees no GPU"
+
+
+def resolve_device(text: str):
+    """A torch.device for --device, checking that it exists."""
+    import torch
+    return torch.device(select_device(text, npu_count, cuda_count))
 
 
 def synchronize(device) -> None:
@@ -1356,11 +1373,11 @@ def mode_export_onnx(ctx: Context):
 
 
 def action_sequence(ctx: Context, seed: int, steps: int, deterministic: bool) -> np.ndarray:
-    """One observation per step (RandomState(seed).randn(steps, obs_dim)), noise rows from
-    torch.Generator().manual_seed(seed); row 0 equals `sample --seed S`."""
+    """One observation per step (RandomState(seed).randn(steps, obs_dim)) and one noise draw
+    per step (noise_sequence); step 0 equals `sample --seed S`."""
     spec, engine = ctx.spec, ctx.engine
     obs = random_obs(seed, spec.obs_dim, steps)
-    noise = None if deterministic else draw_noise(seed, steps, spec.act_dim)
+    noise = None if deterministic else noise_sequence(seed, steps, spec.act_dim)
     out = np.empty((steps, spec.act_dim), np.float32)
     for t in range(steps):
         out[t] = engine.deterministic(obs[t:t + 1])[0] if deterministic else engine.sample(obs[t:t + 1], noise[t:t + 1])[1][0]
@@ -1392,7 +1409,7 @@ def mode_stats(ctx: Context):
     for r in range(a.rollouts):
         rng = np.random.RandomState(a.seed + r)
         obs = rng.randn(spec.obs_dim).astype(np.float32)
-        noise = draw_noise(a.seed + r, a.steps, spec.act_dim)
+        noise = noise_sequence(a.seed + r, a.steps, spec.act_dim)
         actions, times = np.empty((a.steps, spec.act_dim), np.float32), []
         for t in range(a.steps):
             t0 = time.perf_counter()

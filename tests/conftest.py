@@ -1,0 +1,74 @@
+"""Shared helpers. The ML-Agents fixtures are found through $HUGGY_FIXTURES, default
+../shared/fixtures beside the checkout; tests that need them skip when they are absent.
+The bundled sample under assets/ always exists."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+import inference  # noqa: E402
+
+FIXTURES = Path(os.environ.get("HUGGY_FIXTURES") or ROOT.parent / "shared" / "fixtures")
+HUGGY = FIXTURES / "ppo-Huggy-sample"
+AGENT = FIXTURES / "ppo-Agent-small"
+BUNDLED = ROOT / "assets" / "ppo-Huggy-sample"
+BUNDLED_PT = BUNDLED / "Huggy" / "Huggy-600017.pt"
+BUNDLED_ONNX = BUNDLED / "Huggy" / "Huggy-600017.onnx"
+
+
+def need(path: Path) -> Path:
+    if not path.exists():
+        pytest.skip(f"fixture {path} is absent (set HUGGY_FIXTURES)")
+    return path
+
+
+@pytest.fixture(autouse=True)
+def offline_env(monkeypatch):
+    """No test reaches for the Hub; HUGGY_MODEL_DIR from the caller's shell does not leak in."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("HUGGY_MODEL_DIR", raising=False)
+
+
+def child_env(**extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "HUGGY_MODEL_DIR"}
+    env["HF_HUB_OFFLINE"] = "1"
+    env.update(extra)
+    return env
+
+
+def cli(*args, input=None, timeout=300, env=None, cwd=None) -> subprocess.CompletedProcess:
+    """Run inference.py as a user would, in a fresh process."""
+    return subprocess.run([sys.executable, str(ROOT / "inference.py"), *map(str, args)], input=input,
+                          capture_output=True, text=True, timeout=timeout, env=env or child_env(), cwd=cwd)
+
+
+def call(capsys, *args):
+    """Run main() in this process with --json; returns (exit code, parsed JSON or None, stderr)."""
+    code = inference.main([*map(str, args), "--json"])
+    out, err = capsys.readouterr()
+    lines = [l for l in out.splitlines() if l.strip()]
+    return code, (json.loads(lines[-1]) if lines and code in (0, 1) else None), err
+
+
+def ort_deterministic(onnx_path, obs) -> np.ndarray:
+    """ML-Agents' own ONNX through a bare onnxruntime session: the reference."""
+    import onnxruntime as ort
+    session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    return session.run(["deterministic_continuous_actions"], {"obs_0": np.asarray(obs, np.float32)})[0]
+
+
+def ort_mu(onnx_path, obs) -> np.ndarray:
+    """mu read out of ML-Agents' own ONNX (its mu Gemm made a graph output)."""
+    import onnx
+    import onnxruntime as ort
+    model = onnx.load(str(onnx_path))
+    name = next(n.output[0] for n in model.graph.node if n.op_type == "Gemm" and "mu" in n.output[0])
+    model.graph.output.append(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run([name], {"obs_0": np.asarray(obs, np.float32)})[0]

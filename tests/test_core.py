@@ -1,0 +1,340 @@
+"""Issue 2: loading, the policy's numbers against ML-Agents' ONNX, conventions, devices, exit codes."""
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import inference as I
+from conftest import (AGENT, BUNDLED, BUNDLED_ONNX, BUNDLED_PT, HUGGY, call, cli, need, ort_deterministic,
+                      ort_mu)
+
+CASES = [  # (model folder, checkpoint, its ML-Agents ONNX)
+    pytest.param("bundled", "Huggy/Huggy-600017.pt", "Huggy/Huggy-600017.onnx", id="bundled-huggy-final"),
+    pytest.param("huggy", "Huggy/Huggy-200012.pt", "Huggy/Huggy-200012.onnx", id="huggy-200012"),
+    pytest.param("huggy", "Huggy/checkpoint.pt", "Huggy.onnx", id="huggy-checkpoint.pt"),
+    pytest.param("agent", "Agent/Agent-50000.pt", "Agent/Agent-50000.onnx", id="agent-50000-no-normalizer"),
+    pytest.param("agent", "Agent/Agent-100000.pt", "Agent.onnx", id="agent-final-no-normalizer"),
+]
+
+
+def folder(name: str) -> Path:
+    return {"bundled": BUNDLED, "huggy": need(HUGGY), "agent": need(AGENT)}[name]
+
+
+def observations(spec, rows=32) -> np.ndarray:
+    """Normal draws, the named observations, and values far outside the normalizer's range."""
+    rng = np.random.RandomState(1234)
+    named = [np.zeros(spec.obs_dim), np.ones(spec.obs_dim), -np.ones(spec.obs_dim), I.boundary_obs(spec),
+             np.full(spec.obs_dim, 1e4), np.full(spec.obs_dim, -1e4)]
+    return np.vstack([rng.randn(rows, spec.obs_dim) * 3, *named]).astype(np.float32)
+
+
+@pytest.mark.parametrize("engine", ["torch", "onnxruntime"])
+@pytest.mark.parametrize("where,pt,onnx_file", CASES)
+def test_every_engine_equals_mlagents_onnx(where, pt, onnx_file, engine):
+    base = folder(where)
+    spec = I.load_policy_spec(base / pt)
+    obs = observations(spec)
+    reference = ort_deterministic(base / onnx_file, obs)
+    ours = I.make_engine(engine, spec, torch.device("cpu"), "float32")
+    got = ours.deterministic(obs)
+    assert got.shape == reference.shape == (len(obs), spec.act_dim)
+    assert np.abs(got - reference).max() <= 1e-5
+    for row in (0, 5, len(obs) - 1):  # single observations, as a control loop sends them
+        assert np.abs(ours.deterministic(obs[row:row + 1]) - reference[row:row + 1]).max() <= 1e-5
+
+
+@pytest.mark.parametrize("where,pt,onnx_file", CASES)
+def test_float64_reference_close_to_onnx(where, pt, onnx_file):
+    base = folder(where)
+    spec = I.load_policy_spec(base / pt)
+    obs = observations(spec)
+    ref64 = I.deterministic_actions(I.reference_mu(spec, obs))
+    assert np.abs(ref64 - ort_deterministic(base / onnx_file, obs)).max() < 1e-5
+
+
+def test_architecture_inferred_from_shapes():
+    spec = I.load_policy_spec(BUNDLED_PT)
+    assert (spec.obs_dim, spec.act_dim, spec.hidden_units, len(spec.layers)) == (59, 21, 512, 3)
+    assert spec.parameters == 566_805  # the seed's figure for Huggy
+    assert spec.normalize and spec.normalization_steps == 600_018 and spec.global_step == 600_017
+    small = I.load_policy_spec(need(AGENT) / "Agent" / "Agent-100000.pt")
+    assert (small.obs_dim, small.act_dim, small.hidden_units, len(small.layers)) == (8, 2, 64, 2)
+    assert not small.normalize and small.parameters == 8 * 64 + 64 + 64 * 64 + 64 + 64 * 2 + 2
+
+
+def test_low_precision_keeps_normalizer_float32():
+    spec = I.load_policy_spec(BUNDLED_PT)
+    policy = I.build_policy(spec, torch.float16)
+    assert policy.divisor.dtype == torch.float32 and policy.running_mean.dtype == torch.float32
+    assert policy.mu.weight.dtype == torch.float16
+    # float16 cannot even hold the accumulated running_variance: the reason the normalizer stays float32
+    assert not torch.isfinite(torch.from_numpy(spec.running_variance).half()).all()
+    obs = torch.from_numpy(observations(spec))
+    with torch.inference_mode():
+        mu16 = policy(obs).float().numpy()
+    assert np.isfinite(mu16).all()
+    assert np.abs(I.deterministic_actions(mu16) - ort_deterministic(BUNDLED_ONNX, obs.numpy())).max() < 0.05
+
+
+# --- the seed's conventions ------------------------------------------------------------------
+
+def test_random_observation_convention():
+    obs = I.random_obs(0, 59)
+    assert obs.dtype == np.float32 and obs.shape == (59,)
+    assert np.allclose(obs[:3], [1.7640520, 0.4001570, 0.9787380], atol=1e-6)  # the seed's obs[:3]
+    batch = I.random_obs(0, 59, 8)
+    assert np.array_equal(batch[0], obs)  # row 0 of a batch is the single observation
+
+
+def test_noise_convention():
+    z = I.draw_noise(0, None, 21)
+    assert np.allclose(z[:2], [-1.1258, -1.1524], atol=1e-4)  # the seed's z for seed 0
+    rows = I.draw_noise(0, 4, 21)  # a batch of N draws: one torch.randn((N, act_dim))
+    assert np.array_equal(rows, torch.randn((4, 21), generator=torch.Generator().manual_seed(0)).numpy())
+    steps = I.noise_sequence(0, 3, 21)  # a control loop: one draw per step, step 0 as `sample`
+    assert np.array_equal(steps[0], z) and not np.array_equal(steps[1], z)
+    generator = torch.Generator().manual_seed(0)
+    assert np.array_equal(steps, np.stack([torch.randn(21, generator=generator).numpy() for _ in range(3)]))
+
+
+@pytest.mark.parametrize("engine", ["torch", "onnxruntime"])
+def test_sampled_action_formula(engine):
+    """sampled = clip(mu + z * exp(log_sigma), -3, 3) / 3 with mu read from ML-Agents' ONNX."""
+    spec = I.load_policy_spec(BUNDLED_PT)
+    obs = I.random_obs(3, spec.obs_dim, 16)
+    z = I.draw_noise(3, 16, spec.act_dim)
+    mu = ort_mu(BUNDLED_ONNX, obs).astype(np.float64)
+    expected = np.clip(mu + z * np.exp(spec.log_sigma.astype(np.float64)), -3, 3) / 3
+    det, sampled = I.make_engine(engine, spec, torch.device("cpu"), "float32").sample(obs, z)
+    assert np.abs(sampled - expected).max() < 1e-5
+    assert np.abs(det - ort_deterministic(BUNDLED_ONNX, obs)).max() < 1e-5
+    assert not np.allclose(sampled, det)  # the noise really moved the actions
+
+
+def test_sample_mode_reproducible_and_correct(capsys):
+    code, out, _ = call(capsys, "--mode", "sample", "--seed", "5", "--model-dir", BUNDLED)
+    assert code == 0 and out["identical"] is True and out["seed"] == 5
+    obs = I.random_obs(5, 59)
+    mu = ort_mu(BUNDLED_ONNX, obs[None])[0].astype(np.float64)
+    z = torch.randn(21, generator=torch.Generator().manual_seed(5)).numpy()
+    state = torch.load(BUNDLED_PT, weights_only=True)["Policy"]
+    sigma = np.exp(state["action_model._continuous_distribution.log_sigma"].numpy().reshape(-1).astype(np.float64))
+    expected = np.clip(mu + z * sigma, -3, 3) / 3
+    assert np.abs(np.array(out["sampled"]) - expected).max() < 1e-5
+    assert np.allclose(out["sigma"], sigma, atol=1e-7)
+
+
+# --- observations ------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def spec():
+    return I.load_policy_spec(BUNDLED_PT)
+
+
+def test_named_observations(spec):
+    assert np.array_equal(I.parse_obs("zeros", spec, 0), np.zeros(59, np.float32))
+    assert np.array_equal(I.parse_obs("ones", spec, 0), I.parse_obs("1", spec, 0))
+    assert np.array_equal(I.parse_obs("ones_neg", spec, 0), I.parse_obs("-1", spec, 0))
+    assert np.array_equal(I.parse_obs("random", spec, 7), I.random_obs(7, 59))
+    assert np.array_equal(I.parse_obs("-0.5", spec, 0), np.full(59, -0.5, np.float32))
+
+
+def test_boundary_sits_on_the_clip_edges(spec):
+    obs = I.parse_obs("boundary", spec, 0).astype(np.float64)
+    std = np.sqrt(spec.running_variance.astype(np.float64) / spec.normalization_steps)
+    normalized = (obs - spec.running_mean) / std
+    assert np.allclose(np.abs(normalized), 5.0, rtol=1e-5)
+    assert (np.sign(normalized[::2]) > 0).all() and (np.sign(normalized[1::2]) < 0).all()
+
+
+def test_comma_list(spec):
+    values = np.linspace(-2, 2, 59)
+    text = ",".join(f"{v:.2f}" for v in values)
+    assert np.allclose(I.parse_obs(text, spec, 0), np.round(values, 2), atol=1e-6)
+
+
+@pytest.mark.parametrize("text,words", [
+    ("1,2,3", "expected 59 numbers"), (",".join(["1"] * 60), "expected 59 numbers"),
+    ("nan", "finite"), ("inf", "finite"), ("-inf", "finite"), ("1e39", "float32"), ("abc", "not a number"),
+    ("", "not a number"), (",".join(["1"] * 58 + ["x"]), "not a number"), ("1,,2", "not a number"),
+])
+def test_bad_observations_refused(spec, text, words):
+    with pytest.raises(I.UsageError, match=words):
+        I.parse_obs(text, spec, 0)
+
+
+def test_negative_values_typed_without_equals(capsys):
+    code, out, err = call(capsys, "--mode", "action", "--obs", "-0.5", "--model-dir", BUNDLED)
+    assert code == 0 and out["obs"] == [-0.5] * 59, err
+    text = ",".join(f"{v:.2f}" for v in np.linspace(-2, 2, 59))
+    code, out, err = call(capsys, "--mode", "action", "--obs", text, "--seed", "5", "--model-dir", BUNDLED)
+    assert code == 0 and out["obs"][0] == -2.0 and len(out["actions"]) == 21, err
+    reference = ort_deterministic(BUNDLED_ONNX, np.array([out["obs"]], np.float32))[0]
+    assert np.abs(np.array(out["actions"]) - reference).max() <= 1e-5
+
+
+# --- devices, without hardware ----------------------------------------------------------------
+
+@pytest.mark.parametrize("text,expected", [("auto", ("auto", None)), ("cpu", ("cpu", None)), ("CUDA", ("cuda", None)),
+                                           ("cuda:1", ("cuda", 1)), ("npu", ("npu", None)), ("npu:7", ("npu", 7))])
+def test_parse_device(text, expected):
+    assert I.parse_device(text) == expected
+
+
+@pytest.mark.parametrize("text", ["tpu", "cpu:0", "cuda:-1", "npu:x", "", "auto:1", "cuda:1:2"])
+def test_parse_device_refuses(text):
+    with pytest.raises(I.UsageError):
+        I.parse_device(text)
+
+
+@pytest.mark.parametrize("npus,cudas,text,expected", [
+    (2, 1, "auto", "npu:0"), (0, 1, "auto", "cuda:0"), (0, 0, "auto", "cpu"), (2, 0, "npu:1", "npu:1"),
+    (0, 2, "cuda:1", "cuda:1"), (2, 2, "cpu", "cpu"), (1, 0, "npu", "npu:0"),
+])
+def test_select_device(npus, cudas, text, expected):
+    assert I.select_device(text, lambda: npus, lambda: cudas) == expected
+
+
+@pytest.mark.parametrize("npus,cudas,text,words", [
+    (0, 0, "npu:0", "no NPU is available"), (1, 0, "npu:1", "NPU 1 does not exist"),
+    (0, 0, "cuda", "no CUDA GPU"), (0, 2, "cuda:3", "CUDA GPU 3 does not exist \\(2 available\\)"),
+])
+def test_select_device_refuses(npus, cudas, text, words):
+    with pytest.raises(I.UsageError, match=words):
+        I.select_device(text, lambda: npus, lambda: cudas)
+
+
+def test_npu_not_probed_for_cpu(monkeypatch):
+    monkeypatch.setattr(I, "npu_count", lambda: pytest.fail("probed torch_npu for --device cpu"))
+    assert str(I.resolve_device("cpu")) == "cpu"
+
+
+def test_engine_choice():
+    cpu = torch.device("cpu")
+    assert I.choose_engine("auto", cpu, "float32") == "onnxruntime"
+    assert I.choose_engine("auto", cpu, "float16") == "torch"
+    with pytest.raises(I.UsageError, match="float32 only"):
+        I.choose_engine("onnxruntime", cpu, "bfloat16")
+
+
+# --- finding the model ------------------------------------------------------------------------
+
+def test_model_search_order(monkeypatch, tmp_path):
+    agent = need(AGENT)
+    monkeypatch.setenv("HUGGY_MODEL_DIR", str(agent))
+    src = I.locate_model(None, None, None)
+    assert src.origin == "HUGGY_MODEL_DIR" and src.checkpoint.name == "Agent-100000.pt" and src.behavior == "Agent"
+    src = I.locate_model(None, str(BUNDLED), None)
+    assert src.origin == "--model-dir" and src.checkpoint.name == "Huggy-600017.pt"
+    src = I.locate_model(str(agent / "Agent" / "Agent-50000.pt"), str(BUNDLED), None)
+    assert src.origin == "--checkpoint" and src.checkpoint.name == "Agent-50000.pt" and src.model_dir == agent.resolve()
+
+
+def test_highest_step_is_default_then_checkpoint_pt(tmp_path):
+    (tmp_path / "Dog").mkdir()
+    for name in ("Dog-999.pt", "Dog-1000.pt", "Dog-20.pt", "checkpoint.pt"):
+        (tmp_path / "Dog" / name).write_bytes(b"")
+    assert I.find_behavior(tmp_path) == "Dog"
+    assert I.default_checkpoint(tmp_path, "Dog").name == "Dog-1000.pt"
+    assert [p.name for p, _ in I.list_checkpoints(tmp_path, "Dog")] == ["Dog-20.pt", "Dog-999.pt", "Dog-1000.pt",
+                                                                        "checkpoint.pt"]
+    for name in ("Dog-999.pt", "Dog-1000.pt", "Dog-20.pt"):
+        (tmp_path / "Dog" / name).unlink()
+    assert I.default_checkpoint(tmp_path, "Dog").name == "checkpoint.pt"
+
+
+def test_offline_falls_back_to_bundled_sample_with_a_note(capsys):
+    code, out, err = call(capsys, "--mode", "info")
+    assert code == 0 and out["source"] == "bundled sample"
+    assert "NOT the trained Huggy weights" in out["note"] and "NOT the trained Huggy weights" in err
+
+
+def test_explicit_repo_unavailable_is_an_error(capsys):
+    code, out, err = call(capsys, "--mode", "info", "--model", "someone/ppo-Other")
+    assert code == 2 and "someone/ppo-Other" in err and "HF_HUB_OFFLINE" in err
+
+
+def test_hub_uses_cache_when_offline(monkeypatch, tmp_path):
+    """A snapshot already in the Hugging Face cache is used offline, through huggingface_hub."""
+    import huggingface_hub
+    snapshot = tmp_path / "snap"
+    (snapshot / "Huggy").mkdir(parents=True)
+    (snapshot / "Huggy" / "Huggy-2000049.pt").symlink_to(BUNDLED_PT)
+    calls = []
+
+    def fake_snapshot(repo_id, local_files_only=False, **kw):
+        calls.append((repo_id, local_files_only))
+        return str(snapshot)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot)
+    src = I.locate_model(None, None, "PaulVialard/ppo-Huggy")
+    assert src.origin == "hub:PaulVialard/ppo-Huggy" and src.checkpoint.name == "Huggy-2000049.pt"
+    assert calls == [("PaulVialard/ppo-Huggy", True)]
+
+
+def test_pick_hub_files_takes_only_the_final_checkpoint():
+    files = ["Huggy.onnx", "README.md", "config.json", "configuration.yaml", "run_logs/training_status.json",
+             "run_logs/Player-0.log", "Huggy/Huggy-1999992.pt", "Huggy/Huggy-1999992.onnx", "Huggy/Huggy-2000049.pt",
+             "Huggy/Huggy-2000049.onnx", "Huggy/Huggy-199990.pt", "Huggy/checkpoint.pt", "Huggy/events.out"]
+    assert I.pick_hub_files(files) == sorted(["Huggy.onnx", "config.json", "configuration.yaml",
+                                              "run_logs/training_status.json", "Huggy/Huggy-2000049.pt",
+                                              "Huggy/Huggy-2000049.onnx"])
+    assert "Dog/checkpoint.pt" in I.pick_hub_files(["Dog.onnx", "Dog/checkpoint.pt"])
+
+
+# --- output and exit codes --------------------------------------------------------------------
+
+def test_info_json_fields(capsys):
+    code, out, _ = call(capsys, "--mode", "info", "--model-dir", BUNDLED)
+    assert code == 0
+    for key in ("obs_dim", "action_dim", "hidden_units", "num_layers", "normalize", "normalization_steps", "parameters",
+                "log_sigma", "checkpoint", "source", "device", "dtype", "versions", "sha256", "time_to_first_action_s"):
+        assert key in out, key
+    assert out["parameters"] == 566_805 and out["device"] == "cpu" and out["normalization_steps"] == 600_018
+    assert set(out["versions"]) >= {"torch", "torch_npu", "numpy", "onnxruntime"}
+    assert out["sha256"] == I.file_sha256(BUNDLED_PT) and len(out["log_sigma"]) == 21
+    reference = ort_deterministic(BUNDLED_ONNX, I.random_obs(0, 59)[None])[0]
+    assert np.abs(np.array(out["deterministic_actions"]) - reference).max() <= 1e-5
+
+
+def test_action_json_and_human_output(capsys):
+    code, out, _ = call(capsys, "--mode", "action", "--obs", "zeros", "--model-dir", BUNDLED)
+    assert code == 0 and set(out) >= {"obs", "actions"} and out["obs"] == [0.0] * 59
+    assert np.abs(np.array(out["actions"]) - ort_deterministic(BUNDLED_ONNX, np.zeros((1, 59)))[0]).max() <= 1e-5
+    assert I.main(["--mode", "action", "--model-dir", str(BUNDLED)]) == 0
+    text = capsys.readouterr().out.splitlines()
+    assert text[-1] == "SUCCESS" and any(l.strip().startswith("action[:8]") for l in text)
+
+
+def test_exit_codes_from_a_real_process():
+    ok = cli("--mode", "action", "--model-dir", BUNDLED, "--json")
+    assert ok.returncode == 0 and json.loads(ok.stdout)["actions"]
+    bad = cli("--mode", "action", "--obs", "1,2", "--model-dir", BUNDLED)
+    assert bad.returncode == 2 and bad.stdout.count("\n") <= 1 and "Traceback" not in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1 and "expected 59 numbers" in bad.stderr
+    failed = cli("--mode", "precision", "--tol", "1e-12", "--samples", "4", "--model-dir", BUNDLED)
+    assert failed.returncode == 1 and "Traceback" not in failed.stderr and "FAILED" in failed.stdout
+    usage = cli("--mode", "nonsense")
+    assert usage.returncode == 2 and len(usage.stderr.strip().splitlines()) == 1
+
+
+# --- the seed's published numbers, with the real weights only -----------------------------------
+
+REAL_HUGGY = os.environ.get("HUGGY_MODEL_DIR")  # read before the autouse fixture hides it
+
+
+def test_golden_numbers_from_the_seed():
+    if not REAL_HUGGY or not (Path(REAL_HUGGY) / "Huggy" / "Huggy-2000049.pt").is_file():
+        pytest.skip("HUGGY_MODEL_DIR does not hold the real PaulVialard/ppo-Huggy (Huggy/Huggy-2000049.pt)")
+    root = Path(REAL_HUGGY)
+    spec = I.load_policy_spec(I.default_checkpoint(root, "Huggy"))
+    engine = I.make_engine("torch", spec, torch.device("cpu"), "float32")
+    seed0 = engine.deterministic(I.random_obs(0, 59)[None])[0]
+    assert np.allclose(seed0[:6], [-0.009379, 0.817283, 1.0, -1.0, 0.030736, 0.759924], atol=5e-6)
+    zeros = engine.deterministic(np.zeros((1, 59), np.float32))[0]
+    assert np.allclose(zeros[:6], [-0.2696, -0.0536, 0.0999, 0.4499, -0.1415, 0.2865], atol=6e-5)
+    _, sampled = engine.sample(I.random_obs(0, 59)[None], I.draw_noise(0, None, 21)[None])
+    assert np.allclose(sampled[0, :6], [-0.3741, 0.4414, 0.9196, -1.0, 0.3126, 0.3080], atol=6e-5)
