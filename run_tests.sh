@@ -1,0 +1,274 @@
+#!/usr/bin/env bash
+# Replays the seed document's 50 cases (section 5), same commands and numbers, as a user runs
+# them, into logs/test_cases.log: per case a header (number, command, exit code, verdict) and
+# the full output, appended as each case ends (an interrupted run keeps every finished case).
+#
+# Every case states its pass rule below: the exit code plus the fact the output must show
+# (actions in [-1, 1], identical draws, tolerance met, file written, equal to another case).
+#
+#   DEVICE=auto|cpu|cuda:0|npu:0   device for every case (default auto)
+#   SECOND_DEVICE=npu:1            second card for cases 44, 49, 50 (skipped, not passed, without)
+#   PYTHON=python3                 interpreter (default: python)
+set -u
+cd "$(dirname "$0")"
+PY="${PYTHON:-python}"
+DEVICE="${DEVICE:-auto}"
+SECOND="${SECOND_DEVICE:-}"
+LOG="logs/test_cases.log"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+mkdir -p logs
+
+cat > "$WORK/check.py" <<'PYEOF'
+"""Check one case's output against its rule; prints 'PASS detail' or 'FAIL detail'."""
+import ast, json, math, os, re, sys
+
+rule, out_file, code, work, started = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], float(sys.argv[5])
+text = open(out_file, encoding="utf-8", errors="replace").read()
+lines = text.strip().splitlines()
+
+def fail(why):
+    print("FAIL " + why); sys.exit(0)
+
+def field(label, source=None):
+    m = re.search(r"^\s*" + re.escape(label) + r"\s*=\s*(\[[^\]]*\])", source or text, re.M)
+    if not m:
+        fail(f"no '{label}' line")
+    return [float(v) for v in ast.literal_eval(m.group(1))]
+
+def number(label):
+    m = re.search(re.escape(label) + r"\s*=\s*([-+0-9.eE]+|nan|inf)", text)
+    if not m:
+        fail(f"no '{label}' figure")
+    return float(m.group(1))
+
+def in_range(values, what):
+    if not all(math.isfinite(v) and -1.0 <= v <= 1.0 for v in values):
+        fail(f"{what} outside [-1, 1]: {values}")
+
+def other(case):
+    path = os.path.join(work, f"case_{case}.out")
+    return open(path).read() if os.path.exists(path) else fail(f"case {case} has no output to compare with")
+
+kind, _, arg = rule.partition(":")
+expect_ok = kind not in ("precision_lowp",)
+if expect_ok and (code != 0 or not lines or lines[-1] != "SUCCESS"):
+    fail(f"exit code {code}, last line {lines[-1] if lines else '(none)'!r}; expected 0 and SUCCESS")
+
+if kind == "info":
+    acts = field("[policy] deterministic_actions[:6]")
+    in_range(acts, "actions")
+    if not re.search(r"parameters = [\d,]+", text):
+        fail("no parameter count")
+    count = re.search(r"parameters = ([\d,]+)", text).group(1)
+    print(f"PASS parameters {count}, actions in [-1, 1]")
+elif kind == "checkpoints":
+    m = re.search(r"default checkpoint: (\S+\.pt)", text)
+    n = len(re.findall(r"^\s+- \S+\.pt", text, re.M))
+    if not m or n < 1:
+        fail("no checkpoint list or default")
+    print(f"PASS {n} checkpoint(s), default {m.group(1)}")
+elif kind == "action":
+    acts = field("action[:8]")
+    lo, hi = (float(v) for v in re.search(r"action range\s*=\s*\[([-0-9.]+), ([-0-9.]+)\]", text).groups())
+    in_range(acts + [lo, hi], "actions")
+    if arg:  # must equal another case's actions (e.g. `--obs 1` and `--obs ones`)
+        theirs = field("action[:8]", other(arg))
+        if acts != theirs:
+            fail(f"differs from case {arg}: {acts} vs {theirs}")
+        print(f"PASS range [{lo}, {hi}], identical to case {arg}")
+    else:
+        print(f"PASS range [{lo}, {hi}]")
+elif kind == "sample":
+    s1, s2, det = field("sampled#1"), field("sampled#2"), field("deterministic")
+    if s1 != s2 or "same seed, same draw = yes" not in text:
+        fail("two draws with the same seed differ")
+    in_range(s1 + det, "actions")
+    if s1 == det:
+        fail("sampled equals deterministic: no noise was added")
+    print("PASS same seed gives the same draw, actions in [-1, 1]")
+elif kind == "batch":
+    rows = re.findall(r"batch\[(\d+)\] (\[[^\]]*\])", text)
+    lo, hi = (float(v) for v in re.search(r"output range = \[([-0-9.]+), ([-0-9.]+)\]", text).groups())
+    in_range([lo, hi], "output range")
+    first = [float(v) for v in ast.literal_eval(rows[0][1])]
+    single = field("action[:8]", other(3))[:6]
+    if any(abs(a - b) > 1e-6 for a, b in zip(first, single)):
+        fail(f"batch[0] {first} differs from the single observation of case 3 {single}")
+    ms = number("first (cold) call")
+    print(f"PASS range [{lo}, {hi}], batch[0] equals case 3, cold {ms:.2f} ms")
+elif kind in ("precision", "precision_lowp"):
+    cos, err = number("vs float64: cos"), number("max_abs_err")
+    holds = cos >= 0.999 and err < 0.01
+    if kind == "precision":
+        if not (0 < err < float(arg) and holds):
+            fail(f"cos {cos}, max_abs_err {err}: expected 0 < error < {arg}")
+        print(f"PASS cos {cos:.8f}, max_abs_err {err:.3e} (non-zero, below {arg})")
+    else:
+        # Low precision: the seed reports bf16 missing tol 0.01 on the real weights (1.07e-2).
+        # The rule is that the program measured it and its verdict agrees with its numbers.
+        if code not in (0, 1) or (code == 0) != holds:
+            fail(f"exit {code} disagrees with cos {cos}, max_abs_err {err}")
+        print(f"PASS measured cos {cos:.8f}, max_abs_err {err:.3e}: {'within' if holds else 'misses'} tol 0.01 "
+              f"(exit {code}; the seed's bf16 on real weights missed it)")
+elif kind == "onnx":
+    err, cos = number("max_abs_err"), number("cos")
+    if not (err < 1e-4 and cos >= 0.999999):
+        fail(f"max_abs_err {err}, cos {cos}")
+    print(f"PASS max_abs_err {err:.3e} < 1e-4, cos {cos:.8f}")
+elif kind == "fingerprint":
+    digest = re.search(r"sha256\(actions\)\s*=\s*([0-9a-f]{64})", text)
+    if "runs identical        = yes" not in text or not digest:
+        fail("runs differ or no sha256")
+    first = field("run1 first action[:6]")
+    in_range(first, "first action")
+    if arg:  # step 0 of the sequence is what `sample` draws with the same seed
+        theirs = field("sampled#1", other(arg))[:6]
+        if first != theirs:
+            fail(f"first action {first} differs from case {arg}'s sampled#1 {theirs}")
+    print(f"PASS identical runs, sha256 {digest.group(1)[:6]}…{digest.group(1)[-5:]}" + (f", first action = case {arg}" if arg else ""))
+elif kind == "stats":
+    rows = re.findall(r"rollout\[\d+\].*in\[-1,1\]=(True|False)", text)
+    if len(rows) != int(arg) or not all(r == "True" for r in rows):
+        fail(f"{len(rows)} rollouts, expected {arg} all in range")
+    print(f"PASS {arg} rollouts, all actions in [-1, 1]")
+elif kind == "benchmark":
+    figures = [number(k) for k in ("avg", "p50", "p95", "p99", "max")]
+    if not (all(f > 0 for f in figures) and figures[1] <= figures[2] <= figures[3] <= figures[4]):
+        fail(f"latency figures out of order: {figures}")
+    ratio = re.search(r"p50 ratio to onnxruntime = ([0-9.]+)", text)
+    print(f"PASS p50 {figures[1]:.4f} ms" + (f", ratio to bare onnxruntime {ratio.group(1)}" if ratio else ""))
+elif kind == "export":
+    path = re.search(r"written: (\S+\.onnx)", text)
+    err = number("max_abs_err")
+    if not path or not os.path.isfile(path.group(1)) or os.path.getmtime(path.group(1)) < started - 1:
+        fail("no freshly written ONNX file")
+    if err > 1e-5:
+        fail(f"export differs from ML-Agents' ONNX by {err}")
+    print(f"PASS written {path.group(1)}, max_abs_err vs ML-Agents ONNX {err:.3e}")
+else:
+    fail(f"unknown rule {rule}")
+PYEOF
+
+{
+  echo "# run_tests.sh — $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+  echo "# device=${DEVICE} second_device=${SECOND:-none} python=$("$PY" -c 'import sys; print(sys.version.split()[0])' 2>&1)"
+  echo "# model: HUGGY_MODEL_DIR=${HUGGY_MODEL_DIR:-unset} (unset: Hub cache, else the bundled sample)"
+} > "$LOG"
+
+declare -A PASS FAIL SKIP
+GROUPS_ORDER="A B C D E F G H I J"
+for g in $GROUPS_ORDER; do PASS[$g]=0; FAIL[$g]=0; SKIP[$g]=0; done
+FAILED_CASES=""
+
+# case NUM GROUP RULE DEVICE_KIND -- ARGS...   (DEVICE_KIND: main | second)
+case_() {
+  local num="$1" group="$2" rule="$3" which="$4"; shift 5
+  local dev="$DEVICE"
+  if [ "$which" = second ]; then
+    if [ -z "$SECOND" ]; then
+      SKIP[$group]=$((SKIP[$group] + 1))
+      printf '\n===== case %s [%s] SKIPPED: needs SECOND_DEVICE (e.g. npu:1) =====\n' "$num" "$group" >> "$LOG"
+      printf 'case %2s [%s] SKIP (no SECOND_DEVICE)\n' "$num" "$group"
+      return
+    fi
+    dev="$SECOND"
+  fi
+  local cmd=("$PY" inference.py "$@" --device "$dev")
+  local out="$WORK/case_${num}.out" started code verdict
+  started="$(date +%s.%N)"
+  "${cmd[@]}" > "$out" 2>&1
+  code=$?
+  verdict="$("$PY" "$WORK/check.py" "$rule" "$out" "$code" "$WORK" "$started" 2>&1 | tail -n 1)"
+  case "$verdict" in
+    PASS*) PASS[$group]=$((PASS[$group] + 1)) ;;
+    *) FAIL[$group]=$((FAIL[$group] + 1)); FAILED_CASES="$FAILED_CASES $num" ;;
+  esac
+  {
+    printf '\n===== case %s [%s] =====\n' "$num" "$group"
+    printf 'command: python %s\n' "${cmd[*]:1}"
+    printf 'rule: %s | exit code: %s | verdict: %s\n--- output ---\n' "$rule" "$code" "$verdict"
+    cat "$out"
+  } >> "$LOG"
+  printf 'case %2s [%s] %s\n' "$num" "$group" "$verdict"
+}
+
+CUSTOM="$("$PY" -c 'print(",".join("%.2f" % (-2 + 4 * i / 58) for i in range(59)))')"  # -2.00,-1.93,...,2.00
+
+# A: environment and model information
+case_ 1  A info          main -- --mode info
+case_ 2  A checkpoints   main -- --mode checkpoints
+# B: deterministic actions
+case_ 3  B action        main -- --mode action --obs random --seed 0
+case_ 4  B action        main -- --mode action --obs random --seed 1
+case_ 5  B action        main -- --mode action --obs random --seed 2
+case_ 6  B action        main -- --mode action --obs zeros
+case_ 7  B action        main -- --mode action --obs ones
+case_ 8  B action        main -- --mode action --obs ones_neg
+case_ 9  B action        main -- --mode action --obs boundary
+case_ 10 B action        main -- --mode action --obs 0.5
+case_ 11 B action        main -- --mode action --obs -0.5
+case_ 12 B action:7      main -- --mode action --obs 1
+case_ 13 B action:8      main -- --mode action --obs -1
+case_ 14 B action        main -- --mode action --obs "$CUSTOM" --seed 5
+case_ 15 B action        main -- --mode action --obs random --seed 0 --dtype float16
+case_ 16 B action        main -- --mode action --obs random --seed 0 --dtype bfloat16
+case_ 17 B action        main -- --mode action --obs 2
+# C: sampled actions
+case_ 18 C sample        main -- --mode sample --obs random --seed 0
+case_ 19 C sample        main -- --mode sample --obs random --seed 1
+case_ 20 C sample        main -- --mode sample --obs zeros
+case_ 21 C sample        main -- --mode sample --obs ones --seed 2
+case_ 22 C sample        main -- --mode sample --obs random --seed 3 --dtype float16
+case_ 23 C sample        main -- --mode sample --obs random --seed 3 --dtype bfloat16
+# D: batches
+case_ 24 D batch         main -- --mode batch --batch 16
+case_ 25 D batch         main -- --mode batch --batch 32
+case_ 26 D batch         main -- --mode batch --batch 64
+case_ 27 D batch         main -- --mode batch --batch 128
+case_ 28 D batch         main -- --mode batch --batch 512
+# E: precision against a float64 reference
+case_ 29 E precision:1e-4    main -- --mode precision --dtype float32
+case_ 30 E precision_lowp    main -- --mode precision --dtype float16
+case_ 31 E precision_lowp    main -- --mode precision --dtype bfloat16
+# F: against ML-Agents' ONNX
+case_ 32 F onnx          main -- --mode onnx-compare --batch 64 --seed 7
+case_ 33 F onnx          main -- --mode onnx-compare --batch 32 --seed 0
+case_ 34 F onnx          main -- --mode onnx-compare --batch 128 --seed 42
+# G: action-sequence fingerprints
+case_ 35 G fingerprint   main -- --mode fingerprint --seed 7 --steps 64
+case_ 36 G fingerprint   main -- --mode fingerprint --seed 42 --steps 32 --deterministic
+case_ 37 G fingerprint:18 main -- --mode fingerprint --seed 0 --steps 128
+# H: closed-loop rollouts (synthetic dynamics)
+case_ 38 H stats:5       main -- --mode stats --rollouts 5 --steps 50
+case_ 39 H stats:8       main -- --mode stats --rollouts 8 --steps 100
+case_ 40 H stats:3       main -- --mode stats --rollouts 3 --steps 30 --deterministic
+# I: latency
+case_ 41 I benchmark     main -- --mode benchmark --runs 200 --seed 0
+case_ 42 I benchmark     main -- --mode benchmark --runs 100 --seed 0 --dtype float16
+case_ 43 I benchmark     main -- --mode benchmark --runs 300 --seed 0 --dtype bfloat16
+case_ 44 I benchmark     second -- --mode benchmark --runs 100 --seed 1
+# J: export and second card
+case_ 45 J export        main -- --mode export-onnx
+case_ 46 C sample        main -- --mode sample --obs -0.5 --seed 4
+case_ 47 C sample        main -- --mode sample --obs boundary --seed 5
+case_ 48 D batch         main -- --mode batch --batch 512
+case_ 49 E precision:1e-4 second -- --mode precision --dtype float32
+case_ 50 J action        second -- --mode action --obs random --seed 9
+
+TP=0; TF=0; TS=0
+{
+  printf '\n===== summary by group =====\n'
+  printf '%-28s %6s %6s %7s\n' group passed failed skipped
+  for g in $GROUPS_ORDER; do
+    case $g in A) name="A info";; B) name="B deterministic";; C) name="C sampled";; D) name="D batch";;
+      E) name="E precision";; F) name="F onnx-compare";; G) name="G fingerprint";; H) name="H stats";;
+      I) name="I benchmark";; J) name="J export + second card";; esac
+    printf '%-28s %6s %6s %7s\n' "$name" "${PASS[$g]}" "${FAIL[$g]}" "${SKIP[$g]}"
+  done
+} | tee -a "$LOG"
+for g in $GROUPS_ORDER; do TP=$((TP + PASS[$g])); TF=$((TF + FAIL[$g])); TS=$((TS + SKIP[$g])); done
+[ -n "$FAILED_CASES" ] && echo "failed cases:$FAILED_CASES" | tee -a "$LOG"
+echo "log: $LOG"
+echo "$TP passed, $TF failed, $TS skipped" | tee -a "$LOG"
+[ "$TF" -eq 0 ]
