@@ -742,7 +742,8 @@ class TorchEngine:
 
     def _run(self, obs: np.ndarray):
         torch = self.torch
-        host = torch.from_numpy(np.ascontiguousarray(obs, np.float32))
+        host = np.ascontiguousarray(obs, np.float32)
+        host = torch.from_numpy(host if host.flags.writeable else host.copy())  # e.g. a read-only memory map
         if self.graph_api is not None:
             try:
                 captured = self._captured(obs.shape[0])
@@ -1044,7 +1045,8 @@ class Context:
         def load():
             src = self.source
             if src.note:
-                print(f"[note] {src.note}", file=sys.stderr if self.args.json else sys.stdout)
+                machine_readable = self.args.json or self.args.mode == "stream"  # stdout is JSON only
+                print(f"[note] {src.note}", file=sys.stderr if machine_readable else sys.stdout)
             return load_policy_spec(src.checkpoint, self.args.expect_sha256)
         return self.cached("spec", load)
 

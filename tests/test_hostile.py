@@ -1,0 +1,300 @@
+"""Issue 5: hostile and broken input is refused cleanly: exit 2, 1-3 lines on stderr, no
+traceback, no code run, no output file created or changed; fuzzed loaders and parsers."""
+import os
+import socket
+import sys
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import inference as I
+from conftest import BUNDLED, BUNDLED_ONNX, BUNDLED_PT, call, cli, ort_deterministic
+
+
+class RunsCode:
+    """A pickle that would create a file when unpickled without weights_only."""
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+@pytest.fixture(scope="module")
+def policy_state():
+    return torch.load(BUNDLED_PT, map_location="cpu", weights_only=True)["Policy"]
+
+
+def refused(result, *words):
+    """exit 2, one to three lines on stderr, no traceback, the words named."""
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    assert 1 <= len(lines) <= 3 and "Traceback" not in result.stderr, result.stderr
+    for word in words:
+        assert word in result.stderr, (word, result.stderr)
+
+
+def test_pickle_that_runs_code_is_refused_and_never_runs(tmp_path):
+    marker = tmp_path / "PWNED"
+    evil = tmp_path / "evil.pt"
+    torch.save({"Policy": RunsCode(marker)}, evil)
+    refused(cli("--mode", "action", "--checkpoint", evil), "evil.pt", "could run code")
+    assert not marker.exists()
+    torch.save(RunsCode(marker), tmp_path / "evil2.pt")  # code at the top level of the pickle
+    refused(cli("--mode", "info", "--checkpoint", tmp_path / "evil2.pt"), "refused")
+    assert not marker.exists()
+
+
+def broken_files(tmp_path, policy_state):
+    whole = BUNDLED_PT.read_bytes()
+    (tmp_path / "truncated.pt").write_bytes(whole[: len(whole) // 3])
+    (tmp_path / "random.pt").write_bytes(np.random.RandomState(0).bytes(4096))
+    (tmp_path / "empty.pt").write_bytes(b"")
+    torch.save({"weights": torch.zeros(3)}, tmp_path / "not_mlagents.pt")
+    torch.save([1, 2, 3], tmp_path / "a_list.pt")
+    chain = dict(policy_state)
+    chain["network_body._body_endoder.seq_layers.2.weight"] = torch.zeros(512, 100)
+    torch.save({"Policy": chain}, tmp_path / "no_chain.pt")
+    nan = dict(policy_state)
+    nan[I.NORMALIZER_PREFIXES[0] + "running_mean"] = torch.full((59,), float("nan"))
+    torch.save({"Policy": nan}, tmp_path / "nan_normalizer.pt")
+    inf = dict(policy_state)
+    inf["action_model._continuous_distribution.mu.bias"] = torch.full((21,), float("inf"))
+    torch.save({"Policy": inf}, tmp_path / "inf_mu.pt")
+    return {"truncated.pt": "damaged", "random.pt": "refused", "empty.pt": "refused",
+            "not_mlagents.pt": "not an ML-Agents checkpoint", "a_list.pt": "not an ML-Agents checkpoint",
+            "no_chain.pt": "takes 100 inputs", "nan_normalizer.pt": "NaN", "inf_mu.pt": "NaN or infinite"}
+
+
+def test_broken_checkpoints_refused(tmp_path, policy_state):
+    for name, words in broken_files(tmp_path, policy_state).items():
+        refused(cli("--mode", "action", "--checkpoint", tmp_path / name), name, words)
+
+
+def test_missing_model_and_empty_folder(tmp_path):
+    refused(cli("--mode", "info", "--checkpoint", tmp_path / "nope.pt"), "no such file")
+    refused(cli("--mode", "info", "--model-dir", tmp_path / "nowhere"), "no such folder")
+    refused(cli("--mode", "info", "--model-dir", tmp_path), "no ML-Agents checkpoint found")
+    refused(cli("--mode", "info", "--checkpoint", tmp_path), "is a folder")
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--obs", "1,2,3"], "expected 59 numbers"), (["--obs", "nan"], "finite"), (["--obs", "inf"], "finite"),
+    (["--obs", "dog"], "not a number"), (["--device", "npu:0"], "torch_npu is not installed"),
+    (["--device", "cuda:3"], "no CUDA GPU"), (["--device", "gpu"], "expected auto, cpu"),
+    (["--batch", "0"], "at least 1"), (["--runs", "-5"], "at least 1"), (["--steps", "-1"], "at least 1"),
+    (["--seed", "-3"], "between 0"), (["--tol", "nan"], "positive"), (["--dtype", "int8"], "invalid choice"),
+    (["--expect-sha256", "xyz"], "64 hexadecimal"), (["--engine", "onnxruntime", "--dtype", "float16"], "float32 only"),
+])
+def test_bad_arguments_refused_in_process(capsys, args, words):
+    code, _, err = call(capsys, "--mode", "action", "--model-dir", BUNDLED, *args)
+    assert code == 2 and words in err and 1 <= len(err.strip().splitlines()) <= 3
+
+
+def test_bad_arguments_refused_as_a_user_runs_them():
+    refused(cli("--mode", "action", "--obs", "1,2,3", "--model-dir", BUNDLED), "expected 59 numbers")
+    refused(cli("--mode", "action", "--device", "npu:0", "--model-dir", BUNDLED), "torch_npu")
+
+
+def test_batch_too_large_refused_before_allocating(capsys):
+    code, _, err = call(capsys, "--mode", "batch", "--batch", str(10**12), "--model-dir", BUNDLED)
+    assert code == 2 and "GiB" in err and "would need" in err
+
+
+def test_expect_sha256(capsys):
+    good = I.file_sha256(BUNDLED_PT)
+    code, out, _ = call(capsys, "--mode", "info", "--model-dir", BUNDLED, "--expect-sha256", good.upper())
+    assert code == 0 and out["sha256"] == good
+    code, _, err = call(capsys, "--mode", "info", "--model-dir", BUNDLED, "--expect-sha256", "0" * 64)
+    assert code == 2 and good in err and "refusing" in err
+
+
+# --- observation files -------------------------------------------------------------------------
+
+def obs_file_cases(tmp_path):
+    good = np.random.RandomState(0).randn(50, 59).astype(np.float32)
+    np.save(tmp_path / "wide.npy", np.zeros((5, 60), np.float32))
+    bad_row = good.copy()
+    bad_row[37, 4] = np.nan
+    np.save(tmp_path / "nan_row.npy", bad_row)
+    inf_row = good.copy()
+    inf_row[3, 0] = np.inf
+    np.save(tmp_path / "inf_row.npy", inf_row)
+    np.save(tmp_path / "strings.npy", np.array([["a"] * 59]))
+    (tmp_path / "text.npy").write_text("not an array")
+    np.save(tmp_path / "objects.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    (tmp_path / "bad.csv").write_text("1,2,x\n")
+    np.save(tmp_path / "empty.npy", np.zeros((0, 59), np.float32))
+    return {"wide.npy": "expected [rows, 59]", "nan_row.npy": "row 37", "inf_row.npy": "row 3",
+            "strings.npy": "expected numbers", "text.npy": "not a readable array",
+            "objects.npy": "not a readable array", "bad.csv": "not a readable array", "empty.npy": "no rows"}
+
+
+def test_bad_obs_files_refused_without_output(capsys, tmp_path):
+    for name, words in obs_file_cases(tmp_path).items():
+        target = tmp_path / f"out_{name}.npy"
+        code, _, err = call(capsys, "--mode", "batch", "--obs-file", tmp_path / name, "--output", target,
+                            "--chunk", "16", "--model-dir", BUNDLED)
+        assert code == 2 and words in err, (name, err)
+        assert not target.exists(), name
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary left behind
+
+
+def test_failed_batch_keeps_existing_output(capsys, tmp_path):
+    obs_file_cases(tmp_path)
+    target = tmp_path / "precious.npy"
+    target.write_bytes(b"keep me")
+    code, _, err = call(capsys, "--mode", "batch", "--obs-file", tmp_path / "nan_row.npy", "--output", target,
+                        "--chunk", "8", "--model-dir", BUNDLED)
+    assert code == 2 and target.read_bytes() == b"keep me"
+
+
+# --- outputs -------------------------------------------------------------------------------------
+
+def test_output_paths_refused(capsys, tmp_path):
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    for target, words in ((a_file / "x.onnx", "is a file, not a folder"), (tmp_path / "no" / "x.onnx", "does not exist"),
+                          (tmp_path, "expected a .onnx"), (tmp_path / "x.txt", "expected a .onnx")):
+        code, _, err = call(capsys, "--mode", "export-onnx", "--model-dir", BUNDLED, "--output", target)
+        assert code == 2 and words in err, (target, err)
+
+
+def test_export_failing_half_way_leaves_existing_file(capsys, tmp_path, monkeypatch):
+    import onnx
+    target = tmp_path / "model.onnx"
+    target.write_bytes(b"previous export")
+
+    def half_then_fail(model, path, *a, **k):
+        with open(path, "wb") as fh:
+            fh.write(model.SerializeToString()[:1000])
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(onnx, "save", half_then_fail)
+    with pytest.raises(OSError):
+        I.main(["--mode", "export-onnx", "--model-dir", str(BUNDLED), "--output", str(target)])
+    assert target.read_bytes() == b"previous export"
+    assert [p.name for p in tmp_path.iterdir()] == ["model.onnx"]
+
+
+# --- no network when told so ----------------------------------------------------------------------
+
+@pytest.fixture()
+def no_network(monkeypatch):
+    def refuse(*a, **k):
+        raise AssertionError(f"network touched: {a[:2]}")
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+
+
+def test_no_network_with_model_dir_or_checkpoint(capsys, monkeypatch, no_network):
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    assert call(capsys, "--mode", "info", "--model-dir", BUNDLED)[0] == 0
+    assert call(capsys, "--mode", "action", "--checkpoint", BUNDLED_PT)[0] == 0
+
+
+def test_no_network_when_offline(capsys, no_network):
+    code, out, _ = call(capsys, "--mode", "info")  # HF_HUB_OFFLINE=1 from conftest
+    assert code == 0 and out["source"] == "bundled sample"
+
+
+def test_default_tries_the_hub_then_falls_back(capsys, monkeypatch):
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # a closed local port: fails at once
+    code, out, _ = call(capsys, "--mode", "info")
+    assert code == 0 and out["source"] == "bundled sample" and "127.0.0.1:9" in out["note"]
+
+
+# --- fuzzing --------------------------------------------------------------------------------------
+
+KEYS = sorted(torch.load(BUNDLED_PT, map_location="cpu", weights_only=True)["Policy"])
+NEEDED = [k for k in KEYS if k.startswith((I.BODY_PREFIX, I.MU_PREFIX, I.LOG_SIGMA_KEY, I.NORMALIZER_PREFIXES[0]))]
+OBS = np.random.RandomState(3).randn(8, 59).astype(np.float32)
+REFERENCE = ort_deterministic(BUNDLED_ONNX, OBS)
+
+mutation = st.one_of(
+    st.tuples(st.just("drop"), st.sampled_from(NEEDED)),
+    st.tuples(st.just("extra"), st.sampled_from(["foo", "network_body.new.weight", "action_model.x", "Policy.z",
+                                                 "network_body._body_endoder.seq_layers.1.weight", "critic.w"])),
+    st.tuples(st.just("dtype"), st.sampled_from(NEEDED), st.sampled_from([torch.float64, torch.float16, torch.int32,
+                                                                           torch.bool, torch.bfloat16])),
+    st.tuples(st.just("shape"), st.sampled_from(NEEDED), st.integers(-3, 3).filter(bool)),
+    st.tuples(st.just("poison"), st.sampled_from(NEEDED), st.sampled_from([float("nan"), float("inf"), -float("inf")])),
+    st.tuples(st.just("scalar"), st.sampled_from(NEEDED)),
+)
+
+
+def mutate(state: dict, change) -> dict:
+    state = dict(state)
+    op, key = change[0], change[1]
+    value = state.get(key)
+    if op != "extra" and not isinstance(value, torch.Tensor):
+        return state  # an earlier change already removed or replaced it
+    if op == "drop":
+        del state[key]
+    elif op == "extra":
+        state[key] = torch.zeros(3)
+    elif op == "dtype":
+        state[key] = value.to(change[2])
+    elif op == "shape":
+        grown = list(value.shape) or [1]
+        grown[0] = max(0, grown[0] + change[2])
+        rows = value.reshape(value.shape[0] if value.dim() else 1, -1)
+        resized = torch.zeros((grown[0], rows.shape[1]), dtype=value.dtype)
+        resized[:min(grown[0], rows.shape[0])] = rows[:grown[0]]  # values kept where the shapes overlap
+        resized = resized.reshape(grown)
+        state[key] = resized
+    elif op == "poison":
+        poisoned = value.clone().reshape(-1)
+        if poisoned.dtype.is_floating_point and poisoned.numel():
+            poisoned[poisoned.numel() // 2] = change[2]
+        state[key] = poisoned.reshape(value.shape)
+    elif op == "scalar":
+        state[key] = 1.5
+    return state
+
+
+POLICY = torch.load(BUNDLED_PT, map_location="cpu", weights_only=True)["Policy"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(changes=st.lists(mutation, min_size=1, max_size=3, unique_by=lambda change: change[1]))
+def test_fuzzed_checkpoints_load_correctly_or_are_refused(changes):
+    state = POLICY
+    for change in changes:
+        state = mutate(state, change)
+    try:
+        spec = I.spec_from_state_dict(state, BUNDLED_PT)
+    except I.UsageError as exc:
+        assert str(exc).startswith(str(BUNDLED_PT))
+        return
+    # Loaded: then the answer must be the right one, exactly the original policy's.
+    got = I.make_engine("torch", spec, torch.device("cpu"), "float32").deterministic(OBS)
+    assert np.abs(got - REFERENCE).max() <= 1e-5, changes
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.one_of(st.text(max_size=80),
+                      st.lists(st.floats(allow_nan=True, allow_infinity=True, width=64), min_size=1, max_size=70)
+                      .map(lambda xs: ",".join(repr(x) for x in xs))))
+def test_fuzzed_observations_parse_or_refuse(text):
+    spec = FUZZ_SPEC
+    try:
+        obs = I.parse_obs(text, spec, 0)
+    except I.UsageError as exc:
+        assert str(exc).startswith("--obs")
+        return
+    assert obs.dtype == np.float32 and obs.shape == (59,) and np.isfinite(obs).all()
+
+
+@settings(max_examples=100, deadline=None)
+@given(values=st.lists(st.floats(allow_nan=False, allow_infinity=False, width=32), min_size=59, max_size=59))
+def test_fuzzed_lists_round_trip(values):
+    obs = I.parse_obs(",".join(repr(v) for v in values), FUZZ_SPEC, 0)
+    assert np.array_equal(obs, np.asarray(values, np.float32))
+
+
+FUZZ_SPEC = I.load_policy_spec(BUNDLED_PT)
