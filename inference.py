@@ -1530,6 +1530,7 @@ def mode_stream(ctx: Context):
     lines = errors = 0
     latencies = []
     clock = time.perf_counter
+    np.seterr(over="ignore")  # an observation beyond float32 becomes inf and is answered with an error
     while True:
         raw = read()
         if not raw:
@@ -1551,15 +1552,17 @@ def mode_stream(ctx: Context):
             if not isinstance(obs, list) or not obs:
                 raise UsageError(f'"obs" must be a list of {spec.obs_dim} numbers or a list of such lists')
             batch = isinstance(obs[0], list)
+            for row in obs if batch else (obs,):  # JSON numbers only: no strings, booleans or null
+                if type(row) is not list or not all(type(v) is float or type(v) is int for v in row):
+                    raise UsageError(f'"obs" must hold numbers only, {spec.obs_dim} per row')
             try:
-                array = np.asarray(obs if batch else [obs], dtype=np.float64)
-            except (ValueError, TypeError):
+                array = np.asarray(obs if batch else [obs], dtype=np.float32)  # beyond float32 -> inf
+            except (ValueError, TypeError, OverflowError):
                 raise UsageError(f'"obs" must hold numbers only, {spec.obs_dim} per row')
             if array.ndim != 2 or array.shape[1] != spec.obs_dim:
                 raise UsageError(f'"obs": expected {spec.obs_dim} numbers per row, got shape {list(array.shape)}')
-            if not np.isfinite(array).all() or np.abs(array).max() > np.finfo(np.float32).max:
+            if not np.isfinite(array).all():
                 raise UsageError('"obs" holds nan, inf or values beyond float32')
-            array = array.astype(np.float32)
             if msg.get("stochastic"):
                 seed = msg.get("seed", 0)
                 if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63:

@@ -50,7 +50,7 @@ def test_bad_lines_answered_in_place():
     good = {"id": "ok", "obs": [0.0] * 59}
     bad = ["not json", json.dumps([1, 2]), json.dumps({"id": 1, "obs": [1, 2, 3]}),
            json.dumps({"id": 2, "obs": [float("nan")] + [0] * 58}).replace("NaN", "NaN"),
-           json.dumps({"id": 3, "obs": ["a"] * 59}), json.dumps({"id": 4}), json.dumps({"id": 5, "obs": [[1] * 59, [2]]}),
+           json.dumps({"id": 3, "obs": ["1.5"] * 59}), json.dumps({"id": 4}), json.dumps({"id": 5, "obs": [[1] * 59, [2]]}),
            json.dumps({"id": 6, "obs": [1e39] * 59}), json.dumps({"id": 7, "obs": [0] * 59, "stochastic": True,
                                                                    "seed": -1})]
     try:
@@ -60,6 +60,7 @@ def test_bad_lines_answered_in_place():
             assert ask(proc, good)["id"] == "ok"  # the stream goes on
         ids = [ask(proc, line)["id"] for line in bad[2:]]
         assert ids == [1, 2, 3, 4, 5, 6, 7]
+        assert "error" in ask(proc, {"id": 8, "obs": [True] * 59}) and "error" in ask(proc, {"id": 9, "obs": [None] * 59})
     finally:
         proc.stdin.close()
         assert proc.wait(timeout=60) == 0
