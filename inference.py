@@ -409,6 +409,17 @@ def spec_from_state_dict(state: dict, path: Path, global_step: Optional[int] = N
     return spec
 
 
+def global_step(checkpoint: dict) -> Optional[int]:
+    """The training step saved with a checkpoint ({"_GlobalSteps__global_step": tensor([600017])})."""
+    step = checkpoint.get("global_step")
+    if isinstance(step, dict):
+        step = next(iter(step.values()), None)
+    try:
+        return int(step.reshape(-1)[0].item()) if hasattr(step, "reshape") else int(step) if step is not None else None
+    except (TypeError, ValueError, IndexError, RuntimeError):
+        return None
+
+
 def load_policy_spec(path: Path, expect_sha256: Optional[str] = None) -> PolicySpec:
     """Read, validate and describe one checkpoint file (sha256 checked before unpickling)."""
     t0 = time.perf_counter()
@@ -419,14 +430,7 @@ def load_policy_spec(path: Path, expect_sha256: Optional[str] = None) -> PolicyS
     if expect_sha256 and sha != expect_sha256.strip().lower():
         raise UsageError(f"{path}: sha256 is {sha}, not the expected {expect_sha256.strip().lower()}; refusing it")
     obj = read_checkpoint(path)
-    step = obj.get("global_step")
-    if isinstance(step, dict):  # {"_GlobalSteps__global_step": tensor([600017])}
-        step = next(iter(step.values()), None)
-    try:
-        step = int(step.reshape(-1)[0].item()) if hasattr(step, "reshape") else (int(step) if step is not None else None)
-    except (TypeError, ValueError, IndexError, RuntimeError):
-        step = None
-    spec = spec_from_state_dict(obj["Policy"], path, step)
+    spec = spec_from_state_dict(obj["Policy"], path, global_step(obj))
     spec.sha256, spec.load_s = sha, time.perf_counter() - t0
     return spec
 
@@ -952,8 +956,8 @@ def fmt(values, digits: Optional[int] = None) -> str:
     values = np.asarray(values, np.float32).reshape(-1)
     if digits is not None:
         return "[" + ", ".join(f"{v:.{digits}f}" for v in values) + "]"
-    return "[" + ", ".join(np.format_float_positional(v, unique=True, trim="-") if abs(v) >= 1e-4 or v == 0
-                           else np.format_float_scientific(v, unique=True, trim="-") for v in values) + "]"
+    return "[" + ", ".join(np.format_float_positional(v, unique=True, trim="0") if abs(v) >= 1e-4 or v == 0
+                           else np.format_float_scientific(v, unique=True, trim="0") for v in values) + "]"
 
 
 def floats(values) -> list:
@@ -1126,9 +1130,13 @@ def mode_checkpoints(ctx: Context):
     if src.note:
         ctx.say(f"[note] {src.note}")
     for path, step in list_checkpoints(src.model_dir, src.behavior):
+        if step is None:  # checkpoint.pt: its step is saved inside (read weights-only)
+            try:
+                step = global_step(read_checkpoint(path))
+            except UsageError:
+                step = None
         entry = status_entry(status, path, step)
-        rows.append({"file": path.name, "steps": step if step is not None else entry.get("steps"),
-                     "reward": entry.get("reward")})
+        rows.append({"file": path.name, "steps": step, "reward": entry.get("reward")})
     ctx.say(f"[files] {len(rows)} PyTorch checkpoint(s):")
     for row in rows:
         mark = "    <- default (highest step)" if row["file"] == default.name else ""
@@ -1609,24 +1617,22 @@ class OneLineParser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see --help)")
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
-    return value
+def whole_number(low: int, high: Optional[int] = None) -> Callable[[str], int]:
+    """An argparse type: a whole number in [low, high)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
+        if value < low or (high is not None and value >= high):
+            raise argparse.ArgumentTypeError(f"{value} must be at least {low}" if high is None else
+                                             f"{value} must be between {low} and {high - 1}")
+        return value
+    return parse
 
 
-def non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
-    if not 0 <= value < 2**32:
-        raise argparse.ArgumentTypeError(f"{value} must be between 0 and 2**32 - 1")
-    return value
+positive_int = whole_number(1)
+seed_int = whole_number(0, 2**32)  # what np.random.RandomState accepts
 
 
 def positive_float(text: str) -> float:
@@ -1659,7 +1665,7 @@ def build_parser() -> argparse.ArgumentParser:
     obs = p.add_argument_group("observations")
     obs.add_argument("--obs", default="random",
                      help="random | zeros | ones | ones_neg | boundary | <number> | <obs_dim comma-separated numbers>")
-    obs.add_argument("--seed", type=non_negative_int, default=0,
+    obs.add_argument("--seed", type=seed_int, default=0,
                      help="RandomState(seed) for observations, torch.Generator(seed) for sampling noise (default 0)")
     obs.add_argument("--batch", type=positive_int, default=None,
                      help="rows per call (batch: 32, onnx-compare: 64, benchmark: 1)")

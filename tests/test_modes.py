@@ -17,7 +17,7 @@ def test_checkpoints_lists_steps_and_rewards(capsys):
     assert out["checkpoints"] == [{"file": "Huggy-200012.pt", "steps": 200012, "reward": 1.0},
                                   {"file": "Huggy-400031.pt", "steps": 400031, "reward": 1.5},
                                   {"file": "Huggy-600017.pt", "steps": 600017, "reward": 2.0},
-                                  {"file": "checkpoint.pt", "steps": None, "reward": None}]
+                                  {"file": "checkpoint.pt", "steps": 600017, "reward": 2.0}]
 
 
 def test_batch_rows_equal_single_observations(capsys):
