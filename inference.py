@@ -78,9 +78,12 @@ CKPT_NAME = re.compile(r"^(?P<behavior>.+)-(?P<step>\d+)\.pt$")
 
 def find_behavior(model_dir: Path) -> str:
     """The behaviour name from the folder's files: the sub-folder that holds .pt files."""
-    names = sorted(d.name for d in model_dir.iterdir()
-                   if d.is_dir() and (any(_step_of(p.name, d.name) is not None for p in d.glob("*.pt"))
-                                      or (d / "checkpoint.pt").is_file()))
+    try:
+        names = sorted(d.name for d in model_dir.iterdir()
+                       if d.is_dir() and (any(_step_of(p.name, d.name) is not None for p in d.glob("*.pt"))
+                                          or (d / "checkpoint.pt").is_file()))
+    except OSError as exc:
+        raise UsageError(f"{model_dir}: cannot read the folder ({exc.strerror or exc})")
     if not names:
         raise UsageError(f"{model_dir}: no ML-Agents checkpoint found (expected <Behavior>/<Behavior>-<step>.pt "
                          f"or <Behavior>/checkpoint.pt); pass --checkpoint FILE.pt")
@@ -1015,7 +1018,7 @@ def versions() -> dict:
     out = {"python": sys.version.split()[0]}
     for name in ("torch", "torch_npu", "numpy", "onnxruntime", "onnx"):
         try:
-            out[name] = md.version(name.replace("_", "-")) if name != "torch_npu" else md.version("torch-npu")
+            out[name] = md.version(name)
         except md.PackageNotFoundError:
             out[name] = None
     return out
@@ -1028,7 +1031,6 @@ def versions() -> dict:
 @dataclass
 class Context:
     args: argparse.Namespace
-    lines: list = field(default_factory=list)
     _cache: dict = field(default_factory=dict)
 
     def say(self, text: str = "") -> None:
@@ -1472,6 +1474,7 @@ def mode_benchmark(ctx: Context):
     for fn in contenders.values():
         for _ in range(warmup):
             fn()
+    synchronize(ctx.device)  # (each timed call ends by copying actions to the host, which waits too)
     block = 5 if a.batch < 256 else 2  # short alternating blocks: both see the same noise
     done = 0
     while done < a.runs:  # alternate blocks so that both see the same machine noise

@@ -156,6 +156,33 @@ PYEOF
   echo "# model: HUGGY_MODEL_DIR=${HUGGY_MODEL_DIR:-unset} (unset: Hub cache, else the bundled sample)"
 } > "$LOG"
 
+# The pass rule of each kind of case, in words (check.py above is the same rule in code).
+declare -A RULE_TEXT=(
+  [info]="exit 0 and SUCCESS; parameter count shown; deterministic actions in [-1, 1]"
+  [checkpoints]="exit 0 and SUCCESS; at least one checkpoint listed and the default named"
+  [action]="exit 0 and SUCCESS; action[:8] and the action range inside [-1, 1]"
+  [sample]="exit 0 and SUCCESS; sampled#1 == sampled#2 (same seed); sampled != deterministic; all in [-1, 1]"
+  [batch]="exit 0 and SUCCESS; output range inside [-1, 1]; batch[0] equals case 3 (the same observation alone)"
+  [precision]="exit 0 and SUCCESS; 0 < max_abs_err against float64 < LIMIT and cos >= 0.999"
+  [precision_lowp]="exit 0 or 1, agreeing with the measurement (exit 0 iff cos >= 0.999 and max_abs_err < 0.01); the seed's bf16 missed 0.01 on the real weights"
+  [onnx]="exit 0 and SUCCESS; max_abs_err < 1e-4 and cos >= 0.999999 against ML-Agents' ONNX"
+  [fingerprint]="exit 0 and SUCCESS; two runs identical; sha256 printed; first action in [-1, 1]"
+  [stats]="exit 0 and SUCCESS; LIMIT rollouts, every action in [-1, 1]"
+  [benchmark]="exit 0 and SUCCESS; 0 < p50 <= p95 <= p99 <= max"
+  [export]="exit 0 and SUCCESS; the ONNX file freshly written; max_abs_err against ML-Agents' ONNX <= 1e-5"
+)
+describe() {  # describe RULE -> the rule in words
+  local kind="${1%%:*}" arg="" text
+  [ "$kind" != "$1" ] && arg="${1#*:}"
+  text="${RULE_TEXT[$kind]}"
+  case "$kind" in
+    precision|stats) text="${text//LIMIT/$arg}" ;;
+    action) [ -n "$arg" ] && text="$text; actions identical to case $arg" ;;
+    fingerprint) [ -n "$arg" ] && text="$text; first action equals case $arg's sampled#1" ;;
+  esac
+  printf '%s' "$text"
+}
+
 declare -A PASS FAIL SKIP
 GROUPS_ORDER="A B C D E F G H I J"
 for g in $GROUPS_ORDER; do PASS[$g]=0; FAIL[$g]=0; SKIP[$g]=0; done
@@ -187,7 +214,7 @@ case_() {
   {
     printf '\n===== case %s [%s] =====\n' "$num" "$group"
     printf 'command: python %s\n' "${cmd[*]:1}"
-    printf 'rule: %s | exit code: %s | verdict: %s\n--- output ---\n' "$rule" "$code" "$verdict"
+    printf 'rule: %s\nexit code: %s | verdict: %s\n--- output ---\n' "$(describe "$rule")" "$code" "$verdict"
     cat "$out"
   } >> "$LOG"
   printf 'case %2s [%s] %s\n' "$num" "$group" "$verdict"
