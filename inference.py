@@ -620,6 +620,16 @@ def onnx_session(model_or_path, tuned: bool = True):
                          f"onnxruntime cannot load it ({str(exc).splitlines()[0][:160]})")
 
 
+def mlagents_onnx_session(path: Path):
+    """A session for an ML-Agents ONNX file, refusing files without ML-Agents' interface."""
+    session = onnx_session(path, tuned=False)
+    inputs, outputs = [i.name for i in session.get_inputs()], [o.name for o in session.get_outputs()]
+    if inputs != ["obs_0"] or "deterministic_continuous_actions" not in outputs:
+        raise UsageError(f"{path}: not an ML-Agents policy ONNX (inputs {inputs[:3]}, expected obs_0 and a "
+                         f"deterministic_continuous_actions output, as ML-Agents 2.0 and later write)")
+    return session
+
+
 def run_mlagents_onnx(session, obs: np.ndarray) -> np.ndarray:
     """deterministic_continuous_actions from an ML-Agents-interface ONNX session."""
     return session.run(["deterministic_continuous_actions"], {"obs_0": np.ascontiguousarray(obs, np.float32)})[0]
@@ -1329,20 +1339,22 @@ def mode_onnx_compare(ctx: Context):
     """The rebuilt policy against the ML-Agents ONNX of the same checkpoint (onnxruntime)."""
     spec, rows = ctx.spec, ctx.args.batch
     onnx_path = checkpoint_onnx(ctx)
-    session = onnx_session(onnx_path, tuned=False)
+    session = mlagents_onnx_session(onnx_path)
     declared = session.get_inputs()[0].shape
     ctx.header(f"ONNX cross-check (batch={rows}, seed={ctx.args.seed}) against {onnx_path.name}")
-    if len(declared) != 2 or declared[1] != spec.obs_dim:
-        ctx.say(f"  {onnx_path.name} takes obs_0 {declared}, the checkpoint {spec.obs_dim} observations: not this policy")
+
+    def not_this_policy(why: str):
+        ctx.say(f"  {onnx_path.name} {why}: not this policy")
         return {"reference": str(onnx_path), "max_abs_err": None, "mean_abs_err": None, "cos": None,
                 "passed": False, **ctx.base()}, False
+
+    if len(declared) != 2 or declared[1] != spec.obs_dim:
+        return not_this_policy(f"takes obs_0 {declared}, the checkpoint {spec.obs_dim} observations")
     obs = random_obs(ctx.args.seed, spec.obs_dim, rows)
     reference = run_mlagents_onnx(session, obs)
     test = ctx.engine.deterministic(obs)
     if reference.shape != test.shape:
-        ctx.say(f"  {onnx_path.name} gives {list(reference.shape)} actions, the checkpoint {list(test.shape)}: not this policy")
-        return {"reference": str(onnx_path), "max_abs_err": None, "mean_abs_err": None, "cos": None,
-                "passed": False, **ctx.base()}, False
+        return not_this_policy(f"gives {list(reference.shape)} actions, the checkpoint {list(test.shape)}")
     stats = compare(test, reference)
     passed = stats["max_abs_err"] < 1e-4 and stats["cos"] >= 0.999999
     ctx.say(f"  onnx  deterministic[0][:6] = {fmt(reference[0, :6])}")
@@ -1363,7 +1375,7 @@ def mode_export_onnx(ctx: Context):
     exported = run_mlagents_onnx(onnx_session(model, tuned=False), obs)
     try:
         reference_path = checkpoint_onnx(ctx)
-        reference = run_mlagents_onnx(onnx_session(reference_path, tuned=False), obs)
+        reference = run_mlagents_onnx(mlagents_onnx_session(reference_path), obs)
         reference_name, limit = str(reference_path), 1e-5  # the project's parity bar with ML-Agents' ONNX
     except UsageError:  # no ML-Agents ONNX beside the checkpoint: hold it to the float64 rebuild
         reference = deterministic_actions(reference_mu(spec, obs)).astype(np.float32)
@@ -1464,7 +1476,7 @@ def mode_benchmark(ctx: Context):
     if importlib.util.find_spec("onnxruntime") and importlib.util.find_spec("onnx"):
         try:
             bare_path = checkpoint_onnx(ctx)
-            bare, bare_name = onnx_session(bare_path, tuned=False), bare_path.name
+            bare, bare_name = mlagents_onnx_session(bare_path), bare_path.name
         except UsageError:
             bare, bare_name = onnx_session(build_onnx(spec, "mlagents"), tuned=False), "export of this checkpoint"
         bare_run = bare.run

@@ -298,3 +298,19 @@ def test_fuzzed_lists_round_trip(values):
 
 
 FUZZ_SPEC = I.load_policy_spec(BUNDLED_PT)
+
+
+def test_foreign_onnx_files_refused(capsys, tmp_path):
+    import onnx
+    from onnx import TensorProto, helper
+    old = helper.make_graph([helper.make_node("Identity", ["vector_observation"], ["action"])], "old",
+                            [helper.make_tensor_value_info("vector_observation", TensorProto.FLOAT, [1, 59])],
+                            [helper.make_tensor_value_info("action", TensorProto.FLOAT, [1, 59])])
+    model = helper.make_model(old, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, str(tmp_path / "old.onnx"))
+    (tmp_path / "garbage.onnx").write_bytes(b"garbage")
+    for name, words in (("old.onnx", "not an ML-Agents policy ONNX"), ("garbage.onnx", "cannot load"),
+                        ("missing.onnx", "no such file")):
+        code, _, err = call(capsys, "--mode", "onnx-compare", "--model-dir", BUNDLED, "--onnx", tmp_path / name)
+        assert code == 2 and words in err, (name, err)
