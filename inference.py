@@ -987,7 +987,9 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
 def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
     """Write through a temporary file beside `path`, then rename: never a half-written file,
     and an existing file stays as it was when anything fails."""
-    tmp = Path(tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")[1])
+    handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".tmp{path.suffix}")
+    os.close(handle)
+    tmp = Path(name)  # ends like the target, so writers that add a suffix (np.save) do not
     try:
         write(tmp)
         os.replace(tmp, path)
@@ -1201,6 +1203,7 @@ def mode_batch(ctx: Context):
     if ctx.args.obs_file:
         return batch_file(ctx)
     spec, rows = ctx.spec, ctx.args.batch
+    output = check_output_path(Path(ctx.args.output), (".npy",)) if ctx.args.output else None
     check_batch_fits(rows, spec)
     obs = random_obs(ctx.args.seed, spec.obs_dim, rows)
     engine = ctx.engine
@@ -1224,7 +1227,11 @@ def mode_batch(ctx: Context):
     ctx.say(f"  output range = [{actions.min():.4f}, {actions.max():.4f}]")
     stable = bool(np.array_equal(actions, again))
     ctx.say(f"  repeated calls identical = {'yes' if stable else 'NO'}")
+    if output:
+        atomic_write(output, lambda tmp: np.save(tmp, actions))
+        ctx.say(f"  written: {output.resolve()}")
     return ({"batch": rows, "actions": floats(actions), "cold_ms": cold_ms, "warm_ms": warm_ms,
+             "output": str(output) if output else None,
              "throughput_per_s": rows / (warm_ms / 1e3), **ctx.base()}, _action_range_ok(actions) and stable)
 
 
@@ -1727,6 +1734,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         raise UsageError("--expect-sha256: expected 64 hexadecimal digits")
     if args.mode == "stream" and args.json:
         raise UsageError("--json does not apply to stream mode (every line is JSON already)")
+    for option, modes in (("output", ("batch", "export-onnx")), ("obs_file", ("batch",)), ("plot", ("benchmark",)),
+                          ("onnx", ("onnx-compare", "export-onnx", "benchmark"))):
+        if getattr(args, option) and args.mode not in modes:
+            raise UsageError(f"--{option.replace('_', '-')} applies to --mode {' / '.join(modes)}, not {args.mode}")
     return args
 
 

@@ -103,3 +103,25 @@ def test_million_rows_in_bounded_memory(tmp_path):
     for start in (0, 123_456, rows - 1000):
         want = ort_deterministic(BUNDLED_ONNX, np.asarray(source[start:start + 1000]))
         assert np.abs(actions[start:start + 1000] - want).max() <= 1e-5
+
+
+def test_in_memory_batch_output(capsys, tmp_path):
+    target = tmp_path / "actions.npy"
+    code, out, _ = call(capsys, "--mode", "batch", "--batch", "20", "--seed", "2", "--output", target,
+                        "--model-dir", BUNDLED)
+    assert code == 0 and out["output"] == str(target)
+    saved = np.load(target)
+    assert saved.shape == (20, 21) and np.array_equal(saved, np.array(out["actions"], np.float32))
+    assert np.abs(saved - ort_deterministic(BUNDLED_ONNX, I.random_obs(2, 59, 20))).max() <= 1e-5
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["actions.npy"]
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--mode", "action", "--output", "x.npy"], "--output applies to --mode batch / export-onnx"),
+    (["--mode", "info", "--obs-file", "x.npy"], "--obs-file applies to --mode batch"),
+    (["--mode", "action", "--plot", "x.png"], "--plot applies to --mode benchmark"),
+    (["--mode", "sample", "--onnx", "x.onnx"], "--onnx applies"),
+])
+def test_options_for_other_modes_refused(capsys, args, words):
+    code, _, err = call(capsys, *args, "--model-dir", BUNDLED)
+    assert code == 2 and words in err
