@@ -162,7 +162,7 @@ def pick_hub_files(files: list[str]) -> list[str]:
         parts = f.split("/")
         if len(parts) == 2 and _step_of(parts[1], parts[0]) is not None:
             by_behavior.setdefault(parts[0], []).append((_step_of(parts[1], parts[0]), f))
-    for behavior, ckpts in by_behavior.items():
+    for ckpts in by_behavior.values():
         best = max(ckpts)[1]
         wanted += [best] + [f for f in files if f == best[:-3] + ".onnx"]
     for f in files:

@@ -2,7 +2,6 @@
 traceback, no code run, no output file created or changed; fuzzed loaders and parsers."""
 import os
 import socket
-import sys
 
 import numpy as np
 import pytest

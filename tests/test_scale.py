@@ -1,6 +1,5 @@
 """Issue 4: benchmark output, engines, dataset-sized batches from files."""
 import importlib.util
-import os
 
 import numpy as np
 import pytest
