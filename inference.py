@@ -38,7 +38,7 @@ PROCESS_T0 = time.perf_counter()  # fallback origin for "time to first action"
 HERE = Path(__file__).resolve().parent
 BUNDLED_MODEL_DIR = HERE / "assets" / "ppo-Huggy-sample"
 DEFAULT_REPO = "PaulVialard/ppo-Huggy"
-DEFAULT_EXPORT = Path("assets") / "huggy_rebuilt.onnx"
+DEFAULT_EXPORT = HERE / "assets" / "huggy_rebuilt.onnx"  # beside this file, as in the seed
 BUNDLED_NOTE = ("bundled sample: an ML-Agents-format checkpoint with Huggy's architecture, "
                 "written by the ML-Agents trainer code, NOT the trained Huggy weights")
 
@@ -1375,6 +1375,8 @@ def mode_onnx_compare(ctx: Context):
 def mode_export_onnx(ctx: Context):
     """Write the rebuilt policy as ONNX with ML-Agents' interface, verified before it is written."""
     import onnx
+    if not ctx.args.output:
+        DEFAULT_EXPORT.parent.mkdir(exist_ok=True)  # e.g. inference.py copied alone onto a host
     output = check_output_path(Path(ctx.args.output or DEFAULT_EXPORT), (".onnx",))
     spec = ctx.spec
     model = build_onnx(spec, interface="mlagents")
@@ -1698,7 +1700,7 @@ def build_parser() -> argparse.ArgumentParser:
     chk = p.add_argument_group("checks and measurements")
     chk.add_argument("--samples", type=positive_int, default=100, help="precision: observations compared (default 100)")
     chk.add_argument("--tol", type=positive_float, default=0.01, help="precision: max abs error allowed (default 0.01)")
-    chk.add_argument("--onnx", help="onnx-compare/export-onnx: the ML-Agents ONNX to compare with (default: the checkpoint's own)")
+    chk.add_argument("--onnx", help="onnx-compare/export-onnx/benchmark: the ML-Agents ONNX to compare with (default: the checkpoint's own)")
     chk.add_argument("--steps", type=positive_int, default=None, help="fingerprint (64) / stats (50): steps")
     chk.add_argument("--rollouts", type=positive_int, default=5, help="stats: closed-loop rollouts (default 5)")
     chk.add_argument("--deterministic", action="store_true", help="fingerprint/stats: deterministic actions, no noise")

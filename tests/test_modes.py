@@ -132,7 +132,7 @@ def test_export_default_path_and_human_output(tmp_path):
     assert result.returncode == 0 and result.stdout.strip().splitlines()[-1] == "SUCCESS"
     assert "max_abs_err" in result.stdout and (tmp_path / "h.onnx").is_file()
     args = I.parse_args(["--mode", "export-onnx"])
-    assert args.output is None and str(I.DEFAULT_EXPORT) == os.path.join("assets", "huggy_rebuilt.onnx")
+    assert args.output is None and I.DEFAULT_EXPORT == I.HERE / "assets" / "huggy_rebuilt.onnx"
 
 
 def test_fingerprint_reproducible_across_processes():
