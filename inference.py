@@ -1364,8 +1364,8 @@ def mode_onnx_compare(ctx: Context):
         return not_this_policy(f"gives {list(reference.shape)} actions, the checkpoint {list(test.shape)}")
     stats = compare(test, reference)
     passed = stats["max_abs_err"] < 1e-4 and stats["cos"] >= 0.999999
-    ctx.say(f"  onnx  deterministic[0][:6] = {fmt(reference[0, :6])}")
-    ctx.say(f"  {ctx.engine_name:<5} deterministic[0][:6] = {fmt(test[0, :6])}")
+    ctx.say(f"  ML-Agents ONNX deterministic[0][:6] = {fmt(reference[0, :6])}")
+    ctx.say(f"  rebuilt policy deterministic[0][:6] = {fmt(test[0, :6])}")
     ctx.say(f"  max_abs_err = {stats['max_abs_err']:.3e} | mean_abs_err = {stats['mean_abs_err']:.3e} | cos = {stats['cos']:.8f}")
     ctx.say(f"  holds (max_abs_err < 1e-4 and cos >= 0.999999): {'yes' if passed else 'NO'}")
     return {"reference": str(onnx_path), "max_abs_err": stats["max_abs_err"], "mean_abs_err": stats["mean_abs_err"],
