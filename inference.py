@@ -1306,7 +1306,8 @@ def mode_precision(ctx: Context):
     obs = random_obs(ctx.args.seed, spec.obs_dim, n)
     reference = deterministic_actions(reference_mu(spec, obs))
     test = ctx.engine.deterministic(obs)
-    cpu32 = TorchEngine(spec, resolve_device("cpu"), "float32").deterministic(obs)
+    same_as_test = ctx.engine_name == "torch" and ctx.device.type == "cpu" and ctx.args.dtype == "float32"
+    cpu32 = test if same_as_test else TorchEngine(spec, resolve_device("cpu"), "float32").deterministic(obs)
     vs_ref, vs_cpu = compare(test, reference), compare(test, cpu32)
     passed = vs_ref["cos"] >= 0.999 and vs_ref["max_abs_err"] < ctx.args.tol
     ctx.header("precision against a float64 CPU reference")
@@ -1406,6 +1407,11 @@ def mode_export_onnx(ctx: Context):
             "bit_identical": identical, "reference": reference_name, **ctx.base()}, passed
 
 
+def step_action(engine, obs: np.ndarray, z: Optional[np.ndarray]) -> np.ndarray:
+    """One control-loop step: the action for one observation, sampled with noise z unless z is None."""
+    return engine.deterministic(obs[None])[0] if z is None else engine.sample(obs[None], z[None])[1][0]
+
+
 def action_sequence(ctx: Context, seed: int, steps: int, deterministic: bool) -> np.ndarray:
     """One observation per step (RandomState(seed).randn(steps, obs_dim)) and one noise draw
     per step (noise_sequence); step 0 equals `sample --seed S`."""
@@ -1414,7 +1420,7 @@ def action_sequence(ctx: Context, seed: int, steps: int, deterministic: bool) ->
     noise = None if deterministic else noise_sequence(seed, steps, spec.act_dim)
     out = np.empty((steps, spec.act_dim), np.float32)
     for t in range(steps):
-        out[t] = engine.deterministic(obs[t:t + 1])[0] if deterministic else engine.sample(obs[t:t + 1], noise[t:t + 1])[1][0]
+        out[t] = step_action(engine, obs[t], None if noise is None else noise[t])
     return out
 
 
@@ -1443,11 +1449,11 @@ def mode_stats(ctx: Context):
     for r in range(a.rollouts):
         rng = np.random.RandomState(a.seed + r)
         obs = rng.randn(spec.obs_dim).astype(np.float32)
-        noise = noise_sequence(a.seed + r, a.steps, spec.act_dim)
+        noise = None if a.deterministic else noise_sequence(a.seed + r, a.steps, spec.act_dim)
         actions, times = np.empty((a.steps, spec.act_dim), np.float32), []
         for t in range(a.steps):
             t0 = time.perf_counter()
-            act = engine.deterministic(obs[None])[0] if a.deterministic else engine.sample(obs[None], noise[t:t + 1])[1][0]
+            act = step_action(engine, obs, None if noise is None else noise[t])
             times.append(time.perf_counter() - t0)
             actions[t] = act
             feedback = np.tile(act, reps)[: spec.obs_dim]
@@ -1562,53 +1568,53 @@ def mode_stream(ctx: Context):
     lines = errors = 0
     latencies = []
     clock = time.perf_counter
-    np.seterr(over="ignore")  # an observation beyond float32 becomes inf and is answered with an error
-    while True:
-        raw = read()
-        if not raw:
-            break
-        if not raw.strip():
-            continue
-        t0 = clock()
-        lines += 1
-        ident = None
-        try:
+    with np.errstate(over="ignore"):  # an observation beyond float32 becomes inf, answered with an error
+        while True:
+            raw = read()
+            if not raw:
+                break
+            if not raw.strip():
+                continue
+            t0 = clock()
+            lines += 1
+            ident = None
             try:
-                msg = loads(raw)
-            except ValueError:
-                raise UsageError("line is not JSON")
-            if not isinstance(msg, dict):
-                raise UsageError('expected an object like {"obs": [...]}')
-            ident = msg.get("id")
-            obs = msg.get("obs")
-            if not isinstance(obs, list) or not obs:
-                raise UsageError(f'"obs" must be a list of {spec.obs_dim} numbers or a list of such lists')
-            batch = isinstance(obs[0], list)
-            for row in obs if batch else (obs,):  # JSON numbers only: no strings, booleans or null
-                if type(row) is not list or not all(type(v) is float or type(v) is int for v in row):
+                try:
+                    msg = loads(raw)
+                except ValueError:
+                    raise UsageError("line is not JSON")
+                if not isinstance(msg, dict):
+                    raise UsageError('expected an object like {"obs": [...]}')
+                ident = msg.get("id")
+                obs = msg.get("obs")
+                if not isinstance(obs, list) or not obs:
+                    raise UsageError(f'"obs" must be a list of {spec.obs_dim} numbers or a list of such lists')
+                batch = isinstance(obs[0], list)
+                for row in obs if batch else (obs,):  # JSON numbers only: no strings, booleans or null
+                    if type(row) is not list or not all(type(v) is float or type(v) is int for v in row):
+                        raise UsageError(f'"obs" must hold numbers only, {spec.obs_dim} per row')
+                try:
+                    array = np.asarray(obs if batch else [obs], dtype=np.float32)  # beyond float32 -> inf
+                except (ValueError, TypeError, OverflowError):
                     raise UsageError(f'"obs" must hold numbers only, {spec.obs_dim} per row')
-            try:
-                array = np.asarray(obs if batch else [obs], dtype=np.float32)  # beyond float32 -> inf
-            except (ValueError, TypeError, OverflowError):
-                raise UsageError(f'"obs" must hold numbers only, {spec.obs_dim} per row')
-            if array.ndim != 2 or array.shape[1] != spec.obs_dim:
-                raise UsageError(f'"obs": expected {spec.obs_dim} numbers per row, got shape {list(array.shape)}')
-            if not np.isfinite(array).all():
-                raise UsageError('"obs" holds nan, inf or values beyond float32')
-            if msg.get("stochastic"):
-                seed = msg.get("seed", 0)
-                if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63:
-                    raise UsageError('"seed" must be a non-negative integer')
-                actions = engine.sample(array, draw_noise(seed, len(array), spec.act_dim))[1]
-            else:
-                actions = engine.deterministic(array)
-            answer = {"id": ident, "actions": actions.tolist() if batch else actions[0].tolist()}
-        except UsageError as exc:
-            errors += 1
-            answer = {"id": ident, "error": str(exc)}
-        write(dumps(answer) + "\n")
-        flush()
-        latencies.append((clock() - t0) * 1e3)
+                if array.ndim != 2 or array.shape[1] != spec.obs_dim:
+                    raise UsageError(f'"obs": expected {spec.obs_dim} numbers per row, got shape {list(array.shape)}')
+                if not np.isfinite(array).all():
+                    raise UsageError('"obs" holds nan, inf or values beyond float32')
+                if msg.get("stochastic"):
+                    seed = msg.get("seed", 0)
+                    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63:
+                        raise UsageError('"seed" must be a non-negative integer')
+                    actions = engine.sample(array, draw_noise(seed, len(array), spec.act_dim))[1]
+                else:
+                    actions = engine.deterministic(array)
+                answer = {"id": ident, "actions": actions.tolist() if batch else actions[0].tolist()}
+            except UsageError as exc:
+                errors += 1
+                answer = {"id": ident, "error": str(exc)}
+            write(dumps(answer) + "\n")
+            flush()
+            latencies.append((clock() - t0) * 1e3)
     if ctx.args.stats:
         p = percentiles(latencies) if latencies else {"p50_ms": float("nan"), "p99_ms": float("nan")}
         print(f"[stream] lines={lines} errors={errors} p50={p['p50_ms']:.4f}ms p99={p['p99_ms']:.4f}ms "
