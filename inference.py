@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import hashlib
+import io
 import json
 import math
 import os
@@ -42,15 +44,13 @@ DEFAULT_EXPORT = HERE / "assets" / "huggy_rebuilt.onnx"  # beside this file, as 
 BUNDLED_NOTE = ("bundled sample: an ML-Agents-format checkpoint with Huggy's architecture, "
                 "written by the ML-Agents trainer code, NOT the trained Huggy weights")
 
-# ML-Agents' state-dict names (sic: "_body_endoder" is ML-Agents' own spelling).
-NORMALIZER_PREFIXES = ("network_body.observation_encoder.processors.0.normalizer.",
-                       "network_body.processors.0.normalizer.")
-BODY_PREFIX = "network_body._body_endoder.seq_layers."
-MU_PREFIX = "action_model._continuous_distribution.mu."
-LOG_SIGMA_KEY = "action_model._continuous_distribution.log_sigma"
-NORMALIZER_CLIP = 5.0  # ML-Agents clamps normalized observations to [-5, 5]
-ACTION_CLIP = 3.0      # ... and continuous actions to [-3, 3], then divides by 3
-
+try:  # the package itself: main() says how to install it when it is missing
+    import torch
+    from torch import nn
+    Module = nn.Module
+except ImportError:  # pragma: no cover - exercised by a fresh machine only
+    torch = nn = None
+    Module = object
 
 class UsageError(Exception):
     """Bad input or usage: one line on stderr, exit code 2."""
@@ -118,25 +118,91 @@ def default_checkpoint(model_dir: Path, behavior: str) -> Path:
     raise UsageError(f"{model_dir / behavior}: folder holds no checkpoint (.pt)")
 
 
+STATUS_MAX_BYTES = 64 << 20  # a run's training_status.json is a few kB; refuse to parse a huge one
+_STATUS_WARNED: set = set()
+
+
+def _status_warning(path: Path, problem: str) -> dict:
+    """Status files are advisory: say once (per file and process) why one is ignored, go on."""
+    if str(path) not in _STATUS_WARNED:
+        _STATUS_WARNED.add(str(path))
+        with contextlib.suppress(Exception):  # a closed stderr must not stop the run
+            print(f"[warn] {short_path(path)}: {problem}; ignored", file=sys.stderr)
+    return {}
+
+
+def _status_record(entry) -> Optional[dict]:
+    """One ML-Agents checkpoint record, reduced to plain fields; None when it has another shape."""
+    if not isinstance(entry, dict):
+        return None
+    steps, file_path = entry.get("steps"), entry.get("file_path", "")
+    aux, reward = entry.get("auxillary_file_paths", []), entry.get("reward")  # (sic: ML-Agents' spelling)
+    if aux is None:
+        aux = []
+    if steps is not None and (type(steps) is not int or steps < 0):
+        return None
+    if not isinstance(file_path, str) or not isinstance(aux, list) or not all(isinstance(f, str) for f in aux):
+        return None
+    if reward is not None and (type(reward) not in (int, float)):
+        return None
+    if reward is not None and not math.isfinite(reward):
+        reward = None  # ML-Agents writes NaN for "no episode finished yet"
+    return {"steps": steps, "file_path": file_path, "auxillary_file_paths": list(aux), "reward": reward}
+
+
 def training_status(model_dir: Optional[Path], behavior: Optional[str]) -> dict:
-    """run_logs/training_status.json for this behaviour ({} when absent or unreadable)."""
+    """run_logs/training_status.json for this behaviour, reduced to {"checkpoints": [record],
+    "final_checkpoint": record} (records: steps, file_path, auxillary_file_paths, reward). The file
+    is advisory: {} when absent; unreadable, huge, nested too deep or of another shape -> one
+    "[warn] ... ignored" line on stderr and {}."""
     if not model_dir or not behavior:
         return {}
-    path = model_dir / "run_logs" / "training_status.json"
+    path = Path(model_dir) / "run_logs" / "training_status.json"
     try:
-        data = json.loads(path.read_text())
-        return data.get(behavior, {}) if isinstance(data, dict) else {}
-    except (OSError, ValueError):
+        if not path.exists():
+            return {}
+        if path.stat().st_size > STATUS_MAX_BYTES:
+            return _status_warning(path, f"larger than {STATUS_MAX_BYTES >> 20} MiB")
+        data = json.loads(path.read_bytes())
+    except RecursionError:
+        return _status_warning(path, "nested too deeply")
+    except OSError as exc:
+        return _status_warning(path, f"cannot read ({exc.strerror or exc})")
+    except (ValueError, MemoryError) as exc:  # not JSON, not UTF-8, an integer of 5000 digits
+        return _status_warning(path, f"not JSON ({str(exc).splitlines()[0][:80] if str(exc) else type(exc).__name__})")
+    if not isinstance(data, dict):
+        return _status_warning(path, f"holds a {type(data).__name__}, expected an object")
+    section = data.get(behavior)
+    if section is None:
         return {}
+    if not isinstance(section, dict):
+        return _status_warning(path, f"'{behavior}' is a {type(section).__name__}, expected an object")
+    out = {}
+    records = section.get("checkpoints", [])
+    if records is not None:
+        if not isinstance(records, list):
+            return _status_warning(path, f"'{behavior}.checkpoints' is a {type(records).__name__}, expected a list")
+        out["checkpoints"] = [_status_record(r) for r in records]
+        if any(r is None for r in out["checkpoints"]):
+            return _status_warning(path, f"'{behavior}.checkpoints' holds an entry of an unexpected shape")
+    final = section.get("final_checkpoint")
+    if final is not None:
+        out["final_checkpoint"] = _status_record(final)
+        if out["final_checkpoint"] is None:
+            return _status_warning(path, f"'{behavior}.final_checkpoint' has an unexpected shape")
+    return out
 
 
 def status_entry(status: dict, ckpt: Path, step: Optional[int]) -> dict:
-    """The training_status.json record of one checkpoint, matched by file name, then by step."""
-    for entry in status.get("checkpoints", []) if isinstance(status.get("checkpoints"), list) else []:
-        if not isinstance(entry, dict):
+    """The training_status.json record of one checkpoint, matched by file name, then by step
+    ({} when none matches; any shape of `status` is tolerated)."""
+    records = status.get("checkpoints") if isinstance(status, dict) else None
+    for entry in records if isinstance(records, list) else []:
+        entry = _status_record(entry)
+        if entry is None:
             continue
-        files = [entry.get("file_path", "")] + list(entry.get("auxillary_file_paths") or [])
-        if any(Path(str(f)).name == ckpt.name for f in files) or (step is not None and entry.get("steps") == step):
+        files = [entry["file_path"]] + entry["auxillary_file_paths"]
+        if any(Path(f).name == ckpt.name for f in files) or (step is not None and entry["steps"] == step):
             return entry
     return {}
 
@@ -144,7 +210,7 @@ def status_entry(status: dict, ckpt: Path, step: Optional[int]) -> dict:
 def final_step(model_dir: Optional[Path], behavior: Optional[str]) -> Optional[int]:
     """The run's final step: training_status.json's final_checkpoint, else the highest file step."""
     final = training_status(model_dir, behavior).get("final_checkpoint")
-    if isinstance(final, dict) and isinstance(final.get("steps"), int):
+    if isinstance(final, dict) and type(final.get("steps")) is int:
         return final["steps"]
     if model_dir and behavior:
         steps = [s for _, s in list_checkpoints(model_dir, behavior) if s is not None]
@@ -214,23 +280,48 @@ def download_from_hub(repo_id: str) -> Path:
         raise UsageError(f"{repo_id}: could not download from the Hugging Face Hub ({reason[:200]})")
 
 
+def _path_kind(option: str, path: Path) -> Optional[str]:
+    """'file', 'dir', 'other' or None (absent); any other failure (name too long, permission
+    denied on a folder above, a symlink loop) is a UsageError naming the option and the reason."""
+    import stat
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except (OSError, ValueError) as exc:  # ValueError: an embedded NUL byte
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise UsageError(f"{option} {short_path(path)}: {reason}")
+    return "dir" if stat.S_ISDIR(mode) else "file" if stat.S_ISREG(mode) else "other"
+
+
 def locate_model(checkpoint: Optional[str], model_dir: Optional[str], repo_id: Optional[str]) -> ModelSource:
-    """--checkpoint, then --model-dir, then $HUGGY_MODEL_DIR, then the Hub, then the bundled sample."""
+    """--checkpoint, then --model-dir, then $HUGGY_MODEL_DIR, then the Hub, then the bundled sample.
+    An empty option value is refused (never a silent fall-back to the sample); an empty
+    $HUGGY_MODEL_DIR counts as unset."""
+    for option, value, what in (("--checkpoint", checkpoint, "a checkpoint file"), ("--model-dir", model_dir, "a folder"),
+                                ("--model", repo_id, f"a Hub repo id such as {DEFAULT_REPO}")):
+        if value is not None and not str(value).strip():
+            raise UsageError(f"{option}: empty value; give {what}")
     if checkpoint:
         path = Path(checkpoint)
-        if path.is_dir():
+        kind = _path_kind("--checkpoint", path)
+        if kind == "dir":
             raise UsageError(f"--checkpoint {path}: is a folder; use --model-dir for a folder")
-        if not path.is_file():
-            raise UsageError(f"--checkpoint {path}: no such file")
-        folder, behavior = path.resolve().parent.parent, path.resolve().parent.name
-        if not list_checkpoints(folder, behavior):
+        if kind != "file":
+            raise UsageError(f"--checkpoint {short_path(path)}: no such file" if kind is None else
+                             f"--checkpoint {short_path(path)}: not a regular file")
+        try:
+            folder, behavior = path.resolve().parent.parent, path.resolve().parent.name
+            if not list_checkpoints(folder, behavior):
+                folder, behavior = None, None
+        except OSError:  # the run folder around it cannot be listed: the file alone still loads
             folder, behavior = None, None
         return ModelSource(path, folder, behavior, "--checkpoint")
     for origin, value in (("--model-dir", model_dir), ("HUGGY_MODEL_DIR", os.environ.get("HUGGY_MODEL_DIR"))):
         if value:
             folder = Path(value)
-            if not folder.is_dir():
-                raise UsageError(f"{origin} {folder}: no such folder")
+            if _path_kind(origin, folder) != "dir":
+                raise UsageError(f"{origin} {short_path(folder)}: no such folder")
             behavior = find_behavior(folder)
             return ModelSource(default_checkpoint(folder, behavior), folder, behavior, origin)
     try:
@@ -247,64 +338,45 @@ def locate_model(checkpoint: Optional[str], model_dir: Optional[str], repo_id: O
 
 def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
+    try:
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+    except IsADirectoryError:
+        raise UsageError(f"{short_path(path)}: is a folder, not a checkpoint file")
+    except OSError as exc:  # permission denied, I/O error, name too long
+        raise UsageError(f"{short_path(path)}: cannot read ({exc.strerror or exc})")
     return digest.hexdigest()
 
 
-@dataclass
-class PolicySpec:
-    """Everything inference needs, read from an ML-Agents checkpoint (float32 numpy arrays)."""
-    path: Path
-    layers: list[tuple[np.ndarray, np.ndarray]]  # network body: (weight [out, in], bias [out])
-    mu_weight: np.ndarray
-    mu_bias: np.ndarray
-    log_sigma: np.ndarray                        # [act_dim]
-    running_mean: Optional[np.ndarray] = None    # normalizer, None when normalize: false
-    running_variance: Optional[np.ndarray] = None
-    normalization_steps: Optional[int] = None
-    global_step: Optional[int] = None
-    sha256: str = ""
-    load_s: float = 0.0
-
-    @property
-    def obs_dim(self) -> int:
-        return self.layers[0][0].shape[1]
-
-    @property
-    def act_dim(self) -> int:
-        return self.mu_weight.shape[0]
-
-    @property
-    def hidden_units(self) -> int:
-        return self.layers[0][0].shape[0]
-
-    @property
-    def normalize(self) -> bool:
-        return self.running_mean is not None
-
-    @property
-    def parameters(self) -> int:
-        """Weights and biases of the Linear layers (566,805 for Huggy, as in the seed)."""
-        return sum(w.size + b.size for w, b in self.layers) + self.mu_weight.size + self.mu_bias.size
-
-    def architecture(self) -> str:
-        widths = [w.shape[0] for w, _ in self.layers]
-        body = f"Linear({widths[0]})->SiLU x{len(widths)}" if len(set(widths)) == 1 else \
-            "->".join(f"Linear({n})->SiLU" for n in widths)
-        norm = "normalizer->" if self.normalize else ""
-        return f"obs({self.obs_dim})->{norm}{body}->Linear({self.act_dim})->clip(±3)/3"
+def check_sha256(path: Path, expected: Optional[str]) -> str:
+    """The file's sha256; a UsageError when `expected` (--expect-sha256) is given and differs.
+    Call it before the file is unpickled or listed as the one that will be used."""
+    sha = file_sha256(path)
+    want = expected.strip().lower() if expected else None
+    if want and sha != want:
+        raise UsageError(f"{short_path(path)}: sha256 is {sha}, not the expected {want}; refusing it")
+    return sha
 
 
 def read_checkpoint(path: Path) -> dict:
     """torch.load with weights_only=True: tensors and plain containers only, never code."""
     import pickle
+    import zipfile
     import torch
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            obj = torch.load(path, map_location="cpu", weights_only=True)
+            # Zip checkpoints (every torch.save since 1.6, so every ML-Agents one) are memory-mapped:
+            # no tensor data is read or allocated before validate_tensors has looked at it.
+            mmap = zipfile.is_zipfile(path)
+            try:
+                obj = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+            except RuntimeError as exc:
+                if not mmap or "mmap" not in str(exc).lower():
+                    raise
+                obj = torch.load(path, map_location="cpu", weights_only=True)  # a file system without mmap
+            size = os.stat(path).st_size
     except IsADirectoryError:
         raise UsageError(f"{path}: is a folder, not a checkpoint file")
     except OSError as exc:
@@ -321,95 +393,61 @@ def read_checkpoint(path: Path) -> dict:
             reason = text.splitlines()[0][:160]
         raise UsageError(f"{path}: refused, nothing in it was run ({reason}); "
                          f"expected an ML-Agents .pt written by mlagents-learn")
+    validate_tensors(obj, path, size)
     if not isinstance(obj, dict) or "Policy" not in obj or not isinstance(obj["Policy"], dict):
         raise UsageError(f"{path}: not an ML-Agents checkpoint (no 'Policy' state dict)")
     return obj
 
 
-def spec_from_state_dict(state: dict, path: Path, global_step: Optional[int] = None) -> PolicySpec:
-    """Infer the architecture from tensor shapes and refuse anything that does not chain."""
+def validate_tensors(obj, path: Optional[Path] = None, max_storage_bytes: Optional[int] = None) -> None:
+    """Refuse, before anything reads their data, tensors a trainer never writes: not dense
+    (sparse, nested, quantized), not a plain dtype, not on the CPU, a storage larger than the
+    file (`max_storage_bytes`), or more elements than their storage holds (stride-0 tricks that
+    make 4 bytes look like 10^10 floats). Walks containers without recursion (any depth, cycles)."""
     import torch
+    plain = {torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.int16,
+             torch.int32, torch.int64, torch.uint8, torch.bool}
 
-    def bad(problem: str) -> UsageError:
-        return UsageError(f"{path}: not a usable ML-Agents PPO policy: {problem}")
+    def bad(where: str, problem: str) -> UsageError:
+        return UsageError(f"{short_path(path) + ': ' if path else ''}refused, nothing in it was run "
+                          f"(tensor {where} {problem}); expected an ML-Agents .pt written by mlagents-learn")
 
-    def tensor(key: str, ndim: int) -> np.ndarray:
-        value = state.get(key)
-        if not isinstance(value, torch.Tensor):
-            raise bad(f"missing tensor '{key}'")
-        if value.dtype != torch.float32:
-            raise bad(f"'{key}' is {str(value.dtype).replace('torch.', '')}, expected float32")
-        if value.dim() != ndim:
-            raise bad(f"'{key}' has shape {list(value.shape)}, expected {ndim} dimensions")
-        array = value.detach().cpu().numpy().copy()
-        if not np.isfinite(array).all():
-            raise bad(f"'{key}' holds NaN or infinite values")
-        return array
-
-    for key in state:
-        if not isinstance(key, str):
-            raise bad(f"non-text key {key!r}")
-        known = (key.startswith(BODY_PREFIX) or key.startswith(MU_PREFIX) or key == LOG_SIGMA_KEY
-                 or any(key.startswith(p) for p in NORMALIZER_PREFIXES))
-        if key.startswith(("network_body.", "action_model.")) and not known:
-            raise bad(f"unsupported part '{key}' (only vector observations and continuous actions)")
-    for key in ("discrete_act_size_vector", "memory_size_vector"):
-        value = state.get(key)
-        if isinstance(value, torch.Tensor) and value.numel() and bool((value != 0).any()):
-            raise bad("discrete actions are not supported" if key.startswith("discrete") else
-                      "recurrent (memory) policies are not supported")
-
-    indices = set()
-    for key in state:
-        if key.startswith(BODY_PREFIX):
-            index, _, leaf = key[len(BODY_PREFIX):].partition(".")
-            if not index.isdigit() or leaf not in ("weight", "bias"):
-                raise bad(f"unexpected network-body key '{key}'")
-            indices.add(int(index))
-    if not indices:
-        raise bad("no network-body layers ('network_body._body_endoder.seq_layers.N.weight')")
-    if sorted(indices) != list(range(0, 2 * len(indices), 2)):
-        raise bad(f"network-body layers {sorted(indices)} are not Linear layers 0, 2, 4, ... with SiLU between")
-    layers, width = [], None
-    for i in sorted(indices):
-        weight = tensor(f"{BODY_PREFIX}{i}.weight", 2)
-        bias = tensor(f"{BODY_PREFIX}{i}.bias", 1)
-        if bias.shape[0] != weight.shape[0] or weight.shape[0] == 0 or weight.shape[1] == 0:
-            raise bad(f"layer {i}: weight {list(weight.shape)} and bias {list(bias.shape)} do not match")
-        if width is not None and weight.shape[1] != width:
-            raise bad(f"layer {i} takes {weight.shape[1]} inputs but the layer before gives {width}")
-        layers.append((weight, bias))
-        width = weight.shape[0]
-    mu_weight, mu_bias = tensor(MU_PREFIX + "weight", 2), tensor(MU_PREFIX + "bias", 1)
-    if mu_weight.shape[1] != width or mu_bias.shape[0] != mu_weight.shape[0] or mu_weight.shape[0] == 0:
-        raise bad(f"mu weight {list(mu_weight.shape)} / bias {list(mu_bias.shape)} do not follow a body of width {width}")
-    act_dim = mu_weight.shape[0]
-    log_sigma = state.get(LOG_SIGMA_KEY)
-    log_sigma = tensor(LOG_SIGMA_KEY, log_sigma.dim() if isinstance(log_sigma, torch.Tensor) else 2)
-    if log_sigma.size != act_dim or log_sigma.ndim > 2:
-        raise bad(f"log_sigma has shape {list(log_sigma.shape)}, expected [1, {act_dim}]")
-    declared = state.get("continuous_act_size_vector")
-    if isinstance(declared, torch.Tensor) and declared.numel() == 1 and int(declared.item()) != act_dim:
-        raise bad(f"continuous_act_size_vector says {int(declared.item())} actions but mu gives {act_dim}")
-
-    spec = PolicySpec(path, layers, mu_weight, mu_bias, log_sigma.reshape(act_dim), global_step=global_step)
-    prefix = next((p for p in NORMALIZER_PREFIXES if any(k.startswith(p) for k in state)), None)
-    if prefix:
-        spec.running_mean = tensor(prefix + "running_mean", 1)
-        spec.running_variance = tensor(prefix + "running_variance", 1)
-        steps = state.get(prefix + "normalization_steps")
-        if not isinstance(steps, torch.Tensor) or steps.numel() != 1 or steps.dtype.is_floating_point \
-                or steps.dtype == torch.bool or steps.is_complex():
-            raise bad(f"'{prefix}normalization_steps' must be one integer")
-        spec.normalization_steps = int(steps.item())
-        if spec.normalization_steps < 1:
-            raise bad(f"normalization_steps is {spec.normalization_steps}, expected >= 1")
-        for name, array in (("running_mean", spec.running_mean), ("running_variance", spec.running_variance)):
-            if array.shape != (spec.obs_dim,):
-                raise bad(f"normalizer {name} has shape {list(array.shape)}, expected [{spec.obs_dim}]")
-        if (spec.running_variance <= 0).any():
-            raise bad("normalizer running_variance has values <= 0")
-    return spec
+    stack, seen, items = [("", obj)], set(), 0
+    while stack:
+        where, value = stack.pop()
+        items += 1
+        if items > 10_000_000:
+            raise bad("", "in a structure of more than 10^7 items")
+        if isinstance(value, torch.Tensor):
+            where = repr(where[:80]) if where else "(top level)"
+            if type(value) not in (torch.Tensor, torch.nn.Parameter):
+                raise bad(where, f"is a {type(value).__name__}")
+            if value.layout != torch.strided or value.is_nested:
+                raise bad(where, f"is not dense ({str(value.layout).replace('torch.', '')})")
+            if value.is_quantized or value.dtype not in plain:
+                raise bad(where, f"has dtype {str(value.dtype).replace('torch.', '')}")
+            if value.device.type != "cpu":
+                raise bad(where, f"is on {value.device.type}")
+            storage = value.untyped_storage().nbytes()
+            if max_storage_bytes is not None and storage > max_storage_bytes:
+                raise bad(where, f"declares a storage of {storage:,} bytes in a file of {max_storage_bytes:,}")
+            if value.numel() and (value.numel() * value.element_size() > storage
+                                  or value.storage_offset() * value.element_size() + value.element_size()
+                                  + sum((n - 1) * s * value.element_size() for n, s in zip(value.shape, value.stride()))
+                                  > storage):
+                raise bad(where, f"declares {value.numel():,} elements over a storage of {storage:,} bytes")
+            continue
+        if isinstance(value, (dict, list, tuple, set, frozenset)):
+            if id(value) in seen:
+                continue
+            seen.add(id(value))
+            if isinstance(value, dict):
+                for key, item in value.items():
+                    name = key if isinstance(key, str) else repr(key)[:40]
+                    stack.append((f"{where}.{name}" if where else name, item))
+                    stack.append((where, key))
+            else:
+                stack.extend((where, item) for item in value)
 
 
 def global_step(checkpoint: dict) -> Optional[int]:
@@ -419,220 +457,983 @@ def global_step(checkpoint: dict) -> Optional[int]:
         step = next(iter(step.values()), None)
     try:
         return int(step.reshape(-1)[0].item()) if hasattr(step, "reshape") else int(step) if step is not None else None
-    except (TypeError, ValueError, IndexError, RuntimeError):
+    except (TypeError, ValueError, IndexError, RuntimeError, OverflowError):  # NaN, inf, empty, text
         return None
 
 
-def load_policy_spec(path: Path, expect_sha256: Optional[str] = None) -> PolicySpec:
-    """Read, validate and describe one checkpoint file (sha256 checked before unpickling)."""
-    t0 = time.perf_counter()
-    path = Path(path)
-    if not path.is_file():
-        raise UsageError(f"{path}: no such checkpoint file")
-    sha = file_sha256(path)
-    if expect_sha256 and sha != expect_sha256.strip().lower():
-        raise UsageError(f"{path}: sha256 is {sha}, not the expected {expect_sha256.strip().lower()}; refusing it")
-    obj = read_checkpoint(path)
-    spec = spec_from_state_dict(obj["Policy"], path, global_step(obj))
-    spec.sha256, spec.load_s = sha, time.perf_counter() - t0
-    return spec
+# =========================================================================================
+# ML-Agents' modules, under ML-Agents' own attribute names
+#
+# Mirrored from Unity ML-Agents 1.1.0, mlagents/trainers/torch_entities (encoders.py,
+# layers.py, attention.py, conditioning.py, distributions.py, action_model.py, networks.py),
+# Copyright Unity Technologies, Apache License 2.0. The attribute names ARE the checkpoint's
+# state-dict keys, so a "Policy" state dict loads with load_state_dict(strict=True), and
+# torch.onnx.export of SimpleActor writes the graph ML-Agents' ModelSerializer writes.
+# Only inference is kept: no initialisers, no normaliser updates, no log-probabilities.
+# =========================================================================================
+
+NORMALIZER_CLIP = 5.0     # ML-Agents clamps normalized observations to [-5, 5]
+ACTION_CLIP = 3.0         # ... and PPO/POCA continuous actions to [-3, 3], then divides by 3
+ATTENTION_EMBEDDING = 128  # ObservationEncoder.ATTENTION_EMBEDDING_SIZE: fixed whatever hidden_units is
+ENTITY_ABSENT = 0.01      # an entity row whose squared sum is below this is padding (get_zero_entities_mask)
+MIN_IMAGE_SIDE = {"simple": 20, "nature_cnn": 36, "resnet": 15, "match3": 5, "fully_connected": 1}
+
+
+class Swish(Module):
+    def forward(self, data):
+        return torch.mul(data, torch.sigmoid(data))
+
+
+class LayerNorm(Module):
+    """No learned scale or shift; population variance; epsilon 1e-5."""
+    def forward(self, layer_activations):
+        mean = torch.mean(layer_activations, dim=-1, keepdim=True)
+        var = torch.mean((layer_activations - mean) ** 2, dim=-1, keepdim=True)
+        return (layer_activations - mean) / (torch.sqrt(var + 1e-5))
+
+
+class LinearEncoder(Module):
+    """num_layers x (Linear -> Swish), keys seq_layers.{0,2,4,...}."""
+    def __init__(self, input_size: int, num_layers: int, hidden_size: int):
+        super().__init__()
+        layers = []
+        for i in range(num_layers):
+            layers += [nn.Linear(input_size if i == 0 else hidden_size, hidden_size), Swish()]
+        self.seq_layers = nn.Sequential(*layers)
+
+    def forward(self, input_tensor):
+        return self.seq_layers(input_tensor)
+
+
+class Normalizer(Module):
+    """clamp((x - running_mean) / sqrt(running_variance / normalization_steps), -5, 5).
+    running_variance is a running SUM of squared deviations (1e8 in Huggy): in float16 it
+    overflows, so the engines keep this module float32 whatever --dtype says."""
+    def __init__(self, vec_obs_size: int):
+        super().__init__()
+        self.register_buffer("normalization_steps", torch.tensor(1))
+        self.register_buffer("running_mean", torch.zeros(vec_obs_size))
+        self.register_buffer("running_variance", torch.ones(vec_obs_size))
+
+    def forward(self, inputs):
+        inputs = inputs.to(self.running_mean.dtype)
+        return torch.clamp((inputs - self.running_mean)
+                           / torch.sqrt(self.running_variance / self.normalization_steps),
+                           -NORMALIZER_CLIP, NORMALIZER_CLIP)
+
+
+class VectorInput(Module):
+    def __init__(self, input_size: int, normalize: bool):
+        super().__init__()
+        self.normalizer = Normalizer(input_size) if normalize else None
+
+    def forward(self, inputs):
+        return self.normalizer(inputs) if self.normalizer is not None else inputs
+
+
+def conv_side(side: int, kernel: int, stride: int = 1, padding: int = 0) -> int:
+    return (side + 2 * padding - kernel) // stride + 1
+
+
+def pool_side(side: int) -> int:
+    return (side - 3) // 2 + 1
+
+
+class _ConvEncoder(Module):
+    """conv_layers (Conv2d -> LeakyReLU)* -> flatten (C, H, W order) -> dense (Linear -> LeakyReLU).
+    Images are channel-first, as ML-Agents 1.1.0 feeds them (no permute)."""
+    CONVS: tuple = ()  # (out channels, kernel, stride)
+
+    def __init__(self, height: int, width: int, initial_channels: int, output_size: int):
+        super().__init__()
+        layers, channels = [], initial_channels
+        for out, kernel, stride in self.CONVS:
+            layers += [nn.Conv2d(channels, out, [kernel, kernel], [stride, stride]), nn.LeakyReLU()]
+            height, width, channels = conv_side(height, kernel, stride), conv_side(width, kernel, stride), out
+        self.final_flat = height * width * channels
+        self.conv_layers = nn.Sequential(*layers)
+        self.dense = nn.Sequential(nn.Linear(self.final_flat, output_size), nn.LeakyReLU())
+
+    def forward(self, visual_obs):
+        hidden = self.conv_layers(visual_obs)
+        return self.dense(hidden.reshape([-1, self.final_flat]))
+
+
+class SimpleVisualEncoder(_ConvEncoder):
+    CONVS = ((16, 8, 4), (32, 4, 2))
+
+
+class NatureVisualEncoder(_ConvEncoder):
+    CONVS = ((32, 8, 4), (64, 4, 2), (64, 3, 1))
+
+
+class SmallVisualEncoder(_ConvEncoder):  # vis_encode_type "match3"
+    CONVS = ((35, 3, 1), (144, 3, 1))
+
+
+class FullyConnectedVisualEncoder(Module):
+    def __init__(self, height: int, width: int, initial_channels: int, output_size: int):
+        super().__init__()
+        self.input_size = height * width * initial_channels
+        self.dense = nn.Sequential(nn.Linear(self.input_size, output_size), nn.LeakyReLU())
+
+    def forward(self, visual_obs):
+        return self.dense(visual_obs.reshape(-1, self.input_size))
+
+
+class ResNetBlock(Module):
+    def __init__(self, channel: int):
+        super().__init__()
+        self.layers = nn.Sequential(Swish(), nn.Conv2d(channel, channel, [3, 3], [1, 1], padding=1),
+                                    Swish(), nn.Conv2d(channel, channel, [3, 3], [1, 1], padding=1))
+
+    def forward(self, input_tensor):
+        return input_tensor + self.layers(input_tensor)
+
+
+class ResNetVisualEncoder(Module):
+    def __init__(self, height: int, width: int, initial_channels: int, output_size: int):
+        super().__init__()
+        layers, last = [], initial_channels
+        for channel in (16, 32, 32):
+            layers += [nn.Conv2d(last, channel, [3, 3], [1, 1], padding=1), nn.MaxPool2d([3, 3], [2, 2]),
+                       ResNetBlock(channel), ResNetBlock(channel)]
+            height, width, last = pool_side(height), pool_side(width), channel
+        layers.append(Swish())
+        self.final_flat_size = last * height * width
+        self.dense = nn.Linear(self.final_flat_size, output_size)
+        self.sequential = nn.Sequential(*layers)
+
+    def forward(self, visual_obs):
+        hidden = self.sequential(visual_obs)
+        return torch.relu(self.dense(hidden.reshape(-1, self.final_flat_size)))
+
+
+VISUAL_ENCODERS = {"simple": SimpleVisualEncoder, "nature_cnn": NatureVisualEncoder, "resnet": ResNetVisualEncoder,
+                   "match3": SmallVisualEncoder, "fully_connected": FullyConnectedVisualEncoder}
+
+
+def get_zero_entities_mask(entities: list):
+    """1 for an absent entity row (squared sum < 0.01), 0 for a present one; [B, total rows]."""
+    with torch.no_grad():
+        return torch.cat([(torch.sum(ent ** 2, dim=2) < ENTITY_ABSENT).float() for ent in entities], dim=1)
+
+
+class EntityEmbedding(Module):
+    """Each entity row, with the agent's own encoding in front when there is one, through
+    Linear -> Swish (self_ent_encoder)."""
+    def __init__(self, entity_size: int, entity_num_max_elements: Optional[int], embedding_size: int):
+        super().__init__()
+        self.self_size = 0
+        self.entity_size = entity_size
+        self.entity_num_max_elements = entity_num_max_elements or -1
+        self.embedding_size = embedding_size
+        self.self_ent_encoder = LinearEncoder(entity_size, 1, embedding_size)
+
+    def add_self_embedding(self, size: int) -> None:
+        self.self_size = size
+        self.self_ent_encoder = LinearEncoder(self.self_size + self.entity_size, 1, self.embedding_size)
+
+    def forward(self, x_self, entities):
+        if self.self_size > 0:
+            expanded_self = x_self.reshape(-1, 1, self.self_size)
+            expanded_self = torch.cat([expanded_self] * entities.shape[1], dim=1)
+            entities = torch.cat([expanded_self, entities], dim=2)
+        return self.self_ent_encoder(entities)
+
+
+class MultiHeadAttention(Module):
+    NEG_INF = -1e6
+
+    def __init__(self, embedding_size: int, num_heads: int):
+        super().__init__()
+        self.n_heads, self.head_size, self.embedding_size = num_heads, embedding_size // num_heads, embedding_size
+
+    def forward(self, query, key, value, n_q: int, n_k: int, key_mask):
+        b = -1
+        query = query.reshape(b, n_q, self.n_heads, self.head_size).permute([0, 2, 1, 3])
+        key = key.reshape(b, n_k, self.n_heads, self.head_size).permute([0, 2, 1, 3]).permute([0, 1, 3, 2])
+        qk = torch.matmul(query, key)  # (b, h, n_q, n_k)
+        key_mask = key_mask.reshape(b, 1, 1, n_k)
+        # scaled by the full embedding width (sqrt(128)), not the head width, as ML-Agents does
+        qk = (1 - key_mask) * qk / (self.embedding_size ** 0.5) + key_mask * self.NEG_INF
+        att = torch.softmax(qk, dim=3)
+        value = value.reshape(b, n_k, self.n_heads, self.head_size).permute([0, 2, 1, 3])
+        value_attention = torch.matmul(att, value).permute([0, 2, 1, 3])
+        return value_attention.reshape(b, n_q, self.embedding_size), att
+
+
+class ResidualSelfAttention(Module):
+    EPSILON = 1e-7
+
+    def __init__(self, embedding_size: int, entity_num_max_elements: Optional[int] = None, num_heads: int = 4):
+        super().__init__()
+        self.max_num_ent = entity_num_max_elements
+        self.attention = MultiHeadAttention(embedding_size, num_heads)
+        self.fc_q = nn.Linear(embedding_size, embedding_size)
+        self.fc_k = nn.Linear(embedding_size, embedding_size)
+        self.fc_v = nn.Linear(embedding_size, embedding_size)
+        self.fc_out = nn.Linear(embedding_size, embedding_size)
+        self.embedding_norm = LayerNorm()
+        self.residual_norm = LayerNorm()
+
+    def forward(self, inp, key_masks):
+        inp = self.embedding_norm(inp)
+        query, key, value = self.fc_q(inp), self.fc_k(inp), self.fc_v(inp)
+        num_ent = inp.shape[1]
+        output, _ = self.attention(query, key, value, num_ent, num_ent, key_masks)
+        output = self.residual_norm(self.fc_out(output) + inp)  # the residual adds the normalised input
+        numerator = torch.sum(output * (1 - key_masks).reshape(-1, num_ent, 1), dim=1)
+        denominator = torch.sum(1 - key_masks, dim=1, keepdim=True) + self.EPSILON
+        return numerator / denominator
+
+
+class ObservationEncoder(Module):
+    """One processor per input (keys processors.<i>), the entity attention block when there
+    are buffer sensors (rsa, x_self_encoder), concatenated: [non-entity inputs..., attention]."""
+    def __init__(self, inputs: list, h_size: int, normalize: bool):
+        super().__init__()
+        processors, sizes = [], []
+        for spec in inputs:
+            if spec.kind == "vector":
+                processors.append(VectorInput(spec.shape[0], normalize))
+                sizes.append(spec.shape[0])
+            elif spec.kind == "visual":
+                channels, height, width = spec.shape
+                processors.append(VISUAL_ENCODERS[spec.encoder](height, width, channels, h_size))
+                sizes.append(h_size)
+            else:  # entities: (N, F)
+                processors.append(EntityEmbedding(spec.shape[1], spec.shape[0], ATTENTION_EMBEDDING))
+                sizes.append(0)
+        self.processors = nn.ModuleList(processors)
+        self.rsa, self.x_self_encoder = None, None
+        if any(isinstance(p, EntityEmbedding) for p in processors):
+            if sum(sizes):
+                self.x_self_encoder = LinearEncoder(sum(sizes), 1, ATTENTION_EMBEDDING)
+                for p in processors:
+                    if isinstance(p, EntityEmbedding):
+                        p.add_self_embedding(ATTENTION_EMBEDDING)
+            self.rsa = ResidualSelfAttention(ATTENTION_EMBEDDING, sum(s.shape[0] for s in inputs if s.kind == "entities"))
+        self.total_enc_size = sum(sizes) + (ATTENTION_EMBEDDING if self.rsa is not None else 0)
+        self.goal_indices = [i for i, s in enumerate(inputs) if s.goal]
+        self.total_goal_enc_size = sum(sizes[i] for i in self.goal_indices)
+        self.compute_dtype = torch.float32  # the engines' --dtype; normalizers stay float32
+
+    def encode(self, index: int, obs):
+        processor = self.processors[index]
+        if isinstance(processor, VectorInput):
+            return processor(obs).to(self.compute_dtype)
+        return processor(obs.to(self.compute_dtype))
+
+    def forward(self, inputs: list):
+        encodes = [self.encode(i, x) for i, (p, x) in enumerate(zip(self.processors, inputs))
+                   if not isinstance(p, EntityEmbedding)]
+        encoded_self = torch.cat(encodes, dim=1) if encodes else None
+        entities = [(p, x.to(self.compute_dtype)) for p, x in zip(self.processors, inputs) if isinstance(p, EntityEmbedding)]
+        if entities:
+            masks = get_zero_entities_mask([x for _, x in entities]).to(self.compute_dtype)
+            processed_self = self.x_self_encoder(encoded_self) if self.x_self_encoder is not None else None
+            qkv = torch.cat([p(processed_self, x) for p, x in entities], dim=1)
+            attention = self.rsa(qkv, masks)
+            encoded_self = attention if encoded_self is None else torch.cat([encoded_self, attention], dim=1)
+        return encoded_self
+
+    def get_goal_encoding(self, inputs: list):
+        return torch.cat([self.encode(i, inputs[i]) for i in self.goal_indices], dim=1)
+
+
+class HyperNetwork(Module):
+    """Generates a layer's weight matrix from the goal: hypernet = Linear, Swish, Linear, Swish,
+    LayerNorm, Linear -> [input_size * output_size], read row-major as [input, output]."""
+    def __init__(self, input_size: int, output_size: int, hyper_input_size: int, layer_size: int, num_layers: int):
+        super().__init__()
+        self.input_size, self.output_size = input_size, output_size
+        layers, size = [], hyper_input_size
+        for _ in range(num_layers):
+            layers += [nn.Linear(size, layer_size), Swish()]
+            size = layer_size
+        self.hypernet = nn.Sequential(*layers, LayerNorm(), nn.Linear(layer_size, input_size * output_size))
+        self.bias = nn.Parameter(torch.zeros(output_size))
+
+    def forward(self, input_activation, hyper_input):
+        output_weights = self.hypernet(hyper_input).view(-1, self.input_size, self.output_size)
+        return torch.bmm(input_activation.unsqueeze(1), output_weights).squeeze(1) + self.bias
+
+
+class ConditionalEncoder(Module):
+    """The goal-conditioned body: layers.{0,2,...}; the last num_conditional_layers are HyperNetworks."""
+    def __init__(self, input_size: int, goal_size: int, hidden_size: int, num_layers: int,
+                 num_conditional_layers: int = 1):
+        super().__init__()
+        layers, size = [], input_size
+        for i in range(num_layers):
+            if num_layers - i <= num_conditional_layers:
+                layers.append(HyperNetwork(size, hidden_size, goal_size, hidden_size, 2))
+            else:
+                layers.append(nn.Linear(size, hidden_size))
+            layers.append(Swish())
+            size = hidden_size
+        self.layers = nn.ModuleList(layers)
+
+    def forward(self, input_tensor, goal_tensor):
+        activation = input_tensor
+        for layer in self.layers:
+            activation = layer(activation, goal_tensor) if isinstance(layer, HyperNetwork) else layer(activation)
+        return activation
+
+
+class LSTM(Module):
+    """One LSTM step. The state travels as ML-Agents' ONNX has it, [batch, 1, memory_size] =
+    [h, c]; torch's LSTM wants [1, batch, memory_size / 2] each, hence the transposes."""
+    def __init__(self, input_size: int, memory_size: int):
+        super().__init__()
+        self.hidden_size = memory_size // 2
+        self.lstm = nn.LSTM(input_size, self.hidden_size, 1, batch_first=True)
+
+    def forward(self, input_tensor, memories):
+        memories = torch.transpose(memories, 0, 1)
+        h0 = memories[:, :, : self.hidden_size].contiguous()
+        c0 = memories[:, :, self.hidden_size:].contiguous()
+        lstm_out, hidden_out = self.lstm(input_tensor, (h0, c0))
+        return lstm_out, torch.transpose(torch.cat(hidden_out, dim=-1), 0, 1)
+
+
+class NetworkBody(Module):
+    def __init__(self, settings: "PolicySettings"):
+        super().__init__()
+        self.h_size, self.m_size = settings.hidden_units, settings.memory_size
+        self.observation_encoder = ObservationEncoder(settings.inputs, settings.hidden_units, settings.normalize)
+        self.processors = self.observation_encoder.processors  # the same modules under a second name, as ML-Agents has them
+        total = self.observation_encoder.total_enc_size
+        if self.observation_encoder.total_goal_enc_size > 0 and settings.hyper:
+            self._body_endoder = ConditionalEncoder(total, self.observation_encoder.total_goal_enc_size,
+                                                    settings.hidden_units, settings.num_layers, 1)
+        else:
+            self._body_endoder = LinearEncoder(total, settings.num_layers, settings.hidden_units)  # sic: ML-Agents' spelling
+        self.lstm = LSTM(settings.hidden_units, settings.memory_size) if settings.memory_size else None
+
+    def forward(self, inputs: list, memories=None):
+        encoded_self = self.observation_encoder(inputs)
+        if isinstance(self._body_endoder, ConditionalEncoder):
+            encoding = self._body_endoder(encoded_self, self.observation_encoder.get_goal_encoding(inputs))
+        else:
+            encoding = self._body_endoder(encoded_self)
+        if self.lstm is not None:
+            encoding, memories = self.lstm(encoding.reshape([-1, 1, self.h_size]), memories)
+            encoding = encoding.reshape([-1, self.m_size // 2])
+        return encoding, memories
+
+
+class GaussianDistribution(Module):
+    """mu, and log_sigma: a parameter [1, n] (PPO/POCA) or a layer (SAC: conditional sigma)."""
+    def __init__(self, hidden_size: int, num_outputs: int, conditional_sigma: bool, tanh_squash: bool):
+        super().__init__()
+        self.conditional_sigma, self.tanh_squash = conditional_sigma, tanh_squash
+        self.mu = nn.Linear(hidden_size, num_outputs)
+        if conditional_sigma:
+            self.log_sigma = nn.Linear(hidden_size, num_outputs)
+        else:
+            self.log_sigma = nn.Parameter(torch.zeros(1, num_outputs))
+
+    def forward(self, inputs):
+        """(mu, log_sigma) with log_sigma expanded to mu's batch, as ML-Agents computes them."""
+        mu = self.mu(inputs)
+        if self.conditional_sigma:
+            return mu, torch.clamp(self.log_sigma(inputs), min=-20, max=2)
+        return mu, mu * 0 + self.log_sigma
+
+
+class MultiCategoricalDistribution(Module):
+    def __init__(self, hidden_size: int, act_sizes: list):
+        super().__init__()
+        self.act_sizes = list(act_sizes)
+        self.branches = nn.ModuleList([nn.Linear(hidden_size, size) for size in act_sizes])
+
+    def probabilities(self, inputs, masks) -> list:
+        """Per branch softmax(logits * mask - 1e8 * (1 - mask)); forbidden actions get 0."""
+        out, start = [], 0
+        for branch, size in zip(self.branches, self.act_sizes):
+            allow = masks[:, start:start + size]
+            block = -1.0 * allow + 1.0  # written as ML-Agents writes it (exported node for node)
+            out.append(torch.softmax(branch(inputs) * allow - 1e8 * block, dim=-1))
+            start += size
+        return out
+
+
+class ActionModel(Module):
+    def __init__(self, hidden_size: int, settings: "PolicySettings"):
+        super().__init__()
+        self._continuous_distribution = GaussianDistribution(
+            hidden_size, settings.continuous_size, settings.conditional_sigma, settings.tanh_squash) \
+            if settings.continuous_size else None
+        self._discrete_distribution = MultiCategoricalDistribution(hidden_size, settings.discrete_branches) \
+            if settings.discrete_branches else None
+
+
+class ValueHeads(Module):
+    """A shared critic's value heads: loaded (strict) and never used for acting."""
+    def __init__(self, stream_names: list, input_size: int):
+        super().__init__()
+        self.value_heads = nn.ModuleDict({name: nn.Linear(input_size, 1) for name in stream_names})
+
+
+class SimpleActor(Module):
+    """The policy. forward() is ML-Agents' export signature: (observations, action_masks,
+    memories) -> version_number, memory_size, [continuous_actions, continuous_action_output_shape,
+    deterministic_continuous_actions], [discrete_actions, discrete_action_output_shape,
+    deterministic_discrete_actions], [recurrent_out]."""
+    MODEL_EXPORT_VERSION = 3
+
+    def __init__(self, settings: "PolicySettings"):
+        super().__init__()
+        self.settings = settings
+        param = lambda values: nn.Parameter(torch.Tensor(values), requires_grad=False)
+        branches = settings.discrete_branches
+        self.version_number = param([self.MODEL_EXPORT_VERSION])
+        self.is_continuous_int_deprecated = param([int(not branches)])
+        self.continuous_act_size_vector = param([settings.continuous_size])
+        self.discrete_act_size_vector = param([branches])
+        self.act_size_vector_deprecated = param([settings.continuous_size + sum(branches)])
+        self.network_body = NetworkBody(settings)
+        self.encoding_size = settings.memory_size // 2 if settings.memory_size else settings.hidden_units
+        self.memory_size_vector = param([settings.memory_size])
+        self.action_model = ActionModel(self.encoding_size, settings)
+        if settings.value_streams:
+            self.value_heads = ValueHeads(settings.value_streams, self.encoding_size)
+
+    def heads(self, inputs: list, masks=None, memories=None):
+        """What acting needs, in the engines' precision: mu and log_sigma (continuous), the
+        masked probabilities per branch (discrete), the next memory."""
+        encoding, memories_out = self.network_body(inputs, memories=memories)
+        continuous = self.action_model._continuous_distribution
+        discrete = self.action_model._discrete_distribution
+        mu, log_sigma = continuous(encoding) if continuous is not None else (None, None)
+        probs = discrete.probabilities(encoding, masks) if discrete is not None else None
+        return mu, log_sigma, probs, memories_out
+
+    def forward(self, inputs: list, masks=None, memories=None):
+        mu, log_sigma, probs, memories_out = self.heads(inputs, masks, memories)
+        out = [self.version_number, self.memory_size_vector]
+        if mu is not None:
+            sample = mu + torch.randn_like(mu) * torch.exp(log_sigma)
+            if self.settings.tanh_squash:  # SAC: a squashed sample, and mu as it is (ML-Agents 1.1.0's export)
+                out += [torch.tanh(sample), self.continuous_act_size_vector, mu]
+            else:
+                out += [torch.clamp(sample, -ACTION_CLIP, ACTION_CLIP) / ACTION_CLIP, self.continuous_act_size_vector,
+                        torch.clamp(mu, -ACTION_CLIP, ACTION_CLIP) / ACTION_CLIP]
+        if probs is not None:
+            out += [torch.cat([torch.multinomial(p, 1) for p in probs], dim=1), self.discrete_act_size_vector,
+                    torch.cat([torch.argmax(p, dim=1, keepdim=True) for p in probs], dim=1)]
+        if memories_out is not None:
+            out += [memories_out]
+        return tuple(out)
+
+
+class EngineHeads(Module):
+    """The deterministic-only graph the engines run (torch eager, device graphs, or its ONNX
+    export under onnxruntime): inputs obs_0..obs_k [, action_masks] [, recurrent_in];
+    outputs [mu, deterministic_continuous_actions (, log_sigma for SAC)] [, probabilities]
+    [, recurrent_out], all float32."""
+    def __init__(self, actor: SimpleActor):
+        super().__init__()
+        self.actor = actor
+        s = actor.settings
+        self.n_inputs, self.discrete, self.memory = len(s.inputs), bool(s.discrete_branches), bool(s.memory_size)
+
+    def forward(self, *flat):
+        inputs = list(flat[:self.n_inputs])
+        masks = flat[self.n_inputs] if self.discrete else None
+        memories = flat[-1] if self.memory else None
+        mu, log_sigma, probs, memories_out = self.actor.heads(inputs, masks, memories)
+        out = []
+        if mu is not None:
+            mu = mu.float()
+            if self.actor.settings.tanh_squash:
+                out += [mu, mu, log_sigma.float()]
+            else:
+                out += [mu, torch.clamp(mu, -ACTION_CLIP, ACTION_CLIP) / ACTION_CLIP]
+        if probs is not None:
+            out.append(torch.cat(probs, dim=1).float())
+        if memories_out is not None:
+            out.append(memories_out.float())
+        return tuple(out)
+
+    def output_names(self) -> list:
+        s, names = self.actor.settings, []
+        if s.continuous_size:
+            names += ["mu", "deterministic_continuous_actions"] + (["log_sigma"] if s.tanh_squash else [])
+        if s.discrete_branches:
+            names.append("probabilities")
+        if s.memory_size:
+            names.append("recurrent_out")
+        return names
 
 
 # =========================================================================================
-# Policy: exactly ML-Agents' computation, in its order and precision
+# Building: settings inferred from the checkpoint (the ONNX or configuration.yaml where the
+# checkpoint is silent), one strict load
 # =========================================================================================
 
-def build_policy(spec: PolicySpec, dtype=None, normalizer_dtype=None):
-    """A torch module computing mu: normalizer -> network body (Linear -> SiLU) x L -> mu.
-
-    The normalizer stays float32 whatever dtype the MLP uses: running_variance is an
-    accumulated sum (1e8 in Huggy) that overflows float16. Its divisor is computed once, as
-    ML-Agents computes it: torch.sqrt(running_variance / normalization_steps) in float32.
-    """
-    import torch
-    from torch import nn
-    dtype = dtype or torch.float32
-    normalizer_dtype = normalizer_dtype or torch.float32
-
-    class MLAgentsPolicy(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.normalize = spec.normalize
-            if spec.normalize:
-                variance = torch.from_numpy(spec.running_variance).to(normalizer_dtype)
-                steps = torch.tensor(spec.normalization_steps, dtype=torch.int64)
-                self.register_buffer("running_mean", torch.from_numpy(spec.running_mean).to(normalizer_dtype))
-                self.register_buffer("divisor", torch.sqrt(variance / steps))
-            body = []
-            for weight, bias in spec.layers:
-                linear = nn.Linear(weight.shape[1], weight.shape[0], dtype=dtype)
-                linear.weight.data.copy_(torch.from_numpy(weight))
-                linear.bias.data.copy_(torch.from_numpy(bias))
-                body += [linear, nn.SiLU()]
-            self.body = nn.Sequential(*body)
-            self.mu = nn.Linear(spec.mu_weight.shape[1], spec.act_dim, dtype=dtype)
-            self.mu.weight.data.copy_(torch.from_numpy(spec.mu_weight))
-            self.mu.bias.data.copy_(torch.from_numpy(spec.mu_bias))
-            self.mlp_dtype = dtype
-            self.requires_grad_(False)
-
-        def forward(self, obs):
-            """obs [N, obs_dim] (float32, or float64 for the reference) -> mu [N, act_dim]."""
-            if self.normalize:
-                obs = torch.clamp((obs - self.running_mean) / self.divisor, -NORMALIZER_CLIP, NORMALIZER_CLIP)
-            return self.mu(self.body(obs.to(self.mlp_dtype)))
-
-    return MLAgentsPolicy().eval()
+ENCODER_KEYS = "network_body.observation_encoder."
+PROCESSOR_KEY = re.compile(r"^network_body\.observation_encoder\.processors\.(\d+)\.(.+)$")
 
 
-def deterministic_actions(mu: np.ndarray) -> np.ndarray:
-    """ML-Agents' deterministic_continuous_actions: clip(mu, -3, 3) / 3."""
-    return np.clip(mu, -ACTION_CLIP, ACTION_CLIP) / mu.dtype.type(ACTION_CLIP)
+@dataclass
+class InputSpec:
+    """One input (sensor) of the policy, named as ML-Agents' ONNX names it."""
+    name: str                      # obs_0, obs_1, ...
+    kind: str                      # vector | visual | entities
+    shape: tuple                   # (n,) | (channels, height, width) | (max entities, features)
+    normalized: bool = False
+    encoder: Optional[str] = None  # vis_encode_type of a visual input
+    goal: bool = False             # the goal signal of a goal-conditioned (hypernetwork) body
+
+    def describe(self) -> str:
+        dims = "x".join(map(str, self.shape))
+        if self.kind == "visual":
+            return f"{self.name}: image {dims} (C x H x W, {self.encoder} encoder)"
+        if self.kind == "entities":
+            return f"{self.name}: up to {self.shape[0]} entities x {self.shape[1]} features (attention)"
+        return (f"{self.name}: vector {dims}{', normalized' if self.normalized else ''}"
+                f"{', goal signal' if self.goal else ''}")
 
 
-def sampled_actions(mu: np.ndarray, z: np.ndarray, sigma: np.ndarray) -> np.ndarray:
-    """ML-Agents' continuous_actions: clip(mu + z * exp(log_sigma), -3, 3) / 3."""
-    return deterministic_actions(mu + z * sigma)
+@dataclass
+class PolicySettings:
+    """What ML-Agents' NetworkSettings, ActionSpec and ObservationSpecs say about a policy."""
+    inputs: list
+    hidden_units: int
+    num_layers: int
+    normalize: bool
+    continuous_size: int = 0
+    discrete_branches: list = field(default_factory=list)
+    memory_size: int = 0
+    conditional_sigma: bool = False  # SAC: log_sigma is a layer ...
+    tanh_squash: bool = False        # ... and actions are tanh-squashed
+    hyper: bool = False              # goal-conditioned body (HyperNetwork)
+    value_streams: list = field(default_factory=list)  # shared critic's value heads in the policy
+    trainer: Optional[str] = None    # ppo | sac | poca
+    source: str = "checkpoint"       # where the input shapes came from
 
 
-def draw_noise(seed: int, rows: Optional[int], act_dim: int) -> np.ndarray:
-    """Sampling noise, drawn on the CPU as the seed does (NPUs have no such generator):
-    torch.randn(act_dim) or torch.randn(rows, act_dim) from torch.Generator().manual_seed(seed)."""
-    import torch
-    shape = (act_dim,) if rows is None else (rows, act_dim)
-    return torch.randn(shape, generator=torch.Generator().manual_seed(seed)).numpy()
+def _state_tensor(state: dict, key: str, bad: Callable[[str], Exception]):
+    value = state.get(key)
+    if not isinstance(value, torch.Tensor):
+        raise bad(f"missing tensor '{key}'")
+    return value
 
 
-def noise_sequence(seed: int, steps: int, act_dim: int) -> np.ndarray:
-    """Noise for a control loop: one torch.randn(act_dim) per step from one generator seeded
-    once, so that step 0 draws exactly what `sample --seed S` draws."""
-    import torch
-    generator = torch.Generator().manual_seed(seed)
-    return torch.stack([torch.randn(act_dim, generator=generator) for _ in range(steps)]).numpy()
+def check_state_dict(state: dict, bad: Callable[[str], Exception]) -> None:
+    """The checks a strict load does not make: names are text, weights float32 and finite,
+    normalisers plausible, declared action sizes whole numbers."""
+    for key, value in state.items():
+        if not isinstance(key, str):
+            raise bad(f"non-text key {key!r}")
+        if not isinstance(value, torch.Tensor):
+            raise bad(f"'{key}' is a {type(value).__name__}, expected a tensor")
+        if key.endswith("normalization_steps"):
+            if value.numel() != 1 or value.dtype.is_floating_point or value.dtype == torch.bool or value.is_complex():
+                raise bad(f"'{key}' must be one integer")
+            if int(value.item()) < 1:
+                raise bad(f"'{key}' is {int(value.item())}, expected >= 1")
+            continue
+        if value.dtype != torch.float32:
+            raise bad(f"'{key}' is {str(value.dtype).replace('torch.', '')}, expected float32")
+        if not bool(torch.isfinite(value).all()):
+            raise bad(f"'{key}' holds NaN or infinite values")
+        if key.endswith("running_variance") and bool((value <= 0).any()):
+            raise bad(f"'{key}' has values <= 0")
+        if key.endswith("_size_vector") or key.endswith("size_vector_deprecated"):
+            if bool((value != torch.round(value)).any()) or bool((value < 0).any()) or bool((value > 1e6).any()):
+                raise bad(f"'{key}' holds {value.reshape(-1)[:8].tolist()}, expected whole numbers")
 
 
-def reference_mu(spec: PolicySpec, obs: np.ndarray) -> np.ndarray:
-    """mu in float64 on the CPU, straight from the checkpoint (the precision reference)."""
-    import torch
-    policy = build_policy(spec, torch.float64, torch.float64)
-    with torch.inference_mode():
-        return policy(torch.from_numpy(np.asarray(obs, np.float64))).numpy()
+def read_config(model_dir: Optional[Path], behavior: Optional[str]) -> dict:
+    """behaviors.<behavior> of configuration.yaml (or config.json) beside the checkpoint, {} when
+    absent or unreadable (advisory: the checkpoint decides)."""
+    if not model_dir or not behavior:
+        return {}
+    for name in ("configuration.yaml", "config.json"):
+        path = model_dir / name
+        try:
+            if not path.is_file() or path.stat().st_size > 1 << 20:
+                continue
+            text = path.read_text()
+            if name.endswith(".json"):
+                data = json.loads(text)
+            else:
+                try:
+                    import yaml
+                    data = yaml.safe_load(text)
+                except ImportError:
+                    continue
+            entry = data.get("behaviors", {}).get(behavior) if isinstance(data, dict) else None
+            if isinstance(entry, dict):
+                return entry
+        except (OSError, ValueError, RecursionError, AttributeError, Exception):  # noqa: B014 (yaml errors too)
+            continue
+    return {}
 
 
-# =========================================================================================
-# ONNX graph: ML-Agents' own interface and operator order, built from the checkpoint
-# =========================================================================================
-
-def build_onnx(spec: PolicySpec, interface: str = "mlagents"):
-    """An ONNX model of the policy, node for node as ML-Agents' exporter writes it (opset 9).
-
-    interface="mlagents": input obs_0 [batch, obs_dim]; outputs version_number,
-      memory_size, continuous_actions (RandomNormalLike, as ML-Agents draws it),
-      continuous_action_output_shape, deterministic_continuous_actions.
-    interface="engine": the same normalizer/body/mu nodes, outputs mu and
-      deterministic_continuous_actions only (what the onnxruntime engine runs).
-    """
-    import onnx
-    import torch
-    from onnx import TensorProto, helper, numpy_helper
-
-    nodes, inits = [], []
-
-    def init(name: str, array) -> str:
-        inits.append(numpy_helper.from_array(np.asarray(array, np.float32), name))
-        return name
-
-    def node(op: str, inputs: list[str], output: str, **attrs) -> str:
-        nodes.append(helper.make_node(op, inputs, [output], name=output.rsplit("_output", 1)[0], **attrs))
-        return output
-
-    def const(name: str, value: float) -> str:
-        tensor = numpy_helper.from_array(np.asarray(value, np.float32), name + "_value")
-        return node("Constant", [], name, value=tensor)
-
-    x = "obs_0"
-    if spec.normalize:
-        norm = NORMALIZER_PREFIXES[0]
-        divisor = torch.sqrt(torch.from_numpy(spec.running_variance)
-                             / torch.tensor(spec.normalization_steps, dtype=torch.int64)).numpy()
-        x = node("Sub", [x, init(norm + "running_mean", spec.running_mean)],
-                 "/network_body/observation_encoder/processors.0/normalizer/Sub_output_0")
-        x = node("Div", [x, init(norm + "divisor", divisor)],
-                 "/network_body/observation_encoder/processors.0/normalizer/Div_output_0")
-        x = node("Clip", [x], "/network_body/observation_encoder/processors.0/normalizer/Clip_output_0",
-                 min=-NORMALIZER_CLIP, max=NORMALIZER_CLIP)
-    if interface == "mlagents":  # a one-input Concat copies its input: the engine skips it
-        x = node("Concat", [x], "/network_body/observation_encoder/Concat_output_0", axis=1)
-    for k, (weight, bias) in enumerate(spec.layers):
-        i = 2 * k
-        base = f"/network_body/_body_endoder/seq_layers/seq_layers.{i}"
-        gemm = node("Gemm", [x, init(f"{BODY_PREFIX}{i}.weight", weight), init(f"{BODY_PREFIX}{i}.bias", bias)],
-                    f"{base}/Gemm_output_0", alpha=1.0, beta=1.0, transB=1)
-        sig = node("Sigmoid", [gemm], f"/network_body/_body_endoder/seq_layers/seq_layers.{i + 1}/Sigmoid_output_0")
-        x = node("Mul", [gemm, sig], f"/network_body/_body_endoder/seq_layers/seq_layers.{i + 1}/Mul_output_0")
-    mu = node("Gemm", [x, init(MU_PREFIX + "weight", spec.mu_weight), init(MU_PREFIX + "bias", spec.mu_bias)],
-              "/_continuous_distribution/mu/Gemm_output_0", alpha=1.0, beta=1.0, transB=1)
-    batch = helper.make_tensor_value_info("obs_0", TensorProto.FLOAT, ["batch", spec.obs_dim])
-    actions = lambda name: helper.make_tensor_value_info(name, TensorProto.FLOAT, ["batch", spec.act_dim])
-    if interface == "mlagents":
-        zero = const("/_continuous_distribution/Constant_output_0", 0.0)
-        log_sigma = init(LOG_SIGMA_KEY, spec.log_sigma.reshape(1, -1))
-        scaled = node("Mul", [mu, zero], "/_continuous_distribution/Mul_output_0")
-        added = node("Add", [scaled, log_sigma], "/_continuous_distribution/Add_output_0")
-        sigma = node("Exp", [added], "/_continuous_distribution/Exp_output_0")
-        noise = node("RandomNormalLike", [mu], "/RandomNormalLike_output_0", dtype=TensorProto.FLOAT)
-        noisy = node("Add", [mu, node("Mul", [noise, sigma], "/Mul_output_0")], "/Add_output_0")
-        clipped = node("Clip", [noisy], "/Clip_output_0", min=-ACTION_CLIP, max=ACTION_CLIP)
-        node("Div", [clipped, const("/Constant_output_0", ACTION_CLIP)], "continuous_actions")
-    clipped = node("Clip", [mu], "/Clip_1_output_0", min=-ACTION_CLIP, max=ACTION_CLIP)
-    node("Div", [clipped, const("/Constant_1_output_0", ACTION_CLIP)], "deterministic_continuous_actions")
-    if interface == "mlagents":
-        for name, value, out in (("version_number.1", 3.0, "version_number"),
-                                 ("memory_size_vector", 0.0, "memory_size"),
-                                 ("continuous_act_size_vector", float(spec.act_dim), "continuous_action_output_shape")):
-            node("Identity", [init(name, [value])], out)
-        scalar = lambda name: helper.make_tensor_value_info(name, TensorProto.FLOAT, [1])
-        outputs = [scalar("version_number"), scalar("memory_size"), actions("continuous_actions"),
-                   scalar("continuous_action_output_shape"), actions("deterministic_continuous_actions")]
-    else:
-        outputs = [actions("/_continuous_distribution/mu/Gemm_output_0"), actions("deterministic_continuous_actions")]
-    graph = helper.make_graph(nodes, "ml-agents-policy", [batch], outputs, inits)
-    model = helper.make_model(graph, producer_name="inference.py", opset_imports=[helper.make_opsetid("", 9)])
-    model.ir_version = 4
-    onnx.checker.check_model(model)
-    return model
+@dataclass
+class OnnxInterface:
+    """The inputs and outputs of an ML-Agents ONNX file, read without running it."""
+    path: Path
+    inputs: dict             # name -> shape (dims as int, or None for the batch)
+    outputs: list            # output names
+    vector_slices: list      # legacy vector_observation: [(start, end)] per sensor, in order
+    legacy: bool             # ML-Agents 1.x interface (vector_observation, no deterministic_* outputs)
 
 
-def onnx_session(model_or_path, tuned: bool = True):
-    """An onnxruntime CPU session; `tuned` enables every graph optimisation."""
+def read_onnx_interface(path: Path) -> OnnxInterface:
     try:
-        import onnxruntime as ort
+        import onnx
     except ImportError:
-        raise UsageError("onnxruntime is not installed (pip install onnxruntime)")
-    options = ort.SessionOptions()
-    if tuned:
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    source = model_or_path.SerializeToString() if hasattr(model_or_path, "SerializeToString") else str(model_or_path)
+        raise UsageError("onnx is not installed (pip install onnx)")
     try:
-        return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+        if path.stat().st_size > 2 << 30:
+            raise UsageError(f"{path}: larger than 2 GiB, not an ML-Agents policy ONNX")
+        model = onnx.load(str(path), load_external_data=False)
+    except UsageError:
+        raise
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror or exc})")
     except Exception as exc:
-        raise UsageError(f"{model_or_path if isinstance(model_or_path, (str, Path)) else 'model'}: "
-                         f"onnxruntime cannot load it ({str(exc).splitlines()[0][:160]})")
+        raise UsageError(f"{path}: not an ONNX file ({str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__})")
+    initializers = {i.name for i in model.graph.initializer}
+    inputs = {}
+    for value in model.graph.input:
+        if value.name not in initializers:
+            dims = value.type.tensor_type.shape.dim
+            inputs[value.name] = tuple(d.dim_value if d.HasField("dim_value") else None for d in dims)
+    slices = []
+    for node in model.graph.node:
+        if node.op_type == "Slice" and list(node.input[:1]) == ["vector_observation"]:
+            attrs = {a.name: list(onnx.helper.get_attribute_value(a)) for a in node.attribute}
+            if attrs.get("axes", [1]) == [1] and len(attrs.get("starts", [])) == 1:
+                slices.append((int(attrs["starts"][0]), int(attrs["ends"][0])))
+    outputs = [o.name for o in model.graph.output]
+    legacy = "vector_observation" in inputs or not any(o.startswith("deterministic_") for o in outputs)
+    return OnnxInterface(path, inputs, outputs, sorted(set(slices)), legacy)
 
 
-def mlagents_onnx_session(path: Path):
-    """A session for an ML-Agents ONNX file, refusing files without ML-Agents' interface."""
-    session = onnx_session(path, tuned=False)
-    inputs, outputs = [i.name for i in session.get_inputs()], [o.name for o in session.get_outputs()]
-    if inputs != ["obs_0"] or "deterministic_continuous_actions" not in outputs:
-        raise UsageError(f"{path}: not an ML-Agents policy ONNX (inputs {inputs[:3]}, expected obs_0 and a "
-                         f"deterministic_continuous_actions output, as ML-Agents 2.0 and later write)")
-    return session
+def onnx_input_shapes(interface: OnnxInterface) -> Optional[list]:
+    """Per-input shapes (without the batch) in input order, from an ONNX interface."""
+    obs = sorted((int(n[4:]), shape[1:]) for n, shape in interface.inputs.items() if re.fullmatch(r"obs_\d+", n))
+    if obs:
+        if [i for i, _ in obs] != list(range(len(obs))) or any(None in s for _, s in obs):
+            return None
+        return [tuple(s) for _, s in obs]
+    if "vector_observation" in interface.inputs:  # legacy: one input, the graph slices it per sensor
+        width = interface.inputs["vector_observation"][1:]
+        shapes = [(end - start,) for start, end in interface.vector_slices] if interface.vector_slices else [width]
+        visual = sorted((int(n.rsplit("_", 1)[1]), s[1:]) for n, s in interface.inputs.items()
+                        if re.fullmatch(r"visual_observation_\d+", n))
+        shapes += [(s[2], s[0], s[1]) for _, s in visual]  # legacy images are H x W x C
+        return shapes
+    return None
 
 
-def run_mlagents_onnx(session, obs: np.ndarray) -> np.ndarray:
-    """deterministic_continuous_actions from an ML-Agents-interface ONNX session."""
-    return session.run(["deterministic_continuous_actions"], {"obs_0": np.ascontiguousarray(obs, np.float32)})[0]
+def infer_settings(state: dict, path: Path, onnx_iface: Optional[OnnxInterface], config: dict,
+                   trainer_hint: Optional[str], goal_input: Optional[int]) -> PolicySettings:
+    """The policy's settings from its tensor shapes, the ONNX interface where shapes are silent."""
+    def bad(problem: str) -> UsageError:
+        return UsageError(f"{path}: not a usable ML-Agents policy: {problem}")
+
+    check_state_dict(state, bad)
+    shape = lambda key: tuple(_state_tensor(state, key, bad).shape)
+    body = "network_body._body_endoder."
+    linear = sorted(int(m.group(1)) for k in state for m in [re.match(re.escape(body) + r"seq_layers\.(\d+)\.weight$", k)] if m)
+    hyper_layers = sorted(int(m.group(1)) for k in state for m in [re.match(re.escape(body) + r"layers\.(\d+)\.(?:weight|bias)$", k)] if m)
+    if linear:
+        if linear != list(range(0, 2 * len(linear), 2)):
+            raise bad(f"network-body layers {linear} are not Linear layers 0, 2, 4, ... with Swish between")
+        hidden, num_layers, body_in = shape(f"{body}seq_layers.0.weight")[0], len(linear), shape(f"{body}seq_layers.0.weight")[1]
+        hyper = False
+    elif hyper_layers:
+        hyper_layers = sorted(set(hyper_layers))
+        last = hyper_layers[-1]
+        hidden, num_layers, hyper = shape(f"{body}layers.{last}.bias")[0], len(hyper_layers), True
+        generated = shape(f"{body}layers.{last}.hypernet.5.weight")[0]
+        body_in = shape(f"{body}layers.0.weight")[1] if num_layers > 1 else generated // max(hidden, 1)
+    else:
+        raise bad("no network body ('network_body._body_endoder.seq_layers.N.weight')")
+
+    # -- inputs the checkpoint shows: normalisers, image encoders, entity embeddings
+    seen: dict[int, InputSpec] = {}
+    for key in state:
+        m = PROCESSOR_KEY.match(key)
+        if not m or int(m.group(1)) in seen:
+            continue
+        i, rest, prefix = int(m.group(1)), m.group(2), f"{ENCODER_KEYS}processors.{m.group(1)}."
+        if i > 1000:
+            raise bad(f"processor index {i} is implausible")
+        if rest.startswith("normalizer."):
+            seen[i] = InputSpec(f"obs_{i}", "vector", shape(prefix + "normalizer.running_mean"), normalized=True)
+        elif rest.startswith("self_ent_encoder."):
+            width = shape(prefix + "self_ent_encoder.seq_layers.0.weight")[1]
+            self_part = ATTENTION_EMBEDDING if f"{ENCODER_KEYS}x_self_encoder.seq_layers.0.weight" in state else 0
+            seen[i] = InputSpec(f"obs_{i}", "entities", (None, width - self_part))
+        elif rest.startswith(("conv_layers.", "dense.", "sequential.")):
+            seen[i] = visual_input_spec(state, prefix, i, hidden, bad)
+        else:
+            raise bad(f"unsupported part '{key}'")
+    normalize = any(s.normalized for s in seen.values())
+
+    # -- shapes the checkpoint cannot tell: unnormalised vectors, image sides, entity counts
+    onnx_shapes = onnx_input_shapes(onnx_iface) if onnx_iface else None
+    source = "checkpoint"
+    if onnx_shapes is not None and onnx_shapes_agree(onnx_shapes, seen):
+        inputs = []
+        for i, dims in enumerate(onnx_shapes):
+            known = seen.get(i)
+            if known is None:
+                inputs.append(InputSpec(f"obs_{i}", "vector", tuple(dims)))
+            else:
+                inputs.append(InputSpec(f"obs_{i}", known.kind, tuple(dims), known.normalized, known.encoder))
+        needs = any(i not in seen for i in range(len(onnx_shapes))) or any(s.kind != "vector" for s in seen.values())
+        source = f"checkpoint + {onnx_iface.path.name}" if needs else "checkpoint"
+    else:
+        inputs = inputs_from_checkpoint(seen, body_in, hidden, bad)
+        if any(s.kind == "visual" for s in inputs):
+            source = "checkpoint (square images assumed: no ML-Agents ONNX beside it)"
+        elif len(inputs) > len(seen):
+            source = "checkpoint (unnormalised inputs taken as one: no ML-Agents ONNX beside it)"
+        inputs = [InputSpec(s.name, s.kind, s.shape if s.kind != "entities" else (s.shape[0] or 0, s.shape[1]),
+                            s.normalized, s.encoder) for s in inputs]
+
+    # -- the goal signal of a hypernetwork body: named nowhere in the files
+    if hyper:
+        goal_width = shape(f"{body}layers.{hyper_layers[-1]}.hypernet.0.weight")[1]
+        pick_goal(inputs, goal_width, goal_input, hidden, path)
+    elif goal_input is not None:
+        raise UsageError(f"--goal-input {goal_input}: {path.name} has no goal-conditioned (hypernetwork) body")
+
+    # -- memory, actions, trainer
+    memory = shape("network_body.lstm.lstm.weight_hh_l0")[1] * 2 if "network_body.lstm.lstm.weight_hh_l0" in state else 0
+    mu_key = "action_model._continuous_distribution.mu.weight"
+    continuous = shape(mu_key)[0] if mu_key in state else 0
+    conditional = "action_model._continuous_distribution.log_sigma.weight" in state
+    branches = []
+    while f"action_model._discrete_distribution.branches.{len(branches)}.weight" in state:
+        branches.append(shape(f"action_model._discrete_distribution.branches.{len(branches)}.weight")[0])
+    if not continuous and not branches:
+        raise bad("no action head (action_model._continuous_distribution.mu or _discrete_distribution.branches)")
+    declared_c = state.get("continuous_act_size_vector")
+    if isinstance(declared_c, torch.Tensor) and declared_c.numel() == 1 and int(declared_c.item()) != continuous:
+        raise bad(f"continuous_act_size_vector says {int(declared_c.item())} actions but the heads give {continuous}")
+    declared_d = state.get("discrete_act_size_vector")
+    if isinstance(declared_d, torch.Tensor) and [int(v) for v in declared_d.reshape(-1).tolist()] != branches:
+        raise bad(f"discrete_act_size_vector says {declared_d.reshape(-1).tolist()} but the branches give {branches}")
+    streams = sorted({m.group(1) for k in state for m in [re.match(r"^value_heads\.value_heads\.([^.]+)\.weight$", k)] if m})
+    trainer = str(config.get("trainer_type")) if config.get("trainer_type") in ("ppo", "sac", "poca") else trainer_hint
+    return PolicySettings(inputs, hidden, num_layers, normalize, continuous, branches, memory, conditional, conditional,
+                          hyper, streams, trainer, source)
+
+
+def visual_input_spec(state: dict, prefix: str, i: int, hidden: int, bad) -> InputSpec:
+    """Which of ML-Agents' five encoders, and the image's channels, from the processor's keys
+    (the image side is set later from the ONNX, or solved for a square image)."""
+    convs = sorted(int(m.group(1)) for k in state for m in [re.match(re.escape(prefix) + r"conv_layers\.(\d+)\.weight$", k)] if m)
+    kernels = [tuple(state[f"{prefix}conv_layers.{c}.weight"].shape) for c in convs]
+    if f"{prefix}sequential.0.weight" in state:
+        encoder, channels = "resnet", state[f"{prefix}sequential.0.weight"].shape[1]
+    elif not convs:
+        encoder, channels = "fully_connected", None
+    else:
+        found = {((16, 8), (32, 4)): "simple", ((32, 8), (64, 4), (64, 3)): "nature_cnn", ((35, 3), (144, 3)): "match3"}
+        encoder = found.get(tuple((k[0], k[2]) for k in kernels))
+        if encoder is None:
+            raise bad(f"processor {i}: convolutions {[list(k) for k in kernels]} match none of ML-Agents' visual encoders")
+        channels = kernels[0][1]
+    dense = state.get(f"{prefix}dense.weight" if encoder == "resnet" else f"{prefix}dense.0.weight")
+    if not isinstance(dense, torch.Tensor) or dense.dim() != 2:
+        raise bad(f"processor {i}: a {encoder} encoder without its dense layer")
+    sides = [s for s in range(MIN_IMAGE_SIDE[encoder], 1025)
+             if channels and visual_flat_size(encoder, channels, s, s) == dense.shape[1]]
+    side = sides[0] if sides else None  # the smallest square image that fits; only used when no ONNX tells
+    return InputSpec(f"obs_{i}", "visual", (channels, side, side), encoder=encoder)
+
+
+def visual_flat_size(encoder: str, channels: int, height: int, width: int) -> int:
+    """Width of the flattened feature map that the encoder's dense layer takes."""
+    if encoder == "fully_connected":
+        return channels * height * width
+    if encoder == "resnet":
+        for _ in range(3):
+            height, width = pool_side(height), pool_side(width)
+        return 32 * height * width
+    convs = {"simple": SimpleVisualEncoder, "nature_cnn": NatureVisualEncoder, "match3": SmallVisualEncoder}[encoder].CONVS
+    for out, kernel, stride in convs:
+        height, width, channels = conv_side(height, kernel, stride), conv_side(width, kernel, stride), out
+    return channels * height * width
+
+
+def onnx_shapes_agree(shapes: list, seen: dict) -> bool:
+    """Whether the ONNX's inputs can be this checkpoint's: same count reach, same kinds and sizes."""
+    if seen and max(seen) >= len(shapes):
+        return False
+    for i, spec in seen.items():
+        dims = tuple(shapes[i])
+        if spec.kind == "vector" and dims != spec.shape:
+            return False
+        if spec.kind == "visual" and (len(dims) != 3 or (spec.shape[0] is not None and dims[0] != spec.shape[0])
+                                      or not all(isinstance(d, int) and d > 0 for d in dims)):
+            return False
+        if spec.kind == "entities" and (len(dims) != 2 or dims[1] != spec.shape[1]):
+            return False
+    return all(len(s) == 1 for i, s in enumerate(shapes) if i not in seen)
+
+
+def inputs_from_checkpoint(seen: dict, body_in: int, hidden: int, bad) -> list:
+    """Without an ONNX: every visible input, and the unexplained body width as ONE unnormalised
+    vector input in the first gap (or last). Images are taken as square."""
+    explained = 0
+    for spec in seen.values():
+        if spec.kind == "vector":
+            explained += spec.shape[0]
+        elif spec.kind == "visual":
+            explained += hidden
+    if any(s.kind == "entities" for s in seen.values()):
+        explained += ATTENTION_EMBEDDING
+    rest = body_in - explained
+    if rest < 0:
+        raise bad(f"the inputs' encodings are {explained} wide but the body's first layer takes {body_in}")
+    count = (max(seen) + 1) if seen else 0
+    gaps = [i for i in range(count) if i not in seen]
+    if rest and not gaps:
+        gaps = [count]
+    if len(gaps) > 1 or (gaps and not rest) or (rest and not gaps):
+        raise bad("cannot tell the policy's inputs from the checkpoint alone; put its ML-Agents ONNX beside it "
+                  "or pass --onnx FILE")
+    inputs = dict(seen)
+    if gaps:
+        inputs[gaps[0]] = InputSpec(f"obs_{gaps[0]}", "vector", (rest,))
+    out = []
+    for i in sorted(inputs):
+        spec = inputs[i]
+        if spec.kind == "visual" and spec.shape[1] is None:
+            raise bad(f"{spec.name}: the image size of this visual input cannot be told from the checkpoint; put the "
+                      f"policy's ML-Agents ONNX beside it or pass --onnx FILE")
+        out.append(spec)
+    return out
+
+
+def pick_goal(inputs: list, goal_width: int, goal_input: Optional[int], hidden: int, path: Path) -> None:
+    """Mark the goal input: the one named by --goal-input, else the only vector input whose
+    width is the hypernetwork's input width; refuse when that stays ambiguous."""
+    if goal_input is not None:
+        if not 0 <= goal_input < len(inputs) or inputs[goal_input].kind != "vector":
+            raise UsageError(f"--goal-input {goal_input}: not a vector input of this policy "
+                             f"(inputs: {', '.join(s.describe() for s in inputs)})")
+        if inputs[goal_input].shape[0] != goal_width:
+            raise UsageError(f"--goal-input {goal_input}: {inputs[goal_input].name} has {inputs[goal_input].shape[0]} "
+                             f"values but the hypernetwork takes a {goal_width}-wide goal")
+        inputs[goal_input].goal = True
+        return
+    fits = [i for i, s in enumerate(inputs) if s.kind == "vector" and s.shape[0] == goal_width]
+    if len(fits) != 1:
+        raise UsageError(f"{path.name}: a goal-conditioned policy whose goal input cannot be told from the shapes "
+                         f"({'inputs ' + ', '.join(inputs[i].name for i in fits) if fits else 'no input'} "
+                         f"{goal_width} wide); name it with --goal-input N")
+    inputs[fits[0]].goal = True
+
+
+def trainer_of(checkpoint: dict) -> Optional[str]:
+    """ppo | sac | poca from the optimizer entries saved beside the policy."""
+    keys = set(checkpoint)
+    if "Optimizer:q_network" in keys or "Optimizer:entropy_optimizer" in keys:
+        return "sac"
+    critic = checkpoint.get("Optimizer:critic")
+    if isinstance(critic, dict) and "network_body._current_max_agents" in critic:
+        return "poca"
+    if "Optimizer:value_optimizer" in keys or "Optimizer:critic" in keys:
+        return "ppo"
+    return None
+
+
+def build_actor(settings: PolicySettings, state: dict, path: Path) -> "SimpleActor":
+    """ML-Agents' module tree for these settings, loaded with load_state_dict(strict=True)."""
+    for spec in settings.inputs:
+        if spec.kind == "visual":
+            side = min(spec.shape[1:])
+            if side < MIN_IMAGE_SIDE[spec.encoder]:
+                raise UsageError(f"{path}: {spec.name} is {spec.shape[1]}x{spec.shape[2]}, smaller than the "
+                                 f"{spec.encoder} encoder accepts ({MIN_IMAGE_SIDE[spec.encoder]})")
+    try:
+        actor = SimpleActor(settings)
+        actor.load_state_dict(state, strict=True)
+    except RuntimeError as exc:  # missing, unexpected or mis-shaped keys: the checkpoint is not this policy
+        lines = [l.strip() for l in str(exc).splitlines() if l.strip()]
+        detail = next((l for l in lines[1:] if l), lines[0] if lines else "")
+        raise UsageError(f"{path}: not a usable ML-Agents policy: {detail[:300]}")
+    except (ValueError, TypeError, IndexError, ZeroDivisionError) as exc:
+        raise UsageError(f"{path}: not a usable ML-Agents policy: {str(exc).splitlines()[0][:200] if str(exc) else exc}")
+    return actor.eval().requires_grad_(False)
+
+
+# =========================================================================================
+# Export, as ML-Agents' ModelSerializer does it
+# =========================================================================================
+
+def dummy_inputs(settings: PolicySettings, rows: int = 1):
+    """ModelSerializer's dummy input: zeros per observation, all-allowed masks, zero memories."""
+    obs = [torch.zeros((rows, *spec.shape)) for spec in settings.inputs]
+    return obs, torch.ones(rows, sum(settings.discrete_branches)), torch.zeros(rows, 1, settings.memory_size)
+
+
+def _quiet_onnx_export(module, args: tuple, file, **kwargs) -> None:
+    """torch.onnx.export with the TorchScript exporter (ML-Agents' own), its warnings silenced."""
+    import logging
+    previous = logging.getLogger("torch.onnx").level
+    logging.getLogger("torch.onnx").setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            try:
+                torch.onnx.export(module, args, file, dynamo=False, **kwargs)
+            except TypeError:  # a torch without the dynamo switch: the TorchScript exporter is the only one
+                torch.onnx.export(module, args, file, **kwargs)
+    finally:
+        logging.getLogger("torch.onnx").setLevel(previous)
+
+
+def export_mlagents_onnx(actor: "SimpleActor") -> bytes:
+    """The policy with ML-Agents' ONNX interface (opset 9, its input and output names), exactly
+    as mlagents-learn writes <Behavior>.onnx; unused inputs are dropped as there."""
+    s = actor.settings
+    input_names = [spec.name for spec in s.inputs] + ["action_masks", "recurrent_in"]
+    dynamic_axes = {name: {0: "batch"} for name in input_names}
+    output_names = ["version_number", "memory_size"]
+    if s.continuous_size:
+        output_names += ["continuous_actions", "continuous_action_output_shape", "deterministic_continuous_actions"]
+        dynamic_axes["continuous_actions"] = {0: "batch"}
+    if s.discrete_branches:
+        output_names += ["discrete_actions", "discrete_action_output_shape", "deterministic_discrete_actions"]
+        dynamic_axes["discrete_actions"] = {0: "batch"}
+    if s.memory_size:
+        output_names.append("recurrent_out")
+    buffer = io.BytesIO()
+    _quiet_onnx_export(actor, dummy_inputs(s), buffer, opset_version=9, input_names=input_names,
+                       output_names=output_names, dynamic_axes=dynamic_axes)
+    return buffer.getvalue()
+
+
+def export_engine_onnx(heads: "EngineHeads") -> bytes:
+    """The deterministic-only graph of the same modules, for the onnxruntime engine."""
+    s = heads.actor.settings
+    obs, masks, memories = dummy_inputs(s)
+    args = tuple(obs) + ((masks,) if s.discrete_branches else ()) + ((memories,) if s.memory_size else ())
+    names = engine_input_names(s)
+    buffer = io.BytesIO()
+    _quiet_onnx_export(heads, args, buffer, opset_version=13, input_names=names, output_names=heads.output_names(),
+                       dynamic_axes={name: {0: "batch"} for name in names + heads.output_names()})
+    return buffer.getvalue()
+
+
+def engine_input_names(s: PolicySettings) -> list:
+    return [spec.name for spec in s.inputs] + (["action_masks"] if s.discrete_branches else []) + \
+        (["recurrent_in"] if s.memory_size else [])
 
 
 # =========================================================================================
@@ -651,7 +1452,7 @@ def parse_device(text: str) -> tuple[str, Optional[int]]:
 
 
 def import_torch_npu():
-    """Import torch_npu quietly, as the seed does; None when it is not installed."""
+    """Import torch_npu quietly, as the original NPU adaptation does; None when it is not installed."""
     import importlib.util
     if importlib.util.find_spec("torch_npu") is None:
         return None
@@ -665,7 +1466,6 @@ def import_torch_npu():
 def npu_count() -> int:
     if import_torch_npu() is None:
         return 0
-    import torch
     try:
         return torch.npu.device_count() if torch.npu.is_available() else 0
     except Exception:
@@ -673,7 +1473,6 @@ def npu_count() -> int:
 
 
 def cuda_count() -> int:
-    import torch
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
@@ -701,50 +1500,60 @@ def missing_backend(kind: str) -> str:
     if kind == "npu":
         return ("torch_npu is not installed (Ascend hosts: use CANN's torch/torch_npu)"
                 if importlib.util.find_spec("torch_npu") is None else "torch_npu sees no NPU; check npu-smi info")
-    import torch
     return "a CPU-only torch build" if torch.version.cuda is None else f"CUDA {torch.version.cuda} build sees no GPU"
 
 
 def resolve_device(text: str):
     """A torch.device for --device, checking that it exists."""
-    import torch
-    return torch.device(select_device(text, npu_count, cuda_count))
+    device = torch.device(select_device(text, npu_count, cuda_count))
+    if device.type == "cuda":  # parity within 1e-5 needs full float32 matmuls (no TF32)
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    return device
 
 
 def synchronize(device) -> None:
     """Wait for the device, so that a clock read afterwards sees finished work."""
-    import torch
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     elif device.type == "npu":
         torch.npu.synchronize(device)
 
 
+def cast_actor(actor: "SimpleActor", dtype) -> "SimpleActor":
+    """The actor in `dtype`, its normalisers kept float32 (their variance sums overflow float16);
+    float64 (the precision reference) converts everything."""
+    for module in actor.modules():
+        if dtype == torch.float64 or not isinstance(module, Normalizer):
+            module._apply(lambda t: t.to(dtype) if t.is_floating_point() else t, recurse=False)
+    actor.network_body.observation_encoder.compute_dtype = dtype
+    return actor
+
+
 class TorchEngine:
-    """The policy as a torch module on cpu/cuda/npu. On CUDA (and on NPU where torch_npu has
-    graph capture: untested here) each batch size is captured once as a device graph."""
+    """The policy's modules on cpu/cuda/npu. On CUDA (and on NPU where torch_npu has graph
+    capture: not yet run on hardware) each batch size is captured once as a device graph."""
     name = "torch"
 
-    def __init__(self, spec: PolicySpec, device, dtype: str):
-        import torch
-        self.torch, self.device, self.dtype = torch, device, getattr(torch, dtype)
-        self.policy = build_policy(spec, self.dtype).to(device)
-        self.sigma = torch.exp(torch.from_numpy(spec.log_sigma)).to(device)
-        self.graphs: dict[int, tuple] = {}
+    def __init__(self, actor: "SimpleActor", device, dtype: str, graphs: bool = True):
+        self.device, self.dtype = device, getattr(torch, dtype)
+        self.heads = EngineHeads(cast_actor(copy.deepcopy(actor), self.dtype).to(device)).eval()
+        self.output_names = self.heads.output_names()
+        self.graphs: dict = {}
         api = torch.cuda if device.type == "cuda" else getattr(torch, "npu", None) if device.type == "npu" else None
         graph_cls = getattr(api, "CUDAGraph" if device.type == "cuda" else "NPUGraph", None) if api else None
-        self.graph_api = api if graph_cls is not None and hasattr(api, "graph") else None
+        self.graph_api = api if graphs and graph_cls is not None and hasattr(api, "graph") else None
         self.graph_cls = graph_cls
 
-    def _forward(self, x):
-        mu = self.policy(x).float()
-        return mu, torch_clip_div(self.torch, mu)
+    def _forward(self, tensors: list):
+        return self.heads(*tensors)
 
-    def _captured(self, rows: int):
-        """(static input, static mu, static actions, graph) for a batch size, captured on first use."""
-        if rows not in self.graphs and len(self.graphs) < 8:
-            torch = self.torch
-            static_in = torch.zeros(rows, self.policy.body[0].in_features, device=self.device)
+    def _captured(self, shapes: tuple):
+        """(static inputs, static outputs, graph) for one set of input shapes, captured on first use."""
+        if shapes not in self.graphs and len(self.graphs) < 8:
+            static_in = [torch.zeros(shape, device=self.device) for shape in shapes]
+            if self.heads.discrete:
+                static_in[self.heads.n_inputs] += 1.0  # all allowed while warming up
             stream = self.graph_api.Stream(device=self.device)
             stream.wait_stream(self.graph_api.current_stream(self.device))
             with self.graph_api.stream(stream), torch.inference_mode():
@@ -753,65 +1562,61 @@ class TorchEngine:
             self.graph_api.current_stream(self.device).wait_stream(stream)
             graph = self.graph_cls()
             with torch.inference_mode(), self.graph_api.graph(graph):
-                static_mu, static_act = self._forward(static_in)
-            self.graphs[rows] = (static_in, static_mu, static_act, graph)
-        return self.graphs.get(rows)
+                static_out = self._forward(static_in)
+            self.graphs[shapes] = (static_in, static_out, graph)
+        return self.graphs.get(shapes)
 
-    def _run(self, obs: np.ndarray):
-        torch = self.torch
-        host = np.ascontiguousarray(obs, np.float32)
-        host = torch.from_numpy(host if host.flags.writeable else host.copy())  # e.g. a read-only memory map
+    def run(self, flat: list) -> dict:
+        """Engine inputs (float32 numpy, in engine_input_names order) -> outputs by name (numpy)."""
+        host = [torch.from_numpy(x if x.flags.writeable else x.copy()) for x in flat]  # e.g. a read-only memory map
         if self.graph_api is not None:
             try:
-                captured = self._captured(obs.shape[0])
+                captured = self._captured(tuple(tuple(x.shape) for x in flat))
             except Exception:  # capture unsupported here: stay eager from now on
                 self.graph_api, captured = None, None
             if captured:
-                static_in, static_mu, static_act, graph = captured
-                static_in.copy_(host, non_blocking=False)
+                static_in, static_out, graph = captured
+                for dst, src in zip(static_in, host):
+                    dst.copy_(src, non_blocking=False)
                 graph.replay()
-                return static_mu, static_act
+                return {name: out.cpu().numpy() for name, out in zip(self.output_names, static_out)}
         with torch.inference_mode():
-            return self._forward(host.to(self.device))
-
-    def deterministic(self, obs: np.ndarray) -> np.ndarray:
-        return self._run(obs)[1].cpu().numpy()  # .cpu() synchronises the device
-
-    def mu(self, obs: np.ndarray) -> np.ndarray:
-        return self._run(obs)[0].cpu().numpy()
-
-    def sample(self, obs: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        torch = self.torch
-        mu, det = self._run(obs)
-        with torch.inference_mode():
-            noisy = mu + torch.from_numpy(np.ascontiguousarray(z, np.float32)).to(self.device) * self.sigma
-            return det.cpu().numpy(), torch_clip_div(torch, noisy).cpu().numpy()
-
-
-def torch_clip_div(torch, mu):
-    return torch.clamp(mu, -ACTION_CLIP, ACTION_CLIP) / ACTION_CLIP
+            outs = self._forward([x.to(self.device) for x in host])
+            return {name: out.cpu().numpy() for name, out in zip(self.output_names, outs)}  # .cpu() waits for the device
 
 
 class OnnxRuntimeEngine:
-    """The policy built from the checkpoint as an in-memory ONNX graph (the same nodes as
-    export-onnx), run by onnxruntime on the CPU. float32 only."""
+    """The same modules exported (deterministic outputs only) and run by onnxruntime on the CPU.
+    float32 only."""
     name = "onnxruntime"
 
-    def __init__(self, spec: PolicySpec):
-        self.session = onnx_session(build_onnx(spec, interface="engine"))
-        self.sigma = np.exp(spec.log_sigma.astype(np.float32))
-        self.mu_name = "/_continuous_distribution/mu/Gemm_output_0"
-        self.run = self.session.run
+    def __init__(self, actor: "SimpleActor"):
+        heads = EngineHeads(actor)
+        self.output_names, self.input_names = heads.output_names(), engine_input_names(actor.settings)
+        self.session = onnx_session(export_engine_onnx(heads))
+        self._run = self.session.run
 
-    def deterministic(self, obs: np.ndarray) -> np.ndarray:
-        return self.run(["deterministic_continuous_actions"], {"obs_0": obs})[0]
+    def run(self, flat: list) -> dict:
+        return dict(zip(self.output_names, self._run(self.output_names, dict(zip(self.input_names, flat)))))
 
-    def mu(self, obs: np.ndarray) -> np.ndarray:
-        return self.run([self.mu_name], {"obs_0": obs})[0]
 
-    def sample(self, obs: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        mu, det = self.run([self.mu_name, "deterministic_continuous_actions"], {"obs_0": obs})
-        return det, sampled_actions(mu, np.asarray(z, np.float32), self.sigma)
+def onnx_session(model_or_path, tuned: bool = True, threads: Optional[int] = None):
+    """An onnxruntime CPU session; `tuned` enables every graph optimisation."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise UsageError("onnxruntime is not installed (pip install onnxruntime)")
+    options = ort.SessionOptions()
+    if tuned:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    if threads:
+        options.intra_op_num_threads = threads
+    source = model_or_path if isinstance(model_or_path, bytes) else str(model_or_path)
+    try:
+        return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+    except Exception as exc:
+        raise UsageError(f"{model_or_path if isinstance(model_or_path, (str, Path)) else 'model'}: "
+                         f"onnxruntime cannot load it ({str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__})")
 
 
 def choose_engine(name: str, device, dtype: str) -> str:
@@ -831,56 +1636,489 @@ def choose_engine(name: str, device, dtype: str) -> str:
     return "onnxruntime" if device.type == "cpu" and dtype == "float32" and has_ort else "torch"
 
 
-def make_engine(name: str, spec: PolicySpec, device, dtype: str):
-    return OnnxRuntimeEngine(spec) if name == "onnxruntime" else TorchEngine(spec, device, dtype)
+# =========================================================================================
+# The policy: load once, act many times (the Python API; every mode goes through it)
+# =========================================================================================
+
+@dataclass
+class LoadedCheckpoint:
+    path: Path
+    settings: PolicySettings
+    actor: "SimpleActor"                 # float32, CPU, as loaded
+    onnx: Optional[OnnxInterface]        # the ML-Agents ONNX that belongs to it, when found
+    global_step: Optional[int] = None
+    sha256: str = ""
+    load_s: float = 0.0
+
+    @property
+    def parameters(self) -> int:
+        """Weights and biases of the acting network (566,805 for Huggy), normalisers and value heads excluded."""
+        return sum(p.numel() for name, p in self.actor.named_parameters()
+                   if not name.endswith("_vector") and not name.endswith("_deprecated")
+                   and not name.startswith("value_heads.") and name != "version_number"
+                   and not (name.endswith("log_sigma") and p.dim() == 2 and not name.endswith("weight")))
+
+
+def load_checkpoint(path: Path, onnx_path: Optional[Path] = None, model_dir: Optional[Path] = None,
+                    behavior: Optional[str] = None, expect_sha256: Optional[str] = None,
+                    goal_input: Optional[int] = None) -> LoadedCheckpoint:
+    """Read, validate and rebuild one checkpoint (sha256 checked before unpickling)."""
+    t0 = time.perf_counter()
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"{path}: no such checkpoint file")
+    sha = file_sha256(path)
+    if expect_sha256 and sha != expect_sha256.strip().lower():
+        raise UsageError(f"{path}: sha256 is {sha}, not the expected {expect_sha256.strip().lower()}; refusing it")
+    obj = read_checkpoint(path)
+    state = obj["Policy"]
+    onnx_path = onnx_path or find_checkpoint_onnx(path, model_dir, behavior, global_step(obj))
+    onnx_iface = None
+    if onnx_path is not None and policy_needs_onnx(state):
+        onnx_iface = read_onnx_interface(onnx_path)
+    settings = infer_settings(state, path, onnx_iface, read_config(model_dir, behavior), trainer_of(obj), goal_input)
+    actor = build_actor(settings, state, path)
+    return LoadedCheckpoint(path, settings, actor, onnx_iface, global_step(obj), sha, time.perf_counter() - t0)
+
+
+def policy_needs_onnx(state: dict) -> bool:
+    """Whether the checkpoint leaves input shapes open: inputs without keys (unnormalised vectors),
+    images, entity buffers. Huggy-like policies (every input normalised) skip reading the ONNX."""
+    seen = {int(m.group(1)) for k in state for m in [PROCESSOR_KEY.match(k)] if m}
+    if any(not k.split(".", 5)[-1].startswith("normalizer") for k in state if PROCESSOR_KEY.match(k)):
+        return True
+    if not seen or sorted(seen) != list(range(len(seen))):
+        return True
+    widths = sum(int(state[f"{ENCODER_KEYS}processors.{i}.normalizer.running_mean"].shape[0]) for i in seen
+                 if f"{ENCODER_KEYS}processors.{i}.normalizer.running_mean" in state)
+    first = state.get("network_body._body_endoder.seq_layers.0.weight")
+    return not (isinstance(first, torch.Tensor) and first.dim() == 2 and first.shape[1] == widths)
+
+
+def find_checkpoint_onnx(path: Path, model_dir: Optional[Path], behavior: Optional[str],
+                         step: Optional[int]) -> Optional[Path]:
+    """The ML-Agents ONNX that belongs to a checkpoint: <Behavior>-<step>.onnx beside it, else
+    <Behavior>.onnx of its run folder when the checkpoint is the final one (or the only one)."""
+    name = behavior or path.parent.name
+    step = _step_of(path.name, name) or step
+    if step is not None:
+        beside = path.parent / f"{name}-{step}.onnx"
+        if beside.is_file():
+            return beside
+    folder = model_dir or path.parent.parent
+    top = folder / f"{name}.onnx"
+    if top.is_file():
+        final = final_step(folder, name) if model_dir else None
+        if step is None or final is None or step == final:
+            return top
+    return None
+
+
+class Policy:
+    """A loaded ML-Agents policy on one device and engine.
+
+        policy = inference.load("ppo-Huggy", device="cpu")
+        out = policy.act(obs)                      # {"continuous_actions": ..., "discrete_actions": ..., "memory": ...}
+    """
+
+    def __init__(self, checkpoint: LoadedCheckpoint, device="cpu", dtype: str = "float32", engine: str = "auto",
+                 graphs: bool = True):
+        self.checkpoint, self.settings = checkpoint, checkpoint.settings
+        self.device = device if isinstance(device, torch.device) else resolve_device(str(device))
+        if dtype not in DTYPES:
+            raise UsageError(f"dtype {dtype!r}: expected one of {', '.join(DTYPES)}")
+        self.dtype = dtype
+        self.engine_name = choose_engine(engine, self.device, dtype)
+        self.engine = (OnnxRuntimeEngine(checkpoint.actor) if self.engine_name == "onnxruntime"
+                       else TorchEngine(checkpoint.actor, self.device, dtype, graphs))
+        continuous = checkpoint.actor.action_model._continuous_distribution
+        self.sigma = (torch.exp(continuous.log_sigma.detach()).reshape(-1).numpy()
+                      if continuous is not None and not self.settings.conditional_sigma else None)
+
+    # -- what the policy is
+    @property
+    def info(self) -> dict:
+        s, c = self.settings, self.checkpoint
+        return {"behavior": c.path.parent.name, "trainer": s.trainer, "shared_critic": bool(s.value_streams),
+                "inputs": [{"name": i.name, "kind": i.kind, "shape": list(i.shape), "normalized": i.normalized,
+                            "encoder": i.encoder, "goal": i.goal} for i in s.inputs],
+                "continuous_size": s.continuous_size, "discrete_branches": list(s.discrete_branches),
+                "memory_size": s.memory_size, "hidden_units": s.hidden_units, "num_layers": s.num_layers,
+                "body": "hypernetwork (goal-conditioned)" if s.hyper else "mlp",
+                "continuous_head": None if not s.continuous_size else
+                ("state-dependent sigma, tanh squash (SAC)" if s.tanh_squash else "fixed log_sigma, clip(±3)/3"),
+                "parameters": c.parameters, "settings_source": s.source, "checkpoint": str(c.path),
+                "sha256": c.sha256, "global_step": c.global_step, "device": str(self.device), "dtype": self.dtype,
+                "engine": self.engine_name}
+
+    # -- inputs
+    def prepare(self, observations, action_masks=None, memory=None) -> tuple:
+        """Check and batch the inputs: (engine inputs, rows, batched). UsageError names what is wrong."""
+        s = self.settings
+        if isinstance(observations, dict):
+            unknown = sorted(set(observations) - {i.name for i in s.inputs})
+            if unknown:
+                raise UsageError(f"unknown input {unknown[0]!r}; this policy takes {', '.join(i.name for i in s.inputs)}")
+            missing = [i.name for i in s.inputs if i.name not in observations]
+            if missing:
+                raise UsageError(f"input {missing[0]} is missing; this policy takes {', '.join(i.name for i in s.inputs)}")
+            observations = [observations[i.name] for i in s.inputs]
+        elif not isinstance(observations, (list, tuple)) or (len(s.inputs) == 1 and not _is_array_list(observations)):
+            observations = [observations]
+        if len(observations) != len(s.inputs):
+            raise UsageError(f"expected {len(s.inputs)} input(s) ({', '.join(i.name for i in s.inputs)}), "
+                             f"got {len(observations)}")
+        arrays, rows, batched = [], None, None
+        for spec, value in zip(s.inputs, observations):
+            array, is_batch = shape_input(spec, value)
+            if rows is not None and (array.shape[0] != rows or is_batch != batched):
+                raise UsageError(f"{spec.name}: {array.shape[0] if is_batch else 'one'} observation(s), but "
+                                 f"{s.inputs[0].name} has {rows if batched else 'one'}")
+            rows, batched = array.shape[0], is_batch
+            arrays.append(array)
+        if s.discrete_branches:
+            arrays.append(shape_masks(action_masks, s.discrete_branches, rows, batched))
+        elif action_masks is not None:
+            raise UsageError("action masks given, but this policy has no discrete actions")
+        if s.memory_size:
+            arrays.append(shape_memory(memory, s.memory_size, rows, batched))
+        elif memory is not None:
+            raise UsageError("a memory given, but this policy has no memory (LSTM)")
+        return arrays, rows, batched
+
+    # -- acting
+    def act(self, observations, action_masks=None, deterministic: bool = True, seed: Optional[int] = None,
+            memory=None, generator=None) -> dict:
+        """Actions for one observation or a batch (see the class docstring). Sampling draws its
+        noise on the CPU from torch.Generator().manual_seed(seed) (seed 0 by default), or from
+        `generator`: randn(rows, continuous size), then rand(rows, branches) — so the same seed
+        gives the same actions on every device."""
+        flat, rows, batched = self.prepare(observations, action_masks, memory)
+        out = self.decide(self.engine.run(flat), rows, deterministic, seed, generator)
+        return out if batched else {k: v[0] for k, v in out.items()}
+
+    def decide(self, raw: dict, rows: int, deterministic: bool = True, seed: Optional[int] = None,
+               generator=None) -> dict:
+        """ML-Agents' action from the engine's outputs: deterministic, or sampled with seeded noise."""
+        s, out = self.settings, {}
+        if not deterministic and generator is None:
+            generator = torch.Generator().manual_seed(0 if seed is None else int(seed))
+        if s.continuous_size:
+            if deterministic:
+                out["continuous_actions"] = raw["deterministic_continuous_actions"]
+            else:
+                z = torch.randn((rows, s.continuous_size), generator=generator).numpy()
+                mu = raw["mu"]
+                if s.tanh_squash:  # SAC: tanh(mu + exp(clamp(log_sigma, -20, 2)) * z)
+                    out["continuous_actions"] = np.tanh(mu + z * np.exp(raw["log_sigma"]))
+                else:              # PPO/POCA: clip(mu + exp(log_sigma) * z, -3, 3) / 3
+                    out["continuous_actions"] = np.clip(mu + z * self.sigma, -ACTION_CLIP, ACTION_CLIP) / np.float32(ACTION_CLIP)
+        if s.discrete_branches:
+            probs = raw["probabilities"]
+            if deterministic:
+                out["discrete_actions"] = branch_argmax(probs, s.discrete_branches)
+            else:
+                u = torch.rand((rows, len(s.discrete_branches)), generator=generator, dtype=torch.float64).numpy()
+                out["discrete_actions"] = branch_draw(probs, s.discrete_branches, u)
+        if s.memory_size:
+            out["memory"] = raw["recurrent_out"].reshape(rows, s.memory_size)
+        return out
+
+    def reference(self, flat: list) -> dict:
+        """The float64 CPU computation of the same modules (the precision reference)."""
+        heads = EngineHeads(cast_actor(copy.deepcopy(self.checkpoint.actor), torch.float64)).eval()
+        with torch.inference_mode():
+            # EngineHeads returns float32 by design; recompute the heads in float64 here
+            inputs = [torch.from_numpy(np.asarray(x, np.float64)) for x in flat]
+            n = len(self.settings.inputs)
+            masks = inputs[n] if self.settings.discrete_branches else None
+            memories = inputs[-1] if self.settings.memory_size else None
+            mu, log_sigma, probs, memories_out = heads.actor.heads(inputs[:n], masks, memories)
+        out = {}
+        if mu is not None:
+            out["mu"] = mu.numpy()
+            out["deterministic_continuous_actions"] = mu.numpy() if self.settings.tanh_squash else \
+                np.clip(mu.numpy(), -ACTION_CLIP, ACTION_CLIP) / ACTION_CLIP
+        if probs is not None:
+            out["probabilities"] = torch.cat(probs, dim=1).numpy()
+        if memories_out is not None and self.settings.memory_size:
+            out["recurrent_out"] = memories_out.numpy()
+        return out
+
+
+def _is_array_list(value) -> bool:
+    return isinstance(value, (list, tuple)) and len(value) > 0 and all(isinstance(v, np.ndarray) for v in value)
+
+
+def load(path, device="cpu", dtype: str = "float32", engine: str = "auto", goal_input: Optional[int] = None,
+         onnx: Optional[str] = None, expect_sha256: Optional[str] = None, graphs: bool = True) -> Policy:
+    """An ML-Agents run folder (or one .pt checkpoint) as a Policy. UsageError says what is wrong."""
+    path = Path(path)
+    if path.is_dir():
+        source = locate_model(None, str(path), None)
+    else:
+        source = locate_model(str(path), None, None)
+    checkpoint = load_checkpoint(source.checkpoint, Path(onnx) if onnx else None, source.model_dir, source.behavior,
+                                 expect_sha256, goal_input)
+    return Policy(checkpoint, device, dtype, engine, graphs)
 
 
 # =========================================================================================
-# Observations
+# Inputs: observations, masks and memories from every source (flags, files, stream lines)
 # =========================================================================================
 
-def random_obs(seed: int, obs_dim: int, rows: Optional[int] = None) -> np.ndarray:
-    """The seed's convention: np.random.RandomState(seed).randn(obs_dim) (or (rows, obs_dim))."""
-    shape = (obs_dim,) if rows is None else (rows, obs_dim)
-    return np.random.RandomState(seed).randn(*shape).astype(np.float32)
+def shape_input(spec: InputSpec, value) -> tuple:
+    """One input as float32 [rows, *shape] (entity buffers padded with absent rows), and whether it
+    came batched; UsageError naming the input, the expected and the given shape."""
+    try:
+        array = np.asarray(value)
+    except (ValueError, TypeError):
+        raise UsageError(f"{spec.name}: not an array of numbers (ragged or mixed values)")
+    if array.dtype.kind not in "fiub" or array.dtype.kind == "b" and spec.kind != "vector":
+        raise UsageError(f"{spec.name}: holds {array.dtype} values, expected numbers")
+    want = tuple(spec.shape)
+    if spec.kind == "entities":
+        n, f = want
+        if array.ndim == 2 and array.shape[1] == f or array.ndim == 1 and array.size == 0:
+            array, batched = array.reshape(1, -1, f), False
+        elif array.ndim == 3 and array.shape[2] == f:
+            batched = True
+        else:
+            raise UsageError(f"{spec.name}: expected up to {n} entities of {f} features ([entities, {f}] or "
+                             f"[batch, entities, {f}]), got shape {list(array.shape)}")
+        if n and array.shape[1] > n:
+            raise UsageError(f"{spec.name}: {array.shape[1]} entities, this policy takes at most {n}")
+        if n and array.shape[1] < n:  # absent entities are zero rows, as Unity's buffer sensor pads them
+            array = np.concatenate([array, np.zeros((array.shape[0], n - array.shape[1], f), array.dtype)], axis=1)
+    elif array.shape == want:
+        array, batched = array[None], False
+    elif array.ndim == len(want) + 1 and array.shape[1:] == want:
+        batched = True
+    else:
+        raise UsageError(f"{spec.name}: expected shape [{', '.join(map(str, want))}] "
+                         f"(or [batch, {', '.join(map(str, want))}]), got {list(array.shape)}")
+    if array.shape[0] == 0:
+        raise UsageError(f"{spec.name}: holds no observations")
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = np.ascontiguousarray(array, np.float32)
+    finite = np.isfinite(out.reshape(out.shape[0], -1)).all(axis=1)
+    if not finite.all():
+        raise UsageError(f"{spec.name}: observation {int(np.argmin(finite))} holds nan, inf or values beyond float32")
+    return out, batched
 
 
-def boundary_obs(spec: PolicySpec) -> np.ndarray:
-    """Observations at the normalizer's clip edges: feature i sits at running_mean ± 5 standard
-    deviations (+ for even i, − for odd i), so the normalized input is ±5; without a
-    normalizer, the raw values ±5."""
-    signs = np.where(np.arange(spec.obs_dim) % 2 == 0, 1.0, -1.0)
-    if not spec.normalize:
-        return (NORMALIZER_CLIP * signs).astype(np.float32)
-    std = np.sqrt(spec.running_variance.astype(np.float64) / spec.normalization_steps)
-    return (spec.running_mean + NORMALIZER_CLIP * signs * std).astype(np.float32)
+def shape_masks(masks, branches: list, rows: int, batched: bool) -> np.ndarray:
+    """Action masks as float32 [rows, sum(branches)] of 0/1 (1 = allowed); all allowed when None.
+    A branch that allows nothing is refused."""
+    width = sum(branches)
+    if masks is None:
+        return np.ones((rows, width), np.float32)
+    try:
+        array = np.asarray(masks, dtype=np.float64)
+    except (ValueError, TypeError):
+        raise UsageError(f"action_masks: expected {width} values of 0 or 1 per observation")
+    if array.ndim == 1 and array.shape[0] == width:
+        array = np.broadcast_to(array, (rows, width))
+    if array.shape != (rows, width):
+        raise UsageError(f"action_masks: expected shape [{rows}, {width}] (branches {branches}), got {list(array.shape)}")
+    if not np.isin(array, (0.0, 1.0)).all():
+        raise UsageError("action_masks: values must be 0 (forbidden) or 1 (allowed)")
+    start = 0
+    for b, size in enumerate(branches):
+        empty = ~array[:, start:start + size].any(axis=1)
+        if empty.any():
+            raise UsageError(f"action_masks: branch {b} allows no action (row {int(np.argmax(empty))}); "
+                             f"at least one action per branch must be allowed")
+        start += size
+    return np.ascontiguousarray(array, np.float32)
 
 
-def parse_obs(text: str, spec: PolicySpec, seed: int) -> np.ndarray:
-    """--obs: random | zeros | ones | ones_neg | boundary | <number> | <obs_dim comma-separated numbers>."""
+def shape_memory(memory, size: int, rows: int, batched: bool) -> np.ndarray:
+    """An LSTM memory [rows, size] = [h, c] as the engine wants it, [rows, 1, size]; zeros when None."""
+    if memory is None:
+        return np.zeros((rows, 1, size), np.float32)
+    try:
+        array = np.asarray(memory, dtype=np.float64)
+    except (ValueError, TypeError):
+        raise UsageError(f"memory: expected {size} numbers per observation")
+    if array.ndim == 1 and array.shape[0] == size and rows == 1:
+        array = array[None]
+    if array.ndim == 3 and array.shape[1] == 1:
+        array = array[:, 0]
+    if array.shape != (rows, size):
+        raise UsageError(f"memory: expected shape [{rows}, {size}] ([h, c], {size // 2} each), got {list(array.shape)}")
+    if not np.isfinite(array).all() or np.abs(array).max(initial=0) > np.finfo(np.float32).max:
+        raise UsageError("memory: values must be finite numbers within float32 range")
+    return np.ascontiguousarray(array[:, None, :], np.float32)
+
+
+def branch_argmax(probs: np.ndarray, branches: list) -> np.ndarray:
+    """Per-branch argmax of the masked probabilities (first index on ties), int64 [rows, branches]."""
+    out, start = np.empty((probs.shape[0], len(branches)), np.int64), 0
+    for b, size in enumerate(branches):
+        out[:, b] = np.argmax(probs[:, start:start + size], axis=1)
+        start += size
+    return out
+
+
+def branch_draw(probs: np.ndarray, branches: list, u: np.ndarray) -> np.ndarray:
+    """One draw per branch from its masked probabilities by inverse CDF with uniforms u [rows, branches];
+    a forbidden action (probability 0) is never drawn."""
+    out, start = np.empty((probs.shape[0], len(branches)), np.int64), 0
+    for b, size in enumerate(branches):
+        p = probs[:, start:start + size].astype(np.float64)
+        cdf = np.cumsum(p, axis=1)
+        target = u[:, b] * cdf[:, -1]
+        pick = (cdf <= target[:, None]).sum(axis=1)
+        last_allowed = size - 1 - np.argmax(p[:, ::-1] > 0, axis=1)
+        out[:, b] = np.minimum(pick, last_allowed)
+        start += size
+    return out
+
+
+def random_inputs(settings: PolicySettings, seed: int, rows: Optional[int] = None) -> list:
+    """One np.random.RandomState(seed) for all inputs, in input order: randn(*shape) for vectors
+    and entity buffers (every entity present), rand(*shape) for images (uniform in [0, 1), the
+    range camera pixels have). A one-input vector policy gets RandomState(seed).randn(n)."""
+    rng = np.random.RandomState(seed)
+    lead = () if rows is None else (rows,)
+    return [(rng.rand(*lead, *spec.shape) if spec.kind == "visual" else rng.randn(*lead, *spec.shape)).astype(np.float32)
+            for spec in settings.inputs]
+
+
+def random_masks(settings: PolicySettings, seed: int, rows: int) -> Optional[np.ndarray]:
+    """Random action masks (each action allowed with probability 0.7, at least one per branch)."""
+    if not settings.discrete_branches:
+        return None
+    rng = np.random.RandomState(seed + 7919)
+    masks = (rng.rand(rows, sum(settings.discrete_branches)) < 0.7).astype(np.float32)
+    start = 0
+    for size in settings.discrete_branches:
+        block = masks[:, start:start + size]
+        block[~block.any(axis=1), rng.randint(size)] = 1.0
+        start += size
+    return masks
+
+
+OBS_WORDS = ("random", "zeros", "ones", "ones_neg", "boundary")
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
+
+
+def boundary_input(spec: InputSpec, processor) -> np.ndarray:
+    """Every feature on the normaliser's clip edge, running_mean ± 5 standard deviations (+ for
+    even and − for odd features), so the normalised input is ±5; ±5 without a normaliser;
+    images alternate 0 and 1."""
+    count = int(np.prod(spec.shape))
+    signs = np.where(np.arange(count) % 2 == 0, 1.0, -1.0)
+    if spec.kind == "visual":
+        return ((signs + 1) / 2).reshape(spec.shape).astype(np.float32)
+    normalizer = getattr(processor, "normalizer", None)
+    if normalizer is None:
+        return (NORMALIZER_CLIP * signs).reshape(spec.shape).astype(np.float32)
+    variance = normalizer.running_variance.double().numpy()
+    std = np.sqrt(variance / int(normalizer.normalization_steps))
+    return (normalizer.running_mean.double().numpy() + NORMALIZER_CLIP * signs * std).astype(np.float32)
+
+
+def parse_obs(text: str, policy: "Policy", seed: int) -> list:
+    """--obs for every input: random | zeros | ones | ones_neg | boundary | <number> |
+    <comma-separated numbers> (one input) | per input 'obs_0=VALUE;obs_1=VALUE' where VALUE is
+    any of those or a file (.npy; .png/.jpg for an image)."""
+    s = policy.settings
+    parts = [p.strip() for p in text.split(";") if p.strip()] if (";" in text or re.match(r"^\s*obs_\d+\s*=", text)) else None
+    if parts is None:
+        if len(s.inputs) > 1 and text.strip().lower() not in OBS_WORDS and not _is_float(text.strip()):
+            raise UsageError(f"--obs: this policy has {len(s.inputs)} inputs ({', '.join(i.name for i in s.inputs)}); "
+                             f"give one value per input as 'obs_0=...;obs_1=...'")
+        values = {spec.name: text for spec in s.inputs}
+    else:
+        values = {}
+        for part in parts:
+            name, eq, value = part.partition("=")
+            name = name.strip()
+            if not eq or name not in {i.name for i in s.inputs}:
+                raise UsageError(f"--obs: {part[:40]!r} does not name an input ({', '.join(i.name for i in s.inputs)})")
+            values[name] = value
+        missing = [i.name for i in s.inputs if i.name not in values]
+        if missing:
+            raise UsageError(f"--obs: no value for {', '.join(missing)}; give 'NAME=VALUE' for every input")
+    randoms = random_inputs(s, seed)
+    processors = policy.checkpoint.actor.network_body.processors
+    return [parse_one_input(values[spec.name], spec, randoms[i], processors[i]) for i, spec in enumerate(s.inputs)]
+
+
+def parse_one_input(text: str, spec: InputSpec, random_value: np.ndarray, processor) -> np.ndarray:
     word = text.strip().lower()
-    named = {"random": lambda: random_obs(seed, spec.obs_dim), "zeros": lambda: np.zeros(spec.obs_dim, np.float32),
-             "ones": lambda: np.ones(spec.obs_dim, np.float32), "ones_neg": lambda: -np.ones(spec.obs_dim, np.float32),
-             "boundary": lambda: boundary_obs(spec)}
+    count = int(np.prod(spec.shape))
+    named = {"random": lambda: random_value, "zeros": lambda: np.zeros(spec.shape, np.float32),
+             "ones": lambda: np.ones(spec.shape, np.float32), "ones_neg": lambda: -np.ones(spec.shape, np.float32),
+             "boundary": lambda: boundary_input(spec, processor)}
     if word in named:
         return named[word]()
-    parts = [p.strip() for p in text.split(",")]
-    if len(parts) > 1 and parts[-1] == "":
-        parts.pop()  # tolerate one trailing comma
+    if word.endswith(IMAGE_SUFFIXES + (".npy",)):
+        return read_input_file(Path(text.strip()), spec)
+    items = [p.strip() for p in text.split(",")]
+    if len(items) > 1 and items[-1] == "":
+        items.pop()  # tolerate one trailing comma
+    bad = next((p for p in items if not _is_float(p)), None)
+    if bad is not None:
+        raise UsageError(f"--obs {spec.name}: {bad[:40]!r} is not a number; expected random, zeros, ones, ones_neg, "
+                         f"boundary, one number, {count} comma-separated numbers, or a file")
+    values = np.asarray([float(p) for p in items], np.float64)
+    if not np.isfinite(values).all() or np.abs(values).max() > np.finfo(np.float32).max:
+        raise UsageError(f"--obs {spec.name}: values must be finite numbers within float32 range (no nan, inf)")
+    if values.size == 1:
+        return np.full(spec.shape, values[0], np.float32)
+    if spec.kind == "entities" and values.size % spec.shape[1] == 0 and values.size <= count:
+        return values.reshape(-1, spec.shape[1]).astype(np.float32)  # fewer entities: padded later
+    if values.size != count:
+        raise UsageError(f"--obs {spec.name}: expected {count} numbers (or one), got {values.size}")
+    return values.reshape(spec.shape).astype(np.float32)
+
+
+def read_input_file(path: Path, spec: InputSpec) -> np.ndarray:
+    """One observation of one input from a file: .npy, or .png/.jpg for an image (channel-first,
+    values in [0, 1], no resizing)."""
+    if not path.is_file():
+        raise UsageError(f"--obs {spec.name}: {path}: no such file")
+    if path.suffix.lower() == ".npy":
+        try:
+            return np.load(path, allow_pickle=False)
+        except (ValueError, OSError, EOFError) as exc:
+            raise UsageError(f"--obs {spec.name}: {path}: not a readable .npy ({str(exc).splitlines()[0][:100]})")
+    if spec.kind != "visual":
+        raise UsageError(f"--obs {spec.name}: an image file for a {spec.kind} input")
     try:
-        values = [float(p) for p in parts]
-    except ValueError:
-        bad = next(p for p in parts if not _is_float(p))
-        raise UsageError(f"--obs: {bad[:40]!r} is not a number; expected random, zeros, ones, ones_neg, boundary, "
-                         f"one number or {spec.obs_dim} comma-separated numbers")
-    if len(values) == 1:
-        values = values * spec.obs_dim
-    if len(values) != spec.obs_dim:
-        raise UsageError(f"--obs: expected {spec.obs_dim} numbers (or one), got {len(values)}")
-    obs = np.asarray(values, np.float64)
-    if not np.isfinite(obs).all() or np.abs(obs).max() > np.finfo(np.float32).max:
-        raise UsageError("--obs: values must be finite numbers within float32 range (no nan, inf)")
-    return obs.astype(np.float32)
+        from PIL import Image
+    except ImportError:
+        raise UsageError("reading images needs Pillow (pip install Pillow)")
+    channels, height, width = spec.shape
+    try:
+        with Image.open(path) as image:
+            if image.size != (width, height):
+                raise UsageError(f"--obs {spec.name}: {path.name} is {image.size[0]}x{image.size[1]} (W x H), the "
+                                 f"policy takes {width}x{height}; resize it yourself (nothing is resized silently)")
+            mode = {1: "L", 3: "RGB", 4: "RGBA"}.get(channels)
+            if mode is None:
+                raise UsageError(f"--obs {spec.name}: a {channels}-channel input cannot come from an image file; use .npy")
+            pixels = np.asarray(image.convert(mode), np.float32) / 255.0
+    except UsageError:
+        raise
+    except (OSError, ValueError, Image.DecompressionBombError) as exc:
+        raise UsageError(f"--obs {spec.name}: {path}: not a readable image ({str(exc).splitlines()[0][:100]})")
+    return pixels.reshape(height, width, channels).transpose(2, 0, 1).copy()
+
+
+def parse_numbers(text: str, what: str, count: int) -> np.ndarray:
+    """Comma-separated numbers (exactly `count`), or 'zeros'."""
+    if text.strip().lower() == "zeros":
+        return np.zeros(count, np.float32)
+    items = [p.strip() for p in text.split(",") if p.strip()]
+    bad = next((p for p in items if not _is_float(p)), None)
+    if bad is not None or len(items) != count:
+        raise UsageError(f"{what}: expected {count} comma-separated numbers, got "
+                         f"{repr(bad[:40]) + ' (not a number)' if bad is not None else len(items)}")
+    return np.asarray([float(p) for p in items], np.float64)
 
 
 def _is_float(text: str) -> bool:
@@ -891,73 +2129,68 @@ def _is_float(text: str) -> bool:
         return False
 
 
-def check_obs_rows(obs: np.ndarray, obs_dim: int, what: str, first_row: int = 0) -> np.ndarray:
-    """A float32 [N, obs_dim] array with finite values, or UsageError naming the bad row."""
-    if obs.dtype.kind not in "fiu" or obs.dtype.kind == "b":
-        raise UsageError(f"{what}: holds {obs.dtype} values, expected numbers")
-    if obs.ndim == 1 and obs.shape[0] == obs_dim:
-        obs = obs[None, :]
-    if obs.ndim != 2 or obs.shape[1] != obs_dim:
-        raise UsageError(f"{what}: shape {list(obs.shape)}, expected [rows, {obs_dim}]")
-    obs = np.ascontiguousarray(obs, np.float32)
-    finite = np.isfinite(obs).all(axis=1)
-    if not finite.all():
-        raise UsageError(f"{what}: row {first_row + int(np.argmin(finite))} holds nan or inf")
-    return obs
-
-
-def open_obs_file(path: Path, obs_dim: int) -> np.ndarray:
-    """An observation array from .npy (memory-mapped), .npz (key 'obs' or the only array) or .csv."""
-    if not path.is_file():
+def open_obs_file(path: Path, settings: PolicySettings) -> dict:
+    """Observation arrays for a file batch: .npy (one input, memory-mapped), .csv (one vector
+    input), or .npz with obs_0 ... obs_k (or 'obs' for one input) and optional action_masks and
+    memory. Returns {"inputs": [...], "action_masks": ..., "memory": ..., "rows": N}."""
+    if not path.exists():
         raise UsageError(f"--obs-file {path}: no such file")
+    if not path.is_file():
+        raise UsageError(f"--obs-file {path}: not a regular file")
     suffix = path.suffix.lower()
+    names = [i.name for i in settings.inputs]
+    out = {"action_masks": None, "memory": None}
     try:
         if suffix == ".npy":
-            array = np.load(path, mmap_mode="r", allow_pickle=False)
+            out["inputs"] = [np.load(path, mmap_mode="r", allow_pickle=False)]
+        elif suffix == ".csv":
+            out["inputs"] = [np.loadtxt(path, delimiter=",", dtype=np.float64, ndmin=2)]
         elif suffix == ".npz":
             with np.load(path, allow_pickle=False) as archive:
                 keys = list(archive.keys())
-                key = "obs" if "obs" in keys else keys[0] if len(keys) == 1 else None
-                if key is None:
-                    raise UsageError(f"--obs-file {path}: several arrays ({', '.join(keys[:5])}); name one 'obs'")
-                array = archive[key]
-        elif suffix == ".csv":
-            array = np.loadtxt(path, delimiter=",", dtype=np.float64, ndmin=2)
+                if not keys:
+                    raise UsageError(f"--obs-file {path}: holds no arrays")
+                if len(names) == 1 and names[0] not in keys:
+                    key = "obs" if "obs" in keys else keys[0] if len(keys) == 1 else None
+                    if key is None:
+                        raise UsageError(f"--obs-file {path}: no array named obs_0 (or obs); it holds {', '.join(keys[:6])}")
+                    out["inputs"] = [archive[key]]
+                else:
+                    missing = [n for n in names if n not in keys]
+                    if missing:
+                        raise UsageError(f"--obs-file {path}: no array {missing[0]}; it holds {', '.join(keys[:6])} "
+                                         f"and the policy takes {', '.join(names)}")
+                    out["inputs"] = [archive[n] for n in names]
+                for extra in ("action_masks", "memory"):
+                    if extra in keys:
+                        out[extra] = archive[extra]
         else:
             raise UsageError(f"--obs-file {path}: expected a .npy, .npz or .csv file")
     except UsageError:
         raise
     except (ValueError, OSError, EOFError) as exc:
         raise UsageError(f"--obs-file {path}: not a readable array ({str(exc).splitlines()[0][:120]})")
-    if array.dtype.kind not in "fiu":
-        raise UsageError(f"--obs-file {path}: holds {array.dtype} values, expected numbers")
-    if array.ndim == 1 and array.shape[0] == obs_dim:
-        array = array[None, :]
-    if array.ndim != 2 or array.shape[1] != obs_dim:
-        raise UsageError(f"--obs-file {path}: shape {list(array.shape)}, expected [rows, {obs_dim}]")
-    if array.shape[0] == 0:
+    if suffix != ".npz" and len(names) != 1:
+        raise UsageError(f"--obs-file {path}: this policy has {len(names)} inputs; give a .npz with {', '.join(names)}")
+    rows = None
+    for spec, array in zip(settings.inputs, out["inputs"]):
+        if array.dtype.kind not in "fiu":
+            raise UsageError(f"--obs-file {path}: {spec.name} holds {array.dtype} values, expected numbers")
+        if array.ndim == len(spec.shape) and spec.kind != "entities":
+            array = array[None]
+        want = len(spec.shape) + 1
+        if array.ndim != want or (spec.kind != "entities" and tuple(array.shape[1:]) != tuple(spec.shape)):
+            raise UsageError(f"--obs-file {path}: {spec.name} has shape {list(array.shape)}, expected "
+                             f"[rows, {', '.join(map(str, spec.shape))}]")
+        if rows is not None and array.shape[0] != rows:
+            raise UsageError(f"--obs-file {path}: {spec.name} has {array.shape[0]} rows, {names[0]} has {rows}")
+        rows = array.shape[0]
+    if not rows:
         raise UsageError(f"--obs-file {path}: holds no rows")
-    return array
-
-
-def available_memory() -> int:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-
-
-def check_batch_fits(rows: int, spec: PolicySpec) -> None:
-    """Refuse, before allocating, a batch that would not fit in memory."""
-    widest = max(w.shape[0] for w, _ in spec.layers)
-    need = rows * (spec.obs_dim * 12 + widest * 4 * 4 + spec.act_dim * 16)
-    have = available_memory()
-    if need > 0.8 * have:
-        raise UsageError(f"--batch {rows}: would need about {need / 2**30:.1f} GiB, "
-                         f"{have / 2**30:.1f} GiB available; use a smaller --batch or --obs-file with --chunk")
+    out["inputs"] = [a[None] if a.ndim == len(s.shape) and s.kind != "entities" else a
+                     for s, a in zip(settings.inputs, out["inputs"])]
+    out["rows"] = rows
+    return out
 
 
 # =========================================================================================
@@ -984,35 +2217,237 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
     return float(a @ b / denom) if denom else float(np.array_equal(a, b))
 
 
-def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    """Write through a temporary file beside `path`, then rename: never a half-written file,
-    and an existing file stays as it was when anything fails."""
-    handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".tmp{path.suffix}")
-    os.close(handle)
-    tmp = Path(name)  # ends like the target, so writers that add a suffix (np.save) do not
+def short_path(path) -> str:
+    """A path for a one-line message: control characters escaped, the middle of a very long
+    one elided."""
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(path))
+    return text if len(text) <= 160 else f"{text[:60]}...{text[-80:]} ({len(text)} characters)"
+
+
+def describe_os_error(exc: OSError, skip: Optional[str] = None) -> str:
+    """'<path>: <reason>' (both paths for a rename), or the reason alone; names whose last part
+    starts with `skip` (temporary files the user never named) are left out."""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    names = [short_path(f) for f in (exc.filename, exc.filename2)
+             if f is not None and not (skip and os.path.basename(os.fsdecode(f)).startswith(skip))]
+    return f"{' -> '.join(names)}: {reason}" if names else reason
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM or SIGHUP turned into an exception, so that cleanup (atomic_write) runs as for
+    Ctrl-C; main() ends with 128 + signal number."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+HANDLED_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+_SIGNAL_STATE = {"deferred": 0, "pending": None, "stopping": False}
+
+
+def _on_signal(signum, frame) -> None:
+    state = _SIGNAL_STATE
+    if state["deferred"] or state["stopping"]:  # inside a critical step, or already on the way out
+        state["pending"] = state["pending"] or signum
+        return
+    state["stopping"] = True
+    raise Interrupted(signum)
+
+
+def install_signal_handlers() -> dict:
+    """SIGINT, SIGTERM and SIGHUP raise Interrupted (main thread only); returns the handlers
+    they replace, for restore_signal_handlers."""
+    import signal
+    _SIGNAL_STATE.update(deferred=0, pending=None, stopping=False)
+    previous = {}
+    for name in HANDLED_SIGNALS:
+        signum = getattr(signal, name, None)
+        if signum is None:
+            continue
+        try:
+            previous[signum] = signal.signal(signum, _on_signal)
+        except (ValueError, OSError):  # not the main thread: leave the signals alone
+            break
+    return previous
+
+
+def restore_signal_handlers(previous: dict) -> None:
+    import signal
+    for signum, handler in previous.items():
+        with contextlib.suppress(ValueError, OSError, TypeError):
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+
+
+@contextlib.contextmanager
+def signals_deferred():
+    """A signal arriving inside is raised when the block ends, so a step such as "create the
+    temporary file and remember its name" is never cut in half."""
+    state = _SIGNAL_STATE
+    state["deferred"] += 1
     try:
+        yield
+    finally:
+        state["deferred"] -= 1
+    if not state["deferred"] and state["pending"] and not state["stopping"]:
+        signum, state["pending"], state["stopping"] = state["pending"], None, True
+        raise Interrupted(signum)
+
+
+def _new_file_mode(path: Path) -> tuple[int, Optional[os.stat_result]]:
+    """The mode `path` must end with: that of the file it replaces, else what open(path, "w")
+    would give under the umask (0666 & ~umask)."""
+    try:
+        st = os.stat(path)
+        return st.st_mode & 0o7777, st
+    except OSError:
+        pass
+    umask = None
+    with contextlib.suppress(OSError, ValueError, IndexError, StopIteration):
+        line = next(l for l in Path("/proc/self/status").read_text().splitlines() if l.startswith("Umask:"))
+        umask = int(line.split()[1], 8)
+    if umask is None:
+        umask = os.umask(0o022)
+        os.umask(umask)
+    return 0o666 & ~umask, None
+
+
+def reserve_space(fd: int, size: int) -> None:
+    """Allocate `size` bytes for an open file now (posix_fallocate), so that a full disk or an
+    exhausted quota is an OSError here, not a SIGBUS in a memory-mapped write later. File
+    systems without fallocate are left to fail, if they do, at write time."""
+    import errno
+    if size <= 0:
+        return
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO):
+            raise
+    except AttributeError:  # not on Linux
+        pass
+
+
+def open_npy_memmap(path: Path, shape: tuple[int, ...], dtype=np.float32) -> np.memmap:
+    """A writable memory-mapped .npy of `shape` at `path` (an existing, e.g. atomic_write's
+    temporary, file), its whole size allocated first: unlike np.lib.format.open_memmap, which
+    makes a sparse file, a full disk is an OSError here and never a SIGBUS mid-write."""
+    dtype = np.dtype(dtype)
+    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": tuple(shape)}
+    with open(path, "r+b") as fh:  # no truncation: space reserved by atomic_write(size=...) stays
+        np.lib.format.write_array_header_1_0(fh, header)
+        offset = fh.tell()
+        nbytes = offset + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        reserve_space(fh.fileno(), nbytes)
+        fh.truncate(nbytes)
+    if nbytes == offset:  # no rows: nothing to map
+        return np.empty(shape, dtype)
+    return np.memmap(path, dtype=dtype, mode="r+", offset=offset, shape=tuple(shape))
+
+
+def npy_size(shape: tuple[int, ...], dtype=np.float32) -> int:
+    """Bytes of a .npy file of this shape and dtype (header included), for atomic_write(size=)."""
+    import io
+    buffer = io.BytesIO()
+    header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": tuple(shape)}
+    np.lib.format.write_array_header_1_0(buffer, header)
+    return buffer.tell() + int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+
+
+def atomic_write(path: Path, write: Callable[[Path], None], size: Optional[int] = None) -> None:
+    """Write through a temporary file beside `path`, then rename: never a half-written file, and
+    an existing file stays as it was when anything fails (error, full disk, signal).
+
+    The temporary name ends in the target's suffix in lower case, so writers that add a missing
+    ".npy" (np.save, given "out.NPY") write where they are told. `size` (bytes, when known) is
+    allocated first, so a full disk is refused before any work; writers that open the file
+    without truncating it (open_npy_memmap) keep that space. The file is flushed to disk before
+    the rename. It gets the mode of the file it replaces, else that of open(path, "w") under the
+    umask (not mkstemp's 0600). A symlink is written through, not replaced. Any OSError (no
+    space, quota, permission, read-only or special file system) is a UsageError naming `path`;
+    the temporary file is gone in every case."""
+    path = Path(path)
+    with contextlib.suppress(OSError):
+        if path.is_symlink():
+            path = Path(os.path.realpath(path))
+    mode, existing = _new_file_mode(path)
+    tmp = handle = None
+    try:
+        with signals_deferred():  # created and remembered as one step
+            handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:64]}.",
+                                            suffix=f".tmp{path.suffix.lower()}")
+            tmp = Path(name)
+        os.fchmod(handle, mode)
+        if existing is not None and os.geteuid() == 0:  # root rewriting a user's file keeps its owner
+            with contextlib.suppress(OSError):
+                os.fchown(handle, existing.st_uid, existing.st_gid)
+        if size:
+            reserve_space(handle, size)
+        handle = os.close(handle)  # (None)
         write(tmp)
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)  # a delayed write error (NFS, quota) surfaces here, before the rename
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
+        tmp = None
+    except BaseException as exc:
+        if tmp is not None:
+            with signals_deferred():
+                if handle is not None:
+                    with contextlib.suppress(OSError):
+                        os.close(handle)
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
+        if isinstance(exc, OSError):
+            raise UsageError(f"{short_path(path)}: not written ({describe_os_error(exc, skip=f'.{path.name[:64]}.')}); "
+                             f"{'the existing file is unchanged' if existing is not None else 'nothing was left behind'}") from exc
         raise
 
 
 def check_output_path(path: Path, suffixes: tuple[str, ...]) -> Path:
     """Refuse, before any work, an --output that cannot be written."""
     if path.suffix.lower() not in suffixes:
-        raise UsageError(f"--output {path}: expected a {' or '.join(suffixes)} file")
-    if path.is_dir():
-        raise UsageError(f"--output {path}: is a folder")
+        raise UsageError(f"--output {short_path(path)}: expected a {' or '.join(suffixes)} file")
     parent = path.parent if str(path.parent) else Path(".")
-    if parent.exists() and not parent.is_dir():
-        raise UsageError(f"--output {path}: {parent} is a file, not a folder")
-    if not parent.is_dir():
-        raise UsageError(f"--output {path}: folder {parent} does not exist")
-    if not os.access(parent, os.W_OK):
-        raise UsageError(f"--output {path}: folder {parent} is not writable")
+    try:
+        if path.is_dir():
+            raise UsageError(f"--output {path}: is a folder")
+        if parent.exists() and not parent.is_dir():
+            raise UsageError(f"--output {path}: {parent} is a file, not a folder")
+        if not parent.is_dir():
+            raise UsageError(f"--output {path}: folder {parent} does not exist")
+        if not os.access(parent, os.W_OK):
+            raise UsageError(f"--output {path}: folder {parent} is not writable")
+        if path.exists() and not path.is_file():
+            raise UsageError(f"--output {path}: exists and is not a regular file")
+        if path.exists() and not os.access(path, os.W_OK):
+            raise UsageError(f"--output {path}: the existing file is read-only")
+    except OSError as exc:  # a name too long, permission denied on a folder above, a symlink loop
+        raise UsageError(f"--output {short_path(path)}: {exc.strerror or exc}")
+    except ValueError as exc:  # an embedded NUL byte
+        raise UsageError(f"--output {short_path(path)}: {exc}")
     return path
+
+
+def refuse_same_file(output: Optional[Path], inputs: list) -> None:
+    """Refuse an output that is one of the inputs: the same path, or the same file through a
+    symlink or a hard link (st_dev/st_ino). Writing it would destroy the input being read."""
+    if output is None:
+        return
+    for source in inputs:
+        if source is None:
+            continue
+        same = False
+        with contextlib.suppress(OSError, ValueError):
+            a, b = os.stat(output), os.stat(source)
+            same = (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+        with contextlib.suppress(OSError, ValueError):
+            same = same or os.path.realpath(output) == os.path.realpath(source)
+        if same:
+            raise UsageError(f"--output {short_path(output)}: is the input file {short_path(source)}; "
+                             f"writing it would destroy the input; choose another output name")
 
 
 def process_start_time() -> float:
@@ -1059,14 +2494,22 @@ class Context:
         return self.cached("source", lambda: locate_model(self.args.checkpoint, self.args.model_dir, self.args.model))
 
     @property
-    def spec(self) -> PolicySpec:
+    def checkpoint(self) -> LoadedCheckpoint:
         def load():
             src = self.source
             if src.note:
                 machine_readable = self.args.json or self.args.mode == "stream"  # stdout is JSON only
                 print(f"[note] {src.note}", file=sys.stderr if machine_readable else sys.stdout)
-            return load_policy_spec(src.checkpoint, self.args.expect_sha256)
-        return self.cached("spec", load)
+            onnx = Path(self.args.onnx) if self.args.onnx else None
+            if onnx is not None and not onnx.is_file():
+                raise UsageError(f"--onnx {onnx}: no such file")
+            return load_checkpoint(src.checkpoint, onnx, src.model_dir, src.behavior, self.args.expect_sha256,
+                                   self.args.goal_input)
+        return self.cached("checkpoint", load)
+
+    @property
+    def settings(self) -> PolicySettings:
+        return self.checkpoint.settings
 
     @property
     def device(self):
@@ -1077,22 +2520,83 @@ class Context:
         return self.cached("engine_name", lambda: choose_engine(self.args.engine, self.device, self.args.dtype))
 
     @property
-    def engine(self):
-        return self.cached("engine", lambda: make_engine(self.engine_name, self.spec, self.device, self.args.dtype))
+    def policy(self) -> Policy:
+        return self.cached("policy", lambda: Policy(self.checkpoint, self.device, self.args.dtype, self.engine_name,
+                                                    self.args.graphs == "on"))
 
     def header(self, title: str) -> None:
         self.say(f"===== {title} (device={self.device}, dtype={self.args.dtype}, engine={self.engine_name}) =====")
 
     def base(self) -> dict:
-        return {"checkpoint": str(self.spec.path), "source": self.source.origin, "device": str(self.device),
+        return {"checkpoint": str(self.checkpoint.path), "source": self.source.origin, "device": str(self.device),
                 "dtype": self.args.dtype, "engine": self.engine_name}
 
-    def obs(self) -> np.ndarray:
-        return parse_obs(self.args.obs, self.spec, self.args.seed)
+    def obs(self) -> list:
+        return parse_obs(self.args.obs, self.policy, self.args.seed)
+
+    def masks(self) -> Optional[np.ndarray]:
+        if self.args.mask is None:
+            return None
+        if not self.settings.discrete_branches:
+            raise UsageError("--mask: this policy has no discrete actions")
+        return parse_numbers(self.args.mask, "--mask", sum(self.settings.discrete_branches))
+
+    def memory(self) -> Optional[np.ndarray]:
+        if self.args.memory is None:
+            return None
+        if not self.settings.memory_size:
+            raise UsageError("--memory: this policy has no memory (LSTM)")
+        return parse_numbers(self.args.memory, "--memory", self.settings.memory_size)
+
+
+def continuous_only(settings: PolicySettings) -> bool:
+    return bool(settings.continuous_size) and not settings.discrete_branches and not settings.memory_size
+
+
+def action_fields(settings: PolicySettings, out: dict) -> dict:
+    """An action result for JSON: ML-Agents' output names; a continuous-only policy keeps 'actions'."""
+    fields = {}
+    if "continuous_actions" in out:
+        fields["continuous_actions"] = floats(out["continuous_actions"])
+        if continuous_only(settings):
+            fields["actions"] = fields["continuous_actions"]
+    if "discrete_actions" in out:
+        fields["discrete_actions"] = np.asarray(out["discrete_actions"]).tolist()
+    if "memory" in out:
+        fields["memory"] = floats(out["memory"])
+    return fields
+
+
+def actions_ok(settings: PolicySettings, out: dict, deterministic: bool = True) -> bool:
+    """Finite, continuous in [-1, 1] (except SAC's deterministic raw mu), discrete within each branch."""
+    ok = True
+    if "continuous_actions" in out:
+        c = np.asarray(out["continuous_actions"])
+        ok &= bool(np.isfinite(c).all()) and (settings.tanh_squash and deterministic or bool(np.all(np.abs(c) <= 1.0)))
+    if "discrete_actions" in out:
+        d = np.asarray(out["discrete_actions"]).reshape(-1, len(settings.discrete_branches))
+        ok &= bool(((d >= 0) & (d < np.asarray(settings.discrete_branches))).all())
+    if "memory" in out:
+        ok &= bool(np.isfinite(out["memory"]).all())
+    return ok
+
+
+def say_actions(ctx: Context, out: dict, label: str = "action") -> None:
+    """The human lines of one action (the continuous lines keep the original NPU adaptation's labels)."""
+    if "continuous_actions" in out:
+        c = np.asarray(out["continuous_actions"])
+        ctx.say(f"  {label + '[:8]':<14} = {fmt(c[:8])}")
+        ctx.say(f"  {label + ' range':<14} = [{c.min():.4f}, {c.max():.4f}]"
+                + (" (SAC: raw mu, as ML-Agents' ONNX)" if ctx.settings.tanh_squash and label == "action"
+                   else " (must lie in [-1, 1])"))
+    if "discrete_actions" in out:
+        ctx.say(f"  discrete_actions = {np.asarray(out['discrete_actions']).tolist()} (branches {ctx.settings.discrete_branches})")
+    if "memory" in out:
+        ctx.say(f"  next memory[:8] = {fmt(np.asarray(out['memory'])[:8])}")
 
 
 def mode_info(ctx: Context):
-    """Environment, model and one deterministic action (the seed's case 1)."""
+    """Environment, model and one deterministic action (the original adaptation's case 1)."""
     v = versions()
     ctx.say(f"[env] torch {v['torch']} | torch_npu {v['torch_npu'] or 'not installed'} | numpy {v['numpy']} | python {v['python']}")
     ctx.say(f"[env] onnxruntime {v['onnxruntime'] or 'not installed'} | onnx {v['onnx'] or 'not installed'}")
@@ -1108,28 +2612,63 @@ def mode_info(ctx: Context):
         except (OSError, subprocess.SubprocessError):
             health = None
         ctx.say(f"[npu-smi] {health or 'no health line found'}")
-    spec, src = ctx.spec, ctx.source
+    ckpt, src, s = ctx.checkpoint, ctx.source, ctx.settings
     ctx.say(f"[load] source = {src.origin}")
-    ctx.say(f"[load] checkpoint = {spec.path}")
-    ctx.say(f"[load] sha256 = {spec.sha256}")
-    ctx.say(f"[load] parameters = {spec.parameters:,} | load time {spec.load_s:.3f}s")
-    ctx.say(f"[load] dtype = {ctx.args.dtype} | architecture = {spec.architecture()}")
-    ctx.say(f"[load] obs normalizer steps = {spec.normalization_steps if spec.normalize else 'none (normalize: false)'}")
-    ctx.say(f"[load] log_sigma[:6] = {fmt(spec.log_sigma[:6], 4)}")
-    obs = random_obs(ctx.args.seed, spec.obs_dim)
-    actions = ctx.engine.deterministic(obs[None])[0]
+    ctx.say(f"[load] checkpoint = {ckpt.path}")
+    ctx.say(f"[load] sha256 = {ckpt.sha256}")
+    ctx.say(f"[load] parameters = {ckpt.parameters:,} | load time {ckpt.load_s:.3f}s")
+    ctx.say(f"[load] dtype = {ctx.args.dtype} | architecture = {architecture(s)}")
+    ctx.say(f"[load] trainer = {s.trainer or 'unknown'}{' (shared critic: value heads in the policy, unused)' if s.value_streams else ''}"
+            f" | settings from {s.source}")
+    for spec in s.inputs:
+        ctx.say(f"[load] input {spec.describe()}")
+    norms = [p.normalizer for p in ctx.checkpoint.actor.network_body.processors if getattr(p, "normalizer", None) is not None]
+    ctx.say(f"[load] obs normalizer steps = {int(norms[0].normalization_steps) if norms else 'none (normalize: false)'}")
+    log_sigma = None
+    if s.continuous_size and not s.conditional_sigma:
+        log_sigma = ctx.checkpoint.actor.action_model._continuous_distribution.log_sigma.detach().reshape(-1).numpy()
+        ctx.say(f"[load] log_sigma[:6] = {fmt(log_sigma[:6], 4)}")
+    obs = random_inputs(s, ctx.args.seed)
+    out = ctx.policy.act(obs)
     first_action_s = time.time() - process_start_time()
-    ctx.say(f"[policy] obs(random,seed={ctx.args.seed})[:6] = {fmt(obs[:6], 4)}")
-    ctx.say(f"[policy] deterministic_actions[:6] = {fmt(actions[:6])}")
+    ctx.say(f"[policy] obs(random,seed={ctx.args.seed})[:6] = {fmt(obs[0].reshape(-1)[:6], 4)}")
+    if "continuous_actions" in out:
+        ctx.say(f"[policy] deterministic_actions[:6] = {fmt(out['continuous_actions'][:6])}")
+    if "discrete_actions" in out:
+        ctx.say(f"[policy] deterministic_discrete_actions = {out['discrete_actions'].tolist()}")
     ctx.say(f"[policy] engine = {ctx.engine_name} | process start to first action = {first_action_s:.2f}s")
-    result = {"obs_dim": spec.obs_dim, "action_dim": spec.act_dim, "hidden_units": spec.hidden_units,
-              "num_layers": len(spec.layers), "normalize": spec.normalize,
-              "normalization_steps": spec.normalization_steps, "parameters": spec.parameters,
-              "log_sigma": floats(spec.log_sigma), **ctx.base(), "versions": v, "sha256": spec.sha256,
-              "global_step": spec.global_step, "load_s": spec.load_s, "note": src.note,
-              "devices": {"npu": npus, "cuda": cudas}, "npu_smi": health,
-              "deterministic_actions": floats(actions), "time_to_first_action_s": first_action_s}
-    return result, bool(np.all(np.abs(actions) <= 1.0))
+    info = ctx.policy.info
+    result = {**info, "obs_dim": sum(int(np.prod(i.shape)) for i in s.inputs), "action_dim": s.continuous_size,
+              "normalize": s.normalize, "normalization_steps": int(norms[0].normalization_steps) if norms else None,
+              "log_sigma": floats(log_sigma) if log_sigma is not None else None, **ctx.base(), "versions": v,
+              "load_s": ckpt.load_s, "note": src.note, "devices": {"npu": npus, "cuda": cudas}, "npu_smi": health,
+              **({"deterministic_actions": floats(out["continuous_actions"])} if "continuous_actions" in out else {}),
+              **action_fields(s, out), "time_to_first_action_s": first_action_s}
+    return result, actions_ok(s, out)
+
+
+def architecture(s: PolicySettings) -> str:
+    """One line, e.g. obs(59)->normalizer->Linear(512)->SiLU x3->Linear(21)->clip(±3)/3."""
+    parts = []
+    for spec in s.inputs:
+        if spec.kind == "vector":
+            parts.append(f"obs({spec.shape[0]}){'->normalizer' if spec.normalized else ''}")
+        elif spec.kind == "visual":
+            parts.append(f"image({'x'.join(map(str, spec.shape))})->{spec.encoder}")
+        else:
+            parts.append(f"entities({spec.shape[0]}x{spec.shape[1]})")
+    head = " + ".join(parts) if len(parts) > 1 else parts[0]
+    if any(i.kind == "entities" for i in s.inputs):
+        head += f"->attention({ATTENTION_EMBEDDING})"
+    body = (f"hypernetwork({s.hidden_units}) x{s.num_layers}" if s.hyper else f"Linear({s.hidden_units})->SiLU x{s.num_layers}")
+    tail = []
+    if s.memory_size:
+        body += f"->LSTM({s.memory_size // 2})"
+    if s.continuous_size:
+        tail.append(f"Linear({s.continuous_size})->" + ("tanh-Gaussian (SAC)" if s.tanh_squash else "clip(±3)/3"))
+    if s.discrete_branches:
+        tail.append(f"branches{s.discrete_branches}->masked argmax")
+    return f"{head}->{body}->{' + '.join(tail)}"
 
 
 def mode_checkpoints(ctx: Context):
@@ -1163,87 +2702,147 @@ def mode_checkpoints(ctx: Context):
             "default": default.name, "source": src.origin}, bool(rows)
 
 
-def _action_range_ok(actions) -> bool:
-    return bool(np.all(np.isfinite(actions)) and np.all(np.abs(actions) <= 1.0))
+def obs_label(ctx: Context) -> str:
+    return ctx.args.obs if len(ctx.args.obs) < 24 else "custom"
 
 
 def mode_action(ctx: Context):
-    """Deterministic action for one observation (clip(mu, -3, 3) / 3)."""
-    obs = ctx.obs()
-    actions = ctx.engine.deterministic(obs[None])[0]
-    ctx.header(f"deterministic action (obs={ctx.args.obs if len(ctx.args.obs) < 24 else 'custom'}, seed={ctx.args.seed})")
-    ctx.say(f"  obs[:8]        = {fmt(obs[:8])}")
-    ctx.say(f"  action[:8]     = {fmt(actions[:8])}")
-    ctx.say(f"  action range   = [{actions.min():.4f}, {actions.max():.4f}] (must lie in [-1, 1])")
-    ctx.say(f"  action L2 norm = {np.linalg.norm(actions.astype(np.float64)):.4f}")
-    return {"obs": floats(obs), "actions": floats(actions), **ctx.base()}, _action_range_ok(actions)
+    """Deterministic action for one observation (ML-Agents' deterministic_* outputs)."""
+    obs, masks, memory = ctx.obs(), ctx.masks(), ctx.memory()
+    out = ctx.policy.act(obs, masks, memory=memory)
+    ctx.header(f"deterministic action (obs={obs_label(ctx)}, seed={ctx.args.seed})")
+    for spec, value in zip(ctx.settings.inputs, obs):
+        label = "obs[:8]" if len(obs) == 1 else f"{spec.name}[:8]"
+        ctx.say(f"  {label:<14} = {fmt(np.asarray(value).reshape(-1)[:8])}")
+    say_actions(ctx, out)
+    if "continuous_actions" in out:
+        ctx.say(f"  action L2 norm = {np.linalg.norm(out['continuous_actions'].astype(np.float64)):.4f}")
+    obs_json = floats(obs[0].reshape(-1)) if len(obs) == 1 and obs[0].ndim == 1 else \
+        {spec.name: np.asarray(v, np.float32).astype(np.float64).tolist() for spec, v in zip(ctx.settings.inputs, obs)}
+    return {"obs": obs_json, **action_fields(ctx.settings, out), **ctx.base()}, actions_ok(ctx.settings, out)
 
 
 def mode_sample(ctx: Context):
-    """Sampled action clip(mu + z * exp(log_sigma), -3, 3) / 3, drawn twice with the same seed."""
-    obs, spec = ctx.obs(), ctx.spec
-    draws = [ctx.engine.sample(obs[None], draw_noise(ctx.args.seed, None, spec.act_dim)[None]) for _ in range(2)]
-    det, first, second = draws[0][0][0], draws[0][1][0], draws[1][1][0]
-    same = bool(np.array_equal(first, second))
-    sigma = np.exp(spec.log_sigma.astype(np.float32))
-    ctx.header(f"sampled action (obs={ctx.args.obs if len(ctx.args.obs) < 24 else 'custom'}, seed={ctx.args.seed})")
-    ctx.say(f"  obs[:8]        = {fmt(obs[:8])}")
-    ctx.say(f"  deterministic  = {fmt(det[:8])}")
-    ctx.say(f"  sampled#1      = {fmt(first[:8])}")
-    ctx.say(f"  sampled#2      = {fmt(second[:8])}")
+    """Sampled action with seeded CPU noise, drawn twice with the same seed."""
+    obs, masks, memory, s = ctx.obs(), ctx.masks(), ctx.memory(), ctx.settings
+    det = ctx.policy.act(obs, masks, memory=memory)
+    first, second = (ctx.policy.act(obs, masks, deterministic=False, seed=ctx.args.seed, memory=memory) for _ in range(2))
+    same = all(np.array_equal(first[k], second[k]) for k in first)
+    ctx.header(f"sampled action (obs={obs_label(ctx)}, seed={ctx.args.seed})")
+    ctx.say(f"  obs[:8]        = {fmt(obs[0].reshape(-1)[:8])}")
+    result = {"obs": floats(obs[0].reshape(-1)) if len(obs) == 1 else None, "seed": ctx.args.seed, "identical": same}
+    if s.continuous_size:
+        ctx.say(f"  deterministic  = {fmt(det['continuous_actions'][:8])}")
+        ctx.say(f"  sampled#1      = {fmt(first['continuous_actions'][:8])}")
+        ctx.say(f"  sampled#2      = {fmt(second['continuous_actions'][:8])}")
+        result.update(deterministic=floats(det["continuous_actions"]), sampled=floats(first["continuous_actions"]))
+    if s.discrete_branches:
+        ctx.say(f"  deterministic discrete = {det['discrete_actions'].tolist()}")
+        ctx.say(f"  sampled#1 discrete     = {first['discrete_actions'].tolist()}")
+        ctx.say(f"  sampled#2 discrete     = {second['discrete_actions'].tolist()}")
+        result.update(deterministic_discrete=det["discrete_actions"].tolist())
     ctx.say(f"  same seed, same draw = {'yes' if same else 'NO'}")
-    ctx.say(f"  sigma[:6]      = {fmt(sigma[:6])}")
-    return ({"obs": floats(obs), "deterministic": floats(det), "sampled": floats(first), "sigma": floats(sigma),
-             "seed": ctx.args.seed, "identical": same, **ctx.base()},
-            same and _action_range_ok(first) and _action_range_ok(det))
+    if ctx.policy.sigma is not None:
+        ctx.say(f"  sigma[:6]      = {fmt(ctx.policy.sigma[:6])}")
+        result["sigma"] = floats(ctx.policy.sigma)
+    result.update({("sampled_" + k if k != "memory" else k): v for k, v in action_fields(s, first).items()
+                   if k != "actions"})
+    return {**result, **ctx.base()}, same and actions_ok(s, first, False) and actions_ok(s, det)
+
+
+def check_rows_fit(rows: int, settings: PolicySettings, what: str = "--batch") -> None:
+    """Refuse, before allocating, a batch that would not fit in memory."""
+    per_row = sum(int(np.prod(i.shape)) for i in settings.inputs) * 12 + settings.hidden_units * 16 + \
+        (settings.continuous_size + sum(settings.discrete_branches) + settings.memory_size) * 24
+    per_row += sum(settings.hidden_units * 64 * 4 for i in settings.inputs if i.kind == "visual")
+    per_row += sum(i.shape[0] * ATTENTION_EMBEDDING * 4 * 8 for i in settings.inputs if i.kind == "entities")
+    need, have = rows * per_row, available_memory()
+    if need > 0.8 * have:
+        raise UsageError(f"{what} {rows}: would need about {need / 2**30:.1f} GiB, {have / 2**30:.1f} GiB available; "
+                         f"use a smaller {what}" + (" or --obs-file with --chunk" if what == "--batch" else ""))
+
+
+def available_memory() -> int:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+
+
+def output_writer(path: Path, settings: PolicySettings, arrays: dict) -> Callable:
+    """How to write a batch's results: .npy (the continuous actions; continuous-only policies)
+    or .npz (continuous_actions, discrete_actions, memory)."""
+    if path.suffix.lower() == ".npy":
+        if not continuous_only(settings):
+            raise UsageError(f"--output {path}: this policy's results are several arrays; use a .npz file")
+        return lambda tmp: np.save(tmp, arrays["continuous_actions"])
+    return lambda tmp: np.savez(tmp, **arrays)
 
 
 def mode_batch(ctx: Context):
     """--batch N random observations in memory, or --obs-file in chunks to --output."""
     if ctx.args.obs_file:
         return batch_file(ctx)
-    spec, rows = ctx.spec, ctx.args.batch
-    output = check_output_path(Path(ctx.args.output), (".npy",)) if ctx.args.output else None
-    check_batch_fits(rows, spec)
-    obs = random_obs(ctx.args.seed, spec.obs_dim, rows)
-    engine = ctx.engine
+    s, rows = ctx.settings, ctx.args.batch
+    output = check_output_path(Path(ctx.args.output), (".npy", ".npz")) if ctx.args.output else None
+    if output is not None and output.suffix.lower() == ".npy" and not continuous_only(s):
+        raise UsageError(f"--output {output}: this policy's results are several arrays; use a .npz file")
+    check_rows_fit(rows, s)
+    obs = random_inputs(s, ctx.args.seed, rows)
+    masks = random_masks(s, ctx.args.seed, rows) if ctx.args.mask is None else ctx.masks()
+    policy = ctx.policy
+    flat, _, _ = policy.prepare(obs, masks)
     t0 = time.perf_counter()
-    actions = engine.deterministic(obs)  # first (cold) call
+    raw = policy.engine.run(flat)  # first (cold) call
     cold_ms = (time.perf_counter() - t0) * 1e3
     warm = []
     for _ in range(10 if rows <= 4096 else 3):
         t0 = time.perf_counter()
-        again = engine.deterministic(obs)
+        again = policy.engine.run(flat)
         warm.append((time.perf_counter() - t0) * 1e3)
     warm_ms = float(np.median(warm))
-    mu_max = float(np.abs(engine.mu(obs[: min(rows, 4096)])).max())
+    out, repeat = policy.decide(raw, rows), policy.decide(again, rows)
     ctx.header(f"batch inference (batch={rows}, seed={ctx.args.seed})")
     ctx.say(f"  first (cold) call = {cold_ms:.4f} ms | steady (warm, median of {len(warm)}) = {warm_ms:.4f} ms")
     ctx.say(f"  throughput (warm) = {rows / (warm_ms / 1e3):,.0f} observations/s")
-    ctx.say("  deterministic[:5, :6] =")
-    for i in range(min(5, rows)):
-        ctx.say(f"    batch[{i}] {fmt(actions[i, :6])}")
-    ctx.say(f"  |mu| max (first {min(rows, 4096)} rows) = {mu_max:.4f}")
-    ctx.say(f"  output range = [{actions.min():.4f}, {actions.max():.4f}]")
-    stable = bool(np.array_equal(actions, again))
+    if "continuous_actions" in out:
+        actions = out["continuous_actions"]
+        ctx.say("  deterministic[:5, :6] =")
+        for i in range(min(5, rows)):
+            ctx.say(f"    batch[{i}] {fmt(actions[i, :6])}")
+        mu_max = float(np.abs(raw["mu"][: min(rows, 4096)]).max())
+        ctx.say(f"  |mu| max (first {min(rows, 4096)} rows) = {mu_max:.4f}")
+        ctx.say(f"  output range = [{actions.min():.4f}, {actions.max():.4f}]")
+    if "discrete_actions" in out:
+        ctx.say(f"  discrete_actions[:5] = {out['discrete_actions'][:5].tolist()} (random masks, seed {ctx.args.seed})")
+    stable = all(np.array_equal(out[k], repeat[k]) for k in out)
     ctx.say(f"  repeated calls identical = {'yes' if stable else 'NO'}")
     if output:
-        atomic_write(output, lambda tmp: np.save(tmp, actions))
+        atomic_write(output, output_writer(output, s, out))
         ctx.say(f"  written: {output.resolve()}")
-    return ({"batch": rows, "actions": floats(actions), "cold_ms": cold_ms, "warm_ms": warm_ms,
-             "output": str(output) if output else None,
-             "throughput_per_s": rows / (warm_ms / 1e3), **ctx.base()}, _action_range_ok(actions) and stable)
+    return ({"batch": rows, **action_fields(s, out), "cold_ms": cold_ms, "warm_ms": warm_ms,
+             "output": str(output) if output else None, "throughput_per_s": rows / (warm_ms / 1e3), **ctx.base()},
+            actions_ok(s, out) and stable)
 
 
 def batch_file(ctx: Context):
-    """A dataset-sized batch: memory-mapped input, chunked inference, memory-mapped .npy output
-    written atomically, progress on stderr."""
+    """A dataset-sized batch: memory-mapped input (.npy), chunked inference, results written
+    atomically (.npy through a memory map for continuous-only policies, else .npz), progress on stderr."""
     import resource
-    spec, args = ctx.spec, ctx.args
+    s, args = ctx.settings, ctx.args
     path = Path(args.obs_file)
-    output = check_output_path(Path(args.output), (".npy",)) if args.output else None
-    data = open_obs_file(path, spec.obs_dim)
-    rows, chunk, engine = data.shape[0], args.chunk, ctx.engine
+    output = check_output_path(Path(args.output), (".npy", ".npz")) if args.output else None
+    data = open_obs_file(path, s)
+    if output is not None:
+        refuse_same_file(output, [path])
+    rows, chunk, policy = data["rows"], args.chunk, ctx.policy
+    check_rows_fit(min(chunk, rows), s, "--chunk")
+    npy = output is not None and output.suffix.lower() == ".npy"
+    if npy and not continuous_only(s):
+        raise UsageError(f"--output {output}: this policy's results are several arrays; use a .npz file")
     try:
         from tqdm import tqdm
         bar = tqdm(total=rows, unit="obs", unit_scale=True, file=sys.stderr,
@@ -1253,42 +2852,66 @@ def batch_file(ctx: Context):
     summary = {"min": np.inf, "max": -np.inf, "first": None}
     t0 = time.perf_counter()
 
-    def run_chunks(out: Optional[np.ndarray]) -> None:
+    def run_chunks(sink: Callable[[int, dict], None]) -> None:
         for start in range(0, rows, chunk):
-            block = check_obs_rows(np.asarray(data[start:start + chunk]), spec.obs_dim, f"--obs-file {path}", start)
-            actions = engine.deterministic(block)
-            if out is not None:
-                out[start:start + len(block)] = actions
-            summary["min"] = min(summary["min"], float(actions.min()))
-            summary["max"] = max(summary["max"], float(actions.max()))
+            block = [np.asarray(a[start:start + chunk]) for a in data["inputs"]]
+            masks = None if data["action_masks"] is None else np.asarray(data["action_masks"][start:start + chunk])
+            memory = None if data["memory"] is None else np.asarray(data["memory"][start:start + chunk])
+            try:
+                out = policy.act(block if len(block) > 1 else block[0], masks, memory=memory)
+            except UsageError as exc:
+                raise UsageError(f"--obs-file {path}: rows {start}-{start + len(block[0]) - 1}: {exc}")
+            sink(start, out)
+            if "continuous_actions" in out:
+                summary["min"] = min(summary["min"], float(out["continuous_actions"].min()))
+                summary["max"] = max(summary["max"], float(out["continuous_actions"].max()))
             if summary["first"] is None:
-                summary["first"] = actions[0]
+                summary["first"] = {k: v[0] for k, v in out.items()}
             if bar is not None:
-                bar.update(len(block))
+                bar.update(len(block[0]))
+
+    collected: dict = {}
+
+    def collect(start: int, out: dict) -> None:
+        for key, value in out.items():
+            collected.setdefault(key, []).append(value)
 
     try:
         if output is None:
-            run_chunks(None)
-        else:
+            run_chunks(lambda start, out: None)
+        elif npy:
             def write(tmp: Path) -> None:
-                out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(rows, spec.act_dim))
-                run_chunks(out)
-                out.flush()
-                del out
+                target = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(rows, s.continuous_size))
+
+                def sink(start: int, out: dict) -> None:
+                    target[start:start + len(out["continuous_actions"])] = out["continuous_actions"]
+                run_chunks(sink)
+                target.flush()
+                del target
             atomic_write(output, write)
+        else:
+            run_chunks(collect)
+            arrays = {k: np.concatenate(v) for k, v in collected.items()}
+            atomic_write(output, lambda tmp: np.savez(tmp, **arrays))
     finally:
         if bar is not None:
             bar.close()
     seconds = time.perf_counter() - t0
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     ctx.header(f"file batch ({path.name}: {rows:,} rows, chunk={chunk:,})")
-    ctx.say(f"  first row actions[:6] = {fmt(summary['first'][:6])}")
-    ctx.say(f"  output range = [{summary['min']:.4f}, {summary['max']:.4f}]")
+    first = summary["first"]
+    if "continuous_actions" in first:
+        ctx.say(f"  first row actions[:6] = {fmt(first['continuous_actions'][:6])}")
+        ctx.say(f"  output range = [{summary['min']:.4f}, {summary['max']:.4f}]")
+    if "discrete_actions" in first:
+        ctx.say(f"  first row discrete_actions = {first['discrete_actions'].tolist()}")
     ctx.say(f"  time = {seconds:.3f} s | throughput = {rows / seconds:,.0f} observations/s | peak RSS = {peak_mb:.0f} MB")
     ctx.say(f"  written: {output.resolve()}" if output else "  (no --output: actions not saved)")
-    ok = -1.0 <= summary["min"] <= summary["max"] <= 1.0
+    ok = s.tanh_squash or not s.continuous_size or -1.0 <= summary["min"] <= summary["max"] <= 1.0
     return ({"rows": rows, "chunk": chunk, "output": str(output) if output else None, "seconds": seconds,
-             "throughput_per_s": rows / seconds, "peak_rss_mb": peak_mb, "first_action": floats(summary["first"]),
+             "throughput_per_s": rows / seconds, "peak_rss_mb": peak_mb,
+             **{"first_" + k: v for k, v in action_fields(s, first).items()},
+             **({"first_action": floats(first["continuous_actions"])} if "continuous_actions" in first else {}),
              **ctx.base()}, ok)
 
 
@@ -1301,26 +2924,127 @@ def compare(test: np.ndarray, ref: np.ndarray) -> dict:
 
 
 def mode_precision(ctx: Context):
-    """The chosen device/dtype/engine against a float64 CPU reference computed from the checkpoint."""
-    spec, n = ctx.spec, ctx.args.samples
-    obs = random_obs(ctx.args.seed, spec.obs_dim, n)
-    reference = deterministic_actions(reference_mu(spec, obs))
-    test = ctx.engine.deterministic(obs)
+    """The chosen device/dtype/engine against a float64 CPU reference computed from the checkpoint:
+    continuous actions (cos, max abs error), discrete actions (share identical; max error of
+    the masked probabilities)."""
+    s, n = ctx.settings, ctx.args.samples
+    check_rows_fit(n, s, "--samples")
+    policy = ctx.policy
+    obs, masks = random_inputs(s, ctx.args.seed, n), random_masks(s, ctx.args.seed, n)
+    flat, _, _ = policy.prepare(obs, masks)
+    test, ref = policy.engine.run(flat), policy.reference(flat)
     same_as_test = ctx.engine_name == "torch" and ctx.device.type == "cpu" and ctx.args.dtype == "float32"
-    cpu32 = test if same_as_test else TorchEngine(spec, resolve_device("cpu"), "float32").deterministic(obs)
-    vs_ref, vs_cpu = compare(test, reference), compare(test, cpu32)
-    passed = vs_ref["cos"] >= 0.999 and vs_ref["max_abs_err"] < ctx.args.tol
+    cpu32 = test if same_as_test else TorchEngine(ctx.checkpoint.actor, torch.device("cpu"), "float32").run(flat)
+    result, passed = {"reference": "float64 cpu", "samples": n, "tol": ctx.args.tol}, True
     ctx.header("precision against a float64 CPU reference")
     ctx.say(f"  samples = {n} (normal observations, RandomState({ctx.args.seed}))")
+    key = "deterministic_continuous_actions" if s.continuous_size else "probabilities"
+    vs_ref, vs_cpu = compare(test[key], ref[key]), compare(test[key], cpu32[key])
+    what = "continuous actions" if s.continuous_size else "masked action probabilities"
     ctx.say(f"  vs float64: cos = {vs_ref['cos']:.8f} | max_abs_err = {vs_ref['max_abs_err']:.3e} | "
             f"max_rel_err = {vs_ref['max_rel_err']:.3e} | bitwise equal (after float32 rounding) = "
-            f"{vs_ref['bitwise_equal_ratio']:.2%}")
+            f"{vs_ref['bitwise_equal_ratio']:.2%} ({what})")
     ctx.say(f"  vs CPU float32 (torch): cos = {vs_cpu['cos']:.8f} | max_abs_err = {vs_cpu['max_abs_err']:.3e} | "
             f"bitwise equal = {vs_cpu['bitwise_equal_ratio']:.2%}")
+    passed = vs_ref["cos"] >= 0.999 and vs_ref["max_abs_err"] < ctx.args.tol
+    result.update({k: vs_ref[k] for k in ("cos", "max_abs_err", "max_rel_err", "bitwise_equal_ratio")})
+    result["vs_cpu_float32"] = vs_cpu
+    if s.discrete_branches:
+        ours = branch_argmax(test["probabilities"], s.discrete_branches)
+        theirs = branch_argmax(ref["probabilities"], s.discrete_branches)
+        identical = float(np.mean((ours == theirs).all(axis=1)))
+        ctx.say(f"  discrete actions identical to float64 = {identical:.2%} "
+                f"(max probability error {compare(test['probabilities'], ref['probabilities'])['max_abs_err']:.3e})")
+        result["discrete_identical_ratio"] = identical
+    if s.memory_size:
+        memory = compare(test["recurrent_out"], ref["recurrent_out"])
+        ctx.say(f"  next memory vs float64: max_abs_err = {memory['max_abs_err']:.3e}")
+        result["memory_max_abs_err"] = memory["max_abs_err"]
     ctx.say(f"  holds (cos >= 0.999 and max_abs_err < {ctx.args.tol}): {'yes' if passed else 'NO'}")
-    return ({"reference": "float64 cpu", **{k: vs_ref[k] for k in ("cos", "max_abs_err", "max_rel_err",
-                                                                      "bitwise_equal_ratio")},
-             "vs_cpu_float32": vs_cpu, "samples": n, "tol": ctx.args.tol, "passed": passed, **ctx.base()}, passed)
+    result["passed"] = passed
+    return {**result, **ctx.base()}, passed
+
+
+class MLAgentsOnnx:
+    """An ML-Agents ONNX file run by a bare onnxruntime session: the reference. Reads ML-Agents
+    2.x+ files (obs_i inputs, deterministic_* outputs) and 1.x files (one vector_observation
+    input; the action mean and the per-branch log-probabilities are read out of the graph)."""
+
+    def __init__(self, path: Path, settings: PolicySettings):
+        import onnx
+        self.path, self.settings = path, settings
+        self.iface = read_onnx_interface(path)
+        shapes = onnx_input_shapes(self.iface)
+        if shapes is None or len(shapes) != len(settings.inputs) or any(
+                tuple(a) != tuple(spec.shape) for a, spec in zip(shapes, settings.inputs)):
+            raise NotThisPolicy(f"takes inputs {shapes}, the checkpoint {[list(i.shape) for i in settings.inputs]}")
+        outputs = self.iface.outputs
+        self.fetch, model_bytes = [], None
+        if settings.continuous_size:
+            if "deterministic_continuous_actions" in outputs:
+                self.fetch.append("deterministic_continuous_actions")
+            else:  # 1.x: expose mu (the Gemm of action_model._continuous_distribution.mu) and clip it here
+                model = onnx.load(str(path))
+                mu = next((n.output[0] for n in model.graph.node if n.op_type == "Gemm"
+                           and any(i.endswith("_continuous_distribution.mu.weight") for i in n.input)), None)
+                if mu is None:
+                    raise UsageError(f"{path}: no deterministic_continuous_actions output and no mu layer to read; "
+                                     f"cannot compare continuous actions with it")
+                model.graph.output.append(onnx.helper.make_tensor_value_info(mu, onnx.TensorProto.FLOAT, None))
+                model_bytes, self.mu_name = model.SerializeToString(), mu
+                self.fetch.append(mu)
+        if settings.discrete_branches:
+            if "deterministic_discrete_actions" in outputs:
+                self.fetch.append("deterministic_discrete_actions")
+            elif "discrete_actions" in outputs:
+                self.fetch.append("discrete_actions")  # 1.x: per-branch log-probabilities
+            else:
+                raise UsageError(f"{path}: no discrete action output; cannot compare discrete actions with it")
+        if settings.memory_size:
+            if "recurrent_out" not in outputs:
+                raise UsageError(f"{path}: no recurrent_out output; cannot compare the memory with it")
+            self.fetch.append("recurrent_out")
+        self.session = onnx_session(model_bytes if model_bytes is not None else path, tuned=False)
+
+    def deterministic(self, flat: list) -> dict:
+        """ML-Agents' deterministic actions (and next memory) for engine-layout inputs."""
+        s, n = self.settings, len(self.settings.inputs)
+        names = {i.name for i in self.session.get_inputs()}
+        feed = {}
+        if "vector_observation" in names:
+            vectors = [x.reshape(x.shape[0], -1) for x, spec in zip(flat[:n], s.inputs) if spec.kind == "vector"]
+            feed["vector_observation"] = np.ascontiguousarray(np.concatenate(vectors, axis=1))
+            for i, (x, spec) in enumerate(zip(flat[:n], s.inputs)):
+                if spec.kind == "visual":
+                    feed[f"visual_observation_{sum(1 for t in s.inputs[:i] if t.kind == 'visual')}"] = \
+                        np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+        else:
+            feed.update({spec.name: x for spec, x in zip(s.inputs, flat[:n]) if spec.name in names})
+        if s.discrete_branches and "action_masks" in names:
+            feed["action_masks"] = flat[n]
+        if s.memory_size and "recurrent_in" in names:
+            memory = flat[-1]
+            rank = len(next(i for i in self.session.get_inputs() if i.name == "recurrent_in").shape)
+            feed["recurrent_in"] = memory if rank == 3 else memory[:, 0]
+        values = dict(zip(self.fetch, self.session.run(self.fetch, feed)))
+        out = {}
+        if s.continuous_size:
+            out["continuous_actions"] = values["deterministic_continuous_actions"] \
+                if "deterministic_continuous_actions" in values else \
+                (values[self.mu_name] if s.tanh_squash else
+                 np.clip(values[self.mu_name], -ACTION_CLIP, ACTION_CLIP) / np.float32(ACTION_CLIP))
+        if s.discrete_branches:
+            if "deterministic_discrete_actions" in values:
+                out["discrete_actions"] = values["deterministic_discrete_actions"].astype(np.int64)
+            else:
+                out["discrete_actions"] = branch_argmax(values["discrete_actions"], s.discrete_branches)
+        if s.memory_size:
+            out["memory"] = values["recurrent_out"].reshape(len(flat[0]), s.memory_size)
+        return out
+
+
+class NotThisPolicy(Exception):
+    """An ONNX that cannot be this checkpoint's: a failed check (exit 1), not bad input."""
 
 
 def checkpoint_onnx(ctx: Context) -> Path:
@@ -1331,148 +3055,259 @@ def checkpoint_onnx(ctx: Context) -> Path:
         if not path.is_file():
             raise UsageError(f"--onnx {path}: no such file")
         return path
-    spec, src = ctx.spec, ctx.source
-    step = _step_of(spec.path.name, src.behavior or "") or spec.global_step
-    beside = spec.path.parent / f"{src.behavior or spec.path.stem.rsplit('-', 1)[0]}-{step}.onnx"
-    if step is not None and beside.is_file():
-        return beside
-    top = (src.model_dir / f"{src.behavior}.onnx") if src.model_dir and src.behavior else None
-    if top and top.is_file() and step is not None and step == final_step(src.model_dir, src.behavior):
-        return top
-    raise UsageError(f"{spec.path.name}: no ONNX belongs to this checkpoint (looked for {beside.name}"
-                     f"{' and the final ' + top.name if top else ''}); pass --onnx FILE")
+    ckpt, src = ctx.checkpoint, ctx.source
+    found = find_checkpoint_onnx(ckpt.path, src.model_dir, src.behavior, ckpt.global_step)
+    if found is None:
+        raise UsageError(f"{ckpt.path.name}: no ONNX belongs to this checkpoint (looked for "
+                         f"{src.behavior or ckpt.path.parent.name}-<step>.onnx beside it and the final "
+                         f"{src.behavior or ckpt.path.parent.name}.onnx); pass --onnx FILE")
+    return found
+
+
+def parity(s: PolicySettings, ours: dict, theirs: dict) -> dict:
+    """How far our actions are from the reference's: continuous max abs error and cos, discrete
+    mismatching rows, memory error relative to max(1, |value|)."""
+    out = {}
+    if "continuous_actions" in ours:
+        st = compare(ours["continuous_actions"], theirs["continuous_actions"])
+        out.update(max_abs_err=st["max_abs_err"], mean_abs_err=st["mean_abs_err"], cos=st["cos"])
+    if "discrete_actions" in ours:
+        out["discrete_mismatches"] = int((np.asarray(ours["discrete_actions"]) != np.asarray(theirs["discrete_actions"])).any(axis=1).sum())
+    if "memory" in ours:
+        a, b = np.asarray(ours["memory"], np.float64), np.asarray(theirs["memory"], np.float64)
+        out["memory_max_rel_err"] = float((np.abs(a - b) / np.maximum(1.0, np.abs(b))).max())
+    return out
+
+
+def parity_holds(p: dict, tol: float = 1e-4) -> bool:
+    return (p.get("max_abs_err", 0.0) < tol and p.get("cos", 1.0) >= 0.999999 and p.get("discrete_mismatches", 0) == 0
+            and p.get("memory_max_rel_err", 0.0) < tol)
 
 
 def mode_onnx_compare(ctx: Context):
-    """The rebuilt policy against the ML-Agents ONNX of the same checkpoint (onnxruntime)."""
-    spec, rows = ctx.spec, ctx.args.batch
+    """The rebuilt policy against the ML-Agents ONNX of the same checkpoint (onnxruntime), with
+    random action masks; a memory policy also over a --steps rollout carrying its memory."""
+    s, rows = ctx.settings, ctx.args.batch
     onnx_path = checkpoint_onnx(ctx)
-    session = mlagents_onnx_session(onnx_path)
-    declared = session.get_inputs()[0].shape
     ctx.header(f"ONNX cross-check (batch={rows}, seed={ctx.args.seed}) against {onnx_path.name}")
-
-    def not_this_policy(why: str):
-        ctx.say(f"  {onnx_path.name} {why}: not this policy")
+    try:
+        reference = MLAgentsOnnx(onnx_path, s)
+    except NotThisPolicy as exc:
+        ctx.say(f"  {onnx_path.name} {exc}: not this policy")
         return {"reference": str(onnx_path), "max_abs_err": None, "mean_abs_err": None, "cos": None,
                 "passed": False, **ctx.base()}, False
+    check_rows_fit(rows, s)
+    policy = ctx.policy
+    obs, masks = random_inputs(s, ctx.args.seed, rows), random_masks(s, ctx.args.seed, rows)
+    memory = None
+    if s.memory_size:  # a state as a running LSTM has it: h in (-1, 1), c wider
+        rng = np.random.RandomState(ctx.args.seed + 1)
+        half = s.memory_size // 2
+        memory = np.concatenate([np.tanh(rng.randn(rows, half)), 2 * rng.randn(rows, half)], axis=1).astype(np.float32)
+    flat, _, _ = policy.prepare(obs, masks, memory)
+    ours, theirs = policy.decide(policy.engine.run(flat), rows), reference.deterministic(flat)
+    stats = parity(s, ours, theirs)
+    passed = parity_holds(stats)
+    if "continuous_actions" in ours:
+        ctx.say(f"  ML-Agents ONNX deterministic[0][:6] = {fmt(theirs['continuous_actions'][0, :6])}")
+        ctx.say(f"  rebuilt policy deterministic[0][:6] = {fmt(ours['continuous_actions'][0, :6])}")
+        ctx.say(f"  max_abs_err = {stats['max_abs_err']:.3e} | mean_abs_err = {stats['mean_abs_err']:.3e} | cos = {stats['cos']:.8f}")
+    if "discrete_actions" in ours:
+        ctx.say(f"  discrete actions: {stats['discrete_mismatches']} of {rows} rows differ (random masks)")
+    if "memory" in ours:
+        ctx.say(f"  next memory: max error relative to max(1, |value|) = {stats['memory_max_rel_err']:.3e}")
+        steps = ctx.args.steps
+        rollout = memory_rollout(policy, reference, s, ctx.args.seed, steps)
+        ctx.say(f"  {steps}-step rollout carrying each side's own memory: worst step {rollout['worst_step']}: "
+                f"memory {rollout['memory_max_rel_err']:.3e}, {rollout['discrete_mismatches']} discrete mismatches"
+                + (f", continuous {rollout['max_abs_err']:.3e}" if "max_abs_err" in rollout else ""))
+        stats["rollout"] = rollout
+        passed = passed and parity_holds(rollout)
+    if getattr(reference.iface, "legacy", False):
+        ctx.say(f"  ({onnx_path.name} has ML-Agents 1.x's interface: compared through its action mean / log-probabilities)")
+    ctx.say(f"  holds (max_abs_err < 1e-4, cos >= 0.999999, no discrete mismatch, memory < 1e-4): {'yes' if passed else 'NO'}")
+    return {"reference": str(onnx_path), "rows": rows, **{k: stats.get(k) for k in ("max_abs_err", "mean_abs_err", "cos")},
+            **{k: v for k, v in stats.items() if k not in ("max_abs_err", "mean_abs_err", "cos")},
+            "passed": passed, **ctx.base()}, passed
 
-    if len(declared) != 2 or declared[1] != spec.obs_dim:
-        return not_this_policy(f"takes obs_0 {declared}, the checkpoint {spec.obs_dim} observations")
-    obs = random_obs(ctx.args.seed, spec.obs_dim, rows)
-    reference = run_mlagents_onnx(session, obs)
-    test = ctx.engine.deterministic(obs)
-    if reference.shape != test.shape:
-        return not_this_policy(f"gives {list(reference.shape)} actions, the checkpoint {list(test.shape)}")
-    stats = compare(test, reference)
-    passed = stats["max_abs_err"] < 1e-4 and stats["cos"] >= 0.999999
-    ctx.say(f"  ML-Agents ONNX deterministic[0][:6] = {fmt(reference[0, :6])}")
-    ctx.say(f"  rebuilt policy deterministic[0][:6] = {fmt(test[0, :6])}")
-    ctx.say(f"  max_abs_err = {stats['max_abs_err']:.3e} | mean_abs_err = {stats['mean_abs_err']:.3e} | cos = {stats['cos']:.8f}")
-    ctx.say(f"  holds (max_abs_err < 1e-4 and cos >= 0.999999): {'yes' if passed else 'NO'}")
-    return {"reference": str(onnx_path), "max_abs_err": stats["max_abs_err"], "mean_abs_err": stats["mean_abs_err"],
-            "cos": stats["cos"], "passed": passed, **ctx.base()}, passed
+
+def memory_rollout(policy: Policy, reference: MLAgentsOnnx, s: PolicySettings, seed: int, steps: int) -> dict:
+    """Both sides from zero memory over `steps` steps of 8 agents, each carrying its own memory."""
+    rows, worst, worst_step = 8, {}, 0
+    ours_mem = theirs_mem = np.zeros((rows, s.memory_size), np.float32)
+    for t in range(steps):
+        obs, masks = random_inputs(s, seed + 100 + t, rows), random_masks(s, seed + 100 + t, rows)
+        flat, _, _ = policy.prepare(obs, masks, ours_mem)
+        ours = policy.decide(policy.engine.run(flat), rows)
+        ref_flat, _, _ = policy.prepare(obs, masks, theirs_mem)
+        theirs = reference.deterministic(ref_flat)
+        p = parity(s, ours, theirs)
+        if not worst or p.get("memory_max_rel_err", 0) > worst.get("memory_max_rel_err", 0) or \
+                p.get("discrete_mismatches", 0) > worst.get("discrete_mismatches", 0):
+            worst, worst_step = p, t
+        worst = {k: max(worst.get(k, 0), v) if k != "cos" else min(worst.get(k, 1), v) for k, v in p.items()}
+        ours_mem, theirs_mem = ours["memory"], theirs["memory"]
+    return {**worst, "worst_step": worst_step, "steps": steps}
 
 
 def mode_export_onnx(ctx: Context):
-    """Write the rebuilt policy as ONNX with ML-Agents' interface, verified before it is written."""
+    """Write the policy with ML-Agents' ONNX interface (torch.onnx.export of the same modules, as
+    ML-Agents exports them), verified against the checkpoint's own ONNX before it is written."""
     import onnx
     if not ctx.args.output:
         DEFAULT_EXPORT.parent.mkdir(exist_ok=True)  # e.g. inference.py copied alone onto a host
     output = check_output_path(Path(ctx.args.output or DEFAULT_EXPORT), (".onnx",))
-    spec = ctx.spec
-    model = build_onnx(spec, interface="mlagents")
-    obs = random_obs(ctx.args.seed, spec.obs_dim, 64)
-    exported = run_mlagents_onnx(onnx_session(model, tuned=False), obs)
+    s, ckpt = ctx.settings, ctx.checkpoint
+    data = export_mlagents_onnx(ckpt.actor)
+    model = onnx.load_from_string(data)
+    onnx.checker.check_model(model)
+    exported = MLAgentsOnnx.__new__(MLAgentsOnnx)
+    rows = 64
+    obs, masks = random_inputs(s, ctx.args.seed, rows), random_masks(s, ctx.args.seed, rows)
+    memory = np.random.RandomState(ctx.args.seed + 1).randn(rows, s.memory_size).astype(np.float32) if s.memory_size else None
+    flat, _, _ = Policy.prepare(ctx.policy, obs, masks, memory)
+    session = onnx_session(data, tuned=False)
+    fetch = [n for n in ("deterministic_continuous_actions", "deterministic_discrete_actions", "recurrent_out")
+             if n in [o.name for o in model.graph.output]]
+    feed = {name: x for name, x in zip(engine_input_names(s), flat)}
+    mine = dict(zip(fetch, session.run(fetch, feed)))
     try:
         reference_path = checkpoint_onnx(ctx)
-        reference = run_mlagents_onnx(mlagents_onnx_session(reference_path), obs)
-        reference_name, limit = str(reference_path), 1e-5  # the project's parity bar with ML-Agents' ONNX
-    except UsageError:  # no ML-Agents ONNX beside the checkpoint: hold it to the float64 rebuild
-        reference = deterministic_actions(reference_mu(spec, obs)).astype(np.float32)
-        reference_name, limit = "float64 rebuild (no ML-Agents ONNX for this checkpoint)", 1e-5
-    if reference.shape != exported.shape:
-        raise CheckFailed(f"{reference_name} gives {list(reference.shape)}, the export {list(exported.shape)}")
-    max_abs = float(np.abs(exported.astype(np.float64) - reference).max())
-    identical = bool(np.array_equal(exported, reference))
-    passed = max_abs <= limit
+        theirs = MLAgentsOnnx(reference_path, s).deterministic(flat)
+        reference_name = str(reference_path)
+    except (UsageError, NotThisPolicy):  # no usable ML-Agents ONNX beside the checkpoint: hold it to float64
+        ref = ctx.policy.reference(flat)
+        theirs = ctx.policy.decide({k: np.asarray(v, np.float32) for k, v in ref.items()}, rows)
+        reference_name = "float64 rebuild (no ML-Agents ONNX for this checkpoint)"
+    ours = {}
+    if "deterministic_continuous_actions" in mine:
+        ours["continuous_actions"] = mine["deterministic_continuous_actions"]
+    if "deterministic_discrete_actions" in mine:
+        ours["discrete_actions"] = mine["deterministic_discrete_actions"]
+    if "recurrent_out" in mine:
+        ours["memory"] = mine["recurrent_out"].reshape(rows, -1)
+    stats = parity(s, ours, theirs)
+    max_abs = max([stats.get("max_abs_err", 0.0), stats.get("memory_max_rel_err", 0.0)])
+    identical = all(np.array_equal(ours[k], theirs[k]) for k in ours)
+    passed = max_abs <= 1e-5 and stats.get("discrete_mismatches", 0) == 0
     ctx.say("===== export the rebuilt policy as ONNX (ML-Agents interface, opset 9) =====")
-    ctx.say(f"  inputs  = {[i.name for i in model.graph.input]} | outputs = {[o.name for o in model.graph.output]}")
-    ctx.say(f"  vs {reference_name}: max_abs_err = {max_abs:.3e} | bit-identical = {'yes' if identical else 'no'}")
+    ctx.say(f"  inputs  = {[i.name for i in model.graph.input if i.name not in {x.name for x in model.graph.initializer}]}"
+            f" | outputs = {[o.name for o in model.graph.output]}")
+    ctx.say(f"  vs {reference_name}: max_abs_err = {max_abs:.3e}"
+            + (f" | discrete mismatches = {stats['discrete_mismatches']}" if "discrete_mismatches" in stats else "")
+            + f" | bit-identical = {'yes' if identical else 'no'}")
     if passed:
-        atomic_write(output, lambda tmp: onnx.save(model, str(tmp)))
+        atomic_write(output, lambda tmp: tmp.write_bytes(data))
         ctx.say(f"  written: {output.resolve()}")
     else:
-        ctx.say(f"  NOT written: max_abs_err above {limit:g}")
+        ctx.say("  NOT written: the export differs from the reference by more than 1e-5")
     return {"path": str(output.resolve()) if passed else None, "max_abs_err_vs_reference": max_abs,
-            "bit_identical": identical, "reference": reference_name, **ctx.base()}, passed
+            "bit_identical": identical, "reference": reference_name, **stats, **ctx.base()}, passed
 
 
-def step_action(engine, obs: np.ndarray, z: Optional[np.ndarray]) -> np.ndarray:
-    """One control-loop step: the action for one observation, sampled with noise z unless z is None."""
-    return engine.deterministic(obs[None])[0] if z is None else engine.sample(obs[None], z[None])[1][0]
-
-
-def action_sequence(ctx: Context, seed: int, steps: int, deterministic: bool) -> np.ndarray:
-    """One observation per step (RandomState(seed).randn(steps, obs_dim)) and one noise draw
-    per step (noise_sequence); step 0 equals `sample --seed S`."""
-    spec, engine = ctx.spec, ctx.engine
-    obs = random_obs(seed, spec.obs_dim, steps)
-    noise = None if deterministic else noise_sequence(seed, steps, spec.act_dim)
-    out = np.empty((steps, spec.act_dim), np.float32)
+def rollout_sequence(ctx: Context, seed: int, steps: int, deterministic: bool) -> dict:
+    """One observation per step (random_inputs(seed, steps), random masks), one noise draw per
+    step from one torch.Generator(seed), the memory carried from zeros; step 0 equals
+    `sample --seed S` for a continuous-only policy."""
+    s, policy = ctx.settings, ctx.policy
+    obs, masks = random_inputs(s, seed, steps), random_masks(s, seed, steps)
+    generator = None if deterministic else torch.Generator().manual_seed(seed)
+    memory, seq = None, {}
     for t in range(steps):
-        out[t] = step_action(engine, obs[t], None if noise is None else noise[t])
-    return out
+        step_obs = [o[t:t + 1] for o in obs]
+        out = policy.act(step_obs, None if masks is None else masks[t:t + 1], deterministic, memory=memory,
+                         generator=generator)
+        memory = out.get("memory")
+        for key, value in out.items():
+            seq.setdefault(key, []).append(value[0])
+    return {k: np.stack(v) for k, v in seq.items()}
+
+
+def sequence_digest(seq: dict) -> str:
+    digest = hashlib.sha256()
+    for key in ("continuous_actions", "discrete_actions", "memory"):
+        if key in seq:
+            digest.update(np.ascontiguousarray(seq[key], np.float32 if key != "discrete_actions" else np.int64).tobytes())
+    return digest.hexdigest()
 
 
 def mode_fingerprint(ctx: Context):
-    """sha256 of a seeded action sequence, computed twice in this process."""
-    a = ctx.args
-    runs = [action_sequence(ctx, a.seed, a.steps, a.deterministic) for _ in range(2)]
-    digests = [hashlib.sha256(np.ascontiguousarray(r, np.float32).tobytes()).hexdigest() for r in runs]
-    identical = digests[0] == digests[1] and bool(np.array_equal(runs[0], runs[1]))
+    """sha256 of a seeded action sequence (memory carried), computed twice in this process."""
+    a, s = ctx.args, ctx.settings
+    check_rows_fit(a.steps, s, "--steps")
+    runs = [rollout_sequence(ctx, a.seed, a.steps, a.deterministic) for _ in range(2)]
+    digests = [sequence_digest(r) for r in runs]
+    identical = digests[0] == digests[1] and all(np.array_equal(runs[0][k], runs[1][k]) for k in runs[0])
     ctx.header(f"action-sequence fingerprint (seed={a.seed}, steps={a.steps}, deterministic={a.deterministic})")
-    ctx.say(f"  run1 first action[:6] = {fmt(runs[0][0, :6])}")
-    ctx.say(f"  run2 first action[:6] = {fmt(runs[1][0, :6])}")
+    key = "continuous_actions" if "continuous_actions" in runs[0] else "discrete_actions"
+    ctx.say(f"  run1 first action[:6] = {fmt(runs[0][key][0, :6])}")
+    ctx.say(f"  run2 first action[:6] = {fmt(runs[1][key][0, :6])}")
     ctx.say(f"  runs identical        = {'yes' if identical else 'NO'}")
     ctx.say(f"  sha256(actions)       = {digests[0]}")
-    return ({"sha256": digests[0], "identical": identical, "first_action": floats(runs[0][0]), "steps": a.steps,
-             "seed": a.seed, "deterministic": a.deterministic, **ctx.base()}, identical and _action_range_ok(runs[0]))
+    first = {k: v[0] for k, v in runs[0].items()}
+    return ({"sha256": digests[0], "identical": identical, "first_action": floats(first[key]),
+             **{"first_" + k: v for k, v in action_fields(s, first).items() if k != "actions"},
+             "steps": a.steps, "seed": a.seed, "deterministic": a.deterministic, **ctx.base()},
+            identical and actions_ok(s, runs[0], a.deterministic))
 
 
 def mode_stats(ctx: Context):
-    """Closed-loop rollouts on a SYNTHETIC dynamics (not Huggy's environment, which needs Unity):
-    obs' = 0.9 * obs + 0.5 * tile(action) + 0.1 * noise, noise from RandomState(seed + r)."""
-    a, spec, engine = ctx.args, ctx.spec, ctx.engine
-    reps = -(-spec.obs_dim // spec.act_dim)
+    """Closed-loop rollouts on a SYNTHETIC dynamics (not the policy's Unity environment):
+    every input decays and is pushed by the action: x' = 0.9 x + 0.5 feedback + 0.1 noise, where
+    feedback tiles the action vector (continuous actions, else discrete actions scaled to [-1, 1])
+    over the input's values; images are clipped to [0, 1] and entity rows stay present; noise
+    from RandomState(seed + r); the memory is carried from zeros."""
+    a, s, policy = ctx.args, ctx.settings, ctx.policy
     rollouts = []
     ctx.header(f"closed-loop rollouts on synthetic dynamics (rollouts={a.rollouts}, steps={a.steps}, first seed={a.seed})")
     for r in range(a.rollouts):
         rng = np.random.RandomState(a.seed + r)
-        obs = rng.randn(spec.obs_dim).astype(np.float32)
-        noise = None if a.deterministic else noise_sequence(a.seed + r, a.steps, spec.act_dim)
-        actions, times = np.empty((a.steps, spec.act_dim), np.float32), []
+        obs = random_inputs(s, a.seed + r)
+        generator = None if a.deterministic else torch.Generator().manual_seed(a.seed + r)
+        memory, times, seq = None, [], []
         for t in range(a.steps):
             t0 = time.perf_counter()
-            act = step_action(engine, obs, None if noise is None else noise[t])
+            out = policy.act(obs, deterministic=a.deterministic, memory=memory, generator=generator)
             times.append(time.perf_counter() - t0)
-            actions[t] = act
-            feedback = np.tile(act, reps)[: spec.obs_dim]
-            obs = (0.9 * obs + 0.5 * feedback + 0.1 * rng.randn(spec.obs_dim)).astype(np.float32)
-        row = {"rollout": r, "steps": a.steps, "mean_abs_action": float(np.abs(actions).mean()),
-               "max_abs_action": float(np.abs(actions).max()), "all_in_range": _action_range_ok(actions),
+            memory = out.get("memory")
+            feedback = action_feedback(s, out)
+            seq.append(out)
+            obs = [synthetic_step(spec, x, feedback, rng) for spec, x in zip(s.inputs, obs)]
+        ok = all(actions_ok(s, o, a.deterministic) for o in seq)
+        row = {"rollout": r, "steps": a.steps, "mean_abs_action": float(np.mean([np.abs(action_feedback(s, o)).mean() for o in seq])),
+               "max_abs_action": float(np.max([np.abs(action_feedback(s, o)).max() for o in seq])), "all_in_range": ok,
                "mean_step_ms": float(np.mean(times) * 1e3)}
         rollouts.append(row)
         ctx.say(f"  rollout[{r:02d}] steps={a.steps:4d} | mean|a|={row['mean_abs_action']:.4f} | "
                 f"max|a|={row['max_abs_action']:.4f} | in[-1,1]={row['all_in_range']} | avg={row['mean_step_ms']:.4f}ms")
     all_in = all(r["all_in_range"] for r in rollouts)
     mean_ms = float(np.mean([r["mean_step_ms"] for r in rollouts]))
-    ctx.say(f"  -> all actions in [-1, 1]: {'yes' if all_in else 'NO'} | mean step time {mean_ms:.4f} ms")
-    ctx.say("  (synthetic dynamics for a stability and range check, not Huggy's Unity environment)")
+    ctx.say(f"  -> all actions in range: {'yes' if all_in else 'NO'} | mean step time {mean_ms:.4f} ms")
+    ctx.say("  (synthetic dynamics for a stability and range check, not the policy's Unity environment)")
     return {"rollouts": rollouts, "all_in_range": all_in, "mean_step_ms": mean_ms,
-            "dynamics": "synthetic: obs' = 0.9*obs + 0.5*tile(action) + 0.1*N(0,1)", **ctx.base()}, all_in
+            "dynamics": "synthetic: x' = 0.9*x + 0.5*tile(action) + 0.1*N(0,1) per input", **ctx.base()}, all_in
 
 
-def percentiles(times_ms: list[float]) -> dict:
+def action_feedback(s: PolicySettings, out: dict) -> np.ndarray:
+    parts = []
+    if "continuous_actions" in out:
+        parts.append(np.clip(np.asarray(out["continuous_actions"], np.float64), -1, 1))
+    if "discrete_actions" in out:
+        sizes = np.maximum(np.asarray(s.discrete_branches) - 1, 1)
+        parts.append(2.0 * np.asarray(out["discrete_actions"]) / sizes - 1.0)
+    return np.concatenate(parts)
+
+
+def synthetic_step(spec: InputSpec, x: np.ndarray, feedback: np.ndarray, rng) -> np.ndarray:
+    count = int(np.prod(spec.shape))
+    push = np.tile(feedback, -(-count // feedback.size))[:count].reshape(spec.shape)
+    new = 0.9 * x + 0.5 * push + 0.1 * rng.randn(*spec.shape)
+    if spec.kind == "visual":
+        new = np.clip(new, 0.0, 1.0)
+    return new.astype(np.float32)
+
+
+def percentiles(times_ms: list) -> dict:
     t = np.asarray(times_ms)
     return {"avg_ms": float(t.mean()), "p50_ms": float(np.percentile(t, 50)), "p95_ms": float(np.percentile(t, 95)),
             "p99_ms": float(np.percentile(t, 99)), "max_ms": float(t.max())}
@@ -1480,23 +3315,33 @@ def percentiles(times_ms: list[float]) -> dict:
 
 def mode_benchmark(ctx: Context):
     """Latency of one control-loop call (host numpy in, host actions out, device synchronised),
-    measured side by side with a bare onnxruntime session on the same policy, interleaved."""
+    measured side by side with a bare onnxruntime session on the checkpoint's own ONNX, interleaved."""
     import importlib.util
-    a, spec = ctx.args, ctx.spec
-    check_batch_fits(a.batch, spec)
-    obs = random_obs(a.seed, spec.obs_dim, a.batch)
-    engine, warmup = ctx.engine, max(20, a.runs // 10)
-    contenders = {"engine": lambda: engine.deterministic(obs)}
+    a, s = ctx.args, ctx.settings
+    if a.plot:
+        check_output_path(Path(a.plot), (".png",))
+    check_rows_fit(a.batch, s)
+    policy = ctx.policy
+    obs, masks = random_inputs(s, a.seed, a.batch), random_masks(s, a.seed, a.batch)
+    flat, _, _ = policy.prepare(obs, masks)
+    warmup = max(20, a.runs // 10)
+    contenders = {"engine": lambda: policy.decide(policy.engine.run(flat), a.batch)}
     bare_name = None
     if importlib.util.find_spec("onnxruntime") and importlib.util.find_spec("onnx"):
         try:
             bare_path = checkpoint_onnx(ctx)
-            bare, bare_name = mlagents_onnx_session(bare_path), bare_path.name
-        except UsageError:
-            bare, bare_name = onnx_session(build_onnx(spec, "mlagents"), tuned=False), "export of this checkpoint"
-        bare_run = bare.run
-        feed = {"obs_0": obs}
-        contenders["onnxruntime"] = lambda: bare_run(["deterministic_continuous_actions"], feed)
+            bare, bare_name = MLAgentsOnnx(bare_path, s), bare_path.name
+        except (UsageError, NotThisPolicy):
+            data = export_mlagents_onnx(ctx.checkpoint.actor)
+            bare = MLAgentsOnnx.__new__(MLAgentsOnnx)
+            bare_name = "export of this checkpoint"
+            bare = None
+            session = onnx_session(data, tuned=False)
+            fetch = [o.name for o in session.get_outputs() if o.name.startswith("deterministic_") or o.name == "recurrent_out"]
+            feed = dict(zip(engine_input_names(s), flat))
+            contenders["onnxruntime"] = lambda: session.run(fetch, feed)
+        if bare is not None:
+            contenders["onnxruntime"] = lambda: bare.deterministic(flat)
     times = {k: [] for k in contenders}
     for fn in contenders.values():
         for _ in range(warmup):
@@ -1504,7 +3349,7 @@ def mode_benchmark(ctx: Context):
     synchronize(ctx.device)  # (each timed call ends by copying actions to the host, which waits too)
     block = 5 if a.batch < 256 else 2  # short alternating blocks: both see the same noise
     done = 0
-    while done < a.runs:  # alternate blocks so that both see the same machine noise
+    while done < a.runs:
         n = min(block, a.runs - done)
         for key, fn in contenders.items():
             record = times[key].append
@@ -1558,71 +3403,153 @@ def plot_latencies(path: Path, times: dict, args) -> None:
     atomic_write(path, lambda tmp: fig.savefig(tmp, format="png"))
 
 
+STREAM_KEYS = {"obs", "id", "stochastic", "seed", "action_masks", "memory", "reset"}
+
+
+def stream_answer(policy: Policy, msg, memories: dict, ids_limit: int = 100_000) -> dict:
+    """One stream line's answer (raises UsageError for a bad line)."""
+    s = policy.settings
+    if not isinstance(msg, dict):
+        raise UsageError('expected an object like {"obs": [...]}')
+    ident = msg.get("id")
+    names = [i.name for i in s.inputs]
+    if "obs" in msg:
+        if len(names) != 1:
+            raise UsageError(f'this policy has {len(names)} inputs: give {", ".join(repr(n) for n in names)}, not "obs"')
+        values = [msg["obs"]]
+    else:
+        missing = [n for n in names if n not in msg]
+        if missing:
+            raise UsageError(f'"{missing[0]}" is missing' if len(names) > 1 else
+                             f'"obs" must be a list of {s.inputs[0].shape[0] if s.inputs[0].kind == "vector" else "values"}')
+        values = [msg[n] for n in names]
+    unknown = sorted(k for k in msg if k not in STREAM_KEYS and k not in names)
+    if unknown:
+        raise UsageError(f'unknown key "{unknown[0][:40]}"')
+    arrays = []
+    for spec, value in zip(s.inputs, values):
+        if not isinstance(value, list) or (spec.kind != "entities" and not value):
+            raise UsageError(f'"{spec.name if len(names) > 1 else "obs"}" must be a list of numbers or a list of such lists')
+        if not json_numbers_only(value):
+            raise UsageError(f'"{spec.name if len(names) > 1 else "obs"}" must hold numbers only')
+        arrays.append(stream_array(spec, value))
+    stochastic = msg.get("stochastic", False)
+    if not isinstance(stochastic, bool):
+        raise UsageError('"stochastic" must be true or false')
+    seed = msg.get("seed", 0)
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63:
+        raise UsageError('"seed" must be a non-negative integer')
+    reset = msg.get("reset", False)
+    if not isinstance(reset, bool):
+        raise UsageError('"reset" must be true or false')
+    masks = msg.get("action_masks")
+    if masks is not None and not json_numbers_only(masks):
+        raise UsageError('"action_masks" must hold numbers (0 or 1) only')
+    memory = msg.get("memory")
+    if memory is not None and not json_numbers_only(memory):
+        raise UsageError('"memory" must hold numbers only')
+    key = json.dumps(ident, sort_keys=True) if s.memory_size else None
+    if s.memory_size and memory is None and not reset and key in memories:
+        memory = memories[key]
+    if not isinstance(ident, (str, int, type(None))) or isinstance(ident, bool) or \
+            isinstance(ident, int) and abs(ident) > 2**53:
+        raise UsageError('"id" must be a string, an integer or null')
+    batched = isinstance(values[0], list) and len(values[0]) > 0 and isinstance(values[0][0], list) and \
+        (s.inputs[0].kind != "entities" or (values[0][0] and isinstance(values[0][0][0], list)))
+    observations = arrays if batched or len(arrays) > 1 else arrays[0]
+    out = policy.act(observations, masks, deterministic=not stochastic, seed=seed, memory=memory)
+    for value in out.values():
+        if not np.isfinite(np.asarray(value, np.float64)).all():
+            raise UsageError("the observation drives the network beyond float32 (non-finite actions)")
+    if s.memory_size:
+        if key not in memories and len(memories) >= ids_limit:
+            memories.pop(next(iter(memories)))  # the oldest agent's memory makes room
+        memories[key] = out["memory"]
+    answer = {"id": ident}
+    for name, value in out.items():
+        answer[name] = np.asarray(value).tolist()
+    if continuous_only(s):
+        answer["actions"] = answer["continuous_actions"]
+    return answer
+
+
+def json_numbers_only(value, depth: int = 0) -> bool:
+    """JSON numbers (no strings, booleans or null) in lists nested at most 4 deep."""
+    if depth > 4:
+        return False
+    if type(value) is list:
+        return all(json_numbers_only(v, depth + 1) for v in value)
+    return type(value) is float or type(value) is int
+
+
+def stream_array(spec: InputSpec, value: list) -> np.ndarray:
+    try:
+        with np.errstate(over="ignore"):
+            array = np.asarray(value, dtype=np.float32)  # beyond float32 -> inf, refused below
+    except (ValueError, TypeError, OverflowError):
+        raise UsageError(f'"{spec.name}": rows of different lengths')
+    if not np.isfinite(array).all():
+        raise UsageError(f'"{spec.name}" holds nan, inf or values beyond float32')
+    return array
+
+
 def mode_stream(ctx: Context):
     """JSON lines on stdin -> JSON lines on stdout, one answer per line, flushed at once.
-    In: {"obs": [...] | [[...], ...], "id": any, "stochastic": bool, "seed": int}.
-    Out: {"id": ..., "actions": [...]} or {"id": ..., "error": "..."}."""
-    spec, engine = ctx.spec, ctx.engine
+    In:  {"obs": [...] | [[...], ...]} for a one-input policy, or {"obs_0": ..., "obs_1": ...};
+         optional "action_masks", "memory" (LSTM; else the id's last memory, zeros for a new id),
+         "reset": true (episode end: start this id from zeros), "id", "stochastic", "seed".
+    Out: {"id": ..., "continuous_actions": [...], "discrete_actions": [...], "memory": [...]}
+         ("actions" too for a continuous-only policy) or {"id": ..., "error": "..."}."""
+    policy = ctx.policy
     read, write, flush = sys.stdin.buffer.readline, sys.stdout.write, sys.stdout.flush
     dumps, loads = json.dumps, json.loads
     lines = errors = 0
-    latencies = []
+    latencies: list = []
+    memories: dict = {}
     clock = time.perf_counter
+    limit = ctx.args.max_line_bytes
     with np.errstate(over="ignore"):  # an observation beyond float32 becomes inf, answered with an error
         while True:
-            raw = read()
+            raw = read(limit + 1)
             if not raw:
                 break
-            if not raw.strip():
+            too_long = len(raw) > limit and not raw.endswith(b"\n")
+            if too_long:
+                while True:  # skip the rest of the line, a block at a time
+                    more = read(1 << 16)
+                    if not more or more.endswith(b"\n"):
+                        break
+            elif not raw.strip():
                 continue
             t0 = clock()
             lines += 1
             ident = None
             try:
+                if too_long:
+                    raise UsageError(f"line longer than {limit} bytes (--max-line-bytes)")
                 try:
                     msg = loads(raw)
-                except ValueError:
-                    raise UsageError("line is not JSON")
-                if not isinstance(msg, dict):
-                    raise UsageError('expected an object like {"obs": [...]}')
-                ident = msg.get("id")
-                obs = msg.get("obs")
-                if not isinstance(obs, list) or not obs:
-                    raise UsageError(f'"obs" must be a list of {spec.obs_dim} numbers or a list of such lists')
-                batch = isinstance(obs[0], list)
-                for row in obs if batch else (obs,):  # JSON numbers only: no strings, booleans or null
-                    if type(row) is not list or not all(type(v) is float or type(v) is int for v in row):
-                        raise UsageError(f'"obs" must hold numbers only, {spec.obs_dim} per row')
-                try:
-                    array = np.asarray(obs if batch else [obs], dtype=np.float32)  # beyond float32 -> inf
-                except (ValueError, TypeError, OverflowError):
-                    raise UsageError(f'"obs" must hold numbers only, {spec.obs_dim} per row')
-                if array.ndim != 2 or array.shape[1] != spec.obs_dim:
-                    raise UsageError(f'"obs": expected {spec.obs_dim} numbers per row, got shape {list(array.shape)}')
-                if not np.isfinite(array).all():
-                    raise UsageError('"obs" holds nan, inf or values beyond float32')
-                if msg.get("stochastic"):
-                    seed = msg.get("seed", 0)
-                    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63:
-                        raise UsageError('"seed" must be a non-negative integer')
-                    actions = engine.sample(array, draw_noise(seed, len(array), spec.act_dim))[1]
-                else:
-                    actions = engine.deterministic(array)
-                answer = {"id": ident, "actions": actions.tolist() if batch else actions[0].tolist()}
+                except (ValueError, RecursionError):
+                    raise UsageError("line is not JSON (or nested too deep)")
+                if isinstance(msg, dict):
+                    ident = msg.get("id") if isinstance(msg.get("id"), (str, int)) and not isinstance(msg.get("id"), bool) \
+                        and not (isinstance(msg.get("id"), int) and abs(msg.get("id")) > 2**53) else None
+                answer = stream_answer(policy, msg, memories)
             except UsageError as exc:
                 errors += 1
                 answer = {"id": ident, "error": str(exc)}
-            write(dumps(answer) + "\n")
+            write(dumps(answer, allow_nan=False) + "\n")
             flush()
-            latencies.append((clock() - t0) * 1e3)
-    if ctx.args.stats:
+            if len(latencies) < 1_000_000:  # bounded: a day-long stream keeps the first million
+                latencies.append((clock() - t0) * 1e3)
+    if ctx.args.stream_stats:
         p = percentiles(latencies) if latencies else {"p50_ms": float("nan"), "p99_ms": float("nan")}
         print(f"[stream] lines={lines} errors={errors} p50={p['p50_ms']:.4f}ms p99={p['p99_ms']:.4f}ms "
               f"engine={ctx.engine_name} device={ctx.device}", file=sys.stderr)
     return None, True
 
 
-MODES: dict[str, Callable] = {
+MODES: dict = {
     "info": mode_info,
     "checkpoints": mode_checkpoints,
     "action": mode_action,
@@ -1639,7 +3566,7 @@ MODES: dict[str, Callable] = {
 
 
 # =========================================================================================
-# Command line
+# Command line: every option declared once, with its help, default and the modes it applies to
 # =========================================================================================
 
 class OneLineParser(argparse.ArgumentParser):
@@ -1675,49 +3602,88 @@ def positive_float(text: str) -> float:
     return value
 
 
+OPTION_MODES: dict = {}     # dest -> the modes an option applies to (absent: every mode)
+OPTION_DEFAULTS: dict = {}  # dest -> {mode: default} where the default depends on the mode
+
+
+def option(group, *flags, modes: Optional[tuple] = None, per_mode: Optional[dict] = None, **kwargs) -> None:
+    """Declare an option once: argparse's help and default, the modes it applies to, and
+    defaults that differ by mode (per_mode, with "*" for the others)."""
+    action = group.add_argument(*flags, **kwargs)
+    if modes:
+        OPTION_MODES[action.dest] = modes
+    if per_mode:
+        OPTION_DEFAULTS[action.dest] = per_mode
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
                       epilog="Modes: " + ", ".join(MODES) + ". README.md shows an example of each.")
     p.add_argument("--mode", choices=list(MODES), default="info", help="what to do (default: info)")
     src = p.add_argument_group("model (first that applies: --checkpoint, --model-dir, $HUGGY_MODEL_DIR, "
                                "--model on the Hub, bundled sample)")
-    src.add_argument("--checkpoint", help="an ML-Agents checkpoint file, e.g. Huggy/Huggy-2000049.pt")
-    src.add_argument("--model-dir", help="a Hugging Face ML-Agents folder (<Behavior>.onnx, <Behavior>/*.pt, run_logs/)")
-    src.add_argument("--model", metavar="REPO_ID", default=None,
-                     help=f"Hub repo id (default {DEFAULT_REPO}; offline or unreachable -> bundled sample)")
-    src.add_argument("--expect-sha256", metavar="HEX", help="refuse a checkpoint whose sha256 differs (pin a file)")
+    option(src, "--checkpoint", help="an ML-Agents checkpoint file, e.g. Huggy/Huggy-2000049.pt")
+    option(src, "--model-dir", help="a Hugging Face ML-Agents folder (<Behavior>.onnx, <Behavior>/*.pt, run_logs/)")
+    option(src, "--model", metavar="REPO_ID", default=None,
+           help=f"Hub repo id (default {DEFAULT_REPO}; offline or unreachable -> bundled sample)")
+    option(src, "--expect-sha256", metavar="HEX", help="refuse a checkpoint whose sha256 differs (pin a file)")
+    option(src, "--onnx", help="the policy's ML-Agents ONNX: the reference of onnx-compare/export-onnx/benchmark and "
+                               "the source of input shapes the checkpoint does not hold (default: the checkpoint's own)")
+    option(src, "--goal-input", type=whole_number(0), default=None, metavar="N",
+           help="goal-conditioned policies: which input (obs_N) is the goal signal, when the shapes do not tell")
     run = p.add_argument_group("device and precision")
-    run.add_argument("--device", default="auto", help="auto (npu, else cuda, else cpu) | cpu | cuda[:N] | npu[:N]")
-    run.add_argument("--dtype", choices=DTYPES, default="float32",
-                     help="MLP precision; the normalizer stays float32 (default float32, recommended)")
-    run.add_argument("--engine", choices=("auto", "torch", "onnxruntime"), default="auto",
-                     help="auto: onnxruntime on CPU float32, torch elsewhere (CUDA graphs on GPUs)")
-    obs = p.add_argument_group("observations")
-    obs.add_argument("--obs", default="random",
-                     help="random | zeros | ones | ones_neg | boundary | <number> | <obs_dim comma-separated numbers>")
-    obs.add_argument("--seed", type=seed_int, default=0,
-                     help="RandomState(seed) for observations, torch.Generator(seed) for sampling noise (default 0)")
-    obs.add_argument("--batch", type=positive_int, default=None,
-                     help="rows per call (batch: 32, onnx-compare: 64, benchmark: 1)")
-    obs.add_argument("--obs-file", help="batch mode: .npy (memory-mapped), .npz or .csv of [rows, obs_dim]")
-    obs.add_argument("--chunk", type=positive_int, default=16384, help="rows per call with --obs-file (default 16384)")
-    obs.add_argument("--output", help="batch: .npy for the actions; export-onnx: .onnx (default assets/huggy_rebuilt.onnx)")
-    obs.add_argument("--progress", action="store_true", help="show the --obs-file progress bar even when stderr is not a terminal")
+    option(run, "--device", default="auto", help="auto (npu, else cuda, else cpu) | cpu | cuda[:N] | npu[:N]")
+    option(run, "--dtype", choices=DTYPES, default="float32",
+           help="the network's precision; normalizers stay float32 (default float32, recommended)")
+    option(run, "--engine", choices=("auto", "torch", "onnxruntime"), default="auto",
+           help="auto: onnxruntime on CPU float32, torch elsewhere")
+    option(run, "--graphs", choices=("on", "off"), default="on",
+           help="torch engine on CUDA/NPU: capture each batch size as a device graph (default on)")
+    obs = p.add_argument_group("inputs")
+    option(obs, "--obs", default="random",
+           help="random | zeros | ones | ones_neg | boundary | <number> | <comma-separated numbers>, for every input; "
+                "per input: 'obs_0=VALUE;obs_1=VALUE' (VALUE may be a .npy, or a .png/.jpg for an image)")
+    option(obs, "--mask", metavar="0,1,...", modes=("action", "sample", "batch"),
+           help="action mask, 1 = allowed, branches side by side (default: all allowed; batch: random masks)")
+    option(obs, "--memory", metavar="NUMBERS", modes=("action", "sample"),
+           help="LSTM policies: the memory [h, c] to start from (comma-separated, or zeros; default zeros)")
+    option(obs, "--seed", type=seed_int, default=0,
+           help="RandomState(seed) for observations, torch.Generator(seed) for sampling noise (default 0)")
+    option(obs, "--batch", type=positive_int, default=None, modes=("batch", "onnx-compare", "benchmark"),
+           per_mode={"onnx-compare": 64, "benchmark": 1, "*": 32},
+           help="rows per call (batch: 32, onnx-compare: 64, benchmark: 1)")
+    option(obs, "--obs-file", modes=("batch",),
+           help="batch: .npy (memory-mapped) or .csv of [rows, obs_dim], or .npz with obs_0 ... obs_k "
+                "(+ action_masks, memory)")
+    option(obs, "--chunk", type=whole_number(1, 1 << 24), default=16384, modes=("batch",),
+           help="rows per call with --obs-file (default 16384)")
+    option(obs, "--output", modes=("batch", "export-onnx"),
+           help="batch: .npy (continuous actions) or .npz (continuous_actions, discrete_actions, memory); "
+                "export-onnx: .onnx (default assets/huggy_rebuilt.onnx)")
+    option(obs, "--progress", action="store_true", modes=("batch",),
+           help="show the --obs-file progress bar even when stderr is not a terminal")
     chk = p.add_argument_group("checks and measurements")
-    chk.add_argument("--samples", type=positive_int, default=100, help="precision: observations compared (default 100)")
-    chk.add_argument("--tol", type=positive_float, default=0.01, help="precision: max abs error allowed (default 0.01)")
-    chk.add_argument("--onnx", help="onnx-compare/export-onnx/benchmark: the ML-Agents ONNX to compare with (default: the checkpoint's own)")
-    chk.add_argument("--steps", type=positive_int, default=None, help="fingerprint (64) / stats (50): steps")
-    chk.add_argument("--rollouts", type=positive_int, default=5, help="stats: closed-loop rollouts (default 5)")
-    chk.add_argument("--deterministic", action="store_true", help="fingerprint/stats: deterministic actions, no noise")
-    chk.add_argument("--runs", type=positive_int, default=200, help="benchmark: timed calls (default 200)")
-    chk.add_argument("--plot", metavar="FILE.png", help="benchmark: draw the latency distribution (needs matplotlib)")
-    chk.add_argument("--stats", action="store_true", help="stream: print line count, errors and latency to stderr at the end")
+    option(chk, "--samples", type=positive_int, default=100, modes=("precision",),
+           help="precision: observations compared (default 100)")
+    option(chk, "--tol", type=positive_float, default=0.01, modes=("precision",),
+           help="precision: max abs error allowed (default 0.01)")
+    option(chk, "--steps", type=positive_int, default=None, modes=("fingerprint", "stats", "onnx-compare"),
+           per_mode={"stats": 50, "*": 64}, help="fingerprint (64) / stats (50) / onnx-compare memory rollout (64): steps")
+    option(chk, "--rollouts", type=positive_int, default=5, modes=("stats",), help="stats: closed-loop rollouts (default 5)")
+    option(chk, "--deterministic", action="store_true", modes=("fingerprint", "stats"),
+           help="fingerprint/stats: deterministic actions, no noise")
+    option(chk, "--runs", type=positive_int, default=200, modes=("benchmark",), help="benchmark: timed calls (default 200)")
+    option(chk, "--plot", metavar="FILE.png", modes=("benchmark",),
+           help="benchmark: draw the latency distribution (needs matplotlib)")
+    option(chk, "--stream-stats", action="store_true", modes=("stream",),
+           help="stream: print line count, errors and latency to stderr at the end")
+    option(chk, "--max-line-bytes", type=whole_number(64, 1 << 31), default=16 << 20, modes=("stream",),
+           help="stream: a longer line is answered with an error and skipped (default 16 MiB)")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout instead of text")
     return p
 
 
-def glue_option_values(argv: list[str], options=("--obs",)) -> list[str]:
+def glue_option_values(argv: list, options=("--obs", "--memory")) -> list:
     """Let `--obs -0.5` and `--obs -2.0,-1.93,...` work without '=' (argparse would take a
     leading minus for an option)."""
     out, i = [], 0
@@ -1731,54 +3697,105 @@ def glue_option_values(argv: list[str], options=("--obs",)) -> list[str]:
     return out
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    args = build_parser().parse_args(glue_option_values(argv))
-    defaults = {"batch": 64 if args.mode == "onnx-compare" else 1 if args.mode == "benchmark" else 32,
-                "steps": 50 if args.mode == "stats" else 64}
-    for name, value in defaults.items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
-    if args.expect_sha256 and not re.fullmatch(r"[0-9a-fA-F]{64}", args.expect_sha256.strip()):
+def parse_args(argv: list) -> argparse.Namespace:
+    parser = build_parser()
+    args = parser.parse_args(glue_option_values(argv))
+    for dest, defaults in OPTION_DEFAULTS.items():
+        if getattr(args, dest) is None:
+            setattr(args, dest, defaults.get(args.mode, defaults["*"]))
+    for dest, modes in OPTION_MODES.items():
+        if args.mode not in modes and getattr(args, dest) not in (None, False, parser.get_default(dest)) \
+                and dest not in OPTION_DEFAULTS:
+            raise UsageError(f"--{dest.replace('_', '-')} applies to --mode {' / '.join(modes)}, not {args.mode}")
+    if args.expect_sha256 is not None and not re.fullmatch(r"[0-9a-fA-F]{64}", args.expect_sha256.strip()):
         raise UsageError("--expect-sha256: expected 64 hexadecimal digits")
     if args.mode == "stream" and args.json:
         raise UsageError("--json does not apply to stream mode (every line is JSON already)")
-    for option, modes in (("output", ("batch", "export-onnx")), ("obs_file", ("batch",)), ("plot", ("benchmark",)),
-                          ("onnx", ("onnx-compare", "export-onnx", "benchmark"))):
-        if getattr(args, option) and args.mode not in modes:
-            raise UsageError(f"--{option.replace('_', '-')} applies to --mode {' / '.join(modes)}, not {args.mode}")
+    for name in ("checkpoint", "model_dir", "model", "onnx", "obs_file", "output", "plot"):
+        if getattr(args, name) is not None and not str(getattr(args, name)).strip():
+            raise UsageError(f"--{name.replace('_', '-')}: empty value")
     return args
 
 
 def main(argv: Optional[list[str]] = None) -> int:
+    """Exit codes: 0 success, 1 a check did not hold, 2 bad input, usage or environment (one
+    line on stderr, never a traceback), 128 + N for signal N (SIGINT 130, SIGHUP 129, SIGTERM
+    143) after cleanup. The result line (SUCCESS or JSON) is flushed inside, so a full or
+    closed stdout is an error, not a silent success."""
     argv = sys.argv[1:] if argv is None else argv
+    previous = install_signal_handlers()
+    args = None
+
+    def tell(text: str) -> None:  # one line on stderr, whatever state stderr is in
+        with contextlib.suppress(Exception):
+            print(str(text).replace("\r", "\\r").replace("\n", "\\n"), file=sys.stderr, flush=True)
+
+    def stdout_broken(exc: OSError) -> bool:
+        """Whether `exc` came from writing stdout: a pipe without reader, or a path-less
+        full-disk/I-O error (file errors carry their path; atomic_write turns its own into
+        UsageError); a failing flush confirms. Then stdout's fd is pointed at /dev/null so that
+        the interpreter's final flush does not fail (and print) again."""
+        import errno
+        broken = (sys.stdout is None or getattr(sys.stdout, "closed", False) or isinstance(exc, BrokenPipeError)
+                  or exc.filename is None and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO,
+                                                             errno.EBADF, errno.ECONNRESET))
+        if not broken:
+            try:
+                sys.stdout.flush()
+            except (OSError, ValueError):
+                broken = True
+        if broken and sys.stdout is not None and sys.stdout is sys.__stdout__:
+            with contextlib.suppress(OSError, ValueError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return broken
+
     try:
+        if sys.stdout is None:  # started with stdout closed (>&-): results would go nowhere
+            raise UsageError("standard output is closed; redirect it to a file or /dev/null")
         args = parse_args(argv)
         ctx = Context(args)
         result, held = MODES[args.mode](ctx)
+        if result is not None:  # (stream mode answers line by line)
+            if args.json:
+                print(json.dumps({"mode": args.mode, "passed": held, **result}))
+            else:
+                print("SUCCESS" if held else "FAILED: the check above did not hold")
+        sys.stdout.flush()
+        return 0 if result is None or held else 1
     except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        tell(f"error: {exc}")
         return 2
     except CheckFailed as exc:
-        print(f"FAILED: {exc}", file=sys.stderr)
+        tell(f"FAILED: {exc}")
         return 1
     except ModuleNotFoundError as exc:  # e.g. torch on a fresh machine
-        print(f"error: the Python package '{exc.name}' is not installed; run: pip install -r requirements.txt",
-              file=sys.stderr)
+        tell(f"error: the Python package '{exc.name}' is not installed; run: pip install -r requirements.txt")
         return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        with contextlib.suppress(OSError):  # the reader went away: nothing left to say
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
-    if result is None:  # stream mode answers line by line
-        return 0
-    if args.json:
-        print(json.dumps({"mode": args.mode, "passed": held, **result}))
-    else:
-        print("SUCCESS" if held else "FAILED: the check above did not hold")
-    return 0 if held else 1
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP through Interrupted
+        import signal
+        signum = int(getattr(exc, "signum", signal.SIGINT))
+        try:
+            name = signal.Signals(signum).name
+        except ValueError:
+            name = f"signal {signum}"
+        tell("interrupted" if signum == signal.SIGINT else f"interrupted by {name}; stopped cleanly")
+        return 128 + signum
+    except OSError as exc:
+        if stdout_broken(exc):
+            if isinstance(exc, BrokenPipeError) and args is not None and args.mode == "stream":
+                return 0  # the controller went away: stream mode's normal end
+            tell(f"error: cannot write to standard output ({exc.strerror or exc}); the result was not delivered")
+        else:
+            tell(f"error: {describe_os_error(exc)}")
+        return 2
+    except MemoryError:
+        tell("error: out of memory; use a smaller --batch or --chunk, or a machine with more memory")
+        return 2
+    except RecursionError:
+        tell("error: the input is nested too deeply")
+        return 2
+    finally:
+        restore_signal_handlers(previous)
 
 
 if __name__ == "__main__":
