@@ -924,7 +924,7 @@ class SimpleActor(Module):
         if probs is not None:
             out += [torch.cat([torch.multinomial(p, 1) for p in probs], dim=1), self.discrete_act_size_vector,
                     torch.cat([torch.argmax(p, dim=1, keepdim=True) for p in probs], dim=1)]
-        if memories_out is not None:
+        if self.settings.memory_size:
             out += [memories_out]
         return tuple(out)
 
@@ -2366,6 +2366,7 @@ def atomic_write(path: Path, write: Callable[[Path], None], size: Optional[int] 
     umask (not mkstemp's 0600). A symlink is written through, not replaced. Any OSError (no
     space, quota, permission, read-only or special file system) is a UsageError naming `path`;
     the temporary file is gone in every case."""
+    import errno
     path = Path(path)
     with contextlib.suppress(OSError):
         if path.is_symlink():
@@ -2393,6 +2394,11 @@ def atomic_write(path: Path, write: Callable[[Path], None], size: Optional[int] 
         os.replace(tmp, path)
         tmp = None
     except BaseException as exc:
+        if isinstance(exc, OSError) and exc.errno is None:  # numpy's short write: "N requested and M written"
+            with contextlib.suppress(OSError, ValueError):
+                fs = os.statvfs(path.parent)  # (looked at before the temporary file frees its space)
+                if fs.f_bavail * fs.f_frsize < (1 << 20):
+                    exc = OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)}: {exc}")
         if tmp is not None:
             with signals_deferred():
                 if handle is not None:
@@ -3161,11 +3167,10 @@ def mode_export_onnx(ctx: Context):
     data = export_mlagents_onnx(ckpt.actor)
     model = onnx.load_from_string(data)
     onnx.checker.check_model(model)
-    exported = MLAgentsOnnx.__new__(MLAgentsOnnx)
     rows = 64
     obs, masks = random_inputs(s, ctx.args.seed, rows), random_masks(s, ctx.args.seed, rows)
     memory = np.random.RandomState(ctx.args.seed + 1).randn(rows, s.memory_size).astype(np.float32) if s.memory_size else None
-    flat, _, _ = Policy.prepare(ctx.policy, obs, masks, memory)
+    flat, _, _ = ctx.policy.prepare(obs, masks, memory)
     session = onnx_session(data, tuned=False)
     fetch = [n for n in ("deterministic_continuous_actions", "deterministic_discrete_actions", "recurrent_out")
              if n in [o.name for o in model.graph.output]]
@@ -3313,9 +3318,181 @@ def percentiles(times_ms: list) -> dict:
             "p99_ms": float(np.percentile(t, 99)), "max_ms": float(t.max())}
 
 
+# The bare contender of --mode benchmark runs in a process of its own: an onnxruntime session keeps
+# its intra-op threads spinning for tens of milliseconds after each run, so two sessions in one
+# process (ours and the bare one) fight for the cores and both come out slower than either alone.
+# This program (numpy and onnxruntime only, no torch) loads the model with default options and, on
+# each request (pickled on stdin), times that many calls and answers (pickled on stdout) once its
+# own threads have gone idle.
+BARE_ONNXRUNTIME_PROGRAM = r'''
+import os, pickle, sys, time
+answer, ask = os.fdopen(os.dup(1), "wb"), sys.stdin.buffer
+os.dup2(2, 1)  # stray prints go to stderr, not into the answers
+
+
+def settle(limit_s=1.0):
+    end = time.perf_counter() + limit_s
+    while time.perf_counter() < end:
+        cpu, t0 = time.process_time(), time.perf_counter()
+        time.sleep(0.01)
+        if time.process_time() - cpu < 0.05 * (time.perf_counter() - t0):
+            return
+
+
+def send(message):
+    pickle.dump(message, answer)
+    answer.flush()
+
+
+try:
+    import onnxruntime as ort
+    job = pickle.load(ask)
+    session = ort.InferenceSession(job["model"], providers=["CPUExecutionProvider"])  # default options
+    names = {i.name for i in session.get_inputs()}
+    feed, fetch = {k: v for k, v in job["feed"].items() if k in names}, job["fetch"]
+    run = session.run
+    run(fetch, feed)
+except Exception as exc:
+    text = str(exc).strip()
+    send(("error", type(exc).__name__ + (": " + text.splitlines()[0][:200] if text else "")))
+    sys.exit(1)
+send(("ready", ort.__version__))
+perf = time.perf_counter
+while True:
+    try:
+        n = pickle.load(ask)
+    except EOFError:
+        break
+    if n is None:
+        break
+    run(fetch, feed)  # untimed: wakes the thread pool after the pause
+    times = []
+    for _ in range(n):
+        t0 = perf()
+        run(fetch, feed)
+        times.append((perf() - t0) * 1e3)
+    settle()
+    send(times)
+'''
+
+
+def settle_threads(limit_s: float = 1.0) -> None:
+    """Return once this process's threads are idle (this thread sleeping, no other using more than
+    5 % of a core), at most limit_s: onnxruntime's pool (and OpenMP's) spins a while after a run."""
+    end = time.perf_counter() + limit_s
+    while time.perf_counter() < end:
+        cpu, t0 = time.process_time(), time.perf_counter()
+        time.sleep(0.01)
+        if time.process_time() - cpu < 0.05 * (time.perf_counter() - t0):
+            return
+
+
+class BareOnnxRuntime:
+    """The bare contender in its own process (BARE_ONNXRUNTIME_PROGRAM): block(n) -> n latencies (ms)."""
+
+    def __init__(self, model, fetch: list, feed: dict):
+        import pickle
+        import subprocess
+        self.pickle, self.stderr = pickle, tempfile.TemporaryFile()
+        try:
+            self.proc = subprocess.Popen([sys.executable or "python3", "-c", BARE_ONNXRUNTIME_PROGRAM],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr)
+        except OSError as exc:
+            self.stderr.close()
+            raise UsageError(f"benchmark: cannot start the bare onnxruntime process ({exc.strerror or exc})")
+        try:
+            reply = self._ask({"model": model, "fetch": fetch, "feed": feed})
+        except BaseException:
+            self.close()
+            raise
+        if reply[0] != "ready":
+            self.close()
+            raise UsageError(f"benchmark: the bare onnxruntime session cannot run the model ({reply[1]})")
+
+    def _ask(self, message):
+        try:
+            self.pickle.dump(message, self.proc.stdin)
+            self.proc.stdin.flush()
+            return self.pickle.load(self.proc.stdout)
+        except (OSError, EOFError, self.pickle.UnpicklingError):
+            self.proc.wait(timeout=5)
+            self.stderr.seek(0)
+            lines = self.stderr.read().decode(errors="replace").strip().splitlines()
+            raise UsageError(f"benchmark: the bare onnxruntime process ended (exit {self.proc.returncode})"
+                             + (f": {lines[-1][:200]}" if lines else ""))
+
+    def block(self, n: int) -> list:
+        return self._ask(n)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(OSError, ValueError):
+                self.proc.stdin.close()  # end of requests: it exits
+            try:
+                self.proc.wait(timeout=5)
+            except Exception:
+                self.proc.kill()
+                self.proc.wait()
+        for pipe in (self.proc.stdin, self.proc.stdout, self.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                pipe.close()
+
+
+class _FeedRecorded(Exception):
+    pass
+
+
+def bare_onnxruntime_job(ctx: Context, flat: list) -> tuple:
+    """What the bare contender runs: (model path or bytes, its deterministic outputs, feed, label).
+    The checkpoint's own ML-Agents ONNX, every input fed as MLAgentsOnnx feeds it; else ML-Agents'
+    export of this checkpoint."""
+    s = ctx.settings
+    try:
+        path = checkpoint_onnx(ctx)
+        reference = MLAgentsOnnx(path, s)
+    except (UsageError, NotThisPolicy):
+        fetch = (["deterministic_continuous_actions"] if s.continuous_size else []) + \
+            (["deterministic_discrete_actions"] if s.discrete_branches else []) + \
+            (["recurrent_out"] if s.memory_size else [])
+        return export_mlagents_onnx(ctx.checkpoint.actor), fetch, dict(zip(engine_input_names(s), flat)), \
+            "export of this checkpoint"
+    session, recorded = reference.session, {}
+
+    def record(fetch, feed):
+        recorded.update(feed)
+        raise _FeedRecorded
+
+    reference.session = type("Recorder", (), {"get_inputs": staticmethod(session.get_inputs), "run": staticmethod(record)})()
+    del session
+    with contextlib.suppress(_FeedRecorded):
+        reference.deterministic(flat)
+    model = str(path)
+    extra = [name for name in reference.fetch if name not in reference.iface.outputs]
+    if extra:  # ML-Agents 1.x: the action mean made an output, as MLAgentsOnnx does
+        import onnx
+        graph = onnx.load(str(path))
+        graph.graph.output.extend(onnx.helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, None) for n in extra)
+        model = graph.SerializeToString()
+    return model, list(reference.fetch), recorded, path.name
+
+
+def timed_calls(fn: Callable, n: int) -> list:
+    """n latencies (ms) of fn, after one untimed call that wakes the threads after a pause."""
+    fn()
+    times, perf = [], time.perf_counter
+    for _ in range(n):
+        t0 = perf()
+        fn()
+        times.append((perf() - t0) * 1e3)
+    return times
+
+
 def mode_benchmark(ctx: Context):
     """Latency of one control-loop call (host numpy in, host actions out, device synchronised),
-    measured side by side with a bare onnxruntime session on the checkpoint's own ONNX, interleaved."""
+    side by side with a bare onnxruntime session (default options) on the checkpoint's own ONNX.
+    The bare session runs in a process of its own; the two take turns in blocks of calls (pipe
+    handshake), each block starting once the other side's threads have gone idle, so neither
+    slows the other and both see the same machine load."""
     import importlib.util
     a, s = ctx.args, ctx.settings
     if a.plot:
@@ -3325,54 +3502,53 @@ def mode_benchmark(ctx: Context):
     obs, masks = random_inputs(s, a.seed, a.batch), random_masks(s, a.seed, a.batch)
     flat, _, _ = policy.prepare(obs, masks)
     warmup = max(20, a.runs // 10)
-    contenders = {"engine": lambda: policy.decide(policy.engine.run(flat), a.batch)}
-    bare_name = None
+
+    def ours():
+        policy.decide(policy.engine.run(flat), a.batch)
+
+    def ours_block(n: int) -> list:
+        times = timed_calls(ours, n)
+        synchronize(ctx.device)  # (each timed call ends by copying actions to the host, which waits too)
+        settle_threads()
+        return times
+
+    bare, bare_name = None, None
     if importlib.util.find_spec("onnxruntime") and importlib.util.find_spec("onnx"):
-        try:
-            bare_path = checkpoint_onnx(ctx)
-            bare, bare_name = MLAgentsOnnx(bare_path, s), bare_path.name
-        except (UsageError, NotThisPolicy):
-            data = export_mlagents_onnx(ctx.checkpoint.actor)
-            bare = MLAgentsOnnx.__new__(MLAgentsOnnx)
-            bare_name = "export of this checkpoint"
-            bare = None
-            session = onnx_session(data, tuned=False)
-            fetch = [o.name for o in session.get_outputs() if o.name.startswith("deterministic_") or o.name == "recurrent_out"]
-            feed = dict(zip(engine_input_names(s), flat))
-            contenders["onnxruntime"] = lambda: session.run(fetch, feed)
+        model, fetch, feed, bare_name = bare_onnxruntime_job(ctx, flat)
+        bare = BareOnnxRuntime(model, fetch, feed)
+    try:
+        contenders = {"engine": ours_block, **({"onnxruntime": bare.block} if bare else {})}
+        warm = [float(np.median(block(warmup))) for block in contenders.values()]
+        # blocks of about 0.25 s of calls, at least 5 turns each when both run
+        block = a.runs if bare is None else max(1, min(math.ceil(a.runs / 5), int(250 / max(max(warm), 1e-3))))
+        times = {k: [] for k in contenders}
+        done, turns = 0, 0
+        while done < a.runs:
+            n = min(block, a.runs - done)
+            order = list(contenders) if turns % 2 == 0 else list(contenders)[::-1]  # who goes first alternates
+            for key in order:
+                times[key] += contenders[key](n)
+            done, turns = done + n, turns + 1
+    finally:
         if bare is not None:
-            contenders["onnxruntime"] = lambda: bare.deterministic(flat)
-    times = {k: [] for k in contenders}
-    for fn in contenders.values():
-        for _ in range(warmup):
-            fn()
-    synchronize(ctx.device)  # (each timed call ends by copying actions to the host, which waits too)
-    block = 5 if a.batch < 256 else 2  # short alternating blocks: both see the same noise
-    done = 0
-    while done < a.runs:
-        n = min(block, a.runs - done)
-        for key, fn in contenders.items():
-            record = times[key].append
-            for _ in range(n):
-                t0 = time.perf_counter()
-                fn()
-                record((time.perf_counter() - t0) * 1e3)
-        done += n
-    ours = percentiles(times["engine"])
-    result = {"runs": a.runs, "warmup": warmup, "batch": a.batch, **ours,
-              "throughput_per_s": a.batch / (ours["avg_ms"] / 1e3), **ctx.base(),
+            bare.close()
+    ours_t = percentiles(times["engine"])
+    result = {"runs": a.runs, "warmup": warmup, "batch": a.batch, **ours_t,
+              "throughput_per_s": a.batch / (ours_t["avg_ms"] / 1e3), **ctx.base(),
               "onnxruntime_p50_ms": None, "ratio_to_onnxruntime": None, "throughput_ratio_to_onnxruntime": None}
     ctx.header(f"benchmark (runs={a.runs}, warmup={warmup}, batch={a.batch})")
-    ctx.say(f"  avg = {ours['avg_ms']:.4f} ms | p50 = {ours['p50_ms']:.4f} ms | p95 = {ours['p95_ms']:.4f} ms | "
-            f"p99 = {ours['p99_ms']:.4f} ms | max = {ours['max_ms']:.4f} ms")
+    ctx.say(f"  avg = {ours_t['avg_ms']:.4f} ms | p50 = {ours_t['p50_ms']:.4f} ms | p95 = {ours_t['p95_ms']:.4f} ms | "
+            f"p99 = {ours_t['p99_ms']:.4f} ms | max = {ours_t['max_ms']:.4f} ms")
     ctx.say(f"  throughput = {result['throughput_per_s']:,.0f} observations/s")
-    if "onnxruntime" in times:
-        bare = percentiles(times["onnxruntime"])
-        result.update(onnxruntime_p50_ms=bare["p50_ms"], onnxruntime_avg_ms=bare["avg_ms"],
-                      onnxruntime_throughput_per_s=a.batch / (bare["avg_ms"] / 1e3),
-                      ratio_to_onnxruntime=ours["p50_ms"] / bare["p50_ms"],
-                      throughput_ratio_to_onnxruntime=bare["avg_ms"] / ours["avg_ms"], onnxruntime_model=bare_name)
-        ctx.say(f"  bare onnxruntime ({bare_name}, default session, same run): p50 = {bare['p50_ms']:.4f} ms | "
+    if bare is not None:
+        bare_t = percentiles(times["onnxruntime"])
+        result.update(onnxruntime_p50_ms=bare_t["p50_ms"], onnxruntime_avg_ms=bare_t["avg_ms"],
+                      onnxruntime_throughput_per_s=a.batch / (bare_t["avg_ms"] / 1e3),
+                      ratio_to_onnxruntime=ours_t["p50_ms"] / bare_t["p50_ms"],
+                      throughput_ratio_to_onnxruntime=bare_t["avg_ms"] / ours_t["avg_ms"], onnxruntime_model=bare_name,
+                      onnxruntime_process="separate", turns=turns, turn_runs=block)
+        ctx.say(f"  bare onnxruntime ({bare_name}, default session, own process; {turns} turns of up to {block} "
+                f"calls each): p50 = {bare_t['p50_ms']:.4f} ms | "
                 f"throughput = {result['onnxruntime_throughput_per_s']:,.0f} observations/s")
         ctx.say(f"  p50 ratio to onnxruntime = {result['ratio_to_onnxruntime']:.3f} (<= 1 is as fast or faster) | "
                 f"throughput ratio = {result['throughput_ratio_to_onnxruntime']:.3f} (>= 1 is as fast or faster)")
