@@ -1,0 +1,440 @@
+"""The command line for each policy kind: action, batch (in memory and .npz file to .npz file),
+onnx-compare, stream and export-onnx, run in this process through inference.main([...]) and held to
+ML-Agents' own ONNX beside each checkpoint (tests/mlagents_reference.py), never to inference.py's numbers.
+"""
+from __future__ import annotations
+
+import io
+import json
+import sys
+from functools import lru_cache
+
+import numpy as np
+import pytest
+
+import inference as I
+from conftest import FIXTURES, call, need
+from mlagents_reference import (OnnxReference, chosen_allowed, discrete_mismatches, entity_obs,
+                                image_obs, max_err, max_rel_err, random_masks, vector_obs)
+
+ZOO = FIXTURES / "zoo"
+CONT_TOL = 1e-5
+EXPORT_TOL = 1e-6  # exported ONNX vs ML-Agents' ONNX, both in onnxruntime: |err| <= 1e-6 * max(1, |value|)
+
+# folder, behaviour, inputs, continuous size, branches, memory size, SAC
+KINDS = {
+    "discrete-multi": ("DiscreteMulti", [("vector", [20]), ("vector", [6])], 0, [3, 2, 5], 0),
+    "hybrid": ("Hybrid", [("vector", [12])], 3, [2], 0),
+    "sac-continuous": ("SacContinuous", [("vector", [16])], 4, [], 0),
+    "lstm": ("Memory", [("vector", [10])], 0, [4], 32),
+    "attention": ("Attention", [("entities", [6, 5]), ("vector", [8])], 0, [3, 3], 0),
+    "visual-simple": ("VisualSimple", [("visual", [3, 36, 36]), ("vector", [5])], 2, [], 0),
+    "visual-nature_cnn": ("VisualNature", [("visual", [3, 36, 36]), ("vector", [5])], 0, [3], 0),
+}
+NAMES = list(KINDS)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """The batches here are small: one intra-op thread is faster, and it does not stall when other work
+    shares the CPUs (two threads spin-waiting on a loaded 2-core machine made an LSTM step 50x slower)."""
+    import torch
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def folder(name):
+    return need(ZOO / name)
+
+
+@lru_cache(maxsize=None)
+def _reference(name) -> OnnxReference:
+    return OnnxReference(ZOO / name / f"{KINDS[name][0]}.onnx")
+
+
+def reference(name) -> OnnxReference:
+    need(ZOO / name / f"{KINDS[name][0]}.onnx")
+    return _reference(name)
+
+
+def make_obs(name, rng, rows) -> list:
+    out = []
+    for what, shape in KINDS[name][1]:
+        if what == "vector":
+            out.append(vector_obs(rng, rows, shape[0]))
+        elif what == "visual":
+            out.append(image_obs(rng, rows, shape))
+        else:
+            out.append(entity_obs(rng, rows, shape[0], shape[1])[0])
+    return out
+
+
+def filled(name, value: float, rows: int = 1) -> list:
+    """What `--obs <number>` means: every input filled with that number."""
+    return [np.full((rows, *shape), value, np.float32) for _, shape in KINDS[name][1]]
+
+
+def continuous_of(result: dict):
+    """A continuous-only policy keeps "actions" (API.md); "continuous_actions" wherever present."""
+    if "continuous_actions" in result:
+        if "actions" in result:
+            assert result["actions"] == result["continuous_actions"]
+        return np.asarray(result["continuous_actions"], np.float32)
+    return np.asarray(result["actions"], np.float32)
+
+
+def check(name, got_cont, got_disc, got_mem, ref: dict, masks, rows, label):
+    _, _, cont, branches, memory = KINDS[name]
+    if cont:
+        got_cont = np.asarray(got_cont, np.float32).reshape(rows, cont)
+        err = max_err(got_cont, ref["continuous"])
+        assert err <= CONT_TOL, f"{name} {label}: continuous max |err| vs ONNX {err:.3e}"
+    if branches:
+        got_disc = np.asarray(got_disc, np.int64).reshape(rows, len(branches))
+        genuine, ties, examples = discrete_mismatches(got_disc, ref, 2e-5)
+        assert genuine == 0, f"{name} {label}: {genuine} discrete mismatches vs ONNX: {examples}"
+        assert ties <= max(1, rows // 500)
+        if masks is not None:
+            assert chosen_allowed(got_disc, masks, branches), f"{name} {label}: a masked-out action was chosen"
+    if memory:
+        got_mem = np.asarray(got_mem, np.float32).reshape(rows, memory)
+        err = max_rel_err(got_mem, ref["memory"])
+        assert err <= CONT_TOL, f"{name} {label}: memory max rel err vs ONNX {err:.3e}"
+
+
+def floats_text(values) -> str:
+    return ",".join(repr(float(v)) for v in np.asarray(values, np.float32).ravel())
+
+
+# ---------------------------------------------------------------------------------------------
+# action
+# ---------------------------------------------------------------------------------------------
+
+def _action_cases():
+    for name in NAMES:  # images live in [0, 1]
+        for value in ((0.5, 1.0) if KINDS[name][1][0][0] == "visual" else (0.5, -1.25)):
+            yield name, value
+
+
+@pytest.mark.parametrize("name,value", list(_action_cases()))
+def test_action_mode(capsys, name, value):
+    """--obs <number> fills every input; --mask and --memory given; JSON against the ONNX."""
+    _, _, cont, branches, memory = KINDS[name]
+    args = ["--mode", "action", "--model-dir", folder(name), "--obs", value]
+    masks = mem = None
+    rng = np.random.RandomState(int(value * 8) + 20)
+    if branches:
+        masks = random_masks(rng, 1, branches, all_allowed_every=10**9)
+        args += ["--mask", ",".join(str(int(v)) for v in masks[0])]
+    if memory:
+        mem = np.concatenate([rng.uniform(-1, 1, (1, memory // 2)), rng.randn(1, memory // 2) * 2], 1).astype(np.float32)
+        args += ["--memory", floats_text(mem)]
+    code, result, err = call(capsys, *args)
+    assert code == 0, err
+    assert result["passed"] is True
+    ref = reference(name).run(filled(name, value), masks, mem)
+    check(name, continuous_of(result) if cont else None, result.get("discrete_actions"), result.get("memory"),
+          ref, masks, 1, f"action --obs {value}")
+    if not branches:
+        assert "discrete_actions" not in result
+    if not memory:
+        assert "memory" not in result
+
+
+def test_action_mode_refuses_a_mask_of_the_wrong_length(capsys):
+    code, result, err = call(capsys, "--mode", "action", "--model-dir", folder("discrete-multi"), "--mask", "1,1,1")
+    assert code == 2 and result is None and err.startswith("error:") and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_action_mode_refuses_a_mask_that_forbids_a_whole_branch(capsys):
+    code, _, err = call(capsys, "--mode", "action", "--model-dir", folder("discrete-multi"),
+                        "--mask", "0,0,0,1,1,1,1,1,1,1")
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_action_mode_refuses_memory_of_the_wrong_width(capsys):
+    code, _, err = call(capsys, "--mode", "action", "--model-dir", folder("lstm"), "--memory", ",".join(["0"] * 31))
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# batch
+# ---------------------------------------------------------------------------------------------
+
+def seeded_inputs(name, seed: int, rows: int) -> list:
+    """`--obs random --seed S` as --help states it: one np.random.RandomState(S) for all inputs in input
+    order, randn for vectors and entity buffers, rand (uniform [0, 1)) for images."""
+    rng = np.random.RandomState(seed)
+    return [(rng.rand(rows, *shape) if what == "visual" else rng.randn(rows, *shape)).astype(np.float32)
+            for what, shape in KINDS[name][1]]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_batch_mode_in_memory(capsys, name):
+    """--batch 16 random observations (RandomState(seed), as documented) with one --mask for every row."""
+    _, _, cont, branches, memory = KINDS[name]
+    args = ["--mode", "batch", "--batch", 16, "--seed", 3, "--model-dir", folder(name)]
+    masks = None
+    if branches:
+        one = random_masks(np.random.RandomState(8), 1, branches, all_allowed_every=10**9)
+        args += ["--mask", ",".join(str(int(v)) for v in one[0])]
+        masks = one.repeat(16, axis=0)
+    code, result, err = call(capsys, *args)
+    assert code == 0, err
+    assert result["passed"] is True
+    ref = reference(name).run(seeded_inputs(name, 3, 16), masks, None)
+    check(name, continuous_of(result) if cont else None, result.get("discrete_actions"), result.get("memory"),
+          ref, masks, 16, "batch --batch 16")
+    if cont:
+        assert continuous_of(result).shape == (16, cont)
+    if branches:
+        assert np.asarray(result["discrete_actions"]).shape == (16, len(branches))
+    if memory:
+        assert np.asarray(result["memory"]).shape == (16, memory)
+    else:
+        assert "memory" not in result
+
+
+@pytest.mark.parametrize("name", ["discrete-multi", "attention", "visual-nature_cnn", "lstm"])
+def test_action_mode_random_observation_read_back(capsys, name):
+    """--obs random: the observation the JSON reports, fed to the ONNX, gives the action the JSON reports."""
+    _, inputs, cont, branches, memory = KINDS[name]
+    code, result, err = call(capsys, "--mode", "action", "--seed", 6, "--model-dir", folder(name))
+    assert code == 0, err
+    reported = result["obs"]
+    if isinstance(reported, dict):
+        obs = [np.asarray(reported[f"obs_{j}"], np.float32)[None] for j in range(len(inputs))]
+    else:
+        obs = [np.asarray(reported, np.float32)[None]]
+    assert [list(o.shape[1:]) for o in obs] == [s for _, s in inputs]
+    ref = reference(name).run(obs, None, None)
+    check(name, continuous_of(result) if cont else None, result.get("discrete_actions"), result.get("memory"),
+          ref, None, 1, "action --obs random")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_batch_mode_npz_file_to_npz(capsys, tmp_path, name):
+    """obs_0..obs_k (+ action_masks, + memory) in an .npz; the .npz written holds what the ONNX gives."""
+    _, inputs, cont, branches, memory = KINDS[name]
+    rows = 300 if inputs[0][0] == "visual" else 1000
+    rng = np.random.RandomState(31)
+    obs = make_obs(name, rng, rows)
+    arrays = {f"obs_{j}": o for j, o in enumerate(obs)}
+    masks = mem = None
+    if branches:
+        masks = arrays["action_masks"] = random_masks(rng, rows, branches)
+    if memory:
+        mem = arrays["memory"] = np.concatenate([rng.uniform(-1, 1, (rows, memory // 2)),
+                                                 rng.randn(rows, memory // 2) * 2], 1).astype(np.float32)
+    source, target = tmp_path / "obs.npz", tmp_path / "actions.npz"
+    np.savez(source, **arrays)
+    code, result, err = call(capsys, "--mode", "batch", "--model-dir", folder(name), "--obs-file", source,
+                             "--output", target, "--chunk", 128)
+    assert code == 0, err
+    assert result["passed"] is True
+    with np.load(target) as written:
+        keys = set(written.files)
+        want = {"continuous_actions"} if cont else set()
+        want |= {"discrete_actions"} if branches else set()
+        want |= {"memory"} if memory else set()
+        assert keys == want, keys
+        ref = reference(name).run(obs, masks, mem)
+        check(name, written["continuous_actions"] if cont else None,
+              written["discrete_actions"] if branches else None, written["memory"] if memory else None,
+              ref, masks, rows, "batch --obs-file")
+        if branches:
+            assert written["discrete_actions"].dtype == np.int64
+
+
+def test_batch_npz_with_a_missing_input_is_refused(capsys, tmp_path):
+    rng = np.random.RandomState(1)
+    np.savez(tmp_path / "obs.npz", obs_0=rng.randn(5, 20).astype(np.float32))
+    code, _, err = call(capsys, "--mode", "batch", "--model-dir", folder("discrete-multi"), "--obs-file",
+                        tmp_path / "obs.npz", "--output", tmp_path / "out.npz")
+    assert code == 2 and "obs_1" in err and "Traceback" not in err
+    assert not (tmp_path / "out.npz").exists()
+
+
+def test_batch_npz_with_a_wrong_image_size_is_refused(capsys, tmp_path):
+    rng = np.random.RandomState(1)
+    np.savez(tmp_path / "obs.npz", obs_0=rng.uniform(0, 1, (4, 3, 32, 32)).astype(np.float32),
+             obs_1=rng.randn(4, 5).astype(np.float32))
+    code, _, err = call(capsys, "--mode", "batch", "--model-dir", folder("visual-simple"), "--obs-file",
+                        tmp_path / "obs.npz", "--output", tmp_path / "out.npz")
+    assert code == 2 and "obs_0" in err and "Traceback" not in err
+    assert not (tmp_path / "out.npz").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# onnx-compare
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", NAMES)
+def test_onnx_compare_passes(capsys, name):
+    code, result, err = call(capsys, "--mode", "onnx-compare", "--batch", 64, "--model-dir", folder(name))
+    assert code == 0, (err, result)
+    assert result["passed"] is True
+
+
+# ---------------------------------------------------------------------------------------------
+# stream
+# ---------------------------------------------------------------------------------------------
+
+def stream(capsys, monkeypatch, name, lines: list) -> list:
+    data = "".join((l if isinstance(l, str) else json.dumps(l)) + "\n" for l in lines).encode()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
+    code = I.main(["--mode", "stream", "--model-dir", str(folder(name))])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "Traceback" not in err
+    return [json.loads(l) for l in out.splitlines() if l.strip()]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_stream_mode(capsys, monkeypatch, name):
+    _, inputs, cont, branches, memory = KINDS[name]
+    rng = np.random.RandomState(41)
+    rows = 6
+    obs = make_obs(name, rng, rows)
+    masks = random_masks(rng, rows, branches) if branches else None
+    mem = (np.concatenate([rng.uniform(-1, 1, (rows, memory // 2)), rng.randn(rows, memory // 2) * 2], 1)
+           .astype(np.float32) if memory else None)
+    lines = []
+    for i in range(rows):
+        line = {"id": i}
+        if len(inputs) == 1:
+            line["obs"] = obs[0][i].tolist()
+        else:
+            line.update({f"obs_{j}": o[i].tolist() for j, o in enumerate(obs)})
+        if branches:
+            line["action_masks"] = masks[i].tolist()
+        if memory:
+            line["memory"] = mem[i].tolist()
+        lines.append(line)
+    lines.append("not json")
+    lines.append({"id": "bad", **({"obs": [0.0] * 3} if len(inputs) == 1 else {"obs_0": [0.0] * 3})})
+    lines.append(lines[0])  # the stream goes on after errors
+    answers = stream(capsys, monkeypatch, name, lines)
+    assert len(answers) == rows + 3
+    assert [a["id"] for a in answers[:rows]] == list(range(rows))
+    assert "error" in answers[rows] and "error" in answers[rows + 1] and answers[rows + 1]["id"] == "bad"
+    good = answers[:rows]
+    for a in good:
+        assert "error" not in a, a
+    ref = reference(name).run(obs, masks, mem)
+    cont_got = np.array([continuous_of(a) for a in good]) if cont else None
+    disc_got = np.array([a["discrete_actions"] for a in good]) if branches else None
+    mem_got = np.array([a["memory"] for a in good]) if memory else None
+    check(name, cont_got, disc_got, mem_got, ref, masks, rows, "stream")
+    assert answers[-1]["id"] == 0 and {k: v for k, v in answers[-1].items()} == answers[0]
+
+
+def test_stream_stochastic_lines_are_seeded_and_allowed(capsys, monkeypatch):
+    name = "discrete-multi"
+    rng = np.random.RandomState(42)
+    obs = make_obs(name, rng, 1)
+    masks = random_masks(rng, 1, [3, 2, 5], all_allowed_every=10**9)
+    line = {"obs_0": obs[0][0].tolist(), "obs_1": obs[1][0].tolist(), "action_masks": masks[0].tolist(),
+            "stochastic": True, "seed": 9}
+    answers = stream(capsys, monkeypatch, name, [{**line, "id": k} for k in range(3)] + [{**line, "seed": 10}])
+    assert answers[0]["discrete_actions"] == answers[1]["discrete_actions"] == answers[2]["discrete_actions"]
+    for a in answers:
+        assert chosen_allowed(np.array([a["discrete_actions"]]), masks, [3, 2, 5])
+
+
+class Controller:
+    """Stands in for sys.stdin (and its .buffer): each line it hands the stream is written after reading
+    the stream's answer to the previous one, so the memory of answer t goes into line t + 1 -- a closed
+    loop in one process, one policy load."""
+
+    def __init__(self, capsys, make_line, steps: int):
+        self.capsys, self.make_line, self.steps = capsys, make_line, steps
+        self.answers: list = []
+        self.buffer = self
+
+    def readline(self, *_):
+        out = self.capsys.readouterr().out
+        self.answers += [json.loads(l) for l in out.splitlines() if l.strip()]
+        if len(self.answers) >= self.steps:
+            return b""
+        return (json.dumps(self.make_line(len(self.answers), self.answers[-1] if self.answers else None)) + "\n").encode()
+
+    def __iter__(self):
+        while True:
+            line = self.readline()
+            if not line:
+                return
+            yield line.decode()
+
+
+def test_stream_lstm_memory_carried_by_the_controller(capsys, monkeypatch):
+    """A controller feeds each answer's memory into its next line: 30 steps against the ONNX carried alike."""
+    name, ref = "lstm", reference("lstm")
+    rng = np.random.RandomState(43)
+    steps = 30
+    obs = vector_obs(rng, steps, 10)
+    masks = random_masks(rng, steps, [4])
+
+    def make_line(t, previous):
+        line = {"id": t, "obs": obs[t].tolist(), "action_masks": masks[t].tolist()}
+        if previous is not None:
+            line["memory"] = previous["memory"]
+        return line
+
+    controller = Controller(capsys, make_line, steps)
+    monkeypatch.setattr(sys, "stdin", controller)
+    code = I.main(["--mode", "stream", "--model-dir", str(folder(name))])
+    controller.readline()  # collect the last answer
+    assert code == 0
+    answers = controller.answers
+    assert [a.get("id") for a in answers] == list(range(steps)), answers[:2]
+    mem_ref = np.zeros((1, 32), np.float32)
+    for t, answer in enumerate(answers):
+        want = ref.run([obs[t:t + 1]], masks[t:t + 1], mem_ref)
+        check(name, None, [answer["discrete_actions"]], [answer["memory"]], want, masks[t:t + 1], 1, f"stream step {t}")
+        mem_ref = want["memory"]
+
+
+# ---------------------------------------------------------------------------------------------
+# export-onnx
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", NAMES)
+def test_export_onnx_agrees_with_mlagents_onnx(capsys, tmp_path, name):
+    import onnxruntime as ort
+    _, inputs, cont, branches, memory = KINDS[name]
+    target = tmp_path / "exported.onnx"
+    code, result, err = call(capsys, "--mode", "export-onnx", "--model-dir", folder(name), "--output", target)
+    assert code == 0, err
+    assert result["passed"] is True and target.is_file()
+    session = ort.InferenceSession(str(target), providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    want_inputs = [f"obs_{j}" for j in range(len(inputs))] + (["action_masks"] if branches else []) + \
+        (["recurrent_in"] if memory else [])
+    assert sorted(names) == sorted(want_inputs), names
+    outputs = [o.name for o in session.get_outputs()]
+    det = (["deterministic_continuous_actions"] if cont else []) + (["deterministic_discrete_actions"] if branches else []) \
+        + (["recurrent_out"] if memory else [])
+    assert set(det) <= set(outputs), outputs
+    rng = np.random.RandomState(51)
+    rows = 200
+    obs = make_obs(name, rng, rows)
+    masks = random_masks(rng, rows, branches) if branches else None
+    mem = (np.concatenate([rng.uniform(-1, 1, (rows, memory // 2)), rng.randn(rows, memory // 2) * 2], 1)
+           .astype(np.float32) if memory else None)
+    ref_model = reference(name)
+    feed = ref_model.feed(obs, masks, mem)
+    got = dict(zip(det, session.run(det, feed)))
+    ref = ref_model.run(obs, masks, mem)
+    if cont:
+        err = max_rel_err(got["deterministic_continuous_actions"], ref["continuous"])
+        assert err <= EXPORT_TOL, f"{name}: exported continuous vs ML-Agents ONNX {err:.3e}"
+    if branches:
+        genuine, ties, examples = discrete_mismatches(got["deterministic_discrete_actions"], ref, 2e-5)
+        assert genuine == 0 and ties <= 1, (name, genuine, ties, examples)
+    if memory:
+        err = max_rel_err(np.asarray(got["recurrent_out"]).reshape(rows, memory), ref["memory"])
+        assert err <= EXPORT_TOL, f"{name}: exported recurrent_out vs ML-Agents ONNX {err:.3e}"
