@@ -3730,7 +3730,12 @@ def mode_stream(ctx: Context):
             except UsageError as exc:
                 errors += 1
                 answer = {"id": ident, "error": str(exc)}
-            write(dumps(answer, allow_nan=False) + "\n")
+            try:
+                text = dumps(answer, allow_nan=False)
+            except ValueError:  # a non-finite number slipped through: strict JSON or nothing
+                errors += 1
+                text = dumps({"id": ident, "error": "the answer holds non-finite numbers"})
+            write(text + "\n")
             flush()
             if len(latencies) < 1_000_000:  # bounded: a day-long stream keeps the first million
                 latencies.append((clock() - t0) * 1e3)
