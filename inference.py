@@ -1677,9 +1677,7 @@ def load_checkpoint(path: Path, onnx_path: Optional[Path] = None, model_dir: Opt
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"{path}: no such checkpoint file")
-    sha = file_sha256(path)
-    if expect_sha256 and sha != expect_sha256.strip().lower():
-        raise UsageError(f"{path}: sha256 is {sha}, not the expected {expect_sha256.strip().lower()}; refusing it")
+    sha = check_sha256(path, expect_sha256)
     obj = read_checkpoint(path)
     state = obj["Policy"]
     onnx_path = onnx_path or find_checkpoint_onnx(path, model_dir, behavior, global_step(obj))
@@ -2690,6 +2688,7 @@ def architecture(s: PolicySettings) -> str:
 def mode_checkpoints(ctx: Context):
     """Every <Behavior>-<step>.pt sorted by step, with reward from run_logs/training_status.json."""
     src = ctx.source
+    check_sha256(src.checkpoint, ctx.args.expect_sha256)
     if src.model_dir is None:
         raise UsageError(f"{src.checkpoint}: not inside an ML-Agents run folder; use --model-dir")
     default = default_checkpoint(src.model_dir, src.behavior)
@@ -2837,7 +2836,8 @@ def mode_batch(ctx: Context):
     stable = all(np.array_equal(out[k], repeat[k]) for k in out)
     ctx.say(f"  repeated calls identical = {'yes' if stable else 'NO'}")
     if output:
-        atomic_write(output, output_writer(output, s, out))
+        size = npy_size(out["continuous_actions"].shape) if output.suffix.lower() == ".npy" else None
+        atomic_write(output, output_writer(output, s, out), size=size)
         ctx.say(f"  written: {output.resolve()}")
     return ({"batch": rows, **action_fields(s, out), "cold_ms": cold_ms, "warm_ms": warm_ms,
              "output": str(output) if output else None, "throughput_per_s": rows / (warm_ms / 1e3), **ctx.base()},
@@ -2897,7 +2897,7 @@ def batch_file(ctx: Context):
             run_chunks(lambda start, out: None)
         elif npy:
             def write(tmp: Path) -> None:
-                target = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(rows, s.continuous_size))
+                target = open_npy_memmap(tmp, (rows, s.continuous_size), np.float32)
 
                 def sink(start: int, out: dict) -> None:
                     target[start:start + len(out["continuous_actions"])] = out["continuous_actions"]
@@ -3174,6 +3174,8 @@ def mode_export_onnx(ctx: Context):
         DEFAULT_EXPORT.parent.mkdir(exist_ok=True)  # e.g. inference.py copied alone onto a host
     output = check_output_path(Path(ctx.args.output or DEFAULT_EXPORT), (".onnx",))
     s, ckpt = ctx.settings, ctx.checkpoint
+    refuse_same_file(output, [ckpt.path] + ([ckpt.onnx.path] if ckpt.onnx else []) +
+                     ([Path(ctx.args.onnx)] if ctx.args.onnx else []))
     data = export_mlagents_onnx(ckpt.actor)
     model = onnx.load_from_string(data)
     onnx.checker.check_model(model)
@@ -3529,8 +3531,9 @@ def mode_benchmark(ctx: Context):
     try:
         contenders = {"engine": ours_block, **({"onnxruntime": bare.block} if bare else {})}
         warm = [float(np.median(block(warmup))) for block in contenders.values()]
-        # turns of about 0.1 s of calls, at least 10 turns each when both run and --runs allows
-        block = a.runs if bare is None else max(1, min(math.ceil(a.runs / 10), int(100 / max(max(warm), 1e-3))))
+        # turns of about 0.25 s of calls (a turn's first calls after the other's turn run slower on a busy
+        # machine: longer turns dilute that), at least 5 turns each when both run and --runs allows
+        block = a.runs if bare is None else max(1, min(math.ceil(a.runs / 5), int(250 / max(max(warm), 1e-3))))
         times, paired = {k: [] for k in contenders}, []
         done, turns = 0, 0
         while done < a.runs:
