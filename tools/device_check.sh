@@ -1,0 +1,430 @@
+#!/usr/bin/env bash
+# One-command accelerator check: on a machine with a CUDA GPU or an Ascend NPU and its
+# preinstalled torch (no network, nothing installed), run from the repository root or anywhere:
+#
+#     bash tools/device_check.sh
+#
+# It writes ONE log (default logs/device_check.log) holding, for the chosen device:
+#   1. python inference.py --mode info
+#   2. parity: onnx-compare and precision --dtype float32 for the bundled sample
+#      (assets/ppo-Huggy-sample) and for every fixture folder found under $FIXTURES
+#      (ppo-*/, zoo/*/, trained/*/ — any folder with a <Behavior>/ subfolder holding .pt files)
+#   3. benchmark at --batch 1, 64, 4096, 65536 with device graphs on and off (--graphs on|off;
+#      when the CLI refuses --graphs, once per batch without it, noted in the log)
+#   4. stream: 10,000 JSON lines {"obs": [59 floats]} made here, piped through one process:
+#      lines/s from first to last answer, and with process start included
+#   5. precision --dtype float16 and bfloat16 for the same folders (recorded: exit 1 = the
+#      measured error misses --tol, which is not a failure here; any other non-zero exit is)
+#   6. DEVICE=<dev> bash run_tests.sh (the 50-case replay), its own log appended at the end
+# Each step: its command, exit code, wall time and verdict; a summary at the end.
+# Parity steps (2, 5) run PARALLEL at a time; benchmarks and run_tests.sh run alone.
+#
+# Exit: 0 every step passed | 1 a step failed (float32 parity miss, error, its own time-out) |
+#       2 no accelerator (or bad settings) | 3 nothing failed, but steps were left out or cut
+#       short by TIME_BUDGET (SKIP / CUT in the summary).
+#
+# Settings (environment):
+#   DEVICE=npu:0|cuda:0|...  device (default: npu if torch_npu sees one, else cuda, else exit 2)
+#   ALLOW_CPU=1 DEVICE=cpu   CPU dry run of the whole script (says so in the log); it also
+#                            lowers the defaults marked (dry) below, unless they are set
+#   DEVICE_CHECK_LOG=path    the log (default logs/device_check.log; relative to the repo root)
+#   FIXTURES=dir             fixture root (default $HUGGY_FIXTURES, else ../shared/fixtures)
+#   PYTHON=python3           interpreter (default python)
+#   SECOND_DEVICE=npu:1      passed on to run_tests.sh (its cases 44, 49, 50)
+#   TIME_BUDGET=450          seconds for the whole run; steps that no longer fit are left out
+#   PARALLEL=4               parity steps at a time (dry: 2)
+#   ONLY=regex               only the fixture folders whose path matches (grep -E); the bundled
+#                            sample is always checked
+#   BENCH_RUNS="1:1000 64:500 4096:100 65536:20"   batch:runs pairs (dry: 1:50 64:20 4096:5)
+#   STREAM_LINES=10000       lines for the stream step (dry: 2000)
+#   STEP_TIMEOUT=120         cap for one step (run_tests.sh gets what is left of the budget)
+#   LOWP=1                   0 leaves out step 5; RUN_TESTS=1: 0 leaves out step 6
+set -u
+cd "$(dirname "$0")/.." || exit 2
+ROOT="$(pwd)"
+PY="${PYTHON:-python}"
+LOG="${DEVICE_CHECK_LOG:-logs/device_check.log}"
+FIXTURES="${FIXTURES:-${HUGGY_FIXTURES:-../shared/fixtures}}"
+SAMPLE="assets/ppo-Huggy-sample"
+STARTED=$(date +%s)
+export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1   # no network there: never wait on the Hub
+
+die() { echo "device_check: $*" >&2; exit 2; }
+command -v timeout >/dev/null || die "needs coreutils 'timeout'"
+command -v "$PY" >/dev/null || die "no '$PY' on PATH (set PYTHON=...)"
+[ -f inference.py ] || die "no inference.py in $ROOT"
+
+# ---------------------------------------------------------------- device
+probe="$(timeout -k 5 180 "$PY" - <<'PYEOF' 2>&1
+import importlib.util, os
+try:
+    import torch
+except Exception as e:
+    print("torch=missing (%s)" % e); print("found=none"); raise SystemExit
+print("torch=%s" % torch.__version__)
+found = "none"
+if importlib.util.find_spec("torch_npu"):
+    try:
+        import torch_npu
+        n = torch.npu.device_count() if torch.npu.is_available() else 0
+        print("torch_npu=%s npus=%d" % (torch_npu.__version__, n))
+        if n:
+            found = "npu:0"; print("name=%s" % torch.npu.get_device_name(0))
+    except Exception as e:
+        print("torch_npu=error (%s)" % str(e).splitlines()[0][:200])
+if found == "none":
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    print("cuda=%s gpus=%d" % (torch.version.cuda, n))
+    if n:
+        found = "cuda:0"; print("name=%s" % torch.cuda.get_device_name(0))
+print("found=%s" % found)
+PYEOF
+)"
+found="$(printf '%s\n' "$probe" | sed -n 's/^found=//p' | tail -n 1)"
+DRY=0
+if [ -z "${DEVICE:-}" ] || [ "${DEVICE}" = auto ]; then
+  if [ -z "$found" ] || [ "$found" = none ]; then
+    echo "device_check: no CUDA GPU or Ascend NPU is visible to torch here; this script checks an accelerator." >&2
+    printf '%s\n' "$probe" | sed 's/^/  /' >&2
+    echo "  (for a CPU dry run of the script itself: ALLOW_CPU=1 DEVICE=cpu bash tools/device_check.sh)" >&2
+    exit 2
+  fi
+  DEVICE="$found"
+elif [ "${DEVICE%%:*}" = cpu ]; then
+  [ "${ALLOW_CPU:-0}" = 1 ] || die "DEVICE=cpu is a dry run only: set ALLOW_CPU=1 as well (it checks no accelerator)"
+  DRY=1
+fi
+case "${DEVICE%%:*}" in cpu|cuda|npu) ;; *) die "DEVICE=$DEVICE: expected npu[:N], cuda[:N] (or cpu with ALLOW_CPU=1)" ;; esac
+
+if [ "$DRY" = 1 ]; then
+  PARALLEL="${PARALLEL:-2}"; BENCH_RUNS="${BENCH_RUNS:-1:50 64:20 4096:5}"; STREAM_LINES="${STREAM_LINES:-2000}"
+else
+  PARALLEL="${PARALLEL:-4}"; BENCH_RUNS="${BENCH_RUNS:-1:1000 64:500 4096:100 65536:20}"; STREAM_LINES="${STREAM_LINES:-10000}"
+fi
+TIME_BUDGET="${TIME_BUDGET:-450}"
+STEP_TIMEOUT="${STEP_TIMEOUT:-120}"
+LOWP="${LOWP:-1}"
+RUN_TESTS="${RUN_TESTS:-1}"
+DEADLINE=$((STARTED + TIME_BUDGET))
+
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+mkdir -p "$(dirname "$LOG")" || die "cannot make the folder of $LOG"
+: > "$LOG" || die "cannot write $LOG"
+
+# ---------------------------------------------------------------- verdicts
+cat > "$WORK/verdict.py" <<'PYEOF'
+"""verdict.py KIND RC STDOUT STDERR -> 'STATUS<TAB>figures' (STATUS: PASS FAIL MISS TIMEOUT ERROR)."""
+import json, sys
+kind, rc, path, err_path = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+try:
+    text = open(path, encoding="utf-8", errors="replace").read()
+except OSError:
+    text = ""
+data = {}
+for line in reversed(text.strip().splitlines()):
+    try:
+        data = json.loads(line); break
+    except ValueError:
+        continue
+if not isinstance(data, dict):
+    data = {}
+
+def g(key, fmt="{:.3e}"):
+    v = data.get(key)
+    if v is None:
+        return "?"
+    try:
+        return fmt.format(v)
+    except (ValueError, TypeError):
+        return str(v)
+
+if kind == "info":
+    figs = "device %s, time to first action %s s" % (g("device", "{}"), g("time_to_first_action_s", "{:.2f}"))
+elif kind == "onnx":
+    figs = "max_abs_err %s, cos %s" % (g("max_abs_err"), g("cos", "{:.9f}"))
+elif kind == "stream":
+    figs = "%s/%s answered, %s bad; %s lines/s first to last answer, %s lines/s with process start (first answer after %s s)" % (
+        g("answers_ok", "{}"), g("lines_in", "{}"), g("answers_bad", "{}"), g("lines_per_s_steady", "{:,.0f}"),
+        g("lines_per_s_with_start", "{:,.0f}"), g("first_answer_s", "{:.2f}"))
+elif kind in ("precision", "lowp"):
+    figs = "%s: cos %s, max_abs_err %s (tol %s)" % (g("dtype", "{}"), g("cos", "{:.8f}"), g("max_abs_err"), g("tol", "{}"))
+elif kind == "bench":
+    figs = "p50 %s ms, p99 %s ms, %s obs/s, engine %s" % (g("p50_ms", "{:.4f}"), g("p99_ms", "{:.4f}"),
+                                                        g("throughput_per_s", "{:,.0f}"), g("engine", "{}"))
+    if data.get("onnxruntime_p50_ms") is not None:
+        figs += "; bare onnxruntime (CPU) p50 %s ms" % g("onnxruntime_p50_ms", "{:.4f}")
+else:
+    figs = ""
+if rc in (124, 137):
+    status = "TIMEOUT"
+elif rc == 0:
+    status = "PASS"
+elif rc == 1 and kind == "lowp":
+    status = "MISS"  # low precision measured outside tol: recorded, not a failure
+elif rc == 1:
+    status = "FAIL"
+else:
+    status = "ERROR"
+if not data and rc in (0, 1) and kind != "other":
+    status, figs = "ERROR", "exit %d but no JSON result on stdout" % rc
+if status not in ("PASS", "MISS") and not data:
+    try:
+        lines = [l.strip() for l in open(err_path, encoding="utf-8", errors="replace") if l.strip()]
+    except OSError:
+        lines = []
+    if lines:
+        figs = lines[-1][:200]
+print(status + "\t" + figs)
+PYEOF
+
+# ---------------------------------------------------------------- steps
+# A step is recorded in $WORK/rec/NNNN.* ; records are appended to the log in number order.
+mkdir -p "$WORK/rec"
+SEQ=0
+FLUSHED=0
+remaining() { echo $((DEADLINE - $(date +%s))); }
+
+# step KIND NAME -- CMD...   (runs CMD under timeout; stdout/stderr kept apart)
+step() {
+  local kind="$1" name="$2"; shift 3
+  local id="$1"; shift
+  local r="$WORK/rec/$id" left t s e rc
+  printf '%s\n' "$name" > "$r.name"
+  printf '%q ' "$@" > "$r.cmd"
+  left=$(remaining)
+  if [ "$left" -lt 15 ]; then
+    printf 'SKIP\tnot run: %ss of the %ss budget left\n' "$left" "$TIME_BUDGET" > "$r.verdict"
+    echo 0 > "$r.secs"; echo "-" > "$r.rc"; return
+  fi
+  t=$STEP_TIMEOUT; [ "$t" -gt $((left - 5)) ] && t=$((left - 5))
+  echo "$t" > "$r.limit"
+  s=$(date +%s.%N)
+  timeout -k 5 "$t" "$@" > "$r.out" 2> "$r.err" < /dev/null
+  rc=$?
+  e=$(date +%s.%N)
+  echo "$rc" > "$r.rc"
+  awk -v a="$s" -v b="$e" 'BEGIN { printf "%.1f\n", b - a }' > "$r.secs"
+  "$PY" "$WORK/verdict.py" "$kind" "$rc" "$r.out" "$r.err" > "$r.verdict" 2>/dev/null || printf 'ERROR\tverdict failed\n' > "$r.verdict"
+  if { [ "$rc" = 124 ] || [ "$rc" = 137 ]; } && [ "$t" -lt "$STEP_TIMEOUT" ]; then
+    printf 'CUT\tstopped by the time budget after %ss\n' "$t" > "$r.verdict"  # not its own time-out
+  elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+    printf 'TIMEOUT\tstopped after STEP_TIMEOUT=%ss\n' "$t" > "$r.verdict"
+  fi
+}
+next_id() { SEQ=$((SEQ + 1)); ID=$(printf '%04d' "$SEQ"); }
+run_now() { next_id; step "$1" "$2" -- "$ID" "${@:4}"; }
+run_bg() {  # same as run_now, PARALLEL at a time
+  next_id
+  while [ "$(jobs -rp | wc -l)" -ge "$PARALLEL" ]; do wait -n; done
+  step "$1" "$2" -- "$ID" "${@:4}" &
+}
+flush() {  # append the records not yet in the log
+  wait
+  local i r
+  for ((i = FLUSHED + 1; i <= SEQ; i++)); do
+    r="$WORK/rec/$(printf '%04d' "$i")"
+    {
+      printf '\n===== [%d] %s =====\n' "$i" "$(cat "$r.name")"
+      printf 'command: %s\n' "$(cat "$r.cmd")"
+      printf 'exit code: %s | wall: %s s | timeout: %s s | verdict: %s\n' \
+        "$(cat "$r.rc")" "$(cat "$r.secs")" "$(cat "$r.limit" 2>/dev/null || echo -)" "$(tr '\t' ' ' < "$r.verdict")"
+      if [ -s "$r.out" ]; then echo "--- stdout ---"; head -c 20000 "$r.out"; echo; fi
+      if [ -s "$r.err" ]; then echo "--- stderr ---"; tail -c 6000 "$r.err"; echo; fi
+      [ -f "$r.note" ] && cat "$r.note"
+    } >> "$LOG"
+  done
+  FLUSHED=$SEQ
+}
+say() { printf '%s\n' "$*" | tee -a "$LOG"; }
+
+# ---------------------------------------------------------------- header
+{
+  echo "# device_check.sh — $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(hostname)"
+  if [ "$DRY" = 1 ]; then
+    echo "# *** CPU DRY RUN (ALLOW_CPU=1 DEVICE=cpu): this checks the script, NOT an accelerator. ***"
+    echo "# *** No figure below is a GPU or NPU figure.                                              ***"
+  fi
+  echo "# device=$DEVICE (auto-detected: ${found:-?}) second_device=${SECOND_DEVICE:-none}"
+  echo "# probe: $(printf '%s\n' "$probe" | tr '\n' ' ')"
+  echo "# commit: $(git rev-parse --short HEAD 2>/dev/null || echo ?)$(git diff --quiet HEAD -- inference.py 2>/dev/null || echo ' (inference.py differs from that commit)')"
+  echo "# python: $("$PY" -c 'import sys; print(sys.version.split()[0])') | numpy $("$PY" -c 'import numpy; print(numpy.__version__)' 2>/dev/null || echo missing) | onnxruntime $("$PY" -c 'import onnxruntime; print(onnxruntime.__version__)' 2>/dev/null || echo 'missing (onnx-compare cannot run)') | onnx $("$PY" -c 'import onnx; print(onnx.__version__)' 2>/dev/null || echo missing)"
+  echo "# budget ${TIME_BUDGET}s, step timeout ${STEP_TIMEOUT}s, parallel parity steps ${PARALLEL}, benchmark batch:runs ${BENCH_RUNS}, stream lines ${STREAM_LINES}"
+  if command -v nvidia-smi >/dev/null 2>&1; then
+    echo "# nvidia-smi: $(timeout 20 nvidia-smi --query-gpu=name,driver_version,memory.total,temperature.gpu,utilization.gpu --format=csv,noheader 2>&1 | head -n 4 | tr '\n' ';')"
+  fi
+  if command -v npu-smi >/dev/null 2>&1; then
+    echo "# npu-smi info:"; timeout 20 npu-smi info 2>&1 | head -n 30 | sed 's/^/#   /'
+  fi
+} > "$LOG"
+[ "$DRY" = 1 ] && echo "device_check: CPU DRY RUN — checks the script, not an accelerator"
+echo "device_check: device $DEVICE, log $LOG"
+
+# ---------------------------------------------------------------- models
+MODELS=("$SAMPLE")
+if [ -d "$FIXTURES" ]; then
+  for d in "$FIXTURES"/ppo-*/ "$FIXTURES"/zoo/*/ "$FIXTURES"/trained/*/; do
+    [ -d "$d" ] || continue
+    compgen -G "${d}*/*.pt" > /dev/null || continue
+    if [ -n "${ONLY:-}" ] && ! printf '%s\n' "$d" | grep -Eq -- "$ONLY"; then continue; fi
+    MODELS+=("${d%/}")
+  done
+  say "# models: ${#MODELS[@]} (bundled sample + $(( ${#MODELS[@]} - 1 )) fixture folders under $FIXTURES${ONLY:+ matching ONLY=$ONLY})"
+else
+  say "# models: the bundled sample only (no fixture folder at FIXTURES=$FIXTURES)"
+fi
+
+CLI=("$PY" inference.py --device "$DEVICE")
+
+# 1. info
+run_now other "info" -- "${CLI[@]}" --mode info
+flush
+
+# 2. float32 parity
+for m in "${MODELS[@]}"; do
+  run_bg onnx "onnx-compare float32: $m" -- "${CLI[@]}" --mode onnx-compare --model-dir "$m" --json
+  run_bg precision "precision float32: $m" -- "${CLI[@]}" --mode precision --dtype float32 --model-dir "$m" --json
+done
+flush
+
+# 3. benchmarks (alone), graphs on and off
+GRAPHS=unknown
+for pair in $BENCH_RUNS; do
+  b="${pair%%:*}"; runs="${pair#*:}"
+  base=("${CLI[@]}" --mode benchmark --model-dir "$SAMPLE" --batch "$b" --runs "$runs" --json)
+  if [ "$GRAPHS" = unsupported ]; then
+    run_now bench "benchmark batch $b (CLI default graphs; --graphs refused)" -- "${base[@]}"
+    continue
+  fi
+  for gr in on off; do
+    run_now bench "benchmark batch $b --graphs $gr" -- "${base[@]}" --graphs "$gr"
+    r="$WORK/rec/$ID"
+    if [ "$(cat "$r.rc")" = 2 ] && grep -qi graphs "$r.err" 2>/dev/null; then
+      GRAPHS=unsupported
+      echo "note: this CLI refused --graphs ($(head -c 200 "$r.err" | tr '\n' ' ')); benchmarks below run once per batch with the CLI's default (device graphs where its engine uses them)." > "$r.note"
+      printf 'SKIP\t--graphs refused by this CLI (noted); rerun without it\n' > "$r.verdict"
+      run_now bench "benchmark batch $b (CLI default graphs; --graphs refused)" -- "${base[@]}"
+      break
+    fi
+    GRAPHS=supported
+  done
+done
+flush
+
+# 4. stream: a driver feeds the lines through a pipe as fast as the policy takes them and
+#    times the answers: lines/s from first to last answer, and with process start included.
+cat > "$WORK/stream_drive.py" <<'PYEOF'
+"""stream_drive.py N CMD... -> one JSON line; exit: the CLI's exit if non-zero, else 0 iff all N answered."""
+import json, subprocess, sys, threading, time
+import numpy as np
+n, cmd = int(sys.argv[1]), sys.argv[2:]
+obs = np.random.RandomState(0).randn(n, 59).astype(np.float32)  # the bundled sample takes 59 floats
+payload = "".join(json.dumps({"obs": [float(v) for v in row]}) + "\n" for row in obs).encode()
+t0 = time.perf_counter()
+proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+def feed():
+    try:
+        proc.stdin.write(payload)
+        proc.stdin.close()
+    except (BrokenPipeError, OSError):
+        pass
+
+threading.Thread(target=feed, daemon=True).start()
+good = bad = 0
+first = last = None
+example = None
+for line in proc.stdout:
+    now = time.perf_counter()
+    first = now if first is None else first
+    last = now
+    try:
+        d = json.loads(line)
+    except ValueError:
+        d = None
+    if isinstance(d, dict) and "error" not in d and ("actions" in d or "continuous_actions" in d):
+        good += 1
+    else:
+        bad += 1
+        example = example or line[:200].decode("utf-8", "replace")
+rc = proc.wait()
+total = time.perf_counter() - t0
+steady = (good + bad - 1) / (last - first) if first is not None and last > first else None
+print(json.dumps({"lines_in": n, "answers_ok": good, "answers_bad": bad, "first_bad": example, "exit": rc,
+                  "first_answer_s": None if first is None else round(first - t0, 3), "total_s": round(total, 3),
+                  "lines_per_s_steady": steady and round(steady, 1), "lines_per_s_with_start": round(n / total, 1)}))
+sys.exit(rc if rc else (0 if good == n and bad == 0 else 1))
+PYEOF
+run_now stream "stream: $STREAM_LINES JSON lines {\"obs\": [59 floats]} through one process" -- \
+  "$PY" "$WORK/stream_drive.py" "$STREAM_LINES" "${CLI[@]}" --mode stream --model-dir "$SAMPLE" --stats
+flush
+
+# 5. low precision (recorded)
+if [ "$LOWP" = 1 ]; then
+  for m in "${MODELS[@]}"; do
+    for dt in float16 bfloat16; do
+      run_bg lowp "precision $dt: $m" -- "${CLI[@]}" --mode precision --dtype "$dt" --model-dir "$m" --json
+    done
+  done
+  flush
+fi
+
+# 6. run_tests.sh with what is left
+RT_ID=""
+if [ "$RUN_TESTS" = 1 ]; then
+  next_id; RT_ID=$ID
+  save=$STEP_TIMEOUT; STEP_TIMEOUT=$(( $(remaining) > 0 ? $(remaining) : 0 ))
+  step other "run_tests.sh (50 cases) on $DEVICE" -- "$ID" env DEVICE="$DEVICE" PYTHON="$PY" bash run_tests.sh
+  STEP_TIMEOUT=$save
+  rr="$WORK/rec/$RT_ID"
+  done_cases=$(grep -c '^case' "$rr.out" 2>/dev/null)
+  failed_cases=$(grep -Ec '^case +[0-9]+ \[[A-J]\] FAIL' "$rr.out" 2>/dev/null)
+  case "$(cat "$rr.rc")" in
+    0) printf 'PASS\t%s\n' "$(tail -n 1 "$rr.out")" > "$rr.verdict" ;;
+    -) ;;
+    124|137)
+      if [ "$failed_cases" -gt 0 ]; then
+        printf 'FAIL\t%s of %s finished cases failed before the time budget ran out\n' "$failed_cases" "$done_cases" > "$rr.verdict"
+      else
+        printf 'CUT\tstopped by the time budget after %s of 50 cases (all of those passed)\n' "$done_cases" > "$rr.verdict"
+      fi ;;
+    *) printf 'FAIL\t%s\n' "$(tail -n 1 "$rr.out")" > "$rr.verdict" ;;
+  esac
+  flush
+  if [ "$(cat "$rr.rc")" != "-" ] && [ -f logs/test_cases.log ]; then
+    { printf '\n===== run_tests.sh'"'"'s own log (logs/test_cases.log) =====\n'; cat logs/test_cases.log; } >> "$LOG"
+  fi
+fi
+
+# ---------------------------------------------------------------- summary
+PASS=0; FAILN=0; SKIPN=0; MISSN=0
+{
+  printf '\n===== summary (%s%s) =====\n' "$DEVICE" "$([ "$DRY" = 1 ] && echo ', CPU DRY RUN: not an accelerator result')"
+  printf '%-4s %-8s %-5s %7s  %s\n' "#" status exit "secs" "step — figures"
+  for ((i = 1; i <= SEQ; i++)); do
+    r="$WORK/rec/$(printf '%04d' "$i")"
+    st="$(cut -f1 "$r.verdict")"; figs="$(cut -f2- "$r.verdict")"
+    printf '%-4s %-8s %-5s %7s  %s — %s\n' "$i" "$st" "$(cat "$r.rc")" "$(cat "$r.secs")" "$(cat "$r.name")" "$figs"
+  done
+} >> "$LOG"
+for ((i = 1; i <= SEQ; i++)); do
+  r="$WORK/rec/$(printf '%04d' "$i")"
+  case "$(cut -f1 "$r.verdict")" in
+    PASS) PASS=$((PASS + 1)) ;;
+    MISS) PASS=$((PASS + 1)); MISSN=$((MISSN + 1)) ;;
+    SKIP|CUT) grep -q 'refused by this CLI' "$r.verdict" || SKIPN=$((SKIPN + 1)) ;;
+    *) FAILN=$((FAILN + 1)) ;;
+  esac
+done
+{
+  echo
+  echo "graphs flag: $GRAPHS$([ "$GRAPHS" = unsupported ] && echo ' (this CLI has no --graphs: benchmarks ran once per batch with its default)')"
+  echo "low-precision results outside tol (recorded, not failures): $MISSN"
+  echo "total wall: $(( $(date +%s) - STARTED )) s of a ${TIME_BUDGET} s budget"
+  [ "$DRY" = 1 ] && echo "CPU DRY RUN: nothing here was measured on a GPU or an NPU."
+} >> "$LOG"
+echo "device_check: $PASS passed, $FAILN failed, $SKIPN skipped or cut by the time budget" | tee -a "$LOG"
+echo "log: $LOG"
+[ "$FAILN" -gt 0 ] && exit 1
+[ "$SKIPN" -gt 0 ] && exit 3
+exit 0
