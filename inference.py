@@ -3678,6 +3678,11 @@ def json_numbers_only(value, depth: int = 0) -> bool:
 
 
 def stream_array(spec: InputSpec, value: list) -> np.ndarray:
+    """One input of a stream line as float32. A batch of entity buffers may be ragged (each
+    agent sees its own number of entities): each is padded with absent (zero) rows."""
+    if spec.kind == "entities" and value and all(type(v) is list and (not v or type(v[0]) is list) for v in value):
+        most = max(len(v) for v in value)
+        value = [v + [[0.0] * spec.shape[1]] * (most - len(v)) for v in value]
     try:
         with np.errstate(over="ignore"):
             array = np.asarray(value, dtype=np.float32)  # beyond float32 -> inf, refused below
