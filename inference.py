@@ -1371,8 +1371,12 @@ def build_actor(settings: PolicySettings, state: dict, path: Path) -> "SimpleAct
                 raise UsageError(f"{path}: {spec.name} is {spec.shape[1]}x{spec.shape[2]}, smaller than the "
                                  f"{spec.encoder} encoder accepts ({MIN_IMAGE_SIDE[spec.encoder]})")
     try:
-        actor = SimpleActor(settings)
-        actor.load_state_dict(state, strict=True)
+        # Built on the meta device (no memory) and given the checkpoint's own tensors: sizes that
+        # the ONNX or a crafted file claims never allocate anything before the strict load
+        # has checked every shape against the checkpoint.
+        with torch.device("meta"):
+            actor = SimpleActor(settings)
+        actor.load_state_dict({k: v.clone() for k, v in state.items()}, strict=True, assign=True)
     except RuntimeError as exc:  # missing, unexpected or mis-shaped keys: the checkpoint is not this policy
         lines = [l.strip() for l in str(exc).splitlines() if l.strip()]
         detail = next((l for l in lines[1:] if l), lines[0] if lines else "")
