@@ -93,17 +93,18 @@ elif kind == "batch":
     in_range([lo, hi], "output range")
     first = [float(v) for v in ast.literal_eval(rows[0][1])]
     single = field("action[:8]", other(3))[:6]
-    if any(abs(a - b) > 1e-6 for a, b in zip(first, single)):
-        fail(f"batch[0] {first} differs from the single observation of case 3 {single}")
+    if len(first) != len(single) or any(abs(a - b) > 1e-5 for a, b in zip(first, single)):
+        fail(f"batch[0] {first} differs from the single observation of case 3 {single} by more than 1e-5")
     ms = number("first (cold) call")
-    print(f"PASS range [{lo}, {hi}], batch[0] equals case 3, cold {ms:.2f} ms")
+    print(f"PASS range [{lo}, {hi}], batch[0] equals case 3 within 1e-5, cold {ms:.2f} ms")
 elif kind in ("precision", "precision_lowp"):
     cos, err = number("vs float64: cos"), number("max_abs_err")
     holds = cos >= 0.999 and err < 0.01
     if kind == "precision":
-        if not (0 < err < float(arg) and holds):
-            fail(f"cos {cos}, max_abs_err {err}: expected 0 < error < {arg}")
-        print(f"PASS cos {cos:.8f}, max_abs_err {err:.3e} (non-zero, below {arg})")
+        # A bound only: how far float32 lands from float64 (zero included) is the CPU's rounding.
+        if not (0 <= err < float(arg) and holds):
+            fail(f"cos {cos}, max_abs_err {err}: expected error < {arg} and cos >= 0.999")
+        print(f"PASS cos {cos:.8f}, max_abs_err {err:.3e} (below {arg})")
     else:
         # Low precision: the seed reports bf16 missing tol 0.01 on the real weights (1.07e-2).
         # The rule is that the program measured it and its verdict agrees with its numbers.
@@ -162,8 +163,8 @@ declare -A RULE_TEXT=(
   [checkpoints]="exit 0 and SUCCESS; at least one checkpoint listed and the default named"
   [action]="exit 0 and SUCCESS; action[:8] and the action range inside [-1, 1]"
   [sample]="exit 0 and SUCCESS; sampled#1 == sampled#2 (same seed); sampled != deterministic; all in [-1, 1]"
-  [batch]="exit 0 and SUCCESS; output range inside [-1, 1]; batch[0] equals case 3 (the same observation alone)"
-  [precision]="exit 0 and SUCCESS; 0 < max_abs_err against float64 < LIMIT and cos >= 0.999"
+  [batch]="exit 0 and SUCCESS; output range inside [-1, 1]; batch[0] within 1e-5 of case 3 (the same observation alone)"
+  [precision]="exit 0 and SUCCESS; max_abs_err against float64 < LIMIT (zero allowed) and cos >= 0.999"
   [precision_lowp]="exit 0 or 1, agreeing with the measurement (exit 0 iff cos >= 0.999 and max_abs_err < 0.01); the seed's bf16 missed 0.01 on the real weights"
   [onnx]="exit 0 and SUCCESS; max_abs_err < 1e-4 and cos >= 0.999999 against ML-Agents' ONNX"
   [fingerprint]="exit 0 and SUCCESS; two runs identical; sha256 printed; first action in [-1, 1]"

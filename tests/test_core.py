@@ -1,5 +1,7 @@
-"""Issue 2: loading, the policy's numbers against ML-Agents' ONNX, conventions, devices, exit codes."""
-import json
+"""Issue 2: loading, the policy's numbers against ML-Agents' ONNX, conventions, devices, exit codes.
+The reference is always ML-Agents' own ONNX run by a bare onnxruntime session (conftest's
+ort_deterministic / ort_mu), or a figure read straight from the checkpoint with torch.load;
+never a number computed by inference.py."""
 import os
 from pathlib import Path
 
@@ -18,99 +20,133 @@ CASES = [  # (model folder, checkpoint, its ML-Agents ONNX)
     pytest.param("agent", "Agent/Agent-50000.pt", "Agent/Agent-50000.onnx", id="agent-50000-no-normalizer"),
     pytest.param("agent", "Agent/Agent-100000.pt", "Agent.onnx", id="agent-final-no-normalizer"),
 ]
+STATE = torch.load(BUNDLED_PT, map_location="cpu", weights_only=True)["Policy"]  # the checkpoint as saved
+SIGMA = np.exp(STATE["action_model._continuous_distribution.log_sigma"].numpy().reshape(-1).astype(np.float64))
 
 
 def folder(name: str) -> Path:
     return {"bundled": BUNDLED, "huggy": need(HUGGY), "agent": need(AGENT)}[name]
 
 
-def observations(spec, rows=32) -> np.ndarray:
+def rs_obs(seed: int, rows=None, width: int = 59) -> np.ndarray:
+    """The seed's observation convention, stated independently: np.random.RandomState(seed).randn."""
+    shape = (width,) if rows is None else (rows, width)
+    return np.random.RandomState(seed).randn(*shape).astype(np.float32)
+
+
+def observations(policy, rows=32) -> np.ndarray:
     """Normal draws, the named observations, and values far outside the normalizer's range."""
+    width = policy.settings.inputs[0].shape[0]
     rng = np.random.RandomState(1234)
-    named = [np.zeros(spec.obs_dim), np.ones(spec.obs_dim), -np.ones(spec.obs_dim), I.boundary_obs(spec),
-             np.full(spec.obs_dim, 1e4), np.full(spec.obs_dim, -1e4)]
-    return np.vstack([rng.randn(rows, spec.obs_dim) * 3, *named]).astype(np.float32)
+    named = [np.zeros(width), np.ones(width), -np.ones(width), I.parse_obs("boundary", policy, 0)[0],
+             np.full(width, 1e4), np.full(width, -1e4)]
+    return np.vstack([rng.randn(rows, width) * 3, *named]).astype(np.float32)
 
 
 @pytest.mark.parametrize("engine", ["torch", "onnxruntime"])
 @pytest.mark.parametrize("where,pt,onnx_file", CASES)
 def test_every_engine_equals_mlagents_onnx(where, pt, onnx_file, engine):
     base = folder(where)
-    spec = I.load_policy_spec(base / pt)
-    obs = observations(spec)
+    policy = I.load(base / pt, engine=engine)
+    assert policy.info["engine"] == engine
+    obs = observations(policy)
     reference = ort_deterministic(base / onnx_file, obs)
-    ours = I.make_engine(engine, spec, torch.device("cpu"), "float32")
-    got = ours.deterministic(obs)
-    assert got.shape == reference.shape == (len(obs), spec.act_dim)
+    got = policy.act(obs)["continuous_actions"]
+    assert got.shape == reference.shape == (len(obs), policy.settings.continuous_size)
     assert np.abs(got - reference).max() <= 1e-5
     for row in (0, 5, len(obs) - 1):  # single observations, as a control loop sends them
-        assert np.abs(ours.deterministic(obs[row:row + 1]) - reference[row:row + 1]).max() <= 1e-5
+        assert np.abs(policy.act(obs[row])["continuous_actions"] - reference[row]).max() <= 1e-5
+        assert np.abs(policy.act(obs[row:row + 1])["continuous_actions"] - reference[row:row + 1]).max() <= 1e-5
 
 
 @pytest.mark.parametrize("where,pt,onnx_file", CASES)
 def test_float64_reference_close_to_onnx(where, pt, onnx_file):
     base = folder(where)
-    spec = I.load_policy_spec(base / pt)
-    obs = observations(spec)
-    ref64 = I.deterministic_actions(I.reference_mu(spec, obs))
+    policy = I.load(base / pt)
+    obs = observations(policy)
+    flat, _, _ = policy.prepare(obs)
+    ref64 = policy.reference(flat)["deterministic_continuous_actions"]  # precision mode's float64 reference
+    assert ref64.dtype == np.float64
     assert np.abs(ref64 - ort_deterministic(base / onnx_file, obs)).max() < 1e-5
 
 
 def test_architecture_inferred_from_shapes():
-    spec = I.load_policy_spec(BUNDLED_PT)
-    assert (spec.obs_dim, spec.act_dim, spec.hidden_units, len(spec.layers)) == (59, 21, 512, 3)
-    assert spec.parameters == 566_805  # the seed's figure for Huggy
-    assert spec.normalize and spec.normalization_steps == 600_018 and spec.global_step == 600_017
-    small = I.load_policy_spec(need(AGENT) / "Agent" / "Agent-100000.pt")
-    assert (small.obs_dim, small.act_dim, small.hidden_units, len(small.layers)) == (8, 2, 64, 2)
-    assert not small.normalize and small.parameters == 8 * 64 + 64 + 64 * 64 + 64 + 64 * 2 + 2
+    huggy = I.load_checkpoint(BUNDLED_PT)
+    s = huggy.settings
+    assert ([i.shape for i in s.inputs], s.continuous_size, s.hidden_units, s.num_layers) == ([(59,)], 21, 512, 3)
+    assert huggy.parameters == 566_805  # the seed's figure for Huggy
+    normalizer = huggy.actor.network_body.observation_encoder.processors[0].normalizer
+    assert s.normalize and int(normalizer.normalization_steps) == 600_018 and huggy.global_step == 600_017
+    assert I.load(BUNDLED_PT).info["parameters"] == 566_805
+    small = I.load_checkpoint(need(AGENT) / "Agent" / "Agent-100000.pt")
+    t = small.settings
+    assert ([i.shape for i in t.inputs], t.continuous_size, t.hidden_units, t.num_layers) == ([(8,)], 2, 64, 2)
+    assert not t.normalize and small.parameters == 8 * 64 + 64 + 64 * 64 + 64 + 64 * 2 + 2
 
 
 def test_low_precision_keeps_normalizer_float32():
-    spec = I.load_policy_spec(BUNDLED_PT)
-    policy = I.build_policy(spec, torch.float16)
-    assert policy.divisor.dtype == torch.float32 and policy.running_mean.dtype == torch.float32
-    assert policy.mu.weight.dtype == torch.float16
+    policy = I.load(BUNDLED_PT, dtype="float16")  # auto: the torch engine for float16
+    assert policy.info["engine"] == "torch"
+    actor = policy.engine.heads.actor
+    normalizer = actor.network_body.observation_encoder.processors[0].normalizer
+    assert normalizer.running_variance.dtype == torch.float32 and normalizer.running_mean.dtype == torch.float32
+    assert actor.action_model._continuous_distribution.mu.weight.dtype == torch.float16
     # float16 cannot even hold the accumulated running_variance: the reason the normalizer stays float32
-    assert not torch.isfinite(torch.from_numpy(spec.running_variance).half()).all()
-    obs = torch.from_numpy(observations(spec))
-    with torch.inference_mode():
-        mu16 = policy(obs).float().numpy()
+    variance = STATE["network_body.observation_encoder.processors.0.normalizer.running_variance"]
+    assert not torch.isfinite(variance.half()).all()
+    obs = observations(policy)
+    mu16 = policy.act(obs)["continuous_actions"]
     assert np.isfinite(mu16).all()
-    assert np.abs(I.deterministic_actions(mu16) - ort_deterministic(BUNDLED_ONNX, obs.numpy())).max() < 0.05
+    assert np.abs(mu16 - ort_deterministic(BUNDLED_ONNX, obs)).max() < 0.05
 
 
 # --- the seed's conventions ------------------------------------------------------------------
 
-def test_random_observation_convention():
-    obs = I.random_obs(0, 59)
-    assert obs.dtype == np.float32 and obs.shape == (59,)
-    assert np.allclose(obs[:3], [1.7640520, 0.4001570, 0.9787380], atol=1e-6)  # the seed's obs[:3]
-    batch = I.random_obs(0, 59, 8)
+def test_random_observation_convention(policy):
+    obs = rs_obs(0)
+    assert np.allclose(obs[:3], [1.7640524, 0.4001572, 0.9787380], atol=1e-6)  # the seed's obs[:3]
+    random = I.parse_obs("random", policy, 0)
+    assert len(random) == 1 and random[0].dtype == np.float32 and np.array_equal(random[0], obs)
+    single, = I.random_inputs(policy.settings, 0)
+    assert single.shape == (59,) and np.array_equal(single, obs)
+    batch, = I.random_inputs(policy.settings, 0, 8)
+    assert batch.shape == (8, 59) and np.array_equal(batch, rs_obs(0, 8))
     assert np.array_equal(batch[0], obs)  # row 0 of a batch is the single observation
 
 
-def test_noise_convention():
-    z = I.draw_noise(0, None, 21)
+def expected_sample(obs: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """clip(mu + z * exp(log_sigma), -3, 3) / 3, mu from ML-Agents' ONNX, log_sigma from the checkpoint."""
+    mu = ort_mu(BUNDLED_ONNX, np.atleast_2d(obs)).astype(np.float64)
+    return (np.clip(mu + np.atleast_2d(z) * SIGMA, -3, 3) / 3).reshape(np.shape(z))
+
+
+def test_noise_convention(policy):
+    """Noise: torch.randn((rows, act_dim), generator=torch.Generator().manual_seed(seed)) on the
+    CPU; a control loop (one generator) draws one row per step, step 0 as `sample`."""
+    z = torch.randn((1, 21), generator=torch.Generator().manual_seed(0)).numpy()[0]
     assert np.allclose(z[:2], [-1.1258, -1.1524], atol=1e-4)  # the seed's z for seed 0
-    rows = I.draw_noise(0, 4, 21)  # a batch of N draws: one torch.randn((N, act_dim))
-    assert np.array_equal(rows, torch.randn((4, 21), generator=torch.Generator().manual_seed(0)).numpy())
-    steps = I.noise_sequence(0, 3, 21)  # a control loop: one draw per step, step 0 as `sample`
-    assert np.array_equal(steps[0], z) and not np.array_equal(steps[1], z)
-    generator = torch.Generator().manual_seed(0)
-    assert np.array_equal(steps, np.stack([torch.randn(21, generator=generator).numpy() for _ in range(3)]))
+    obs = rs_obs(0)
+    one = policy.act(obs, deterministic=False, seed=0)["continuous_actions"]
+    assert one.shape == (21,) and np.abs(one - expected_sample(obs, z)).max() < 1e-5
+    rows = torch.randn((4, 21), generator=torch.Generator().manual_seed(0)).numpy()  # a batch: one randn((N, act_dim))
+    batch = policy.act(np.repeat(obs[None], 4, axis=0), deterministic=False, seed=0)["continuous_actions"]
+    assert np.abs(batch - expected_sample(np.repeat(obs[None], 4, axis=0), rows)).max() < 1e-5
+    generator, again = torch.Generator().manual_seed(0), torch.Generator().manual_seed(0)
+    steps = [policy.act(obs, deterministic=False, generator=generator)["continuous_actions"] for _ in range(3)]
+    for step in steps:
+        assert np.abs(step - expected_sample(obs, torch.randn(21, generator=again).numpy())).max() < 1e-5
+    assert np.array_equal(steps[0], one) and not np.array_equal(steps[1], one)
 
 
 @pytest.mark.parametrize("engine", ["torch", "onnxruntime"])
 def test_sampled_action_formula(engine):
     """sampled = clip(mu + z * exp(log_sigma), -3, 3) / 3 with mu read from ML-Agents' ONNX."""
-    spec = I.load_policy_spec(BUNDLED_PT)
-    obs = I.random_obs(3, spec.obs_dim, 16)
-    z = I.draw_noise(3, 16, spec.act_dim)
-    mu = ort_mu(BUNDLED_ONNX, obs).astype(np.float64)
-    expected = np.clip(mu + z * np.exp(spec.log_sigma.astype(np.float64)), -3, 3) / 3
-    det, sampled = I.make_engine(engine, spec, torch.device("cpu"), "float32").sample(obs, z)
-    assert np.abs(sampled - expected).max() < 1e-5
+    policy = I.load(BUNDLED_PT, engine=engine)
+    obs = rs_obs(3, 16)
+    z = torch.randn((16, 21), generator=torch.Generator().manual_seed(3)).numpy()
+    det = policy.act(obs)["continuous_actions"]
+    sampled = policy.act(obs, deterministic=False, seed=3)["continuous_actions"]
+    assert np.abs(sampled - expected_sample(obs, z)).max() < 1e-5
     assert np.abs(det - ort_deterministic(BUNDLED_ONNX, obs)).max() < 1e-5
     assert not np.allclose(sampled, det)  # the noise really moved the actions
 
@@ -118,43 +154,45 @@ def test_sampled_action_formula(engine):
 def test_sample_mode_reproducible_and_correct(capsys):
     code, out, _ = call(capsys, "--mode", "sample", "--seed", "5", "--model-dir", BUNDLED)
     assert code == 0 and out["identical"] is True and out["seed"] == 5
-    obs = I.random_obs(5, 59)
-    mu = ort_mu(BUNDLED_ONNX, obs[None])[0].astype(np.float64)
+    obs = rs_obs(5)
     z = torch.randn(21, generator=torch.Generator().manual_seed(5)).numpy()
-    state = torch.load(BUNDLED_PT, weights_only=True)["Policy"]
-    sigma = np.exp(state["action_model._continuous_distribution.log_sigma"].numpy().reshape(-1).astype(np.float64))
-    expected = np.clip(mu + z * sigma, -3, 3) / 3
-    assert np.abs(np.array(out["sampled"]) - expected).max() < 1e-5
-    assert np.allclose(out["sigma"], sigma, atol=1e-7)
+    assert np.abs(np.array(out["sampled"]) - expected_sample(obs, z)).max() < 1e-5
+    assert np.allclose(out["sigma"], SIGMA, atol=1e-7)
 
 
 # --- observations ------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def spec():
-    return I.load_policy_spec(BUNDLED_PT)
+def policy():
+    return I.load(BUNDLED_PT)
 
 
-def test_named_observations(spec):
-    assert np.array_equal(I.parse_obs("zeros", spec, 0), np.zeros(59, np.float32))
-    assert np.array_equal(I.parse_obs("ones", spec, 0), I.parse_obs("1", spec, 0))
-    assert np.array_equal(I.parse_obs("ones_neg", spec, 0), I.parse_obs("-1", spec, 0))
-    assert np.array_equal(I.parse_obs("random", spec, 7), I.random_obs(7, 59))
-    assert np.array_equal(I.parse_obs("-0.5", spec, 0), np.full(59, -0.5, np.float32))
+def test_named_observations(policy):
+    def one(text, seed=0):
+        values = I.parse_obs(text, policy, seed)
+        assert len(values) == 1 and values[0].dtype == np.float32 and values[0].shape == (59,)
+        return values[0]
+    assert np.array_equal(one("zeros"), np.zeros(59, np.float32))
+    assert np.array_equal(one("ones"), one("1")) and np.array_equal(one("ones"), np.ones(59, np.float32))
+    assert np.array_equal(one("ones_neg"), one("-1")) and np.array_equal(one("ones_neg"), -np.ones(59, np.float32))
+    assert np.array_equal(one("random", 7), rs_obs(7))
+    assert np.array_equal(one("-0.5"), np.full(59, -0.5, np.float32))
 
 
-def test_boundary_sits_on_the_clip_edges(spec):
-    obs = I.parse_obs("boundary", spec, 0).astype(np.float64)
-    std = np.sqrt(spec.running_variance.astype(np.float64) / spec.normalization_steps)
-    normalized = (obs - spec.running_mean) / std
+def test_boundary_sits_on_the_clip_edges(policy):
+    obs = I.parse_obs("boundary", policy, 0)[0].astype(np.float64)
+    prefix = "network_body.observation_encoder.processors.0.normalizer."
+    steps = int(STATE[prefix + "normalization_steps"])
+    std = np.sqrt(STATE[prefix + "running_variance"].numpy().astype(np.float64) / steps)
+    normalized = (obs - STATE[prefix + "running_mean"].numpy()) / std
     assert np.allclose(np.abs(normalized), 5.0, rtol=1e-5)
     assert (np.sign(normalized[::2]) > 0).all() and (np.sign(normalized[1::2]) < 0).all()
 
 
-def test_comma_list(spec):
+def test_comma_list(policy):
     values = np.linspace(-2, 2, 59)
     text = ",".join(f"{v:.2f}" for v in values)
-    assert np.allclose(I.parse_obs(text, spec, 0), np.round(values, 2), atol=1e-6)
+    assert np.allclose(I.parse_obs(text, policy, 0)[0], np.round(values, 2), atol=1e-6)
 
 
 @pytest.mark.parametrize("text,words", [
@@ -162,9 +200,9 @@ def test_comma_list(spec):
     ("nan", "finite"), ("inf", "finite"), ("-inf", "finite"), ("1e39", "float32"), ("abc", "not a number"),
     ("", "not a number"), (",".join(["1"] * 58 + ["x"]), "not a number"), ("1,,2", "not a number"),
 ])
-def test_bad_observations_refused(spec, text, words):
+def test_bad_observations_refused(policy, text, words):
     with pytest.raises(I.UsageError, match=words):
-        I.parse_obs(text, spec, 0)
+        I.parse_obs(text, policy, 0)
 
 
 def test_negative_values_typed_without_equals(capsys):
@@ -296,7 +334,7 @@ def test_info_json_fields(capsys):
     assert out["parameters"] == 566_805 and out["device"] == "cpu" and out["normalization_steps"] == 600_018
     assert set(out["versions"]) >= {"torch", "torch_npu", "numpy", "onnxruntime"}
     assert out["sha256"] == I.file_sha256(BUNDLED_PT) and len(out["log_sigma"]) == 21
-    reference = ort_deterministic(BUNDLED_ONNX, I.random_obs(0, 59)[None])[0]
+    reference = ort_deterministic(BUNDLED_ONNX, rs_obs(0)[None])[0]
     assert np.abs(np.array(out["deterministic_actions"]) - reference).max() <= 1e-5
 
 
@@ -309,16 +347,20 @@ def test_action_json_and_human_output(capsys):
     assert text[-1] == "SUCCESS" and any(l.strip().startswith("action[:8]") for l in text)
 
 
-def test_exit_codes_from_a_real_process():
-    ok = cli("--mode", "action", "--model-dir", BUNDLED, "--json")
-    assert ok.returncode == 0 and json.loads(ok.stdout)["actions"]
-    bad = cli("--mode", "action", "--obs", "1,2", "--model-dir", BUNDLED)
-    assert bad.returncode == 2 and bad.stdout.count("\n") <= 1 and "Traceback" not in bad.stderr
-    assert len(bad.stderr.strip().splitlines()) == 1 and "expected 59 numbers" in bad.stderr
+def test_exit_codes(capsys):
+    """main()'s exit codes and streams in this process, and in a real process the code the
+    shell sees for a check that did not hold (0 and 2 from real processes: test_modes'
+    fingerprint and test_hostile's refusal as a user runs it)."""
+    assert I.main(["--mode", "action", "--obs", "1,2", "--model-dir", str(BUNDLED)]) == 2
+    out, err = capsys.readouterr()
+    assert out.count("\n") <= 1 and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and "expected 59 numbers" in err
+    assert I.main(["--mode", "nonsense"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1 and "invalid choice" in err
     failed = cli("--mode", "precision", "--tol", "1e-12", "--samples", "4", "--model-dir", BUNDLED)
-    assert failed.returncode == 1 and "Traceback" not in failed.stderr and "FAILED" in failed.stdout
-    usage = cli("--mode", "nonsense")
-    assert usage.returncode == 2 and len(usage.stderr.strip().splitlines()) == 1
+    assert failed.returncode == 1 and "Traceback" not in failed.stderr
+    assert failed.stdout.strip().splitlines()[-1].startswith("FAILED")
 
 
 # --- the seed's published numbers, with the real weights only -----------------------------------
@@ -329,12 +371,11 @@ REAL_HUGGY = os.environ.get("HUGGY_MODEL_DIR")  # read before the autouse fixtur
 def test_golden_numbers_from_the_seed():
     if not REAL_HUGGY or not (Path(REAL_HUGGY) / "Huggy" / "Huggy-2000049.pt").is_file():
         pytest.skip("HUGGY_MODEL_DIR does not hold the real PaulVialard/ppo-Huggy (Huggy/Huggy-2000049.pt)")
-    root = Path(REAL_HUGGY)
-    spec = I.load_policy_spec(I.default_checkpoint(root, "Huggy"))
-    engine = I.make_engine("torch", spec, torch.device("cpu"), "float32")
-    seed0 = engine.deterministic(I.random_obs(0, 59)[None])[0]
+    policy = I.load(Path(REAL_HUGGY), engine="torch")
+    assert Path(policy.info["checkpoint"]).name == "Huggy-2000049.pt"
+    seed0 = policy.act(rs_obs(0))["continuous_actions"]
     assert np.allclose(seed0[:6], [-0.009379, 0.817283, 1.0, -1.0, 0.030736, 0.759924], atol=5e-6)
-    zeros = engine.deterministic(np.zeros((1, 59), np.float32))[0]
+    zeros = policy.act(np.zeros(59, np.float32))["continuous_actions"]
     assert np.allclose(zeros[:6], [-0.2696, -0.0536, 0.0999, 0.4499, -0.1415, 0.2865], atol=6e-5)
-    _, sampled = engine.sample(I.random_obs(0, 59)[None], I.draw_noise(0, None, 21)[None])
-    assert np.allclose(sampled[0, :6], [-0.3741, 0.4414, 0.9196, -1.0, 0.3126, 0.3080], atol=6e-5)
+    sampled = policy.act(rs_obs(0), deterministic=False, seed=0)["continuous_actions"]
+    assert np.allclose(sampled[:6], [-0.3741, 0.4414, 0.9196, -1.0, 0.3126, 0.3080], atol=6e-5)

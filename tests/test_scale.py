@@ -36,10 +36,15 @@ def test_benchmark_plot(capsys, tmp_path):
 
 def test_engine_auto_is_onnxruntime_on_cpu_and_lazy_imports():
     """Imports stay lazy: loading the program pulls in neither onnx, onnxruntime, huggingface_hub
-    nor matplotlib."""
+    nor matplotlib (torch it does: the policy's modules are torch modules). A fresh interpreter:
+    this one has imported them all."""
+    import torch
+    cpu = torch.device("cpu")
+    assert I.choose_engine("auto", cpu, "float32") == "onnxruntime"
+    assert I.choose_engine("auto", cpu, "bfloat16") == I.choose_engine("torch", cpu, "float32") == "torch"
     code = ("import sys; sys.path.insert(0, %r); import inference; "
-            "print(sorted(m for m in ('onnx', 'onnxruntime', 'huggingface_hub', 'matplotlib', 'torch') if m in sys.modules))"
-            % str(I.HERE))
+            "print(sorted(m for m in ('onnx', 'onnxruntime', 'huggingface_hub', 'matplotlib', 'yaml', 'PIL') "
+            "if m in sys.modules))" % str(I.HERE))
     import subprocess
     import sys
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -111,7 +116,8 @@ def test_in_memory_batch_output(capsys, tmp_path):
     assert code == 0 and out["output"] == str(target)
     saved = np.load(target)
     assert saved.shape == (20, 21) and np.array_equal(saved, np.array(out["actions"], np.float32))
-    assert np.abs(saved - ort_deterministic(BUNDLED_ONNX, I.random_obs(2, 59, 20))).max() <= 1e-5
+    obs = np.random.RandomState(2).randn(20, 59).astype(np.float32)  # the seed's convention: RandomState(seed)
+    assert np.abs(saved - ort_deterministic(BUNDLED_ONNX, obs)).max() <= 1e-5
     assert sorted(p.name for p in tmp_path.iterdir()) == ["actions.npy"]
 
 
@@ -119,7 +125,10 @@ def test_in_memory_batch_output(capsys, tmp_path):
     (["--mode", "action", "--output", "x.npy"], "--output applies to --mode batch / export-onnx"),
     (["--mode", "info", "--obs-file", "x.npy"], "--obs-file applies to --mode batch"),
     (["--mode", "action", "--plot", "x.png"], "--plot applies to --mode benchmark"),
-    (["--mode", "sample", "--onnx", "x.onnx"], "--onnx applies"),
+    (["--mode", "sample", "--runs", "5"], "--runs applies to --mode benchmark"),
+    (["--mode", "action", "--stream-stats"], "--stream-stats applies to --mode stream"),
+    (["--mode", "stream", "--json"], "--json does not apply to stream mode"),
+    (["--mode", "sample", "--onnx", "x.onnx"], "--onnx x.onnx: no such file"),  # --onnx applies to every mode now
 ])
 def test_options_for_other_modes_refused(capsys, args, words):
     code, _, err = call(capsys, *args, "--model-dir", BUNDLED)
