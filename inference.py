@@ -2877,6 +2877,14 @@ def batch_file(ctx: Context):
             block = [np.asarray(a[start:start + chunk]) for a in data["inputs"]]
             masks = None if data["action_masks"] is None else np.asarray(data["action_masks"][start:start + chunk])
             memory = None if data["memory"] is None else np.asarray(data["memory"][start:start + chunk])
+            for spec, values in zip(s.inputs, block):  # name the bad row as the file counts it
+                with np.errstate(over="ignore", invalid="ignore"):
+                    finite = np.isfinite(values.reshape(len(values), -1).astype(np.float32)).all(axis=1) \
+                        if values.dtype.kind == "f" else np.ones(len(values), bool)
+                if not finite.all():
+                    raise UsageError(f"--obs-file {path}: row {start + int(np.argmin(finite))}"
+                                     f"{' (' + spec.name + ')' if len(s.inputs) > 1 else ''} holds nan or inf "
+                                     f"(or a value beyond float32)")
             try:
                 out = policy.act(block if len(block) > 1 else block[0], masks, memory=memory)
             except UsageError as exc:
@@ -2917,7 +2925,7 @@ def batch_file(ctx: Context):
         if bar is not None:
             bar.close()
     seconds = time.perf_counter() - t0
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (1 << 20 if sys.platform == "darwin" else 1024)  # bytes on macOS, KiB on Linux
     ctx.header(f"file batch ({path.name}: {rows:,} rows, chunk={chunk:,})")
     first = summary["first"]
     if "continuous_actions" in first:
