@@ -2599,70 +2599,86 @@ def actions_ok(settings: PolicySettings, out: dict, deterministic: bool = True) 
     return ok
 
 
-def say_actions(ctx: Context, out: dict, label: str = "action") -> None:
+def header(r: dict, title: str) -> str:
+    return f"===== {title} (device={r['device']}, dtype={r['dtype']}, engine={r['engine']}) ====="
+
+
+def action_lines(r: dict, prefix: str = "", label: str = "action") -> list:
     """The human lines of one action (the continuous lines keep the original NPU adaptation's labels)."""
-    if "continuous_actions" in out:
-        c = np.asarray(out["continuous_actions"])
-        ctx.say(f"  {label + '[:8]':<14} = {fmt(c[:8])}")
-        ctx.say(f"  {label + ' range':<14} = [{c.min():.4f}, {c.max():.4f}]"
-                + (" (SAC: raw mu, as ML-Agents' ONNX)" if ctx.settings.tanh_squash and label == "action"
-                   else " (must lie in [-1, 1])"))
-    if "discrete_actions" in out:
-        ctx.say(f"  discrete_actions = {np.asarray(out['discrete_actions']).tolist()} (branches {ctx.settings.discrete_branches})")
-    if "memory" in out:
-        ctx.say(f"  next memory[:8] = {fmt(np.asarray(out['memory'])[:8])}")
+    lines = []
+    if prefix + "continuous_actions" in r:
+        c = np.asarray(r[prefix + "continuous_actions"], np.float32)
+        lines.append(f"  {label + '[:8]':<14} = {fmt(c[:8])}")
+        lines.append(f"  {label + ' range':<14} = [{c.min():.4f}, {c.max():.4f}]"
+                     + (" (SAC: raw mu, as ML-Agents' ONNX)" if r.get("sac") else " (must lie in [-1, 1])"))
+    if prefix + "discrete_actions" in r:
+        lines.append(f"  discrete_actions = {r[prefix + 'discrete_actions']} (branches {r['discrete_branches']})")
+    if prefix + "memory" in r:
+        lines.append(f"  next memory[:8] = {fmt(np.asarray(r[prefix + 'memory'])[:8])}")
+    return lines
+
+
+def kind_fields(s: PolicySettings) -> dict:
+    """What the renderers need to know about the policy's actions."""
+    return {"discrete_branches": list(s.discrete_branches), "sac": s.tanh_squash}
 
 
 def mode_info(ctx: Context):
     """Environment, model and one deterministic action (the original adaptation's case 1)."""
-    v = versions()
-    ctx.say(f"[env] torch {v['torch']} | torch_npu {v['torch_npu'] or 'not installed'} | numpy {v['numpy']} | python {v['python']}")
-    ctx.say(f"[env] onnxruntime {v['onnxruntime'] or 'not installed'} | onnx {v['onnx'] or 'not installed'}")
     import shutil
     import subprocess
-    npus, cudas = npu_count(), cuda_count()
-    ctx.say(f"[env] device {ctx.device} | NPU available: {bool(npus)} ({npus}) | CUDA available: {bool(cudas)} ({cudas})")
-    health = None
+    v, npus, cudas, health = versions(), npu_count(), cuda_count(), None
     if shutil.which("npu-smi"):
         try:
             text = subprocess.run(["npu-smi", "info"], capture_output=True, text=True, timeout=10).stdout
-            health = next((l.strip() for l in text.splitlines() if re.search(r"\|\s*(OK|Warning|Alarm|Critical)\s*\|", l)), None)
+            health = next((l.strip() for l in text.splitlines() if re.search(r"\|\s*(OK|Warning|Alarm|Critical)\s*\|", l)),
+                          "no health line found")
         except (OSError, subprocess.SubprocessError):
-            health = None
-        ctx.say(f"[npu-smi] {health or 'no health line found'}")
+            health = "no health line found"
     ckpt, src, s = ctx.checkpoint, ctx.source, ctx.settings
-    ctx.say(f"[load] source = {src.origin}")
-    ctx.say(f"[load] checkpoint = {ckpt.path}")
-    ctx.say(f"[load] sha256 = {ckpt.sha256}")
-    ctx.say(f"[load] parameters = {ckpt.parameters:,} | load time {ckpt.load_s:.3f}s")
-    ctx.say(f"[load] dtype = {ctx.args.dtype} | architecture = {architecture(s)}")
-    ctx.say(f"[load] trainer = {s.trainer or 'unknown'}{' (shared critic: value heads in the policy, unused)' if s.value_streams else ''}"
-            f" | settings from {s.source}")
-    for spec in s.inputs:
-        ctx.say(f"[load] input {spec.describe()}")
-    norms = [p.normalizer for p in ctx.checkpoint.actor.network_body.processors if getattr(p, "normalizer", None) is not None]
-    ctx.say(f"[load] obs normalizer steps = {int(norms[0].normalization_steps) if norms else 'none (normalize: false)'}")
+    norms = [p.normalizer for p in ckpt.actor.network_body.processors if getattr(p, "normalizer", None) is not None]
     log_sigma = None
     if s.continuous_size and not s.conditional_sigma:
-        log_sigma = ctx.checkpoint.actor.action_model._continuous_distribution.log_sigma.detach().reshape(-1).numpy()
-        ctx.say(f"[load] log_sigma[:6] = {fmt(log_sigma[:6], 4)}")
+        log_sigma = ckpt.actor.action_model._continuous_distribution.log_sigma.detach().reshape(-1).numpy()
     obs = random_inputs(s, ctx.args.seed)
     out = ctx.policy.act(obs)
     first_action_s = time.time() - process_start_time()
-    ctx.say(f"[policy] obs(random,seed={ctx.args.seed})[:6] = {fmt(obs[0].reshape(-1)[:6], 4)}")
-    if "continuous_actions" in out:
-        ctx.say(f"[policy] deterministic_actions[:6] = {fmt(out['continuous_actions'][:6])}")
-    if "discrete_actions" in out:
-        ctx.say(f"[policy] deterministic_discrete_actions = {out['discrete_actions'].tolist()}")
-    ctx.say(f"[policy] engine = {ctx.engine_name} | process start to first action = {first_action_s:.2f}s")
-    info = ctx.policy.info
-    result = {**info, "obs_dim": sum(int(np.prod(i.shape)) for i in s.inputs), "action_dim": s.continuous_size,
+    result = {**ctx.policy.info, "obs_dim": sum(int(np.prod(i.shape)) for i in s.inputs), "action_dim": s.continuous_size,
               "normalize": s.normalize, "normalization_steps": int(norms[0].normalization_steps) if norms else None,
               "log_sigma": floats(log_sigma) if log_sigma is not None else None, **ctx.base(), "versions": v,
               "load_s": ckpt.load_s, "note": src.note, "devices": {"npu": npus, "cuda": cudas}, "npu_smi": health,
+              "architecture": architecture(s), "inputs_described": [i.describe() for i in s.inputs],
+              "seed": ctx.args.seed, "obs": floats(obs[0].reshape(-1)[:6]),
               **({"deterministic_actions": floats(out["continuous_actions"])} if "continuous_actions" in out else {}),
               **action_fields(s, out), "time_to_first_action_s": first_action_s}
     return result, actions_ok(s, out)
+
+
+def show_info(r: dict) -> list:
+    v = r["versions"]
+    lines = [f"[env] torch {v['torch']} | torch_npu {v['torch_npu'] or 'not installed'} | numpy {v['numpy']} | python {v['python']}",
+             f"[env] onnxruntime {v['onnxruntime'] or 'not installed'} | onnx {v['onnx'] or 'not installed'}",
+             f"[env] device {r['device']} | NPU available: {bool(r['devices']['npu'])} ({r['devices']['npu']}) | "
+             f"CUDA available: {bool(r['devices']['cuda'])} ({r['devices']['cuda']})"]
+    if r["npu_smi"] is not None:
+        lines.append(f"[npu-smi] {r['npu_smi']}")
+    lines += [f"[load] source = {r['source']}", f"[load] checkpoint = {r['checkpoint']}", f"[load] sha256 = {r['sha256']}",
+              f"[load] parameters = {r['parameters']:,} | load time {r['load_s']:.3f}s",
+              f"[load] dtype = {r['dtype']} | architecture = {r['architecture']}",
+              f"[load] trainer = {r['trainer'] or 'unknown'}"
+              f"{' (shared critic: value heads in the policy, unused)' if r['shared_critic'] else ''}"
+              f" | settings from {r['settings_source']}"]
+    lines += [f"[load] input {text}" for text in r["inputs_described"]]
+    lines.append(f"[load] obs normalizer steps = {r['normalization_steps'] or 'none (normalize: false)'}")
+    if r["log_sigma"] is not None:
+        lines.append(f"[load] log_sigma[:6] = {fmt(r['log_sigma'][:6], 4)}")
+    lines.append(f"[policy] obs(random,seed={r['seed']})[:6] = {fmt(r['obs'], 4)}")
+    if "continuous_actions" in r:
+        lines.append(f"[policy] deterministic_actions[:6] = {fmt(r['continuous_actions'][:6])}")
+    if "discrete_actions" in r:
+        lines.append(f"[policy] deterministic_discrete_actions = {r['discrete_actions']}")
+    lines.append(f"[policy] engine = {r['engine']} | process start to first action = {r['time_to_first_action_s']:.2f}s")
+    return lines
 
 
 def architecture(s: PolicySettings) -> str:
@@ -2698,9 +2714,6 @@ def mode_checkpoints(ctx: Context):
     default = default_checkpoint(src.model_dir, src.behavior)
     status = training_status(src.model_dir, src.behavior)
     rows = []
-    ctx.say(f"[files] {src.model_dir} (behaviour {src.behavior}, {src.origin})")
-    if src.note:
-        ctx.say(f"[note] {src.note}")
     for path, step in list_checkpoints(src.model_dir, src.behavior):
         if step is None:  # checkpoint.pt: its step is saved inside (read weights-only)
             try:
@@ -2709,16 +2722,22 @@ def mode_checkpoints(ctx: Context):
                 step = None
         entry = status_entry(status, path, step)
         rows.append({"file": path.name, "steps": step, "reward": entry.get("reward")})
-    ctx.say(f"[files] {len(rows)} PyTorch checkpoint(s):")
-    for row in rows:
-        mark = "    <- default (highest step)" if row["file"] == default.name else ""
-        reward = f"reward {row['reward']}" if row["reward"] is not None else "reward n/a"
-        ctx.say(f"  - {row['file']:<24} steps {row['steps'] if row['steps'] is not None else 'n/a':>9} | {reward}{mark}")
     top = src.model_dir / f"{src.behavior}.onnx"
-    ctx.say(f"[files] top-level ONNX: {top.name if top.is_file() else 'none'}")
-    ctx.say(f"[load] default checkpoint: {default.name}")
-    return {"model_dir": str(src.model_dir), "behavior": src.behavior, "checkpoints": rows,
-            "default": default.name, "source": src.origin}, bool(rows)
+    return {"model_dir": str(src.model_dir), "behavior": src.behavior, "checkpoints": rows, "default": default.name,
+            "source": src.origin, "note": src.note, "top_onnx": top.name if top.is_file() else None}, bool(rows)
+
+
+def show_checkpoints(r: dict) -> list:
+    lines = [f"[files] {r['model_dir']} (behaviour {r['behavior']}, {r['source']})"]
+    if r["note"]:
+        lines.append(f"[note] {r['note']}")
+    lines.append(f"[files] {len(r['checkpoints'])} PyTorch checkpoint(s):")
+    for row in r["checkpoints"]:
+        mark = "    <- default (highest step)" if row["file"] == r["default"] else ""
+        reward = f"reward {row['reward']}" if row["reward"] is not None else "reward n/a"
+        lines.append(f"  - {row['file']:<24} steps {row['steps'] if row['steps'] is not None else 'n/a':>9} | {reward}{mark}")
+    lines += [f"[files] top-level ONNX: {r['top_onnx'] or 'none'}", f"[load] default checkpoint: {r['default']}"]
+    return lines
 
 
 def obs_label(ctx: Context) -> str:
@@ -2727,18 +2746,22 @@ def obs_label(ctx: Context) -> str:
 
 def mode_action(ctx: Context):
     """Deterministic action for one observation (ML-Agents' deterministic_* outputs)."""
-    obs, masks, memory = ctx.obs(), ctx.masks(), ctx.memory()
+    obs, masks, memory, s = ctx.obs(), ctx.masks(), ctx.memory(), ctx.settings
     out = ctx.policy.act(obs, masks, memory=memory)
-    ctx.header(f"deterministic action (obs={obs_label(ctx)}, seed={ctx.args.seed})")
-    for spec, value in zip(ctx.settings.inputs, obs):
-        label = "obs[:8]" if len(obs) == 1 else f"{spec.name}[:8]"
-        ctx.say(f"  {label:<14} = {fmt(np.asarray(value).reshape(-1)[:8])}")
-    say_actions(ctx, out)
-    if "continuous_actions" in out:
-        ctx.say(f"  action L2 norm = {np.linalg.norm(out['continuous_actions'].astype(np.float64)):.4f}")
     obs_json = floats(obs[0].reshape(-1)) if len(obs) == 1 and obs[0].ndim == 1 else \
-        {spec.name: np.asarray(v, np.float32).astype(np.float64).tolist() for spec, v in zip(ctx.settings.inputs, obs)}
-    return {"obs": obs_json, **action_fields(ctx.settings, out), **ctx.base()}, actions_ok(ctx.settings, out)
+        {spec.name: np.asarray(v, np.float32).astype(np.float64).tolist() for spec, v in zip(s.inputs, obs)}
+    return {"obs": obs_json, "obs_label": obs_label(ctx), "seed": ctx.args.seed, **action_fields(s, out),
+            **kind_fields(s), **ctx.base()}, actions_ok(s, out)
+
+
+def show_action(r: dict) -> list:
+    lines = [header(r, f"deterministic action (obs={r['obs_label']}, seed={r['seed']})")]
+    for name, value in (r["obs"].items() if isinstance(r["obs"], dict) else [("obs", r["obs"])]):
+        lines.append(f"  {name + '[:8]':<14} = {fmt(np.asarray(value).reshape(-1)[:8])}")
+    lines += action_lines(r)
+    if "continuous_actions" in r:
+        lines.append(f"  action L2 norm = {np.linalg.norm(np.asarray(r['continuous_actions'], np.float64)):.4f}")
+    return lines
 
 
 def mode_sample(ctx: Context):
@@ -2747,26 +2770,34 @@ def mode_sample(ctx: Context):
     det = ctx.policy.act(obs, masks, memory=memory)
     first, second = (ctx.policy.act(obs, masks, deterministic=False, seed=ctx.args.seed, memory=memory) for _ in range(2))
     same = all(np.array_equal(first[k], second[k]) for k in first)
-    ctx.header(f"sampled action (obs={obs_label(ctx)}, seed={ctx.args.seed})")
-    ctx.say(f"  obs[:8]        = {fmt(obs[0].reshape(-1)[:8])}")
-    result = {"obs": floats(obs[0].reshape(-1)) if len(obs) == 1 else None, "seed": ctx.args.seed, "identical": same}
+    result = {"obs": floats(obs[0].reshape(-1)) if len(obs) == 1 else None, "obs_head": floats(obs[0].reshape(-1)[:8]),
+              "obs_label": obs_label(ctx), "seed": ctx.args.seed, "identical": same, **kind_fields(s)}
     if s.continuous_size:
-        ctx.say(f"  deterministic  = {fmt(det['continuous_actions'][:8])}")
-        ctx.say(f"  sampled#1      = {fmt(first['continuous_actions'][:8])}")
-        ctx.say(f"  sampled#2      = {fmt(second['continuous_actions'][:8])}")
-        result.update(deterministic=floats(det["continuous_actions"]), sampled=floats(first["continuous_actions"]))
+        result.update(deterministic=floats(det["continuous_actions"]), sampled=floats(first["continuous_actions"]),
+                      sampled_again=floats(second["continuous_actions"]))
     if s.discrete_branches:
-        ctx.say(f"  deterministic discrete = {det['discrete_actions'].tolist()}")
-        ctx.say(f"  sampled#1 discrete     = {first['discrete_actions'].tolist()}")
-        ctx.say(f"  sampled#2 discrete     = {second['discrete_actions'].tolist()}")
-        result.update(deterministic_discrete=det["discrete_actions"].tolist())
-    ctx.say(f"  same seed, same draw = {'yes' if same else 'NO'}")
+        result.update(deterministic_discrete=det["discrete_actions"].tolist(),
+                      sampled_discrete_again=second["discrete_actions"].tolist())
     if ctx.policy.sigma is not None:
-        ctx.say(f"  sigma[:6]      = {fmt(ctx.policy.sigma[:6])}")
         result["sigma"] = floats(ctx.policy.sigma)
-    result.update({("sampled_" + k if k != "memory" else k): v for k, v in action_fields(s, first).items()
-                   if k != "actions"})
+    result.update({("sampled_" + k if k != "memory" else k): v for k, v in action_fields(s, first).items() if k != "actions"})
     return {**result, **ctx.base()}, same and actions_ok(s, first, False) and actions_ok(s, det)
+
+
+def show_sample(r: dict) -> list:
+    lines = [header(r, f"sampled action (obs={r['obs_label']}, seed={r['seed']})"),
+             f"  obs[:8]        = {fmt(r['obs_head'])}"]
+    if "sampled" in r:
+        lines += [f"  deterministic  = {fmt(r['deterministic'][:8])}", f"  sampled#1      = {fmt(r['sampled'][:8])}",
+                  f"  sampled#2      = {fmt(r['sampled_again'][:8])}"]
+    if "sampled_discrete_actions" in r:
+        lines += [f"  deterministic discrete = {r['deterministic_discrete']}",
+                  f"  sampled#1 discrete     = {r['sampled_discrete_actions']}",
+                  f"  sampled#2 discrete     = {r['sampled_discrete_again']}"]
+    lines.append(f"  same seed, same draw = {'yes' if r['identical'] else 'NO'}")
+    if "sigma" in r:
+        lines.append(f"  sigma[:6]      = {fmt(r['sigma'][:6])}")
+    return lines
 
 
 def check_rows_fit(rows: int, settings: PolicySettings, what: str = "--batch") -> None:
@@ -2824,28 +2855,38 @@ def mode_batch(ctx: Context):
         warm.append((time.perf_counter() - t0) * 1e3)
     warm_ms = float(np.median(warm))
     out, repeat = policy.decide(raw, rows), policy.decide(again, rows)
-    ctx.header(f"batch inference (batch={rows}, seed={ctx.args.seed})")
-    ctx.say(f"  first (cold) call = {cold_ms:.4f} ms | steady (warm, median of {len(warm)}) = {warm_ms:.4f} ms")
-    ctx.say(f"  throughput (warm) = {rows / (warm_ms / 1e3):,.0f} observations/s")
-    if "continuous_actions" in out:
-        actions = out["continuous_actions"]
-        ctx.say("  deterministic[:5, :6] =")
-        for i in range(min(5, rows)):
-            ctx.say(f"    batch[{i}] {fmt(actions[i, :6])}")
-        mu_max = float(np.abs(raw["mu"][: min(rows, 4096)]).max())
-        ctx.say(f"  |mu| max (first {min(rows, 4096)} rows) = {mu_max:.4f}")
-        ctx.say(f"  output range = [{actions.min():.4f}, {actions.max():.4f}]")
-    if "discrete_actions" in out:
-        ctx.say(f"  discrete_actions[:5] = {out['discrete_actions'][:5].tolist()} (random masks, seed {ctx.args.seed})")
     stable = all(np.array_equal(out[k], repeat[k]) for k in out)
-    ctx.say(f"  repeated calls identical = {'yes' if stable else 'NO'}")
     if output:
         size = npy_size(out["continuous_actions"].shape) if output.suffix.lower() == ".npy" else None
         atomic_write(output, output_writer(output, s, out), size=size)
-        ctx.say(f"  written: {output.resolve()}")
-    return ({"batch": rows, **action_fields(s, out), "cold_ms": cold_ms, "warm_ms": warm_ms,
-             "output": str(output) if output else None, "throughput_per_s": rows / (warm_ms / 1e3), **ctx.base()},
-            actions_ok(s, out) and stable)
+    result = {"batch": rows, "seed": ctx.args.seed, **action_fields(s, out), "cold_ms": cold_ms, "warm_ms": warm_ms,
+              "warm_calls": len(warm), "repeat_identical": stable,
+              "output": str(output.resolve()) if output else None, "throughput_per_s": rows / (warm_ms / 1e3),
+              **kind_fields(s), **ctx.base()}
+    if "mu" in raw:
+        result["mu_abs_max"] = float(np.abs(raw["mu"][: min(rows, 4096)]).max())
+    return result, actions_ok(s, out) and stable
+
+
+def show_batch(r: dict) -> list:
+    if "rows" in r:
+        return show_batch_file(r)
+    rows = r["batch"]
+    lines = [header(r, f"batch inference (batch={rows}, seed={r['seed']})"),
+             f"  first (cold) call = {r['cold_ms']:.4f} ms | steady (warm, median of {r['warm_calls']}) = {r['warm_ms']:.4f} ms",
+             f"  throughput (warm) = {r['throughput_per_s']:,.0f} observations/s"]
+    if "continuous_actions" in r:
+        actions = np.asarray(r["continuous_actions"], np.float32)
+        lines.append("  deterministic[:5, :6] =")
+        lines += [f"    batch[{i}] {fmt(actions[i, :6])}" for i in range(min(5, rows))]
+        lines.append(f"  |mu| max (first {min(rows, 4096)} rows) = {r['mu_abs_max']:.4f}")
+        lines.append(f"  output range = [{actions.min():.4f}, {actions.max():.4f}]")
+    if "discrete_actions" in r:
+        lines.append(f"  discrete_actions[:5] = {r['discrete_actions'][:5]} (random masks, seed {r['seed']})")
+    lines.append(f"  repeated calls identical = {'yes' if r['repeat_identical'] else 'NO'}")
+    if r["output"]:
+        lines.append(f"  written: {r['output']}")
+    return lines
 
 
 def batch_file(ctx: Context):
@@ -2926,21 +2967,27 @@ def batch_file(ctx: Context):
             bar.close()
     seconds = time.perf_counter() - t0
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (1 << 20 if sys.platform == "darwin" else 1024)  # bytes on macOS, KiB on Linux
-    ctx.header(f"file batch ({path.name}: {rows:,} rows, chunk={chunk:,})")
     first = summary["first"]
-    if "continuous_actions" in first:
-        ctx.say(f"  first row actions[:6] = {fmt(first['continuous_actions'][:6])}")
-        ctx.say(f"  output range = [{summary['min']:.4f}, {summary['max']:.4f}]")
-    if "discrete_actions" in first:
-        ctx.say(f"  first row discrete_actions = {first['discrete_actions'].tolist()}")
-    ctx.say(f"  time = {seconds:.3f} s | throughput = {rows / seconds:,.0f} observations/s | peak RSS = {peak_mb:.0f} MB")
-    ctx.say(f"  written: {output.resolve()}" if output else "  (no --output: actions not saved)")
     ok = s.tanh_squash or not s.continuous_size or -1.0 <= summary["min"] <= summary["max"] <= 1.0
-    return ({"rows": rows, "chunk": chunk, "output": str(output) if output else None, "seconds": seconds,
-             "throughput_per_s": rows / seconds, "peak_rss_mb": peak_mb,
+    return ({"rows": rows, "chunk": chunk, "file_name": path.name, "output": str(output.resolve()) if output else None,
+             "seconds": seconds, "throughput_per_s": rows / seconds, "peak_rss_mb": peak_mb,
+             "min_action": summary["min"], "max_action": summary["max"],
              **{"first_" + k: v for k, v in action_fields(s, first).items()},
              **({"first_action": floats(first["continuous_actions"])} if "continuous_actions" in first else {}),
              **ctx.base()}, ok)
+
+
+def show_batch_file(r: dict) -> list:
+    lines = [header(r, f"file batch ({r['file_name']}: {r['rows']:,} rows, chunk={r['chunk']:,})")]
+    if "first_continuous_actions" in r:
+        lines.append(f"  first row actions[:6] = {fmt(r['first_continuous_actions'][:6])}")
+        lines.append(f"  output range = [{r['min_action']:.4f}, {r['max_action']:.4f}]")
+    if "first_discrete_actions" in r:
+        lines.append(f"  first row discrete_actions = {r['first_discrete_actions']}")
+    lines.append(f"  time = {r['seconds']:.3f} s | throughput = {r['throughput_per_s']:,.0f} observations/s | "
+                 f"peak RSS = {r['peak_rss_mb']:.0f} MB")
+    lines.append(f"  written: {r['output']}" if r["output"] else "  (no --output: actions not saved)")
+    return lines
 
 
 def compare(test: np.ndarray, ref: np.ndarray) -> dict:
@@ -2963,34 +3010,39 @@ def mode_precision(ctx: Context):
     test, ref = policy.engine.run(flat), policy.reference(flat)
     same_as_test = ctx.engine_name == "torch" and ctx.device.type == "cpu" and ctx.args.dtype == "float32"
     cpu32 = test if same_as_test else TorchEngine(ctx.checkpoint.actor, torch.device("cpu"), "float32").run(flat)
-    result, passed = {"reference": "float64 cpu", "samples": n, "tol": ctx.args.tol}, True
-    ctx.header("precision against a float64 CPU reference")
-    ctx.say(f"  samples = {n} (normal observations, RandomState({ctx.args.seed}))")
     key = "deterministic_continuous_actions" if s.continuous_size else "probabilities"
     vs_ref, vs_cpu = compare(test[key], ref[key]), compare(test[key], cpu32[key])
-    what = "continuous actions" if s.continuous_size else "masked action probabilities"
-    ctx.say(f"  vs float64: cos = {vs_ref['cos']:.8f} | max_abs_err = {vs_ref['max_abs_err']:.3e} | "
-            f"max_rel_err = {vs_ref['max_rel_err']:.3e} | bitwise equal (after float32 rounding) = "
-            f"{vs_ref['bitwise_equal_ratio']:.2%} ({what})")
-    ctx.say(f"  vs CPU float32 (torch): cos = {vs_cpu['cos']:.8f} | max_abs_err = {vs_cpu['max_abs_err']:.3e} | "
-            f"bitwise equal = {vs_cpu['bitwise_equal_ratio']:.2%}")
     passed = vs_ref["cos"] >= 0.999 and vs_ref["max_abs_err"] < ctx.args.tol
-    result.update({k: vs_ref[k] for k in ("cos", "max_abs_err", "max_rel_err", "bitwise_equal_ratio")})
-    result["vs_cpu_float32"] = vs_cpu
+    result = {"reference": "float64 cpu", "samples": n, "tol": ctx.args.tol, "seed": ctx.args.seed,
+              "compared": "continuous actions" if s.continuous_size else "masked action probabilities",
+              **{k: vs_ref[k] for k in ("cos", "max_abs_err", "max_rel_err", "bitwise_equal_ratio")},
+              "vs_cpu_float32": vs_cpu}
     if s.discrete_branches:
         ours = branch_argmax(test["probabilities"], s.discrete_branches)
         theirs = branch_argmax(ref["probabilities"], s.discrete_branches)
-        identical = float(np.mean((ours == theirs).all(axis=1)))
-        ctx.say(f"  discrete actions identical to float64 = {identical:.2%} "
-                f"(max probability error {compare(test['probabilities'], ref['probabilities'])['max_abs_err']:.3e})")
-        result["discrete_identical_ratio"] = identical
+        result["discrete_identical_ratio"] = float(np.mean((ours == theirs).all(axis=1)))
+        result["probability_max_abs_err"] = compare(test["probabilities"], ref["probabilities"])["max_abs_err"]
     if s.memory_size:
-        memory = compare(test["recurrent_out"], ref["recurrent_out"])
-        ctx.say(f"  next memory vs float64: max_abs_err = {memory['max_abs_err']:.3e}")
-        result["memory_max_abs_err"] = memory["max_abs_err"]
-    ctx.say(f"  holds (cos >= 0.999 and max_abs_err < {ctx.args.tol}): {'yes' if passed else 'NO'}")
+        result["memory_max_abs_err"] = compare(test["recurrent_out"], ref["recurrent_out"])["max_abs_err"]
     result["passed"] = passed
     return {**result, **ctx.base()}, passed
+
+
+def show_precision(r: dict) -> list:
+    c = r["vs_cpu_float32"]
+    lines = [header(r, "precision against a float64 CPU reference"),
+             f"  samples = {r['samples']} (normal observations, RandomState({r['seed']}))",
+             f"  vs float64: cos = {r['cos']:.8f} | max_abs_err = {r['max_abs_err']:.3e} | max_rel_err = "
+             f"{r['max_rel_err']:.3e} | bitwise equal (after float32 rounding) = {r['bitwise_equal_ratio']:.2%} ({r['compared']})",
+             f"  vs CPU float32 (torch): cos = {c['cos']:.8f} | max_abs_err = {c['max_abs_err']:.3e} | "
+             f"bitwise equal = {c['bitwise_equal_ratio']:.2%}"]
+    if "discrete_identical_ratio" in r:
+        lines.append(f"  discrete actions identical to float64 = {r['discrete_identical_ratio']:.2%} "
+                     f"(max probability error {r['probability_max_abs_err']:.3e})")
+    if "memory_max_abs_err" in r:
+        lines.append(f"  next memory vs float64: max_abs_err = {r['memory_max_abs_err']:.3e}")
+    lines.append(f"  holds (cos >= 0.999 and max_abs_err < {r['tol']}): {'yes' if r['passed'] else 'NO'}")
+    return lines
 
 
 class MLAgentsOnnx:
@@ -3117,13 +3169,12 @@ def mode_onnx_compare(ctx: Context):
     random action masks; a memory policy also over a --steps rollout carrying its memory."""
     s, rows = ctx.settings, ctx.args.batch
     onnx_path = checkpoint_onnx(ctx)
-    ctx.header(f"ONNX cross-check (batch={rows}, seed={ctx.args.seed}) against {onnx_path.name}")
+    result = {"reference": str(onnx_path), "rows": rows, "seed": ctx.args.seed, **ctx.base()}
     try:
         reference = MLAgentsOnnx(onnx_path, s)
     except NotThisPolicy as exc:
-        ctx.say(f"  {onnx_path.name} {exc}: not this policy")
-        return {"reference": str(onnx_path), "max_abs_err": None, "mean_abs_err": None, "cos": None,
-                "passed": False, **ctx.base()}, False
+        return {**result, "not_this_policy": str(exc), "max_abs_err": None, "mean_abs_err": None, "cos": None,
+                "passed": False}, False
     check_rows_fit(rows, s)
     policy = ctx.policy
     obs, masks = random_inputs(s, ctx.args.seed, rows), random_masks(s, ctx.args.seed, rows)
@@ -3137,26 +3188,39 @@ def mode_onnx_compare(ctx: Context):
     stats = parity(s, ours, theirs)
     passed = parity_holds(stats)
     if "continuous_actions" in ours:
-        ctx.say(f"  ML-Agents ONNX deterministic[0][:6] = {fmt(theirs['continuous_actions'][0, :6])}")
-        ctx.say(f"  rebuilt policy deterministic[0][:6] = {fmt(ours['continuous_actions'][0, :6])}")
-        ctx.say(f"  max_abs_err = {stats['max_abs_err']:.3e} | mean_abs_err = {stats['mean_abs_err']:.3e} | cos = {stats['cos']:.8f}")
-    if "discrete_actions" in ours:
-        ctx.say(f"  discrete actions: {stats['discrete_mismatches']} of {rows} rows differ (random masks)")
+        result.update(reference_first=floats(theirs["continuous_actions"][0, :6]),
+                      rebuilt_first=floats(ours["continuous_actions"][0, :6]))
     if "memory" in ours:
-        ctx.say(f"  next memory: max error relative to max(1, |value|) = {stats['memory_max_rel_err']:.3e}")
-        steps = ctx.args.steps
-        rollout = memory_rollout(policy, reference, s, ctx.args.seed, steps)
-        ctx.say(f"  {steps}-step rollout carrying each side's own memory: worst step {rollout['worst_step']}: "
-                f"memory {rollout['memory_max_rel_err']:.3e}, {rollout['discrete_mismatches']} discrete mismatches"
-                + (f", continuous {rollout['max_abs_err']:.3e}" if "max_abs_err" in rollout else ""))
-        stats["rollout"] = rollout
-        passed = passed and parity_holds(rollout)
-    if getattr(reference.iface, "legacy", False):
-        ctx.say(f"  ({onnx_path.name} has ML-Agents 1.x's interface: compared through its action mean / log-probabilities)")
-    ctx.say(f"  holds (max_abs_err < 1e-4, cos >= 0.999999, no discrete mismatch, memory < 1e-4): {'yes' if passed else 'NO'}")
-    return {"reference": str(onnx_path), "rows": rows, **{k: stats.get(k) for k in ("max_abs_err", "mean_abs_err", "cos")},
-            **{k: v for k, v in stats.items() if k not in ("max_abs_err", "mean_abs_err", "cos")},
-            "passed": passed, **ctx.base()}, passed
+        stats["rollout"] = memory_rollout(policy, reference, s, ctx.args.seed, ctx.args.steps)
+        passed = passed and parity_holds(stats["rollout"])
+    result.update({k: stats.get(k) for k in ("max_abs_err", "mean_abs_err", "cos")},
+                  **{k: v for k, v in stats.items() if k not in ("max_abs_err", "mean_abs_err", "cos")},
+                  legacy_interface=reference.iface.legacy, passed=passed)
+    return result, passed
+
+
+def show_onnx_compare(r: dict) -> list:
+    name = Path(r["reference"]).name
+    lines = [header(r, f"ONNX cross-check (batch={r['rows']}, seed={r['seed']}) against {name}")]
+    if "not_this_policy" in r:
+        return lines + [f"  {name} {r['not_this_policy']}: not this policy"]
+    if r["max_abs_err"] is not None:
+        lines += [f"  ML-Agents ONNX deterministic[0][:6] = {fmt(r['reference_first'])}",
+                  f"  rebuilt policy deterministic[0][:6] = {fmt(r['rebuilt_first'])}",
+                  f"  max_abs_err = {r['max_abs_err']:.3e} | mean_abs_err = {r['mean_abs_err']:.3e} | cos = {r['cos']:.8f}"]
+    if "discrete_mismatches" in r:
+        lines.append(f"  discrete actions: {r['discrete_mismatches']} of {r['rows']} rows differ (random masks)")
+    if "rollout" in r:
+        ro = r["rollout"]
+        lines.append(f"  next memory: max error relative to max(1, |value|) = {r['memory_max_rel_err']:.3e}")
+        lines.append(f"  {ro['steps']}-step rollout carrying each side's own memory: worst step {ro['worst_step']}: "
+                     f"memory {ro['memory_max_rel_err']:.3e}, {ro.get('discrete_mismatches', 0)} discrete mismatches"
+                     + (f", continuous {ro['max_abs_err']:.3e}" if "max_abs_err" in ro else ""))
+    if r["legacy_interface"]:
+        lines.append(f"  ({name} has ML-Agents 1.x's interface: compared through its action mean / log-probabilities)")
+    lines.append("  holds (max_abs_err < 1e-4, cos >= 0.999999, no discrete mismatch, memory < 1e-4): "
+                 + ("yes" if r["passed"] else "NO"))
+    return lines
 
 
 def memory_rollout(policy: Policy, reference: MLAgentsOnnx, s: PolicySettings, seed: int, steps: int) -> dict:
@@ -3219,19 +3283,24 @@ def mode_export_onnx(ctx: Context):
     max_abs = max([stats.get("max_abs_err", 0.0), stats.get("memory_max_rel_err", 0.0)])
     identical = all(np.array_equal(ours[k], theirs[k]) for k in ours)
     passed = max_abs <= 1e-5 and stats.get("discrete_mismatches", 0) == 0
-    ctx.say("===== export the rebuilt policy as ONNX (ML-Agents interface, opset 9) =====")
-    ctx.say(f"  inputs  = {[i.name for i in model.graph.input if i.name not in {x.name for x in model.graph.initializer}]}"
-            f" | outputs = {[o.name for o in model.graph.output]}")
-    ctx.say(f"  vs {reference_name}: max_abs_err = {max_abs:.3e}"
-            + (f" | discrete mismatches = {stats['discrete_mismatches']}" if "discrete_mismatches" in stats else "")
-            + f" | bit-identical = {'yes' if identical else 'no'}")
     if passed:
         atomic_write(output, lambda tmp: tmp.write_bytes(data))
-        ctx.say(f"  written: {output.resolve()}")
-    else:
-        ctx.say("  NOT written: the export differs from the reference by more than 1e-5")
+    initializers = {x.name for x in model.graph.initializer}
     return {"path": str(output.resolve()) if passed else None, "max_abs_err_vs_reference": max_abs,
-            "bit_identical": identical, "reference": reference_name, **stats, **ctx.base()}, passed
+            "bit_identical": identical, "reference": reference_name, **stats,
+            "inputs": [i.name for i in model.graph.input if i.name not in initializers],
+            "outputs": [o.name for o in model.graph.output], **ctx.base()}, passed
+
+
+def show_export_onnx(r: dict) -> list:
+    lines = ["===== export the rebuilt policy as ONNX (ML-Agents interface, opset 9) =====",
+             f"  inputs  = {r['inputs']} | outputs = {r['outputs']}",
+             f"  vs {r['reference']}: max_abs_err = {r['max_abs_err_vs_reference']:.3e}"
+             + (f" | discrete mismatches = {r['discrete_mismatches']}" if "discrete_mismatches" in r else "")
+             + f" | bit-identical = {'yes' if r['bit_identical'] else 'no'}"]
+    lines.append(f"  written: {r['path']}" if r["path"] else
+                 "  NOT written: the export differs from the reference by more than 1e-5")
+    return lines
 
 
 def rollout_sequence(ctx: Context, seed: int, steps: int, deterministic: bool) -> dict:
@@ -3267,17 +3336,21 @@ def mode_fingerprint(ctx: Context):
     runs = [rollout_sequence(ctx, a.seed, a.steps, a.deterministic) for _ in range(2)]
     digests = [sequence_digest(r) for r in runs]
     identical = digests[0] == digests[1] and all(np.array_equal(runs[0][k], runs[1][k]) for k in runs[0])
-    ctx.header(f"action-sequence fingerprint (seed={a.seed}, steps={a.steps}, deterministic={a.deterministic})")
     key = "continuous_actions" if "continuous_actions" in runs[0] else "discrete_actions"
-    ctx.say(f"  run1 first action[:6] = {fmt(runs[0][key][0, :6])}")
-    ctx.say(f"  run2 first action[:6] = {fmt(runs[1][key][0, :6])}")
-    ctx.say(f"  runs identical        = {'yes' if identical else 'NO'}")
-    ctx.say(f"  sha256(actions)       = {digests[0]}")
     first = {k: v[0] for k, v in runs[0].items()}
     return ({"sha256": digests[0], "identical": identical, "first_action": floats(first[key]),
+             "first_action_run2": floats(runs[1][key][0]),
              **{"first_" + k: v for k, v in action_fields(s, first).items() if k != "actions"},
              "steps": a.steps, "seed": a.seed, "deterministic": a.deterministic, **ctx.base()},
             identical and actions_ok(s, runs[0], a.deterministic))
+
+
+def show_fingerprint(r: dict) -> list:
+    return [header(r, f"action-sequence fingerprint (seed={r['seed']}, steps={r['steps']}, deterministic={r['deterministic']})"),
+            f"  run1 first action[:6] = {fmt(r['first_action'][:6])}",
+            f"  run2 first action[:6] = {fmt(r['first_action_run2'][:6])}",
+            f"  runs identical        = {'yes' if r['identical'] else 'NO'}",
+            f"  sha256(actions)       = {r['sha256']}"]
 
 
 def mode_stats(ctx: Context):
@@ -3288,7 +3361,6 @@ def mode_stats(ctx: Context):
     from RandomState(seed + r); the memory is carried from zeros."""
     a, s, policy = ctx.args, ctx.settings, ctx.policy
     rollouts = []
-    ctx.header(f"closed-loop rollouts on synthetic dynamics (rollouts={a.rollouts}, steps={a.steps}, first seed={a.seed})")
     for r in range(a.rollouts):
         rng = np.random.RandomState(a.seed + r)
         obs = random_inputs(s, a.seed + r)
@@ -3307,14 +3379,20 @@ def mode_stats(ctx: Context):
                "max_abs_action": float(np.max([np.abs(action_feedback(s, o)).max() for o in seq])), "all_in_range": ok,
                "mean_step_ms": float(np.mean(times) * 1e3)}
         rollouts.append(row)
-        ctx.say(f"  rollout[{r:02d}] steps={a.steps:4d} | mean|a|={row['mean_abs_action']:.4f} | "
-                f"max|a|={row['max_abs_action']:.4f} | in[-1,1]={row['all_in_range']} | avg={row['mean_step_ms']:.4f}ms")
     all_in = all(r["all_in_range"] for r in rollouts)
     mean_ms = float(np.mean([r["mean_step_ms"] for r in rollouts]))
-    ctx.say(f"  -> all actions in range: {'yes' if all_in else 'NO'} | mean step time {mean_ms:.4f} ms")
-    ctx.say("  (synthetic dynamics for a stability and range check, not the policy's Unity environment)")
-    return {"rollouts": rollouts, "all_in_range": all_in, "mean_step_ms": mean_ms,
+    return {"rollouts": rollouts, "all_in_range": all_in, "mean_step_ms": mean_ms, "steps": a.steps, "seed": a.seed,
             "dynamics": "synthetic: x' = 0.9*x + 0.5*tile(action) + 0.1*N(0,1) per input", **ctx.base()}, all_in
+
+
+def show_stats(r: dict) -> list:
+    lines = [header(r, f"closed-loop rollouts on synthetic dynamics (rollouts={len(r['rollouts'])}, steps={r['steps']}, "
+                       f"first seed={r['seed']})")]
+    lines += [f"  rollout[{row['rollout']:02d}] steps={row['steps']:4d} | mean|a|={row['mean_abs_action']:.4f} | "
+              f"max|a|={row['max_abs_action']:.4f} | in[-1,1]={row['all_in_range']} | avg={row['mean_step_ms']:.4f}ms"
+              for row in r["rollouts"]]
+    return lines + [f"  -> all actions in range: {'yes' if r['all_in_range'] else 'NO'} | mean step time {r['mean_step_ms']:.4f} ms",
+                    "  (synthetic dynamics for a stability and range check, not the policy's Unity environment)"]
 
 
 def action_feedback(s: PolicySettings, out: dict) -> np.ndarray:
@@ -3766,19 +3844,19 @@ def mode_stream(ctx: Context):
     return None, True
 
 
-MODES: dict = {
-    "info": mode_info,
-    "checkpoints": mode_checkpoints,
-    "action": mode_action,
-    "sample": mode_sample,
-    "batch": mode_batch,
-    "precision": mode_precision,
-    "onnx-compare": mode_onnx_compare,
-    "export-onnx": mode_export_onnx,
-    "fingerprint": mode_fingerprint,
-    "stats": mode_stats,
-    "benchmark": mode_benchmark,
-    "stream": mode_stream,
+MODES: dict = {  # mode -> (computes the result, renders its human lines from that result)
+    "info": (mode_info, show_info),
+    "checkpoints": (mode_checkpoints, show_checkpoints),
+    "action": (mode_action, show_action),
+    "sample": (mode_sample, show_sample),
+    "batch": (mode_batch, show_batch),
+    "precision": (mode_precision, show_precision),
+    "onnx-compare": (mode_onnx_compare, show_onnx_compare),
+    "export-onnx": (mode_export_onnx, show_export_onnx),
+    "fingerprint": (mode_fingerprint, show_fingerprint),
+    "stats": (mode_stats, show_stats),
+    "benchmark": (mode_benchmark, None),  # (prints as it measures)
+    "stream": (mode_stream, None),        # (answers line by line)
 }
 
 
@@ -3971,11 +4049,14 @@ def main(argv: Optional[list[str]] = None) -> int:
             raise UsageError("standard output is closed; redirect it to a file or /dev/null")
         args = parse_args(argv)
         ctx = Context(args)
-        result, held = MODES[args.mode](ctx)
+        compute, show = MODES[args.mode]
+        result, held = compute(ctx)
         if result is not None:  # (stream mode answers line by line)
-            if args.json:
+            if args.json:  # the same result, as one JSON object
                 print(json.dumps({"mode": args.mode, "passed": held, **result}))
             else:
+                for line in show(result) if show else ():
+                    print(line)
                 print("SUCCESS" if held else "FAILED: the check above did not hold")
         sys.stdout.flush()
         return 0 if result is None or held else 1
