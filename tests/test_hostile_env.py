@@ -306,11 +306,11 @@ def test_os_error_and_memory_error_reaching_main(capsys, monkeypatch):
 
     def no_memory(ctx):
         raise MemoryError()
-    monkeypatch.setitem(I.MODES, "info", denied)
+    monkeypatch.setitem(I.MODES, "info", (denied, None))
     code, out, err = run_main(capsys, "--mode", "info")
     assert code == 2
     one_line(err, "/some/where/file.bin", "Permission denied")
-    monkeypatch.setitem(I.MODES, "info", no_memory)
+    monkeypatch.setitem(I.MODES, "info", (no_memory, None))
     code, out, err = run_main(capsys, "--mode", "info")
     assert code == 2
     one_line(err, "out of memory")

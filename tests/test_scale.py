@@ -86,8 +86,11 @@ def test_file_batch_other_formats(capsys, tmp_path, suffix):
 
 
 def test_million_rows_in_bounded_memory(tmp_path):
-    """1,000,000 Huggy observations (236 MB) through a real process: peak RSS under 1.2 GB and
-    actions equal to ML-Agents' ONNX. (Speed is measured by the benchmark, not asserted here.)"""
+    """1,000,000 Huggy observations (236 MB) through a real process: its peak RSS grows by less than
+    450 MB over a 20,000-row run in the same environment (the memory-mapped input and output pages,
+    320 MB, count in RSS; loading the input whole as float64 would add 470 MB more), and the actions
+    equal ML-Agents' ONNX. The baseline run makes the bound hold whatever torch build (a CUDA build
+    maps far more libraries) or CPU. (Speed is measured by the benchmark, not asserted here.)"""
     rows = 1_000_000
     path = tmp_path / "big.npy"
     big = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(rows, 59))
@@ -101,7 +104,12 @@ def test_million_rows_in_bounded_memory(tmp_path):
     assert result.returncode == 0, result.stderr
     import json
     out = json.loads(result.stdout)
-    assert out["rows"] == rows and out["peak_rss_mb"] < 1200
+    small = tmp_path / "small.npy"
+    np.save(small, np.random.RandomState(1).randn(20_000, 59).astype(np.float32))
+    baseline = cli("--mode", "batch", "--obs-file", small, "--output", tmp_path / "small_out.npy",
+                   "--model-dir", BUNDLED, "--json", timeout=600)
+    assert baseline.returncode == 0, baseline.stderr
+    assert out["rows"] == rows and out["peak_rss_mb"] - json.loads(baseline.stdout)["peak_rss_mb"] < 450
     actions = np.load(target, mmap_mode="r")
     source = np.load(path, mmap_mode="r")
     for start in (0, 123_456, rows - 1000):
