@@ -1127,8 +1127,10 @@ def read_onnx_interface(path: Path) -> OnnxInterface:
     return OnnxInterface(path, inputs, outputs, sorted(set(slices)), legacy)
 
 
-def onnx_input_shapes(interface: OnnxInterface) -> Optional[list]:
-    """Per-input shapes (without the batch) in input order, from an ONNX interface."""
+def onnx_input_shapes(interface: OnnxInterface, kinds: Optional[dict] = None) -> Optional[list]:
+    """Per-input shapes (without the batch) in input order, from an ONNX interface. A 1.x file
+    names vectors and images apart; `kinds` (input index -> kind, from the checkpoint) puts its
+    images back where the checkpoint has them (else after the vectors)."""
     obs = sorted((int(n[4:]), shape[1:]) for n, shape in interface.inputs.items() if re.fullmatch(r"obs_\d+", n))
     if obs:
         if [i for i, _ in obs] != list(range(len(obs))) or any(None in s for _, s in obs):
@@ -1139,8 +1141,12 @@ def onnx_input_shapes(interface: OnnxInterface) -> Optional[list]:
         shapes = [(end - start,) for start, end in interface.vector_slices] if interface.vector_slices else [width]
         visual = sorted((int(n.rsplit("_", 1)[1]), s[1:]) for n, s in interface.inputs.items()
                         if re.fullmatch(r"visual_observation_\d+", n))
-        shapes += [(s[2], s[0], s[1]) for _, s in visual]  # legacy images are H x W x C
-        return shapes
+        images = [(s[2], s[0], s[1]) for _, s in visual]  # legacy images are H x W x C
+        total, kinds = len(shapes) + len(images), kinds or {}
+        if sum(1 for i in range(total) if kinds.get(i) == "visual") != len(images):
+            return shapes + images
+        vectors, images = iter(shapes), iter(images)
+        return [next(images) if kinds.get(i) == "visual" else next(vectors) for i in range(total)]
     return None
 
 
@@ -1191,7 +1197,7 @@ def infer_settings(state: dict, path: Path, onnx_iface: Optional[OnnxInterface],
     normalize = any(s.normalized for s in seen.values())
 
     # -- shapes the checkpoint cannot tell: unnormalised vectors, image sides, entity counts
-    onnx_shapes = onnx_input_shapes(onnx_iface) if onnx_iface else None
+    onnx_shapes = onnx_input_shapes(onnx_iface, {i: spec.kind for i, spec in seen.items()}) if onnx_iface else None
     source = "checkpoint"
     if onnx_shapes is not None and onnx_shapes_agree(onnx_shapes, seen):
         inputs = []
@@ -1313,9 +1319,15 @@ def inputs_from_checkpoint(seen: dict, body_in: int, hidden: int, bad) -> list:
     gaps = [i for i in range(count) if i not in seen]
     if rest and not gaps:
         gaps = [count]
-    if len(gaps) > 1 or (gaps and not rest) or (rest and not gaps):
-        raise bad("cannot tell the policy's inputs from the checkpoint alone; put its ML-Agents ONNX beside it "
-                  "or pass --onnx FILE")
+    # Unnormalised vectors leave no keys: their total width is known, not where they sit. After
+    # every visible input they concatenate the same whether they are one input or several; a
+    # gap among the visible inputs could hold any part of that width.
+    if len(gaps) > 1 or (gaps and not rest) or (gaps and gaps[0] < count):
+        raise bad("cannot tell the policy's inputs from the checkpoint alone (inputs without weights of their "
+                  "own sit among the others); put its ML-Agents ONNX beside it or pass --onnx FILE")
+    if any(spec.kind == "entities" for spec in seen.values()):
+        raise bad("the largest entity count of a buffer-sensor input is not in the checkpoint; put its ML-Agents "
+                  "ONNX beside it or pass --onnx FILE")
     inputs = dict(seen)
     if gaps:
         inputs[gaps[0]] = InputSpec(f"obs_{gaps[0]}", "vector", (rest,))
@@ -1697,7 +1709,7 @@ def policy_needs_onnx(state: dict) -> bool:
     """Whether the checkpoint leaves input shapes open: inputs without keys (unnormalised vectors),
     images, entity buffers. Huggy-like policies (every input normalised) skip reading the ONNX."""
     seen = {int(m.group(1)) for k in state for m in [PROCESSOR_KEY.match(k)] if m}
-    if any(not k.split(".", 5)[-1].startswith("normalizer") for k in state if PROCESSOR_KEY.match(k)):
+    if any(not PROCESSOR_KEY.match(k).group(2).startswith("normalizer.") for k in state if PROCESSOR_KEY.match(k)):
         return True
     if not seen or sorted(seen) != list(range(len(seen))):
         return True
@@ -2007,7 +2019,8 @@ def random_masks(settings: PolicySettings, seed: int, rows: int) -> Optional[np.
     start = 0
     for size in settings.discrete_branches:
         block = masks[:, start:start + size]
-        block[~block.any(axis=1), rng.randint(size)] = 1.0
+        empty = np.flatnonzero(~block.any(axis=1))
+        block[empty, rng.randint(size, size=len(empty))] = 1.0
         start += size
     return masks
 
@@ -2770,7 +2783,9 @@ def mode_sample(ctx: Context):
     det = ctx.policy.act(obs, masks, memory=memory)
     first, second = (ctx.policy.act(obs, masks, deterministic=False, seed=ctx.args.seed, memory=memory) for _ in range(2))
     same = all(np.array_equal(first[k], second[k]) for k in first)
-    result = {"obs": floats(obs[0].reshape(-1)) if len(obs) == 1 else None, "obs_head": floats(obs[0].reshape(-1)[:8]),
+    obs_json = floats(obs[0].reshape(-1)) if len(obs) == 1 and obs[0].ndim == 1 else \
+        {spec.name: np.asarray(v, np.float32).astype(np.float64).tolist() for spec, v in zip(s.inputs, obs)}
+    result = {"obs": obs_json, "obs_head": floats(obs[0].reshape(-1)[:8]),
               "obs_label": obs_label(ctx), "seed": ctx.args.seed, "identical": same, **kind_fields(s)}
     if s.continuous_size:
         result.update(deterministic=floats(det["continuous_actions"]), sampled=floats(first["continuous_actions"]),
@@ -2827,7 +2842,7 @@ def output_writer(path: Path, settings: PolicySettings, arrays: dict) -> Callabl
     or .npz (continuous_actions, discrete_actions, memory)."""
     if path.suffix.lower() == ".npy":
         if not continuous_only(settings):
-            raise UsageError(f"--output {path}: this policy's results are several arrays; use a .npz file")
+            raise UsageError(f"--output {path}: this policy's results are not continuous actions alone; use a .npz file")
         return lambda tmp: np.save(tmp, arrays["continuous_actions"])
     return lambda tmp: np.savez(tmp, **arrays)
 
@@ -2839,7 +2854,7 @@ def mode_batch(ctx: Context):
     s, rows = ctx.settings, ctx.args.batch
     output = check_output_path(Path(ctx.args.output), (".npy", ".npz")) if ctx.args.output else None
     if output is not None and output.suffix.lower() == ".npy" and not continuous_only(s):
-        raise UsageError(f"--output {output}: this policy's results are several arrays; use a .npz file")
+        raise UsageError(f"--output {output}: this policy's results are not continuous actions alone; use a .npz file")
     check_rows_fit(rows, s)
     obs = random_inputs(s, ctx.args.seed, rows)
     masks = random_masks(s, ctx.args.seed, rows) if ctx.args.mask is None else ctx.masks()
@@ -2903,7 +2918,7 @@ def batch_file(ctx: Context):
     check_rows_fit(min(chunk, rows), s, "--chunk")
     npy = output is not None and output.suffix.lower() == ".npy"
     if npy and not continuous_only(s):
-        raise UsageError(f"--output {output}: this policy's results are several arrays; use a .npz file")
+        raise UsageError(f"--output {output}: this policy's results are not continuous actions alone; use a .npz file")
     try:
         from tqdm import tqdm
         bar = tqdm(total=rows, unit="obs", unit_scale=True, file=sys.stderr,
@@ -3054,7 +3069,7 @@ class MLAgentsOnnx:
         import onnx
         self.path, self.settings = path, settings
         self.iface = read_onnx_interface(path)
-        shapes = onnx_input_shapes(self.iface)
+        shapes = onnx_input_shapes(self.iface, {i: spec.kind for i, spec in enumerate(settings.inputs)})
         if shapes is None or len(shapes) != len(settings.inputs) or any(
                 tuple(a) != tuple(spec.shape) for a, spec in zip(shapes, settings.inputs)):
             raise NotThisPolicy(f"takes inputs {shapes}, the checkpoint {[list(i.shape) for i in settings.inputs]}")
@@ -3558,14 +3573,16 @@ def bare_onnxruntime_job(ctx: Context, flat: list) -> tuple:
             (["recurrent_out"] if s.memory_size else [])
         return export_mlagents_onnx(ctx.checkpoint.actor), fetch, dict(zip(engine_input_names(s), flat)), \
             "export of this checkpoint"
-    session, recorded = reference.session, {}
+    from types import SimpleNamespace
+    inputs = [SimpleNamespace(name=i.name, shape=list(i.shape)) for i in reference.session.get_inputs()]
+    recorded = {}
 
     def record(fetch, feed):
         recorded.update(feed)
         raise _FeedRecorded
 
-    reference.session = type("Recorder", (), {"get_inputs": staticmethod(session.get_inputs), "run": staticmethod(record)})()
-    del session
+    # the feed MLAgentsOnnx builds, recorded instead of run; its own session (and thread pool) is let go here
+    reference.session = SimpleNamespace(get_inputs=lambda: inputs, run=record)
     with contextlib.suppress(_FeedRecorded):
         reference.deterministic(flat)
     model = str(path)
@@ -3733,9 +3750,15 @@ def stream_answer(policy: Policy, msg, memories: dict, ids_limit: int = 100_000)
     memory = msg.get("memory")
     if memory is not None and not json_numbers_only(memory):
         raise UsageError('"memory" must hold numbers only')
-    key = json.dumps(ident, sort_keys=True) if s.memory_size else None
-    if s.memory_size and memory is None and not reset and key in memories:
+    # one memory per agent id (a line without "id" keeps none: it starts from its "memory" or zeros)
+    key = json.dumps(ident) if s.memory_size and ident is not None else None
+    if key is not None and memory is None and not reset and key in memories:
         memory = memories[key]
+        rows = len(arrays[0]) if isinstance(values[0], list) and values[0] and isinstance(values[0][0], list) \
+            and (s.inputs[0].kind != "entities" or isinstance(values[0][0][0], list)) else 1
+        if len(memory) != rows:
+            raise UsageError(f'id {ident}: its memory is for {len(memory)} agent(s), this line has {rows}; '
+                             f'send "reset": true to start it over')
     if not isinstance(ident, (str, int, type(None))) or isinstance(ident, bool) or \
             isinstance(ident, int) and abs(ident) > 2**53:
         raise UsageError('"id" must be a string, an integer or null')
@@ -3746,7 +3769,7 @@ def stream_answer(policy: Policy, msg, memories: dict, ids_limit: int = 100_000)
     for value in out.values():
         if not np.isfinite(np.asarray(value, np.float64)).all():
             raise UsageError("the observation drives the network beyond float32 (non-finite actions)")
-    if s.memory_size:
+    if key is not None:
         if key not in memories and len(memories) >= ids_limit:
             memories.pop(next(iter(memories)))  # the oldest agent's memory makes room
         memories[key] = out["memory"]
@@ -3935,7 +3958,7 @@ def build_parser() -> argparse.ArgumentParser:
     option(run, "--graphs", choices=("on", "off"), default="on",
            help="torch engine on CUDA/NPU: capture each batch size as a device graph (default on)")
     obs = p.add_argument_group("inputs")
-    option(obs, "--obs", default="random",
+    option(obs, "--obs", default="random", modes=("action", "sample"),
            help="random | zeros | ones | ones_neg | boundary | <number> | <comma-separated numbers>, for every input; "
                 "per input: 'obs_0=VALUE;obs_1=VALUE' (VALUE may be a .npy, or a .png/.jpg for an image)")
     option(obs, "--mask", metavar="0,1,...", modes=("action", "sample", "batch"),
