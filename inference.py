@@ -1982,6 +1982,8 @@ def shape_memory(memory, size: int, rows: int, batched: bool) -> np.ndarray:
 
 def branch_argmax(probs: np.ndarray, branches: list) -> np.ndarray:
     """Per-branch argmax of the masked probabilities (first index on ties), int64 [rows, branches]."""
+    if len(branches) == 1:  # the common case in one numpy call: this runs on every deterministic step
+        return probs.argmax(axis=1).astype(np.int64, copy=False)[:, None]
     out, start = np.empty((probs.shape[0], len(branches)), np.int64), 0
     for b, size in enumerate(branches):
         out[:, b] = np.argmax(probs[:, start:start + size], axis=1)
