@@ -4079,16 +4079,16 @@ def main(argv: Optional[list[str]] = None) -> int:
         args = parse_args(argv)
         ctx = Context(args)
         compute, show = MODES[args.mode]
-        result, held = compute(ctx)
+        result, passed = compute(ctx)
         if result is not None:  # (stream mode answers line by line)
             if args.json:  # the same result, as one JSON object
-                print(json.dumps({"mode": args.mode, "passed": held, **result}))
+                print(json.dumps({"mode": args.mode, "passed": passed, **result}))
             else:
                 for line in show(result) if show else ():
                     print(line)
-                print("SUCCESS" if held else "FAILED: the check above did not hold")
+                print("SUCCESS" if passed else "FAILED: the check above did not hold")
         sys.stdout.flush()
-        return 0 if result is None or held else 1
+        return 0 if result is None or passed else 1
     except UsageError as exc:
         tell(f"error: {exc}")
         return 2

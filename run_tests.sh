@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Replays the seed document's 50 cases (section 5), same commands and numbers, as a user runs
+# Replays the original NPU adaptation's 50 published cases (section 5), same commands and numbers, as a user runs
 # them, into logs/test_cases.log: per case a header (number, command, exit code, verdict) and
 # the full output, appended as each case ends (an interrupted run keeps every finished case).
 #
@@ -106,12 +106,12 @@ elif kind in ("precision", "precision_lowp"):
             fail(f"cos {cos}, max_abs_err {err}: expected error < {arg} and cos >= 0.999")
         print(f"PASS cos {cos:.8f}, max_abs_err {err:.3e} (below {arg})")
     else:
-        # Low precision: the seed reports bf16 missing tol 0.01 on the real weights (1.07e-2).
+        # Low precision: the original NPU adaptation reports bf16 missing tol 0.01 on the real weights (1.07e-2).
         # The rule is that the program measured it and its verdict agrees with its numbers.
         if code not in (0, 1) or (code == 0) != holds:
             fail(f"exit {code} disagrees with cos {cos}, max_abs_err {err}")
         print(f"PASS measured cos {cos:.8f}, max_abs_err {err:.3e}: {'within' if holds else 'misses'} tol 0.01 "
-              f"(exit {code}; the seed's bf16 on real weights missed it)")
+              f"(exit {code}; the original NPU adaptation's bf16 on real weights missed it)")
 elif kind == "onnx":
     err, cos = number("max_abs_err"), number("cos")
     if not (err < 1e-4 and cos >= 0.999999):
@@ -165,7 +165,7 @@ declare -A RULE_TEXT=(
   [sample]="exit 0 and SUCCESS; sampled#1 == sampled#2 (same seed); sampled != deterministic; all in [-1, 1]"
   [batch]="exit 0 and SUCCESS; output range inside [-1, 1]; batch[0] within 1e-5 of case 3 (the same observation alone)"
   [precision]="exit 0 and SUCCESS; max_abs_err against float64 < LIMIT (zero allowed) and cos >= 0.999"
-  [precision_lowp]="exit 0 or 1, agreeing with the measurement (exit 0 iff cos >= 0.999 and max_abs_err < 0.01); the seed's bf16 missed 0.01 on the real weights"
+  [precision_lowp]="exit 0 or 1, agreeing with the measurement (exit 0 iff cos >= 0.999 and max_abs_err < 0.01); the original NPU adaptation's bf16 missed 0.01 on the real weights"
   [onnx]="exit 0 and SUCCESS; max_abs_err < 1e-4 and cos >= 0.999999 against ML-Agents' ONNX"
   [fingerprint]="exit 0 and SUCCESS; two runs identical; sha256 printed; first action in [-1, 1]"
   [stats]="exit 0 and SUCCESS; LIMIT rollouts, every action in [-1, 1]"

@@ -1,4 +1,4 @@
-"""Issue 2: loading, the policy's numbers against ML-Agents' ONNX, conventions, devices, exit codes.
+"""loading, the policy's numbers against ML-Agents' ONNX, conventions, devices, exit codes.
 The reference is always ML-Agents' own ONNX run by a bare onnxruntime session (conftest's
 ort_deterministic / ort_mu), or a figure read straight from the checkpoint with torch.load;
 never a number computed by inference.py."""
@@ -74,7 +74,7 @@ def test_architecture_inferred_from_shapes():
     huggy = I.load_checkpoint(BUNDLED_PT)
     s = huggy.settings
     assert ([i.shape for i in s.inputs], s.continuous_size, s.hidden_units, s.num_layers) == ([(59,)], 21, 512, 3)
-    assert huggy.parameters == 566_805  # the seed's figure for Huggy
+    assert huggy.parameters == 566_805  # the original NPU adaptation's figure for Huggy
     normalizer = huggy.actor.network_body.observation_encoder.processors[0].normalizer
     assert s.normalize and int(normalizer.normalization_steps) == 600_018 and huggy.global_step == 600_017
     assert I.load(BUNDLED_PT).info["parameters"] == 566_805
@@ -100,11 +100,11 @@ def test_low_precision_keeps_normalizer_float32():
     assert np.abs(mu16 - ort_deterministic(BUNDLED_ONNX, obs)).max() < 0.05
 
 
-# --- the seed's conventions ------------------------------------------------------------------
+# --- the original NPU adaptation's conventions ------------------------------------------------------------------
 
 def test_random_observation_convention(policy):
     obs = rs_obs(0)
-    assert np.allclose(obs[:3], [1.7640524, 0.4001572, 0.9787380], atol=1e-6)  # the seed's obs[:3]
+    assert np.allclose(obs[:3], [1.7640524, 0.4001572, 0.9787380], atol=1e-6)  # the original NPU adaptation's obs[:3]
     random = I.parse_obs("random", policy, 0)
     assert len(random) == 1 and random[0].dtype == np.float32 and np.array_equal(random[0], obs)
     single, = I.random_inputs(policy.settings, 0)
@@ -124,7 +124,7 @@ def test_noise_convention(policy):
     """Noise: torch.randn((rows, act_dim), generator=torch.Generator().manual_seed(seed)) on the
     CPU; a control loop (one generator) draws one row per step, step 0 as `sample`."""
     z = torch.randn((1, 21), generator=torch.Generator().manual_seed(0)).numpy()[0]
-    assert np.allclose(z[:2], [-1.1258, -1.1524], atol=1e-4)  # the seed's z for seed 0
+    assert np.allclose(z[:2], [-1.1258, -1.1524], atol=1e-4)  # the original NPU adaptation's z for seed 0
     obs = rs_obs(0)
     one = policy.act(obs, deterministic=False, seed=0)["continuous_actions"]
     assert one.shape == (21,) and np.abs(one - expected_sample(obs, z)).max() < 1e-5
@@ -363,7 +363,7 @@ def test_exit_codes(capsys):
     assert failed.stdout.strip().splitlines()[-1].startswith("FAILED")
 
 
-# --- the seed's published numbers, with the real weights only -----------------------------------
+# --- the original NPU adaptation's published numbers, with the real weights only -----------------------------------
 
 REAL_HUGGY = os.environ.get("HUGGY_MODEL_DIR")  # read before the autouse fixture hides it
 

@@ -1,4 +1,4 @@
-"""Issue 5: hostile and broken input is refused cleanly: exit 2, 1-3 lines on stderr, no
+"""hostile and broken input is refused cleanly: exit 2, 1-3 lines on stderr, no
 traceback, no code run, no output file created or changed; fuzzed loaders and parsers.
 Refusals run main() in this process; one runs as a user runs it, in a fresh process, where
 anything a C library prints to the real stderr would show."""

@@ -1,4 +1,4 @@
-"""Issue 3: batch, precision, onnx-compare, export-onnx, fingerprint, stats, checkpoints."""
+"""batch, precision, onnx-compare, export-onnx, fingerprint, stats, checkpoints."""
 import json
 import os
 import shutil

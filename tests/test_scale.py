@@ -1,4 +1,4 @@
-"""Issue 4: benchmark output, engines, dataset-sized batches from files."""
+"""benchmark output, engines, dataset-sized batches from files."""
 import importlib.util
 
 import numpy as np
@@ -124,7 +124,7 @@ def test_in_memory_batch_output(capsys, tmp_path):
     assert code == 0 and out["output"] == str(target)
     saved = np.load(target)
     assert saved.shape == (20, 21) and np.array_equal(saved, np.array(out["actions"], np.float32))
-    obs = np.random.RandomState(2).randn(20, 59).astype(np.float32)  # the seed's convention: RandomState(seed)
+    obs = np.random.RandomState(2).randn(20, 59).astype(np.float32)  # the original NPU adaptation's convention: RandomState(seed)
     assert np.abs(saved - ort_deterministic(BUNDLED_ONNX, obs)).max() <= 1e-5
     assert sorted(p.name for p in tmp_path.iterdir()) == ["actions.npy"]
 

@@ -1,4 +1,4 @@
-"""Issue 6: stream mode, JSON lines in and out, answered one line at a time. The pipe tests
+"""stream mode, JSON lines in and out, answered one line at a time. The pipe tests
 share one live process (a real pipe: each answer must arrive before the next line is sent),
 the last of them ending it by closing its stdout; end of input and the statistics run in
 this process."""
