@@ -1080,7 +1080,7 @@ def read_config(model_dir: Optional[Path], behavior: Optional[str]) -> dict:
             entry = data.get("behaviors", {}).get(behavior) if isinstance(data, dict) else None
             if isinstance(entry, dict):
                 return entry
-        except (OSError, ValueError, RecursionError, AttributeError, Exception):  # noqa: B014 (yaml errors too)
+        except Exception:  # advisory: unreadable, malformed (yaml's own errors too) or nested too deep
             continue
     return {}
 
@@ -1700,13 +1700,14 @@ def load_checkpoint(path: Path, onnx_path: Optional[Path] = None, model_dir: Opt
     sha = check_sha256(path, expect_sha256)
     obj = read_checkpoint(path)
     state = obj["Policy"]
-    onnx_path = onnx_path or find_checkpoint_onnx(path, model_dir, behavior, global_step(obj))
+    step = global_step(obj)
+    onnx_path = onnx_path or find_checkpoint_onnx(path, model_dir, behavior, step)
     onnx_iface = None
     if onnx_path is not None and policy_needs_onnx(state):
         onnx_iface = read_onnx_interface(onnx_path)
     settings = infer_settings(state, path, onnx_iface, read_config(model_dir, behavior), trainer_of(obj), goal_input)
     actor = build_actor(settings, state, path)
-    return LoadedCheckpoint(path, settings, actor, onnx_iface, global_step(obj), sha, time.perf_counter() - t0)
+    return LoadedCheckpoint(path, settings, actor, onnx_iface, step, sha, time.perf_counter() - t0)
 
 
 def policy_needs_onnx(state: dict) -> bool:
@@ -1854,14 +1855,13 @@ class Policy:
 
     def reference(self, flat: list) -> dict:
         """The float64 CPU computation of the same modules (the precision reference)."""
-        heads = EngineHeads(cast_actor(copy.deepcopy(self.checkpoint.actor), torch.float64)).eval()
-        with torch.inference_mode():
-            # EngineHeads returns float32 by design; recompute the heads in float64 here
+        actor = cast_actor(copy.deepcopy(self.checkpoint.actor), torch.float64)
+        with torch.inference_mode():  # (EngineHeads returns float32 by design: the heads themselves here)
             inputs = [torch.from_numpy(np.asarray(x, np.float64)) for x in flat]
             n = len(self.settings.inputs)
             masks = inputs[n] if self.settings.discrete_branches else None
             memories = inputs[-1] if self.settings.memory_size else None
-            mu, log_sigma, probs, memories_out = heads.actor.heads(inputs[:n], masks, memories)
+            mu, log_sigma, probs, memories_out = actor.heads(inputs[:n], masks, memories)
         out = {}
         if mu is not None:
             out["mu"] = mu.numpy()
@@ -3105,12 +3105,13 @@ class MLAgentsOnnx:
             if "recurrent_out" not in outputs:
                 raise UsageError(f"{path}: no recurrent_out output; cannot compare the memory with it")
             self.fetch.append("recurrent_out")
-        self.session = onnx_session(model_bytes if model_bytes is not None else path, tuned=False)
+        self.model = model_bytes if model_bytes is not None else str(path)  # what the session runs
+        self.session = onnx_session(self.model, tuned=False)
 
-    def deterministic(self, flat: list) -> dict:
-        """ML-Agents' deterministic actions (and next memory) for engine-layout inputs."""
+    def feed(self, flat: list) -> dict:
+        """The file's inputs for engine-layout inputs (images back to H x W x C for a 1.x file)."""
         s, n = self.settings, len(self.settings.inputs)
-        names = {i.name for i in self.session.get_inputs()}
+        names = self.iface.inputs
         feed = {}
         if "vector_observation" in names:
             vectors = [x.reshape(x.shape[0], -1) for x, spec in zip(flat[:n], s.inputs) if spec.kind == "vector"]
@@ -3125,9 +3126,13 @@ class MLAgentsOnnx:
             feed["action_masks"] = flat[n]
         if s.memory_size and "recurrent_in" in names:
             memory = flat[-1]
-            rank = len(next(i for i in self.session.get_inputs() if i.name == "recurrent_in").shape)
-            feed["recurrent_in"] = memory if rank == 3 else memory[:, 0]
-        values = dict(zip(self.fetch, self.session.run(self.fetch, feed)))
+            feed["recurrent_in"] = memory if len(names["recurrent_in"]) == 3 else memory[:, 0]
+        return feed
+
+    def deterministic(self, flat: list) -> dict:
+        """ML-Agents' deterministic actions (and next memory) for engine-layout inputs."""
+        s = self.settings
+        values = dict(zip(self.fetch, self.session.run(self.fetch, self.feed(flat))))
         out = {}
         if s.continuous_size:
             out["continuous_actions"] = values["deterministic_continuous_actions"] \
@@ -3561,10 +3566,6 @@ class BareOnnxRuntime:
                 pipe.close()
 
 
-class _FeedRecorded(Exception):
-    pass
-
-
 def bare_onnxruntime_job(ctx: Context, flat: list) -> tuple:
     """What the bare contender runs: (model path or bytes, its deterministic outputs, feed, label).
     The checkpoint's own ML-Agents ONNX, every input fed as MLAgentsOnnx feeds it; else ML-Agents'
@@ -3579,26 +3580,8 @@ def bare_onnxruntime_job(ctx: Context, flat: list) -> tuple:
             (["recurrent_out"] if s.memory_size else [])
         return export_mlagents_onnx(ctx.checkpoint.actor), fetch, dict(zip(engine_input_names(s), flat)), \
             "export of this checkpoint"
-    from types import SimpleNamespace
-    inputs = [SimpleNamespace(name=i.name, shape=list(i.shape)) for i in reference.session.get_inputs()]
-    recorded = {}
-
-    def record(fetch, feed):
-        recorded.update(feed)
-        raise _FeedRecorded
-
-    # the feed MLAgentsOnnx builds, recorded instead of run; its own session (and thread pool) is let go here
-    reference.session = SimpleNamespace(get_inputs=lambda: inputs, run=record)
-    with contextlib.suppress(_FeedRecorded):
-        reference.deterministic(flat)
-    model = str(path)
-    extra = [name for name in reference.fetch if name not in reference.iface.outputs]
-    if extra:  # ML-Agents 1.x: the action mean made an output, as MLAgentsOnnx does
-        import onnx
-        graph = onnx.load(str(path))
-        graph.graph.output.extend(onnx.helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, None) for n in extra)
-        model = graph.SerializeToString()
-    return model, list(reference.fetch), recorded, path.name
+    reference.session = None  # the contender runs in a process of its own: no thread pool here
+    return reference.model, list(reference.fetch), reference.feed(flat), path.name
 
 
 def timed_calls(fn: Callable, n: int) -> list:

@@ -72,3 +72,14 @@ def ort_mu(onnx_path, obs) -> np.ndarray:
     model.graph.output.append(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     return session.run([name], {"obs_0": np.asarray(obs, np.float32)})[0]
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """For modules whose batches are small (use: pytestmark = pytest.mark.usefixtures(...)): one intra-op thread is faster, and it does not stall when other work
+    shares the CPUs (two threads spin-waiting on a loaded 2-core machine made an LSTM step 50x slower)."""
+    import torch
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -101,15 +101,7 @@ CONTINUOUS = [k for k, v in KINDS.items() if v.continuous]
 VECTOR_ONLY = [k for k, v in KINDS.items() if all(kind == "vector" for kind, _ in v.inputs) and not v.memory]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """The batches here are small: one intra-op thread is faster, and it does not stall when other work
-    shares the CPUs (two threads spin-waiting on a loaded 2-core machine made an LSTM step 50x slower)."""
-    import torch
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # (conftest.py)
 
 
 # ---------------------------------------------------------------------------------------------

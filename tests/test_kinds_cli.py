@@ -34,15 +34,7 @@ KINDS = {
 NAMES = list(KINDS)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """The batches here are small: one intra-op thread is faster, and it does not stall when other work
-    shares the CPUs (two threads spin-waiting on a loaded 2-core machine made an LSTM step 50x slower)."""
-    import torch
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # (conftest.py)
 
 
 def folder(name):
