@@ -941,8 +941,10 @@ class SimpleActor(Module):
 class EngineHeads(Module):
     """The deterministic-only graph the engines run (torch eager, device graphs, or its ONNX
     export under onnxruntime): inputs obs_0..obs_k [, action_masks] [, recurrent_in];
-    outputs [mu, deterministic_continuous_actions (, log_sigma for SAC)] [, probabilities]
-    [, recurrent_out], all float32."""
+    outputs [mu, deterministic_continuous_actions (, log_sigma for SAC)] [, probabilities,
+    deterministic_discrete_actions] [, recurrent_out], float32 except the discrete actions (int64).
+    The deterministic discrete action is each branch's argmax (first index on ties) inside the
+    graph, as in ML-Agents' export, so a deterministic step needs no work on the host."""
     def __init__(self, actor: SimpleActor):
         super().__init__()
         self.actor = actor
@@ -957,15 +959,15 @@ class EngineHeads(Module):
         mu, log_sigma, probs, memories_out = self.actor.heads(inputs, masks, memories)
         out = []
         if mu is not None:
-            mu = mu.float()
+            mu = as_float32(mu)
             if self.actor.settings.tanh_squash:
-                out += [mu, mu, log_sigma.float()]
+                out += [mu, mu, as_float32(log_sigma)]
             else:
                 out += [mu, torch.clamp(mu, -ACTION_CLIP, ACTION_CLIP) / ACTION_CLIP]
         if probs is not None:
-            out.append(torch.cat(probs, dim=1).float())
+            out += [as_float32(torch.cat(probs, dim=1)), torch.cat([p.argmax(dim=1, keepdim=True) for p in probs], dim=1)]
         if memories_out is not None:
-            out.append(memories_out.float())
+            out.append(as_float32(memories_out))
         return tuple(out)
 
     def output_names(self) -> list:
@@ -973,10 +975,15 @@ class EngineHeads(Module):
         if s.continuous_size:
             names += ["mu", "deterministic_continuous_actions"] + (["log_sigma"] if s.tanh_squash else [])
         if s.discrete_branches:
-            names.append("probabilities")
+            names += ["probabilities", "deterministic_discrete_actions"]
         if s.memory_size:
             names.append("recurrent_out")
         return names
+
+
+def as_float32(x: torch.Tensor) -> torch.Tensor:
+    """x in float32 (no Cast node in an export where it already is)."""
+    return x if x.dtype == torch.float32 else x.float()
 
 
 # =========================================================================================
@@ -1843,12 +1850,11 @@ class Policy:
                 else:              # PPO/POCA: clip(mu + exp(log_sigma) * z, -3, 3) / 3
                     out["continuous_actions"] = np.clip(mu + z * self.sigma, -ACTION_CLIP, ACTION_CLIP) / np.float32(ACTION_CLIP)
         if s.discrete_branches:
-            probs = raw["probabilities"]
             if deterministic:
-                out["discrete_actions"] = branch_argmax(probs, s.discrete_branches)
+                out["discrete_actions"] = raw["deterministic_discrete_actions"]
             else:
                 u = torch.rand((rows, len(s.discrete_branches)), generator=generator, dtype=torch.float64).numpy()
-                out["discrete_actions"] = branch_draw(probs, s.discrete_branches, u)
+                out["discrete_actions"] = branch_draw(raw["probabilities"], s.discrete_branches, u)
         if s.memory_size:
             out["memory"] = raw["recurrent_out"].reshape(rows, s.memory_size)
         return out
@@ -1981,9 +1987,8 @@ def shape_memory(memory, size: int, rows: int, batched: bool) -> np.ndarray:
 
 
 def branch_argmax(probs: np.ndarray, branches: list) -> np.ndarray:
-    """Per-branch argmax of the masked probabilities (first index on ties), int64 [rows, branches]."""
-    if len(branches) == 1:  # the common case in one numpy call: this runs on every deterministic step
-        return probs.argmax(axis=1).astype(np.int64, copy=False)[:, None]
+    """Per-branch argmax of the masked probabilities (first index on ties), int64 [rows, branches]:
+    the float64 reference's and a 1.x ONNX's actions (the engines take theirs inside the graph)."""
     out, start = np.empty((probs.shape[0], len(branches)), np.int64), 0
     for b, size in enumerate(branches):
         out[:, b] = np.argmax(probs[:, start:start + size], axis=1)

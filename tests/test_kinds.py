@@ -267,6 +267,22 @@ def test_branch_with_nothing_allowed_is_refused(name, engine):
             p.act(obs, action_masks=masks)
 
 
+@pytest.mark.parametrize("engine", ENGINES)
+def test_tied_actions_go_to_the_first_allowed_one(engine):
+    """Branch layers zeroed: every allowed action of a branch is equally likely, and the deterministic
+    action is the first allowed one (ML-Agents' torch.argmax and the ONNX ArgMax both take the first)."""
+    kind = KINDS["discrete-multi"]
+    need(kind.folder)
+    checkpoint = I.load_checkpoint(next(kind.folder.glob("*/checkpoint.pt")))
+    for weight in checkpoint.actor.action_model._discrete_distribution.branches.parameters():
+        weight.data.zero_()
+    rng = np.random.RandomState(3)
+    masks = random_masks(rng, 300, kind.branches)
+    got = I.Policy(checkpoint, engine=engine).act(make_obs(kind, rng, 300), action_masks=masks)["discrete_actions"]
+    first_allowed = np.stack([masks[:, sl].argmax(axis=1) for sl in branch_slices(kind.branches)], axis=1)
+    assert (got == first_allowed).all(), np.argwhere(got != first_allowed)[:5]
+
+
 @pytest.mark.parametrize("name", ["discrete-multi", "hybrid", "attention"])
 def test_mask_of_the_wrong_width_is_refused(name):
     kind, p = KINDS[name], policy(name)
