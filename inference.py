@@ -1599,8 +1599,10 @@ class TorchEngine:
             self.graphs[shapes] = (static_in, static_out, graph)
         return self.graphs.get(shapes)
 
-    def run(self, flat: list) -> dict:
-        """Engine inputs (float32 numpy, in engine_input_names order) -> outputs by name (numpy)."""
+    def run(self, flat: list, names: Optional[list] = None) -> dict:
+        """Engine inputs (float32 numpy, in engine_input_names order) -> the outputs `names` (all
+        by default) as numpy; only those are copied to the host."""
+        names = self.output_names if names is None else names
         host = [torch.from_numpy(x if x.flags.writeable else x.copy()) for x in flat]  # e.g. a read-only memory map
         if self.graph_api is not None:
             try:
@@ -1612,10 +1614,10 @@ class TorchEngine:
                 for dst, src in zip(static_in, host):
                     dst.copy_(src, non_blocking=False)
                 graph.replay()
-                return {name: out.cpu().numpy() for name, out in zip(self.output_names, static_out)}
+                return {name: out.cpu().numpy() for name, out in zip(self.output_names, static_out) if name in names}
         with torch.inference_mode():
             outs = self._forward([x.to(self.device) for x in host])
-            return {name: out.cpu().numpy() for name, out in zip(self.output_names, outs)}  # .cpu() waits for the device
+            return {name: out.cpu().numpy() for name, out in zip(self.output_names, outs) if name in names}  # .cpu() waits
 
 
 class OnnxRuntimeEngine:
@@ -1633,8 +1635,9 @@ class OnnxRuntimeEngine:
         binding = getattr(self.session, "_sess", None)
         self._run = binding.run if callable(getattr(binding, "run", None)) else self.session.run
 
-    def run(self, flat: list) -> dict:
-        return dict(zip(self.output_names, self._run(self.output_names, dict(zip(self.input_names, flat)), None)))
+    def run(self, flat: list, names: Optional[list] = None) -> dict:
+        names = self.output_names if names is None else names
+        return dict(zip(names, self._run(names, dict(zip(self.input_names, flat)), None)))
 
 
 def onnx_session(model_or_path, tuned: bool = True, threads: Optional[int] = None):
@@ -1767,6 +1770,13 @@ class Policy:
         self.engine_name = choose_engine(engine, self.device, dtype)
         self.engine = (OnnxRuntimeEngine(checkpoint.actor) if self.engine_name == "onnxruntime"
                        else TorchEngine(checkpoint.actor, self.device, dtype, graphs))
+        s = self.settings  # the engine outputs each kind of step needs (no host copy of the others)
+        self.fetch = {True: (["deterministic_continuous_actions"] if s.continuous_size else [])
+                      + (["deterministic_discrete_actions"] if s.discrete_branches else []),
+                      False: (["mu"] + (["log_sigma"] if s.tanh_squash else []) if s.continuous_size else [])
+                      + (["probabilities"] if s.discrete_branches else [])}
+        for deterministic in self.fetch:
+            self.fetch[deterministic] += ["recurrent_out"] if s.memory_size else []
         continuous = checkpoint.actor.action_model._continuous_distribution
         self.sigma = (torch.exp(continuous.log_sigma.detach()).reshape(-1).numpy()
                       if continuous is not None and not self.settings.conditional_sigma else None)
@@ -1830,8 +1840,13 @@ class Policy:
         `generator`: randn(rows, continuous size), then rand(rows, branches) — so the same seed
         gives the same actions on every device."""
         flat, rows, batched = self.prepare(observations, action_masks, memory)
-        out = self.decide(self.engine.run(flat), rows, deterministic, seed, generator)
+        out = self.run(flat, rows, deterministic, seed, generator)
         return out if batched else {k: v[0] for k, v in out.items()}
+
+    def run(self, flat: list, rows: int, deterministic: bool = True, seed: Optional[int] = None,
+            generator=None) -> dict:
+        """act() for inputs prepare() has already checked: one engine call, then decide()."""
+        return self.decide(self.engine.run(flat, self.fetch[deterministic]), rows, deterministic, seed, generator)
 
     def decide(self, raw: dict, rows: int, deterministic: bool = True, seed: Optional[int] = None,
                generator=None) -> dict:
@@ -1875,6 +1890,7 @@ class Policy:
                 np.clip(mu.numpy(), -ACTION_CLIP, ACTION_CLIP) / ACTION_CLIP
         if probs is not None:
             out["probabilities"] = torch.cat(probs, dim=1).numpy()
+            out["deterministic_discrete_actions"] = branch_argmax(out["probabilities"], self.settings.discrete_branches)
         if memories_out is not None and self.settings.memory_size:
             out["recurrent_out"] = memories_out.numpy()
         return out
@@ -3044,8 +3060,7 @@ def mode_precision(ctx: Context):
               **{k: vs_ref[k] for k in ("cos", "max_abs_err", "max_rel_err", "bitwise_equal_ratio")},
               "vs_cpu_float32": vs_cpu}
     if s.discrete_branches:
-        ours = branch_argmax(test["probabilities"], s.discrete_branches)
-        theirs = branch_argmax(ref["probabilities"], s.discrete_branches)
+        ours, theirs = test["deterministic_discrete_actions"], ref["deterministic_discrete_actions"]
         result["discrete_identical_ratio"] = float(np.mean((ours == theirs).all(axis=1)))
         result["probability_max_abs_err"] = compare(test["probabilities"], ref["probabilities"])["max_abs_err"]
     if s.memory_size:
@@ -3215,7 +3230,7 @@ def mode_onnx_compare(ctx: Context):
         half = s.memory_size // 2
         memory = np.concatenate([np.tanh(rng.randn(rows, half)), 2 * rng.randn(rows, half)], axis=1).astype(np.float32)
     flat, _, _ = policy.prepare(obs, masks, memory)
-    ours, theirs = policy.decide(policy.engine.run(flat), rows), reference.deterministic(flat)
+    ours, theirs = policy.run(flat, rows), reference.deterministic(flat)
     stats = parity(s, ours, theirs)
     passed = parity_holds(stats)
     if "continuous_actions" in ours:
@@ -3261,7 +3276,7 @@ def memory_rollout(policy: Policy, reference: MLAgentsOnnx, s: PolicySettings, s
     for t in range(steps):
         obs, masks = random_inputs(s, seed + 100 + t, rows), random_masks(s, seed + 100 + t, rows)
         flat, _, _ = policy.prepare(obs, masks, ours_mem)
-        ours = policy.decide(policy.engine.run(flat), rows)
+        ours = policy.run(flat, rows)
         ref_flat, _, _ = policy.prepare(obs, masks, theirs_mem)
         theirs = reference.deterministic(ref_flat)
         p = parity(s, ours, theirs)
@@ -3617,7 +3632,7 @@ def mode_benchmark(ctx: Context):
     warmup = max(20, a.runs // 10)
 
     def ours():
-        policy.decide(policy.engine.run(flat), a.batch)
+        policy.run(flat, a.batch)
 
     def ours_block(n: int) -> list:
         times = timed_calls(ours, n)

@@ -430,3 +430,25 @@ def test_export_onnx_agrees_with_mlagents_onnx(capsys, tmp_path, name):
     if memory:
         err = max_rel_err(np.asarray(got["recurrent_out"]).reshape(rows, memory), ref["memory"])
         assert err <= EXPORT_TOL, f"{name}: exported recurrent_out vs ML-Agents ONNX {err:.3e}"
+
+
+def test_export_onnx_without_an_mlagents_onnx_is_held_to_float64_and_still_agrees(capsys, tmp_path):
+    """No ONNX beside the checkpoint: export-onnx verifies against the float64 rebuild; the file it
+    writes still gives ML-Agents' own ONNX's (kept elsewhere) discrete actions."""
+    import shutil
+    import onnxruntime as ort
+    name = "discrete-multi"
+    source = folder(name) / KINDS[name][0]
+    copy = tmp_path / "model" / KINDS[name][0]
+    copy.mkdir(parents=True)
+    shutil.copy(source / "checkpoint.pt", copy / "checkpoint.pt")
+    target = tmp_path / "exported.onnx"
+    code, result, err = call(capsys, "--mode", "export-onnx", "--model-dir", copy.parent, "--output", target)
+    assert code == 0, err
+    assert result["passed"] is True and "float64" in result["reference"], result
+    rng = np.random.RandomState(52)
+    obs, masks = make_obs(name, rng, 300), random_masks(rng, 300, KINDS[name][3])
+    session = ort.InferenceSession(str(target), providers=["CPUExecutionProvider"])
+    got = session.run(["deterministic_discrete_actions"], reference(name).feed(obs, masks, None))[0]
+    genuine, ties, examples = discrete_mismatches(got, reference(name).run(obs, masks, None), 2e-5)
+    assert genuine == 0 and ties <= 1, (genuine, ties, examples)
