@@ -1134,27 +1134,55 @@ def read_onnx_interface(path: Path) -> OnnxInterface:
     return OnnxInterface(path, inputs, outputs, sorted(set(slices)), legacy)
 
 
-def onnx_input_shapes(interface: OnnxInterface, kinds: Optional[dict] = None) -> Optional[list]:
-    """Per-input shapes (without the batch) in input order, from an ONNX interface. A 1.x file
-    names vectors and images apart; `kinds` (input index -> kind, from the checkpoint) puts its
-    images back where the checkpoint has them (else after the vectors)."""
-    obs = sorted((int(n[4:]), shape[1:]) for n, shape in interface.inputs.items() if re.fullmatch(r"obs_\d+", n))
-    if obs:
-        if [i for i, _ in obs] != list(range(len(obs))) or any(None in s for _, s in obs):
+def onnx_input_shapes(interface: OnnxInterface, seen: Optional[dict] = None) -> Optional[list]:
+    """Per-input shapes (without the batch) in input order, from an ONNX interface; images as
+    [C, H, W]. `seen` (input index -> InputSpec, from the checkpoint) places a 1.x file's inputs."""
+    names = interface.inputs
+    if "vector_observation" in names or any(re.fullmatch(r"visual_observation_\d+", n) for n in names):
+        return legacy_input_shapes(interface, seen or {})
+    obs = sorted((int(n[4:]), shape[1:]) for n, shape in names.items() if re.fullmatch(r"obs_\d+", n))
+    if not obs or [i for i, _ in obs] != list(range(len(obs))) or any(None in s for _, s in obs):
+        return None
+    return [tuple(s) for _, s in obs]
+
+
+def legacy_input_shapes(interface: OnnxInterface, seen: dict) -> Optional[list]:
+    """A 1.x file (ML-Agents' serializer before obs_N): every vector sensor concatenated in
+    `vector_observation` (the graph slices it), the k-th image `visual_observation_k`, a buffer
+    sensor `obs_i` at its own index i. The images go where the checkpoint has its image encoders
+    (else after the vectors). Its serializer wrote images [C, H, W]; a file whose image is
+    [H, W, C] by the checkpoint's channel count is read as such (MLAgentsOnnx.feed transposes)."""
+    names = interface.inputs
+    vectors = []
+    if "vector_observation" in names:
+        width = names["vector_observation"][1:]
+        if None in width or len(width) != 1:
             return None
-        return [tuple(s) for _, s in obs]
-    if "vector_observation" in interface.inputs:  # legacy: one input, the graph slices it per sensor
-        width = interface.inputs["vector_observation"][1:]
-        shapes = [(end - start,) for start, end in interface.vector_slices] if interface.vector_slices else [width]
-        visual = sorted((int(n.rsplit("_", 1)[1]), s[1:]) for n, s in interface.inputs.items()
-                        if re.fullmatch(r"visual_observation_\d+", n))
-        images = [(s[2], s[0], s[1]) for _, s in visual]  # legacy images are H x W x C
-        total, kinds = len(shapes) + len(images), kinds or {}
-        if sum(1 for i in range(total) if kinds.get(i) == "visual") != len(images):
-            return shapes + images
-        vectors, images = iter(shapes), iter(images)
-        return [next(images) if kinds.get(i) == "visual" else next(vectors) for i in range(total)]
-    return None
+        vectors = [(end - start,) for start, end in interface.vector_slices] if interface.vector_slices else \
+            [tuple(width)] if width[0] else []
+    images = [s[1:] for _, s in sorted((int(n.rsplit("_", 1)[1]), s) for n, s in names.items()
+                                       if re.fullmatch(r"visual_observation_\d+", n))]
+    entities = {int(n[4:]): s[1:] for n, s in names.items() if re.fullmatch(r"obs_\d+", n)}
+    if any(len(s) != 3 or None in s for s in images) or any(len(s) != 2 or None in s for s in entities.values()):
+        return None
+    total = len(vectors) + len(images) + len(entities)
+    if any(i >= total for i in entities):
+        return None
+    image_at = [i for i in range(total) if i in seen and seen[i].kind == "visual" and i not in entities]
+    if len(image_at) != len(images):
+        free = [i for i in range(total) if i not in entities]
+        image_at = free[len(vectors):]
+    out, vectors, images = [], iter(vectors), iter(images)
+    for i in range(total):
+        if i in entities:
+            out.append(tuple(entities[i]))
+        elif i in image_at:
+            a, b, c = next(images)
+            channels = seen[i].shape[0] if i in seen and seen[i].kind == "visual" else None
+            out.append((c, a, b) if channels is not None and a != channels and c == channels else (a, b, c))
+        else:
+            out.append(next(vectors))
+    return out
 
 
 def infer_settings(state: dict, path: Path, onnx_iface: Optional[OnnxInterface], config: dict,
@@ -1204,7 +1232,7 @@ def infer_settings(state: dict, path: Path, onnx_iface: Optional[OnnxInterface],
     normalize = any(s.normalized for s in seen.values())
 
     # -- shapes the checkpoint cannot tell: unnormalised vectors, image sides, entity counts
-    onnx_shapes = onnx_input_shapes(onnx_iface, {i: spec.kind for i, spec in seen.items()}) if onnx_iface else None
+    onnx_shapes = onnx_input_shapes(onnx_iface, seen) if onnx_iface else None
     source = "checkpoint"
     if onnx_shapes is not None and onnx_shapes_agree(onnx_shapes, seen):
         inputs = []
@@ -3095,7 +3123,7 @@ class MLAgentsOnnx:
         import onnx
         self.path, self.settings = path, settings
         self.iface = read_onnx_interface(path)
-        shapes = onnx_input_shapes(self.iface, {i: spec.kind for i, spec in enumerate(settings.inputs)})
+        shapes = onnx_input_shapes(self.iface, dict(enumerate(settings.inputs)))
         if shapes is None or len(shapes) != len(settings.inputs) or any(
                 tuple(a) != tuple(spec.shape) for a, spec in zip(shapes, settings.inputs)):
             raise NotThisPolicy(f"takes inputs {shapes}, the checkpoint {[list(i.shape) for i in settings.inputs]}")
@@ -3129,17 +3157,23 @@ class MLAgentsOnnx:
         self.session = onnx_session(self.model, tuned=False)
 
     def feed(self, flat: list) -> dict:
-        """The file's inputs for engine-layout inputs (images back to H x W x C for a 1.x file)."""
+        """The file's inputs for engine-layout inputs (a 1.x file: see legacy_input_shapes)."""
         s, n = self.settings, len(self.settings.inputs)
         names = self.iface.inputs
         feed = {}
-        if "vector_observation" in names:
-            vectors = [x.reshape(x.shape[0], -1) for x, spec in zip(flat[:n], s.inputs) if spec.kind == "vector"]
-            feed["vector_observation"] = np.ascontiguousarray(np.concatenate(vectors, axis=1))
+        if "vector_observation" in names or any(k.startswith("visual_observation_") for k in names):
+            rows = len(flat[0])
+            vectors = [x.reshape(rows, -1) for x, spec in zip(flat[:n], s.inputs) if spec.kind == "vector"]
+            if "vector_observation" in names:
+                feed["vector_observation"] = np.ascontiguousarray(np.concatenate(vectors, axis=1)) if vectors else \
+                    np.zeros((rows, 0), np.float32)
             for i, (x, spec) in enumerate(zip(flat[:n], s.inputs)):
                 if spec.kind == "visual":
-                    feed[f"visual_observation_{sum(1 for t in s.inputs[:i] if t.kind == 'visual')}"] = \
-                        np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+                    name = f"visual_observation_{sum(1 for t in s.inputs[:i] if t.kind == 'visual')}"
+                    channels_last = tuple(names[name][1:]) != tuple(spec.shape)
+                    feed[name] = np.ascontiguousarray(x.transpose(0, 2, 3, 1)) if channels_last else x
+                elif spec.kind == "entities":
+                    feed[spec.name] = x
         else:
             feed.update({spec.name: x for spec, x in zip(s.inputs, flat[:n]) if spec.name in names})
         if s.discrete_branches and "action_masks" in names:

@@ -296,3 +296,47 @@ def ks_uniform(u: np.ndarray) -> float:
     u = np.sort(np.asarray(u, np.float64))
     n = len(u)
     return float(max((np.arange(1, n + 1) / n - u).max(), (u - np.arange(n) / n).max()))
+
+
+def with_legacy_inputs(onnx_path: Path, target: Path, channels_last: bool = False) -> Path:
+    """ML-Agents' own 1.1.0 ONNX given the input interface its serializer wrote before obs_N: every
+    vector sensor concatenated in `vector_observation` (sliced inside the graph, opset-9 Slice), the
+    k-th image as `visual_observation_k` ([C, H, W], as that serializer wrote it; [H, W, C] with
+    `channels_last`, as the first torch prototype did), a buffer sensor still `obs_i`. The graph
+    after its inputs is ML-Agents' own, untouched, so the numbers are ML-Agents'."""
+    import onnx
+    from onnx import TensorProto, helper
+    model = onnx.load(str(onnx_path))
+    graph = model.graph
+    initializers = {i.name for i in graph.initializer}
+    inputs = [i for i in graph.input if i.name not in initializers]
+    dims = {i.name: [d.dim_value for d in i.type.tensor_type.shape.dim][1:] for i in inputs}
+    sensors = sorted((n for n in dims if re.fullmatch(r"obs_\d+", n)), key=lambda n: int(n[4:]))
+    front, new_inputs, start, images = [], [], 0, 0
+    for name in sensors:
+        shape = dims[name]
+        if len(shape) == 1:
+            front.append(helper.make_node("Slice", ["vector_observation"], [name], axes=[1], starts=[start],
+                                          ends=[start + shape[0]]))
+            start += shape[0]
+        elif len(shape) == 3:
+            vis = f"visual_observation_{images}"
+            images += 1
+            c, h, w = shape
+            if channels_last:
+                front.append(helper.make_node("Transpose", [vis], [name], perm=[0, 3, 1, 2]))
+                new_inputs.append(helper.make_tensor_value_info(vis, TensorProto.FLOAT, ["batch", h, w, c]))
+            else:
+                front.append(helper.make_node("Identity", [vis], [name]))
+                new_inputs.append(helper.make_tensor_value_info(vis, TensorProto.FLOAT, ["batch", c, h, w]))
+    moved = {n for n in sensors if len(dims[n]) != 2}
+    kept = [i for i in graph.input if i.name not in moved]
+    vector = [helper.make_tensor_value_info("vector_observation", TensorProto.FLOAT, ["batch", start])] if start else []
+    del graph.input[:]
+    graph.input.extend(vector + new_inputs + kept)
+    nodes = front + list(graph.node)
+    del graph.node[:]
+    graph.node.extend(nodes)
+    onnx.checker.check_model(model)
+    onnx.save(model, str(target))
+    return target

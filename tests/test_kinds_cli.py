@@ -452,3 +452,29 @@ def test_export_onnx_without_an_mlagents_onnx_is_held_to_float64_and_still_agree
     got = session.run(["deterministic_discrete_actions"], reference(name).feed(obs, masks, None))[0]
     genuine, ties, examples = discrete_mismatches(got, reference(name).run(obs, masks, None), 2e-5)
     assert genuine == 0 and ties <= 1, (genuine, ties, examples)
+
+
+# ---------------------------------------------------------------------------------------------
+# ML-Agents 1.x files (vector_observation, visual_observation_k, buffer sensors as obs_i)
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name,channels_last", [("visual-simple", False), ("visual-simple", True),
+                                                ("visual-nature_cnn", False), ("attention", False),
+                                                ("lstm", False)])
+def test_onnx_compare_against_a_1x_interface_file(capsys, tmp_path, name, channels_last):
+    """The same ML-Agents graph behind the older serializer's inputs: the input shapes (image side,
+    entity count) are read from it, its images in the layout it declares, and it is fed correctly."""
+    from mlagents_reference import with_legacy_inputs
+    legacy = with_legacy_inputs(ZOO / name / f"{KINDS[name][0]}.onnx", tmp_path / "legacy.onnx", channels_last)
+    code, result, err = call(capsys, "--mode", "onnx-compare", "--model-dir", folder(name), "--onnx", legacy,
+                             "--batch", 300)
+    assert code == 0, err
+    assert result["passed"] is True and result["legacy_interface"] is True, result
+    if KINDS[name][2]:
+        assert result["max_abs_err"] <= CONT_TOL, result["max_abs_err"]
+    if KINDS[name][3]:
+        assert result["discrete_mismatches"] == 0, result
+    code, info, err = call(capsys, "--mode", "info", "--model-dir", folder(name), "--onnx", legacy)
+    assert code == 0, err
+    shapes = [i["shape"] for i in info["inputs"]]
+    assert shapes == [shape for _, shape in KINDS[name][1]], shapes
