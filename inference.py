@@ -4114,6 +4114,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         if sys.stdout is None:  # started with stdout closed (>&-): results would go nowhere
             raise UsageError("standard output is closed; redirect it to a file or /dev/null")
         args = parse_args(argv)
+        if torch is None and args.mode != "checkpoints":  # (listing files needs no torch)
+            raise ModuleNotFoundError("No module named 'torch'", name="torch")
         ctx = Context(args)
         compute, show = MODES[args.mode]
         result, passed = compute(ctx)

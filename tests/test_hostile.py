@@ -345,3 +345,22 @@ def test_foreign_onnx_files_refused(capsys, tmp_path):
                         ("missing.onnx", "no such file")):
         code, _, err = call(capsys, "--mode", "onnx-compare", "--model-dir", BUNDLED, "--onnx", tmp_path / name)
         assert code == 2 and words in err, (name, err)
+
+
+@pytest.mark.parametrize("mode", ["info", "action", "stream", "benchmark"])
+def test_a_machine_without_torch_gets_one_line_saying_how_to_install_it(tmp_path, mode):
+    """torch hidden from the interpreter (as on a fresh machine): exit 2, one line, no traceback;
+    listing the checkpoints still works."""
+    import subprocess
+    import sys
+    from conftest import ROOT, child_env
+    program = ("import runpy, sys; sys.modules['torch'] = None; "
+               f"sys.argv = ['inference.py', '--mode', {mode!r}]; runpy.run_path({str(ROOT / 'inference.py')!r}, run_name='__main__')")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120, env=child_env(),
+                          input="")
+    assert done.returncode == 2, (done.returncode, done.stderr[-500:])
+    assert done.stderr.strip().splitlines() == [
+        "error: the Python package 'torch' is not installed; run: pip install -r requirements.txt"], done.stderr
+    program = program.replace(repr(mode), "'checkpoints'")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120, env=child_env())
+    assert done.returncode == 0 and "SUCCESS" in done.stdout, done.stderr[-500:]
