@@ -1101,6 +1101,11 @@ class OnnxInterface:
     vector_slices: list      # legacy vector_observation: [(start, end)] per sensor, in order
     legacy: bool             # ML-Agents 1.x interface (vector_observation, no deterministic_* outputs)
 
+    @property
+    def legacy_inputs(self) -> bool:
+        """Inputs as the serializer before obs_N wrote them (see legacy_input_shapes)."""
+        return "vector_observation" in self.inputs or any(re.fullmatch(r"visual_observation_\d+", n) for n in self.inputs)
+
 
 def read_onnx_interface(path: Path) -> OnnxInterface:
     try:
@@ -1137,10 +1142,9 @@ def read_onnx_interface(path: Path) -> OnnxInterface:
 def onnx_input_shapes(interface: OnnxInterface, seen: Optional[dict] = None) -> Optional[list]:
     """Per-input shapes (without the batch) in input order, from an ONNX interface; images as
     [C, H, W]. `seen` (input index -> InputSpec, from the checkpoint) places a 1.x file's inputs."""
-    names = interface.inputs
-    if "vector_observation" in names or any(re.fullmatch(r"visual_observation_\d+", n) for n in names):
+    if interface.legacy_inputs:
         return legacy_input_shapes(interface, seen or {})
-    obs = sorted((int(n[4:]), shape[1:]) for n, shape in names.items() if re.fullmatch(r"obs_\d+", n))
+    obs = sorted((int(n[4:]), shape[1:]) for n, shape in interface.inputs.items() if re.fullmatch(r"obs_\d+", n))
     if not obs or [i for i, _ in obs] != list(range(len(obs))) or any(None in s for _, s in obs):
         return None
     return [tuple(s) for _, s in obs]
@@ -1799,12 +1803,11 @@ class Policy:
         self.engine = (OnnxRuntimeEngine(checkpoint.actor) if self.engine_name == "onnxruntime"
                        else TorchEngine(checkpoint.actor, self.device, dtype, graphs))
         s = self.settings  # the engine outputs each kind of step needs (no host copy of the others)
+        memory = ["recurrent_out"] if s.memory_size else []
         self.fetch = {True: (["deterministic_continuous_actions"] if s.continuous_size else [])
-                      + (["deterministic_discrete_actions"] if s.discrete_branches else []),
+                      + (["deterministic_discrete_actions"] if s.discrete_branches else []) + memory,
                       False: (["mu"] + (["log_sigma"] if s.tanh_squash else []) if s.continuous_size else [])
-                      + (["probabilities"] if s.discrete_branches else [])}
-        for deterministic in self.fetch:
-            self.fetch[deterministic] += ["recurrent_out"] if s.memory_size else []
+                      + (["probabilities"] if s.discrete_branches else []) + memory}
         continuous = checkpoint.actor.action_model._continuous_distribution
         self.sigma = (torch.exp(continuous.log_sigma.detach()).reshape(-1).numpy()
                       if continuous is not None and not self.settings.conditional_sigma else None)
@@ -3161,7 +3164,7 @@ class MLAgentsOnnx:
         s, n = self.settings, len(self.settings.inputs)
         names = self.iface.inputs
         feed = {}
-        if "vector_observation" in names or any(k.startswith("visual_observation_") for k in names):
+        if self.iface.legacy_inputs:
             rows = len(flat[0])
             vectors = [x.reshape(rows, -1) for x, spec in zip(flat[:n], s.inputs) if spec.kind == "vector"]
             if "vector_observation" in names:
