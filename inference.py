@@ -32,6 +32,7 @@ import copy
 import hashlib
 import io
 import json
+import itertools
 import math
 import os
 import re
@@ -41,7 +42,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence, Union
 
 import numpy as np
 
@@ -1190,7 +1191,7 @@ def legacy_input_shapes(interface: OnnxInterface, seen: dict) -> Optional[list]:
 
 
 def infer_settings(state: dict, path: Path, onnx_iface: Optional[OnnxInterface], config: dict,
-                   trainer_hint: Optional[str], goal_input: Optional[int]) -> PolicySettings:
+                   trainer_hint: Optional[str], goal_input: Union[int, Sequence[int], None]) -> PolicySettings:
     """The policy's settings from its tensor shapes, the ONNX interface where shapes are silent."""
     def bad(problem: str) -> UsageError:
         return UsageError(f"{path}: not a usable ML-Agents policy: {problem}")
@@ -1262,7 +1263,8 @@ def infer_settings(state: dict, path: Path, onnx_iface: Optional[OnnxInterface],
         goal_width = shape(f"{body}layers.{hyper_layers[-1]}.hypernet.0.weight")[1]
         pick_goal(inputs, goal_width, goal_input, hidden, path)
     elif goal_input is not None:
-        raise UsageError(f"--goal-input {goal_input}: {path.name} has no goal-conditioned (hypernetwork) body")
+        raise UsageError(f"--goal-input {','.join(map(str, goal_indices(goal_input)))}: {path.name} has no "
+                         f"goal-conditioned (hypernetwork) body")
 
     # -- memory, actions, trainer
     memory = shape("network_body.lstm.lstm.weight_hh_l0")[1] * 2 if "network_body.lstm.lstm.weight_hh_l0" in state else 0
@@ -1380,24 +1382,44 @@ def inputs_from_checkpoint(seen: dict, body_in: int, hidden: int, bad) -> list:
     return out
 
 
-def pick_goal(inputs: list, goal_width: int, goal_input: Optional[int], hidden: int, path: Path) -> None:
-    """Mark the goal input: the one named by --goal-input, else the only vector input whose
-    width is the hypernetwork's input width; refuse when that stays ambiguous."""
+def pick_goal(inputs: list, goal_width: int, goal_input, hidden: int, path: Path) -> None:
+    """Mark the goal signal: the inputs named by --goal-input, else the only set of inputs whose
+    encodings (a vector's width; a camera's encoder output, `hidden` wide) together are as wide as
+    the hypernetwork's input -- ML-Agents concatenates several goal signals in input order; refuse
+    when no set or more than one fits."""
+    width = lambda i: inputs[i].shape[0] if inputs[i].kind == "vector" else hidden
+    eligible = [i for i, s in enumerate(inputs) if s.kind in ("vector", "visual")]
     if goal_input is not None:
-        if not 0 <= goal_input < len(inputs) or inputs[goal_input].kind != "vector":
-            raise UsageError(f"--goal-input {goal_input}: not a vector input of this policy "
+        named = goal_indices(goal_input)
+        label = f"--goal-input {','.join(map(str, named))}"
+        wrong = [i for i in named if i not in eligible]
+        if wrong or not named:
+            raise UsageError(f"{label}: {'no inputs named' if not named else f'input {wrong[0]} is not a vector or camera input of this policy'} "
                              f"(inputs: {', '.join(s.describe() for s in inputs)})")
-        if inputs[goal_input].shape[0] != goal_width:
-            raise UsageError(f"--goal-input {goal_input}: {inputs[goal_input].name} has {inputs[goal_input].shape[0]} "
-                             f"values but the hypernetwork takes a {goal_width}-wide goal")
-        inputs[goal_input].goal = True
-        return
-    fits = [i for i, s in enumerate(inputs) if s.kind == "vector" and s.shape[0] == goal_width]
-    if len(fits) != 1:
-        raise UsageError(f"{path.name}: a goal-conditioned policy whose goal input cannot be told from the shapes "
-                         f"({'inputs ' + ', '.join(inputs[i].name for i in fits) if fits else 'no input'} "
-                         f"{goal_width} wide); name it with --goal-input N")
-    inputs[fits[0]].goal = True
+        if sum(map(width, named)) != goal_width:
+            widths = f"{inputs[named[0]].name} is {width(named[0])}" if len(named) == 1 else \
+                " + ".join(f"{inputs[i].name} ({width(i)})" for i in named) + f" = {sum(map(width, named))}"
+            raise UsageError(f"{label}: {widths} wide, but the hypernetwork takes a {goal_width}-wide goal")
+        chosen = named
+    else:
+        sizes = range(1, len(eligible) + 1) if len(eligible) <= 16 else (1,)  # (2^16 sets at most)
+        fits = [c for k in sizes for c in itertools.combinations(eligible, k) if sum(map(width, c)) == goal_width]
+        if len(fits) != 1:
+            found = "; ".join("+".join(inputs[i].name for i in c) for c in fits[:4]) + (" ..." if len(fits) > 4 else "")
+            raise UsageError(f"{path.name}: a goal-conditioned policy whose goal input cannot be told from the shapes "
+                             f"({'these fit: ' + found if fits else 'no input or set of inputs is'} {goal_width} wide); "
+                             f"name it with --goal-input N[,N...]")
+        chosen = fits[0]
+    for i in chosen:
+        inputs[i].goal = True
+
+
+def goal_indices(goal_input) -> tuple:
+    """--goal-input / load(goal_input=...): one input index or several, as a sorted tuple."""
+    values = (goal_input,) if isinstance(goal_input, (int, np.integer)) else tuple(goal_input)
+    if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in values):
+        raise UsageError(f"goal_input {goal_input!r}: expected an input index or a list of them")
+    return tuple(sorted(set(int(v) for v in values)))
 
 
 def trainer_of(checkpoint: dict) -> Optional[str]:
@@ -1733,7 +1755,7 @@ class LoadedCheckpoint:
 
 def load_checkpoint(path: Path, onnx_path: Optional[Path] = None, model_dir: Optional[Path] = None,
                     behavior: Optional[str] = None, expect_sha256: Optional[str] = None,
-                    goal_input: Optional[int] = None) -> LoadedCheckpoint:
+                    goal_input: Union[int, Sequence[int], None] = None) -> LoadedCheckpoint:
     """Read, validate and rebuild one checkpoint (sha256 checked before unpickling)."""
     t0 = time.perf_counter()
     path = Path(path)
@@ -1931,7 +1953,7 @@ def _is_array_list(value) -> bool:
     return isinstance(value, (list, tuple)) and len(value) > 0 and all(isinstance(v, np.ndarray) for v in value)
 
 
-def load(path, device="cpu", dtype: str = "float32", engine: str = "auto", goal_input: Optional[int] = None,
+def load(path, device="cpu", dtype: str = "float32", engine: str = "auto", goal_input: Union[int, Sequence[int], None] = None,
          onnx: Optional[str] = None, expect_sha256: Optional[str] = None, graphs: bool = True) -> Policy:
     """An ML-Agents run folder (or one .pt checkpoint) as a Policy. UsageError says what is wrong."""
     path = Path(path)
@@ -3953,6 +3975,12 @@ def whole_number(low: int, high: Optional[int] = None) -> Callable[[str], int]:
 
 
 positive_int = whole_number(1)
+
+
+def input_indices(text: str) -> tuple:
+    """An argparse type: 'N' or 'N,M,...', input indices."""
+    parse = whole_number(0)
+    return tuple(parse(part.strip()) for part in text.split(","))
 seed_int = whole_number(0, 2**32)  # what np.random.RandomState accepts
 
 
@@ -3993,8 +4021,8 @@ def build_parser() -> argparse.ArgumentParser:
     option(src, "--expect-sha256", metavar="HEX", help="refuse a checkpoint whose sha256 differs (pin a file)")
     option(src, "--onnx", help="the policy's ML-Agents ONNX: the reference of onnx-compare/export-onnx/benchmark and "
                                "the source of input shapes the checkpoint does not hold (default: the checkpoint's own)")
-    option(src, "--goal-input", type=whole_number(0), default=None, metavar="N",
-           help="goal-conditioned policies: which input (obs_N) is the goal signal, when the shapes do not tell")
+    option(src, "--goal-input", type=input_indices, default=None, metavar="N[,N...]",
+           help="goal-conditioned policies: which inputs (obs_N) are the goal signal, when the shapes do not tell")
     run = p.add_argument_group("device and precision")
     option(run, "--device", default="auto", help="auto (npu, else cuda, else cpu) | cpu | cuda[:N] | npu[:N]")
     option(run, "--dtype", choices=DTYPES, default="float32",

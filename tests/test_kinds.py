@@ -2,8 +2,9 @@
 ML-Agents' own ONNX beside each checkpoint run with a bare onnxruntime session (tests/mlagents_reference.py).
 
 Fixtures: $HUGGY_FIXTURES/zoo/* (one folder per policy kind, ML-Agents 1.1.0 ONNX interface),
-$HUGGY_FIXTURES/trained/* (Unity's trained example models, older ONNX interface) and the two ppo-*
-folders. Each test skips when its fixture is absent. Each policy is loaded once per engine for the
+$HUGGY_FIXTURES/trained/* (Unity's trained example models, older ONNX interface), the two ppo-*
+folders, and tests/fixtures/mlagents/* (kinds the zoo lacks, written by ML-Agents 1.1.0 itself through
+tools/mlagents_fixtures.py). Each test skips when its fixture is absent. Each policy is loaded once per engine for the
 whole module; the observations are generated once per kind and sent as one batch.
 
 Bars: continuous actions within 1e-5 of the ONNX (SAC's deterministic output is raw, unbounded mu -- up to
@@ -28,6 +29,7 @@ from mlagents_reference import (TRAINED_SPLITS, OnnxReference, branch_slices, ch
                                 discrete_mismatches, entity_obs, ks_uniform, image_obs, max_err, max_rel_err, one_hot_board, random_masks, vector_obs)
 
 ZOO = FIXTURES / "zoo"
+MADE = Path(__file__).resolve().parent / "fixtures" / "mlagents"  # written by ML-Agents (tools/mlagents_fixtures.py)
 TRAINED = FIXTURES / "trained"
 ENGINES = ("torch", "onnxruntime")
 CONT_TOL = 1e-5
@@ -47,7 +49,7 @@ class Kind:
     shared_critic: bool = False
     normalize: bool = False
     encoder: Optional[str] = None
-    goal: Optional[int] = None
+    goal: tuple = ()  # the goal-signal inputs of a hypernetwork body
     splits: Optional[list] = None  # legacy ONNX: the sensor widths inside vector_observation
     rows: int = 1000
 
@@ -87,7 +89,14 @@ KINDS = {
                                    continuous=2, encoder="fully_connected", rows=500),
     "lstm": _zoo("lstm", "Memory", [("vector", [10])], branches=[4], memory=32),
     "attention": _zoo("attention", "Attention", [("entities", [6, 5]), ("vector", [8])], branches=[3, 3], rows=700),
-    "goal-hyper": _zoo("goal-hyper", "GoalHyper", [("vector", [12]), ("vector", [3])], branches=[5], goal=1),
+    "goal-hyper": _zoo("goal-hyper", "GoalHyper", [("vector", [12]), ("vector", [3])], branches=[5], goal=(1,)),
+    # several goal signals (ML-Agents concatenates them), and a camera as the goal signal
+    "goal-two-signals": Kind(MADE / "goal-two-signals", MADE / "goal-two-signals" / "GoalTwo.onnx",
+                             [("vector", [8]), ("vector", [2]), ("vector", [3])], continuous=2, normalize=True,
+                             goal=(1, 2)),
+    "goal-visual-signal": Kind(MADE / "goal-visual-signal", MADE / "goal-visual-signal" / "GoalVisual.onnx",
+                               [("vector", [6]), ("visual", [3, 20, 20])], branches=[3, 2], goal=(1,),
+                               encoder="simple", rows=500),
     "3DBallHard": _trained("3DBallHard", continuous=2, normalize=True),
     "SoccerTwos": _trained("SoccerTwos", branches=[3, 3, 3]),
     "DungeonEscape": _trained("DungeonEscape", branches=[7]),
@@ -222,7 +231,7 @@ def test_info_describes_the_policy(name):
     assert [(i["kind"], list(i["shape"])) for i in inputs] == [(k, s) for k, s in kind.inputs], inputs
     for j, (i, (what, _)) in enumerate(zip(inputs, kind.inputs)):
         assert i["normalized"] is (kind.normalize and what == "vector"), (j, i)
-        assert i["goal"] is (j == kind.goal), (j, i)
+        assert i["goal"] is (j in kind.goal), (j, i)
         if what == "visual":
             assert isinstance(i["encoder"], str) and i["encoder"], (j, i)
 
@@ -637,3 +646,31 @@ def test_actions_do_not_depend_on_the_batch_they_come_in(name):
         single = p.act([o[i:i + 1] for o in obs], action_masks=None if masks is None else masks[i:i + 1])
         sub = {k: (v[i:i + 1] if k != "logits" else [l[i:i + 1] for l in v]) for k, v in ref.items()}
         check_against(name, single, sub, None if masks is None else masks[i:i + 1], 1, f" row {i} alone")
+
+
+@pytest.mark.parametrize("name,goal_input", [("goal-two-signals", [1, 2]), ("goal-two-signals", (2, 1)),
+                                             ("goal-visual-signal", 1)])
+def test_goal_inputs_given_by_name(name, goal_input):
+    kind = KINDS[name]
+    obs, masks, _, ref = data(name)
+    p = policy(name, "onnxruntime", goal_input=tuple(goal_input) if isinstance(goal_input, list) else goal_input)
+    assert [i["goal"] for i in p.info["inputs"]] == [j in kind.goal for j in range(len(kind.inputs))]
+    check_against(name, p.act(obs, action_masks=masks), ref, masks, kind.rows, f" (goal_input={goal_input})")
+
+
+@pytest.mark.parametrize("goal_input,says", [(1, "obs_1 is 2 wide"), ((0, 1), "= 10 wide"), ((), "no inputs named")])
+def test_goal_inputs_that_do_not_make_the_goal_are_refused(goal_input, says):
+    """The hypernetwork of goal-two-signals takes a 5-wide goal (obs_1, 2 wide, + obs_2, 3 wide)."""
+    need(KINDS["goal-two-signals"].folder)
+    with pytest.raises(I.UsageError, match=re.escape(says)):
+        I.load(str(KINDS["goal-two-signals"].folder), goal_input=goal_input)
+
+
+def test_goal_signal_that_the_widths_cannot_single_out_is_refused():
+    """Goal 3 wide: obs_0 alone, or obs_1 + obs_2, fit; nothing in the files says which."""
+    inputs = [I.InputSpec("obs_0", "vector", (3,)), I.InputSpec("obs_1", "vector", (2,)),
+              I.InputSpec("obs_2", "vector", (1,)), I.InputSpec("obs_3", "visual", (3, 20, 20), encoder="simple")]
+    with pytest.raises(I.UsageError, match=r"these fit: obs_0; obs_1\+obs_2 3 wide.*--goal-input"):
+        I.pick_goal(inputs, 3, None, 16, Path("P.pt"))
+    I.pick_goal(inputs, 18, None, 16, Path("P.pt"))  # the camera's 16-wide encoding + obs_1, and nothing else
+    assert [s.goal for s in inputs] == [False, True, False, True]
