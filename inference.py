@@ -2082,12 +2082,20 @@ def branch_draw(probs: np.ndarray, branches: list, u: np.ndarray) -> np.ndarray:
 
 def random_inputs(settings: PolicySettings, seed: int, rows: Optional[int] = None) -> list:
     """One np.random.RandomState(seed) for all inputs, in input order: randn(*shape) for vectors
-    and entity buffers (every entity present), rand(*shape) for images (uniform in [0, 1), the
-    range camera pixels have). A one-input vector policy gets RandomState(seed).randn(n)."""
-    rng = np.random.RandomState(seed)
+    and entity buffers, rand(*shape) for images (uniform in [0, 1), the range camera pixels have).
+    A one-input vector policy gets RandomState(seed).randn(n). In an entity buffer each observation
+    keeps its first k rows, k uniform in 0..N from RandomState(seed + 104729), and the rest are zero
+    (absent), so that the attention's padding is exercised too."""
+    rng, counts = np.random.RandomState(seed), np.random.RandomState(seed + 104729)
     lead = () if rows is None else (rows,)
-    return [(rng.rand(*lead, *spec.shape) if spec.kind == "visual" else rng.randn(*lead, *spec.shape)).astype(np.float32)
-            for spec in settings.inputs]
+    out = []
+    for spec in settings.inputs:
+        x = (rng.rand(*lead, *spec.shape) if spec.kind == "visual" else rng.randn(*lead, *spec.shape)).astype(np.float32)
+        if spec.kind == "entities":
+            present = counts.randint(0, spec.shape[0] + 1, size=rows or 1)
+            x.reshape(-1, *spec.shape)[np.arange(spec.shape[0])[None, :] >= present[:, None]] = 0.0
+        out.append(x)
+    return out
 
 
 def random_masks(settings: PolicySettings, seed: int, rows: int) -> Optional[np.ndarray]:

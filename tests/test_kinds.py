@@ -674,3 +674,14 @@ def test_goal_signal_that_the_widths_cannot_single_out_is_refused():
         I.pick_goal(inputs, 3, None, 16, Path("P.pt"))
     I.pick_goal(inputs, 18, None, 16, Path("P.pt"))  # the camera's 16-wide encoding + obs_1, and nothing else
     assert [s.goal for s in inputs] == [False, True, False, True]
+
+
+def test_random_entity_buffers_hold_every_count_of_present_rows():
+    """--obs random / onnx-compare's inputs: every count 0..N of present entities, zero rows after."""
+    settings = policy("attention").settings
+    entities = I.random_inputs(settings, 11, 700)[0]
+    present = (np.sum(entities ** 2, axis=2) >= 0.01)
+    counts = present.sum(axis=1)
+    assert set(counts.tolist()) == set(range(7)), sorted(set(counts.tolist()))
+    assert all(not present[r, c:].any() for r, c in enumerate(counts)), "a present row after an absent one"
+    assert np.array_equal(I.random_inputs(settings, 11)[0], entities[0])  # row 0 is the unbatched draw
