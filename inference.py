@@ -1416,7 +1416,10 @@ def pick_goal(inputs: list, goal_width: int, goal_input, hidden: int, path: Path
 
 def goal_indices(goal_input) -> tuple:
     """--goal-input / load(goal_input=...): one input index or several, as a sorted tuple."""
-    values = (goal_input,) if isinstance(goal_input, (int, np.integer)) else tuple(goal_input)
+    try:
+        values = (goal_input,) if isinstance(goal_input, (int, np.integer)) else tuple(goal_input)
+    except TypeError:
+        values = (goal_input,)
     if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in values):
         raise UsageError(f"goal_input {goal_input!r}: expected an input index or a list of them")
     return tuple(sorted(set(int(v) for v in values)))

@@ -658,7 +658,9 @@ def test_goal_inputs_given_by_name(name, goal_input):
     check_against(name, p.act(obs, action_masks=masks), ref, masks, kind.rows, f" (goal_input={goal_input})")
 
 
-@pytest.mark.parametrize("goal_input,says", [(1, "obs_1 is 2 wide"), ((0, 1), "= 10 wide"), ((), "no inputs named")])
+@pytest.mark.parametrize("goal_input,says", [(1, "obs_1 is 2 wide"), ((0, 1), "= 10 wide"), ((), "no inputs named"),
+                                             (1.0, "expected an input index"), (True, "expected an input index"),
+                                             ("1", "expected an input index")])
 def test_goal_inputs_that_do_not_make_the_goal_are_refused(goal_input, says):
     """The hypernetwork of goal-two-signals takes a 5-wide goal (obs_1, 2 wide, + obs_2, 3 wide)."""
     need(KINDS["goal-two-signals"].folder)
