@@ -97,6 +97,13 @@ KINDS = {
     "goal-visual-signal": Kind(MADE / "goal-visual-signal", MADE / "goal-visual-signal" / "GoalVisual.onnx",
                                [("vector", [6]), ("visual", [3, 20, 20])], branches=[3, 2], goal=(1,),
                                encoder="simple", rows=500),
+    # a camera with a non-square grey image beside an LSTM; two cameras after a vector
+    "lstm-camera-nonsquare": Kind(MADE / "lstm-camera-nonsquare", MADE / "lstm-camera-nonsquare" / "LstmCam.onnx",
+                                  [("visual", [1, 24, 30]), ("vector", [3])], branches=[3, 2], memory=16,
+                                  normalize=True, encoder="simple", rows=500),
+    "cameras-after-vector": Kind(MADE / "cameras-after-vector", MADE / "cameras-after-vector" / "CamsAfter.onnx",
+                                 [("vector", [4]), ("visual", [3, 20, 24]), ("visual", [2, 21, 20])], continuous=2,
+                                 normalize=True, encoder="simple", rows=500),
     "3DBallHard": _trained("3DBallHard", continuous=2, normalize=True),
     "SoccerTwos": _trained("SoccerTwos", branches=[3, 3, 3]),
     "DungeonEscape": _trained("DungeonEscape", branches=[7]),
@@ -409,20 +416,22 @@ def test_sampled_discrete_follows_softmax_of_masked_logits(name):
 # ---------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("engine", ENGINES)
-@pytest.mark.parametrize("agents", [1, 5])
-def test_lstm_carried_rollout(engine, agents):
+@pytest.mark.parametrize("name,agents", [("lstm", 1), ("lstm", 5), ("lstm-camera-nonsquare", 4)])
+def test_lstm_carried_rollout(name, engine, agents):
     """50 steps, memory from zeros, each side's next memory fed back to itself; every step compared."""
-    kind, p, ref = KINDS["lstm"], policy("lstm", engine), reference("lstm")
+    kind, p, ref = KINDS[name], policy(name, engine), reference(name)
     rng = np.random.RandomState(100 + agents)
-    mem_api = np.zeros((agents, 32), np.float32)
-    mem_ref = np.zeros((agents, 32), np.float32)
+    mem_api = np.zeros((agents, kind.memory), np.float32)
+    mem_ref = np.zeros((agents, kind.memory), np.float32)
     worst = 0.0
     for step in range(50):
-        obs = vector_obs(rng, agents, 10, scales=(rng.choice([0.3, 1.0, 3.0]),))
+        scale = rng.choice([0.3, 1.0, 3.0])
+        obs = [x * np.float32(scale) if what == "vector" else x
+               for x, (what, _) in zip(make_obs(kind, rng, agents), kind.inputs)]
         masks = random_masks(rng, agents, kind.branches)
-        want = ref.run([obs], masks, mem_ref)
-        out = p.act([obs], action_masks=masks, memory=mem_api)
-        check_against("lstm", out, want, masks, agents, f" [{engine}] step {step}")
+        want = ref.run(obs, masks, mem_ref)
+        out = p.act(obs, action_masks=masks, memory=mem_api)
+        check_against(name, out, want, masks, agents, f" [{engine}] step {step}")
         worst = max(worst, max_rel_err(out["memory"], want["memory"]))
         mem_api, mem_ref = out["memory"], want["memory"]
     assert worst <= MEM_TOL

@@ -181,6 +181,12 @@ COMMITTED = {
     "goal-visual-signal": dict(behavior="GoalVisual", obs=[vec(6), ("visual", (3, 20, 20), ObservationType.GOAL_SIGNAL)],
                                cont=0, branches=[3, 2], net=dict(normalize=False, hidden_units=12, num_layers=2,
                                                              vis_encode_type="simple", goal_conditioning_type="hyper")),
+    "lstm-camera-nonsquare": dict(behavior="LstmCam", obs=[cam(1, 24, 30), vec(3)], cont=0, branches=[3, 2],
+                                  net=dict(normalize=True, hidden_units=16, num_layers=1, vis_encode_type="simple",
+                                           memory=dict(memory_size=16, sequence_length=4))),
+    "cameras-after-vector": dict(behavior="CamsAfter", obs=[vec(4), cam(3, 20, 24), cam(2, 21, 20)], cont=2,
+                                 branches=[], net=dict(normalize=True, hidden_units=16, num_layers=2,
+                                                       vis_encode_type="simple")),
 }
 
 
