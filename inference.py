@@ -966,7 +966,8 @@ class EngineHeads(Module):
             else:
                 out += [mu, torch.clamp(mu, -ACTION_CLIP, ACTION_CLIP) / ACTION_CLIP]
         if probs is not None:
-            out += [as_float32(torch.cat(probs, dim=1)), torch.cat([p.argmax(dim=1, keepdim=True) for p in probs], dim=1)]
+            out += [as_float32(torch.cat(probs, dim=1)),
+                    torch.cat([p.argmax(dim=1, keepdim=True) for p in probs], dim=1)]
         if memories_out is not None:
             out.append(as_float32(memories_out))
         return tuple(out)
@@ -1105,7 +1106,8 @@ class OnnxInterface:
     @property
     def legacy_inputs(self) -> bool:
         """Inputs as the serializer before obs_N wrote them (see legacy_input_shapes)."""
-        return "vector_observation" in self.inputs or any(re.fullmatch(r"visual_observation_\d+", n) for n in self.inputs)
+        return "vector_observation" in self.inputs or \
+            any(re.fullmatch(r"visual_observation_\d+", name) for name in self.inputs)
 
 
 def read_onnx_interface(path: Path) -> OnnxInterface:
@@ -1394,8 +1396,8 @@ def pick_goal(inputs: list, goal_width: int, goal_input, hidden: int, path: Path
         label = f"--goal-input {','.join(map(str, named))}"
         wrong = [i for i in named if i not in eligible]
         if wrong or not named:
-            raise UsageError(f"{label}: {'no inputs named' if not named else f'input {wrong[0]} is not a vector or camera input of this policy'} "
-                             f"(inputs: {', '.join(s.describe() for s in inputs)})")
+            problem = f"input {wrong[0]} is not a vector or camera input of this policy" if wrong else "no inputs named"
+            raise UsageError(f"{label}: {problem} (inputs: {', '.join(s.describe() for s in inputs)})")
         if sum(map(width, named)) != goal_width:
             widths = f"{inputs[named[0]].name} is {width(named[0])}" if len(named) == 1 else \
                 " + ".join(f"{inputs[i].name} ({width(i)})" for i in named) + f" = {sum(map(width, named))}"
