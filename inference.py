@@ -3834,9 +3834,8 @@ def stream_answer(policy: Policy, msg, memories: dict, ids_limit: int = 100_000)
     # one memory per agent id (a line without "id" keeps none: it starts from its "memory" or zeros)
     key = json.dumps(ident) if s.memory_size and ident is not None else None
     if key is not None and memory is None and not reset and key in memories:
-        memory = memories[key]
-        rows = len(arrays[0]) if isinstance(values[0], list) and values[0] and isinstance(values[0][0], list) \
-            and (s.inputs[0].kind != "entities" or isinstance(values[0][0][0], list)) else 1
+        memory = memories[key]  # [agents, memory size]
+        rows = len(arrays[0]) if arrays[0].ndim > len(s.inputs[0].shape) else 1
         if len(memory) != rows:
             raise UsageError(f'id {ident}: its memory is for {len(memory)} agent(s), this line has {rows}; '
                              f'send "reset": true to start it over')
@@ -3853,7 +3852,7 @@ def stream_answer(policy: Policy, msg, memories: dict, ids_limit: int = 100_000)
     if key is not None:
         if key not in memories and len(memories) >= ids_limit:
             memories.pop(next(iter(memories)))  # the oldest agent's memory makes room
-        memories[key] = out["memory"]
+        memories[key] = np.asarray(out["memory"]).reshape(-1, s.memory_size)
     answer = {"id": ident}
     for name, value in out.items():
         answer[name] = np.asarray(value).tolist()

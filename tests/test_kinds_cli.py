@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import sys
+from pathlib import Path
 from functools import lru_cache
 
 import numpy as np
@@ -275,10 +276,10 @@ def test_onnx_compare_passes(capsys, name):
 # stream
 # ---------------------------------------------------------------------------------------------
 
-def stream(capsys, monkeypatch, name, lines: list) -> list:
+def stream(capsys, monkeypatch, name, lines: list, model_dir=None) -> list:
     data = "".join((l if isinstance(l, str) else json.dumps(l)) + "\n" for l in lines).encode()
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
-    code = I.main(["--mode", "stream", "--model-dir", str(folder(name))])
+    code = I.main(["--mode", "stream", "--model-dir", str(model_dir or folder(name))])
     out, err = capsys.readouterr()
     assert code == 0, err
     assert "Traceback" not in err
@@ -388,6 +389,44 @@ def test_stream_lstm_memory_carried_by_the_controller(capsys, monkeypatch):
         want = ref.run([obs[t:t + 1]], masks[t:t + 1], mem_ref)
         check(name, None, [answer["discrete_actions"]], [answer["memory"]], want, masks[t:t + 1], 1, f"stream step {t}")
         mem_ref = want["memory"]
+
+
+@pytest.mark.parametrize("name", ["lstm", "lstm-camera-nonsquare"])
+def test_stream_keeps_each_ids_memory_across_single_and_one_row_lines(capsys, monkeypatch, name):
+    """Two ids interleaved; each line is one observation, unbatched or as a one-row batch, by turns;
+    the stream carries each id's memory itself. Against the ONNX carrying the memory alike."""
+    made = Path(__file__).resolve().parent / "fixtures" / "mlagents" / name
+    if name == "lstm":
+        model_dir, onnx, inputs, branches, size = folder(name), ZOO / name / "Memory.onnx", [("vector", [10])], [4], 32
+    else:
+        model_dir, onnx, inputs, branches, size = made, made / "LstmCam.onnx", \
+            [("visual", [1, 24, 30]), ("vector", [3])], [3, 2], 16
+    rng = np.random.RandomState(44)
+    steps, ids = 6, ["a", 7]
+    obs = {i: [image_obs(rng, steps, s) if w == "visual" else vector_obs(rng, steps, s[0]) for w, s in inputs]
+           for i in ids}
+    masks = {i: random_masks(rng, steps, branches) for i in ids}
+    lines = []
+    for t in range(steps):
+        for i in ids:
+            pick = (lambda x: x[t].tolist()) if t % 2 == 0 else (lambda x: x[t:t + 1].tolist())
+            values = [pick(x) for x in obs[i]]
+            line = {"id": i, "action_masks": pick(masks[i])}
+            line.update({"obs": values[0]} if len(values) == 1 else {f"obs_{j}": v for j, v in enumerate(values)})
+            lines.append(line)
+    answers = stream(capsys, monkeypatch, name, lines, model_dir)
+    assert all("error" not in a for a in answers), [a for a in answers if "error" in a][:1]
+    ref = OnnxReference(onnx)
+    memory = {i: np.zeros((1, size), np.float32) for i in ids}
+    for n, answer in enumerate(answers):
+        t, i = divmod(n, len(ids))
+        i = ids[i]
+        want = ref.run([x[t:t + 1] for x in obs[i]], masks[i][t:t + 1], memory[i])
+        got_memory = np.asarray(answer["memory"], np.float32).reshape(1, size)
+        assert np.asarray(answer["discrete_actions"]).reshape(-1).tolist() == want["discrete"].reshape(-1).tolist(), \
+            (name, t, i)
+        assert max_rel_err(got_memory, want["memory"]) <= 1e-5, (name, t, i)
+        memory[i] = want["memory"]
 
 
 # ---------------------------------------------------------------------------------------------
