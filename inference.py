@@ -31,8 +31,8 @@ import contextlib
 import copy
 import hashlib
 import io
-import json
 import itertools
+import json
 import math
 import os
 import re
@@ -61,6 +61,9 @@ try:  # the package itself: main() says how to install it when it is missing
 except ImportError:  # pragma: no cover - exercised by a fresh machine only
     torch = nn = None
     Module = object
+
+GoalInput = Union[int, Sequence[int], None]  # load(goal_input=...): one input index or several
+
 
 class UsageError(Exception):
     """Bad input or usage: one line on stderr, exit code 2."""
@@ -1193,7 +1196,7 @@ def legacy_input_shapes(interface: OnnxInterface, seen: dict) -> Optional[list]:
 
 
 def infer_settings(state: dict, path: Path, onnx_iface: Optional[OnnxInterface], config: dict,
-                   trainer_hint: Optional[str], goal_input: Union[int, Sequence[int], None]) -> PolicySettings:
+                   trainer_hint: Optional[str], goal_input: GoalInput) -> PolicySettings:
     """The policy's settings from its tensor shapes, the ONNX interface where shapes are silent."""
     def bad(problem: str) -> UsageError:
         return UsageError(f"{path}: not a usable ML-Agents policy: {problem}")
@@ -1384,7 +1387,7 @@ def inputs_from_checkpoint(seen: dict, body_in: int, hidden: int, bad) -> list:
     return out
 
 
-def pick_goal(inputs: list, goal_width: int, goal_input, hidden: int, path: Path) -> None:
+def pick_goal(inputs: list, goal_width: int, goal_input: GoalInput, hidden: int, path: Path) -> None:
     """Mark the goal signal: the inputs named by --goal-input, else the only set of inputs whose
     encodings (a vector's width; a camera's encoder output, `hidden` wide) together are as wide as
     the hypernetwork's input -- ML-Agents concatenates several goal signals in input order; refuse
@@ -1416,7 +1419,7 @@ def pick_goal(inputs: list, goal_width: int, goal_input, hidden: int, path: Path
         inputs[i].goal = True
 
 
-def goal_indices(goal_input) -> tuple:
+def goal_indices(goal_input: GoalInput) -> tuple:
     """--goal-input / load(goal_input=...): one input index or several, as a sorted tuple."""
     try:
         values = (goal_input,) if isinstance(goal_input, (int, np.integer)) else tuple(goal_input)
@@ -1760,7 +1763,7 @@ class LoadedCheckpoint:
 
 def load_checkpoint(path: Path, onnx_path: Optional[Path] = None, model_dir: Optional[Path] = None,
                     behavior: Optional[str] = None, expect_sha256: Optional[str] = None,
-                    goal_input: Union[int, Sequence[int], None] = None) -> LoadedCheckpoint:
+                    goal_input: GoalInput = None) -> LoadedCheckpoint:
     """Read, validate and rebuild one checkpoint (sha256 checked before unpickling)."""
     t0 = time.perf_counter()
     path = Path(path)
@@ -1958,7 +1961,7 @@ def _is_array_list(value) -> bool:
     return isinstance(value, (list, tuple)) and len(value) > 0 and all(isinstance(v, np.ndarray) for v in value)
 
 
-def load(path, device="cpu", dtype: str = "float32", engine: str = "auto", goal_input: Union[int, Sequence[int], None] = None,
+def load(path, device="cpu", dtype: str = "float32", engine: str = "auto", goal_input: GoalInput = None,
          onnx: Optional[str] = None, expect_sha256: Optional[str] = None, graphs: bool = True) -> Policy:
     """An ML-Agents run folder (or one .pt checkpoint) as a Policy. UsageError says what is wrong."""
     path = Path(path)
