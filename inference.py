@@ -2100,7 +2100,7 @@ def random_inputs(settings: PolicySettings, seed: int, rows: Optional[int] = Non
     for spec in settings.inputs:
         x = (rng.rand(*lead, *spec.shape) if spec.kind == "visual" else rng.randn(*lead, *spec.shape)).astype(np.float32)
         if spec.kind == "entities":
-            present = counts.randint(0, spec.shape[0] + 1, size=rows or 1)
+            present = counts.randint(0, spec.shape[0] + 1, size=1 if rows is None else rows)
             x.reshape(-1, *spec.shape)[np.arange(spec.shape[0])[None, :] >= present[:, None]] = 0.0
         out.append(x)
     return out
