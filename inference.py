@@ -1601,10 +1601,23 @@ def missing_backend(kind: str) -> str:
 def resolve_device(text: str):
     """A torch.device for --device, checking that it exists."""
     device = torch.device(select_device(text, npu_count, cuda_count))
-    if device.type == "cuda":  # parity within 1e-5 needs full float32 matmuls (no TF32)
+    full_float32(device)
+    return device
+
+
+def full_float32(device) -> None:
+    """Parity within 1e-5 needs float32 to mean float32: no TF32 on CUDA (cuDNN convolutions
+    default to it) and no HF32 on Ascend (torch_npu's convolutions default to it; its matmuls
+    do not, but a host may have switched them on). Without these, every camera policy's
+    convolutions would round to a 10-bit mantissa on the accelerator."""
+    if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
-    return device
+    elif device.type == "npu":
+        for group in ("conv", "matmul"):  # torch_npu.npu.{conv,matmul}.allow_hf32 (torch_npu >= 1.11)
+            flags = getattr(torch.npu, group, None)
+            if flags is not None and hasattr(flags, "allow_hf32"):
+                flags.allow_hf32 = False
 
 
 def synchronize(device) -> None:
