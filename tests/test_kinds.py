@@ -468,6 +468,87 @@ def test_lstm_memory_rows_must_match_the_batch():
 
 
 # ---------------------------------------------------------------------------------------------
+# Device graphs (CUDA graphs; NPUGraph), on a CPU stand-in
+# ---------------------------------------------------------------------------------------------
+
+class StandInGraphs:
+    """The part of torch.cuda's graph API that TorchEngine uses, on the CPU: capturing records the
+    forward call's static inputs and outputs; replay recomputes from the static inputs into the
+    static outputs in place, which is what replaying a captured device graph does. It checks the
+    engine's own bookkeeping (static buffers, input order, the mask warm-up, outputs per shape)."""
+
+    def __init__(self, engine):
+        self.capturing, self.captures = False, 0
+        forward = engine._forward
+
+        def recorded(tensors):
+            out = forward(tensors)
+            if self.capturing:
+                self.current.static = (tensors, out)
+            return out
+
+        engine._forward, self.forward = recorded, forward
+        engine.graph_api, engine.graph_cls = self, lambda: StandInGraphs.Graph(self)
+
+    class Graph:
+        def __init__(self, api):
+            self.api, self.static = api, None
+
+        def replay(self):
+            import torch
+            tensors, out = self.static
+            with torch.inference_mode():
+                for dst, src in zip(out, self.api.forward(tensors)):
+                    dst.copy_(src)
+
+    class _Stream:
+        def wait_stream(self, other):
+            pass
+
+    def Stream(self, device=None):
+        return self._Stream()
+
+    def current_stream(self, device=None):
+        return self._Stream()
+
+    def stream(self, stream):
+        import contextlib
+        return contextlib.nullcontext()
+
+    def graph(self, graph):
+        import contextlib
+
+        @contextlib.contextmanager
+        def capture():
+            self.capturing, self.current, self.captures = True, graph, self.captures + 1
+            try:
+                yield
+            finally:
+                self.capturing = False
+        return capture()
+
+
+@pytest.mark.parametrize("name", ["visual-nature_cnn", "attention", "lstm", "hybrid", "goal-hyper",
+                                  "lstm-camera-nonsquare"])
+def test_device_graph_replay_matches_the_onnx(name):
+    """The torch engine's graph path (the default on CUDA, and on NPU where torch_npu has NPUGraph):
+    each batch size captured once, every later call copied into the static inputs and replayed,
+    results equal to the ONNX for new inputs each call (never a stale replay)."""
+    kind = KINDS[name]
+    need(kind.folder)
+    p, ref = I.load(str(kind.folder), device="cpu", dtype="float32", engine="torch"), reference(name)
+    api = StandInGraphs(p.engine)
+    rng = np.random.RandomState(11)
+    for step, rows in enumerate([5, 5, 3, 5, 3]):
+        obs = make_obs(kind, rng, rows)
+        masks = random_masks(rng, rows, kind.branches) if kind.branches else None
+        memory = rng.uniform(-1, 1, (rows, kind.memory)).astype(np.float32) if kind.memory else None
+        out = p.act(obs, action_masks=masks, memory=memory)
+        check_against(name, out, ref.run(obs, masks, memory), masks, rows, f" (graph replay, call {step})")
+    assert p.engine.graph_api is api and api.captures == 2 and len(p.engine.graphs) == 2
+
+
+# ---------------------------------------------------------------------------------------------
 # Attention over a buffer sensor
 # ---------------------------------------------------------------------------------------------
 
