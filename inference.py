@@ -1609,12 +1609,12 @@ def full_float32(device) -> None:
     """Parity within 1e-5 needs float32 to mean float32: no TF32 on CUDA (cuDNN convolutions
     default to it) and no HF32 on Ascend (torch_npu's convolutions default to it; its matmuls
     do not, but a host may have switched them on). Without these, every camera policy's
-    convolutions would round to a 10-bit mantissa on the accelerator."""
+    convolutions would round their inputs to a shortened mantissa on the accelerator."""
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
     elif device.type == "npu":
-        for group in ("conv", "matmul"):  # torch_npu.npu.{conv,matmul}.allow_hf32 (torch_npu >= 1.11)
+        for group in ("conv", "matmul", "aclnn"):  # torch.npu.<group>.allow_hf32, where this torch_npu has it
             flags = getattr(torch.npu, group, None)
             if flags is not None and hasattr(flags, "allow_hf32"):
                 flags.allow_hf32 = False

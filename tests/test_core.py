@@ -255,10 +255,11 @@ def test_full_float32_on_accelerators(monkeypatch):
     """torch_npu's convolutions default to HF32 and cuDNN's to TF32; both would put a camera
     policy ~1e-3 from the ONNX. Checked on stand-ins for the flags (no accelerator here)."""
     from types import SimpleNamespace
-    npu = SimpleNamespace(conv=SimpleNamespace(allow_hf32=True), matmul=SimpleNamespace(allow_hf32=True))
+    npu = SimpleNamespace(conv=SimpleNamespace(allow_hf32=True), matmul=SimpleNamespace(allow_hf32=True),
+                          aclnn=SimpleNamespace(allow_hf32=True))
     monkeypatch.setattr(torch, "npu", npu, raising=False)
     I.full_float32(SimpleNamespace(type="npu"))
-    assert npu.conv.allow_hf32 is False and npu.matmul.allow_hf32 is False
+    assert npu.conv.allow_hf32 is False and npu.matmul.allow_hf32 is False and npu.aclnn.allow_hf32 is False
     saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
     try:
         torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = True
