@@ -2232,15 +2232,41 @@ def read_input_file(path: Path, spec: InputSpec) -> np.ndarray:
             if image.size != (width, height):
                 raise UsageError(f"--obs {spec.name}: {path.name} is {image.size[0]}x{image.size[1]} (W x H), the "
                                  f"policy takes {width}x{height}; resize it yourself (nothing is resized silently)")
-            mode = {1: "L", 3: "RGB", 4: "RGBA"}.get(channels)
-            if mode is None:
-                raise UsageError(f"--obs {spec.name}: a {channels}-channel input cannot come from an image file; use .npy")
-            pixels = np.asarray(image.convert(mode), np.float32) / 255.0
+            pixels = image_pixels(image, channels, f"--obs {spec.name}: {path.name}")
     except UsageError:
         raise
     except (OSError, ValueError, Image.DecompressionBombError) as exc:
         raise UsageError(f"--obs {spec.name}: {path}: not a readable image ({str(exc).splitlines()[0][:100]})")
-    return pixels.reshape(height, width, channels).transpose(2, 0, 1).copy()
+    return pixels.transpose(2, 0, 1).copy()
+
+
+def image_pixels(image, channels: int, what: str) -> np.ndarray:
+    """An 8-bit image as [H, W, channels] float32 in [0, 1], read as ML-Agents' camera sensor reads
+    a frame: colour as r/255, g/255, b/255 with any alpha left out, and for a grayscale camera
+    (r + g + b) / 3 / 255 (ML-Agents' own rule, not Pillow's weighted luma). A 4-channel input
+    (grid sensors, match3 boards) takes an RGBA file only; nothing else is made up or dropped."""
+    bands = {"1": "grey", "L": "grey", "LA": "grey+alpha", "P": "colour", "RGB": "colour", "RGBA": "colour+alpha"}
+    kind = bands.get(image.mode)
+    if kind is None:
+        raise UsageError(f"{what}: Pillow reads it as mode {image.mode}; only 8-bit grey, palette, RGB or RGBA "
+                         f"files are read (for other data use .npy)")
+    if kind == "colour" and image.mode == "P" and "transparency" in image.info:
+        kind = "colour+alpha"
+    if channels == 4:
+        if image.mode != "RGBA":
+            raise UsageError(f"{what} is {kind} ({image.mode}); this 4-channel input takes an RGBA file "
+                             f"(or a .npy [4, H, W])")
+        return np.asarray(image, np.float32) / np.float32(255)
+    if channels == 1:
+        if kind.startswith("grey"):
+            return np.asarray(image.convert("L"), np.float32)[..., None] / np.float32(255)
+        rgb = np.asarray(image.convert("RGB"), np.int32)
+        return (rgb.sum(axis=2, keepdims=True).astype(np.float32) / np.float32(3)) / np.float32(255)
+    if channels == 3:
+        if kind.startswith("grey"):
+            raise UsageError(f"{what} is a grey image; this camera takes colour (3 channels, RGB)")
+        return np.asarray(image.convert("RGB"), np.float32) / np.float32(255)
+    raise UsageError(f"{what}: a {channels}-channel input cannot come from an image file; use .npy")
 
 
 def parse_numbers(text: str, what: str, count: int) -> np.ndarray:

@@ -153,6 +153,95 @@ def test_action_mode_refuses_memory_of_the_wrong_width(capsys):
     assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
+# Image files for --obs: read as ML-Agents' camera sensor reads a frame (r/255, g/255, b/255, any
+# alpha left out; a grayscale camera takes (r + g + b) / 3 / 255), the expected observation computed
+# here in float64 from the file's own bytes as decoded by Pillow.
+MADE = Path(__file__).resolve().parent / "fixtures" / "mlagents"
+IMAGE_POLICIES = {  # folder, ONNX, image shape [C, H, W], vector width beside it
+    "visual-simple": (ZOO / "visual-simple", ZOO / "visual-simple" / "VisualSimple.onnx", (3, 36, 36), 5),
+    "visual-match3": (ZOO / "visual-match3", ZOO / "visual-match3" / "VisualMatch3.onnx", (4, 6, 6), 5),
+    "grey-camera": (MADE / "lstm-camera-nonsquare", MADE / "lstm-camera-nonsquare" / "LstmCam.onnx", (1, 24, 30), 3),
+}
+
+
+def _write_image(path: Path, policy: str, kind: str, rng) -> np.ndarray:
+    """An image file of `kind` for `policy`; returns the [C, H, W] float64 observation it stands for."""
+    from PIL import Image
+    c, h, w = IMAGE_POLICIES[policy][2]
+    rgba = rng.randint(0, 256, (h, w, 4)).astype(np.uint8)
+    if kind == "board":  # one-hot planes, as a match3 / grid sensor gives them, stored as RGBA
+        rgba = (np.eye(4, dtype=np.uint8)[rng.randint(0, 4, (h, w))] * 255)
+    if kind == "grey":
+        Image.fromarray(rgba[..., 0]).save(path)
+    elif kind == "rgb":
+        Image.fromarray(rgba[..., :3]).save(path)
+    elif kind in ("rgba", "board"):
+        Image.fromarray(rgba).save(path)
+    elif kind == "palette":
+        Image.fromarray(rgba[..., :3]).convert("P", palette=Image.Palette.ADAPTIVE, colors=50).save(path)
+    elif kind == "jpeg":
+        Image.fromarray(rgba[..., :3]).save(path, quality=90)
+    with Image.open(path) as image:  # what the file holds (palette and JPEG are lossy)
+        pixels = np.asarray(image.convert("RGBA" if kind in ("rgba", "board") else "RGB" if kind != "grey" else "L"),
+                            np.float64)
+    if pixels.ndim == 2:
+        pixels = pixels[..., None]
+    if c == 1 and pixels.shape[2] >= 3:
+        pixels = pixels[..., :3].sum(axis=2, keepdims=True) / 3
+    elif c == 3:
+        pixels = pixels[..., :3]
+    return (pixels / 255).transpose(2, 0, 1)
+
+
+@pytest.mark.parametrize("policy,kind,suffix", [
+    ("visual-simple", "rgb", ".png"), ("visual-simple", "rgba", ".png"), ("visual-simple", "palette", ".png"),
+    ("visual-simple", "jpeg", ".jpg"), ("grey-camera", "grey", ".png"), ("grey-camera", "rgb", ".png"),
+    ("grey-camera", "rgba", ".png"), ("visual-match3", "board", ".png")])
+def test_action_mode_reads_an_image_file_as_mlagents_camera_does(capsys, tmp_path, policy, kind, suffix):
+    folder_, onnx, shape, width = IMAGE_POLICIES[policy]
+    need(onnx)
+    path = tmp_path / f"frame{suffix}"
+    image = _write_image(path, policy, kind, np.random.RandomState(len(kind) + shape[0]))
+    code, result, err = call(capsys, "--mode", "action", "--model-dir", folder_, "--obs", f"obs_0={path};obs_1=0.25")
+    assert code == 0, err
+    obs = [image[None].astype(np.float32), np.full((1, width), 0.25, np.float32)]
+    ref = OnnxReference(onnx).run(obs)
+    if "continuous" in ref:
+        assert max_err(continuous_of(result), ref["continuous"]) <= CONT_TOL
+    if "discrete" in ref:
+        genuine, _, examples = discrete_mismatches(np.asarray(result["discrete_actions"], np.int64).reshape(1, -1),
+                                                   ref, 2e-5)
+        assert genuine == 0, examples
+    if "memory" in ref:
+        assert max_rel_err(np.asarray(result["memory"], np.float32).reshape(1, -1), ref["memory"]) <= CONT_TOL
+
+
+@pytest.mark.parametrize("policy,kind,words", [
+    ("visual-simple", "grey", "obs_0: frame.png is a grey image; this camera takes colour"),
+    ("visual-match3", "rgb", "obs_0: frame.png is colour (RGB); this 4-channel input takes an RGBA file"),
+    ("visual-match3", "palette", "obs_0: frame.png is colour (P); this 4-channel input takes an RGBA file"),
+    ("visual-simple", "16bit", "obs_0: frame.png: Pillow reads it as mode I;16; only 8-bit grey, palette, RGB or RGBA files are read"),
+    ("visual-simple", "big", "obs_0: frame.png is 40x40 (W x H), the policy takes 36x36"),
+    ("grey-camera", "transposed", "obs_0: frame.png is 24x30 (W x H), the policy takes 30x24")])
+def test_image_file_that_does_not_fit_is_refused(capsys, tmp_path, policy, kind, words):
+    from PIL import Image
+    folder_, onnx, (c, h, w), _ = IMAGE_POLICIES[policy]
+    need(folder_)
+    path = tmp_path / "frame.png"
+    if kind == "16bit":
+        Image.fromarray(np.full((h, w), 40000, np.uint16)).save(path)
+    elif kind == "big":
+        Image.fromarray(np.zeros((40, 40, 3), np.uint8)).save(path)
+    elif kind == "transposed":
+        Image.fromarray(np.zeros((w, h), np.uint8)).save(path)
+    else:
+        _write_image(path, policy, kind, np.random.RandomState(0))
+    code, _, err = call(capsys, "--mode", "action", "--model-dir", folder_, "--obs", f"obs_0={path};obs_1=0")
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert words in lines[0], lines[0]
+
+
 # ---------------------------------------------------------------------------------------------
 # batch
 # ---------------------------------------------------------------------------------------------
