@@ -2070,7 +2070,8 @@ def shape_memory(memory, size: int, rows: int, batched: bool) -> np.ndarray:
     if array.ndim == 3 and array.shape[1] == 1:
         array = array[:, 0]
     if array.shape != (rows, size):
-        raise UsageError(f"memory: expected shape [{rows}, {size}] ([h, c], {size // 2} each), got {list(array.shape)}")
+        want = f"[{size}] or [1, {size}]" if rows == 1 and not batched else f"[{rows}, {size}]"
+        raise UsageError(f"memory: expected shape {want} ([h, c], {size // 2} each), got {list(array.shape)}")
     if not np.isfinite(array).all() or np.abs(array).max(initial=0) > np.finfo(np.float32).max:
         raise UsageError("memory: values must be finite numbers within float32 range")
     return np.ascontiguousarray(array[:, None, :], np.float32)

@@ -479,6 +479,15 @@ def test_lstm_memory_of_the_wrong_width_is_refused(width):
         p.act(obs, memory=np.zeros((2, width), np.float32))
 
 
+def test_lstm_memory_refusal_names_the_shape_the_call_takes():
+    p = policy("lstm")
+    one = vector_obs(np.random.RandomState(3), 1, 10)
+    with pytest.raises(I.UsageError, match=r"expected shape \[32\] or \[1, 32\] \(\[h, c\], 16 each\), got \[31\]"):
+        p.act(one[0], memory=np.zeros(31, np.float32))  # one observation, no batch axis
+    with pytest.raises(I.UsageError, match=r"expected shape \[1, 32\] .*got \[31\]"):
+        p.act(one, memory=np.zeros(31, np.float32))  # a batch of one
+
+
 def test_lstm_memory_rows_must_match_the_batch():
     p = policy("lstm")
     obs = vector_obs(np.random.RandomState(3), 3, 10)
