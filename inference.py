@@ -3320,7 +3320,7 @@ def parity(s: PolicySettings, ours: dict, theirs: dict) -> dict:
     return out
 
 
-def parity_holds(p: dict, tol: float = 1e-4) -> bool:
+def parity_holds(p: dict, tol: float) -> bool:
     return (p.get("max_abs_err", 0.0) < tol and p.get("cos", 1.0) >= 0.999999 and p.get("discrete_mismatches", 0) == 0
             and p.get("memory_max_rel_err", 0.0) < tol)
 
@@ -3346,17 +3346,17 @@ def mode_onnx_compare(ctx: Context):
         memory = np.concatenate([np.tanh(rng.randn(rows, half)), 2 * rng.randn(rows, half)], axis=1).astype(np.float32)
     flat, _, _ = policy.prepare(obs, masks, memory)
     ours, theirs = policy.run(flat, rows), reference.deterministic(flat)
-    stats = parity(s, ours, theirs)
-    passed = parity_holds(stats)
+    stats, tol = parity(s, ours, theirs), ctx.args.tol
+    passed = parity_holds(stats, tol)
     if "continuous_actions" in ours:
         result.update(reference_first=floats(theirs["continuous_actions"][0, :6]),
                       rebuilt_first=floats(ours["continuous_actions"][0, :6]))
     if "memory" in ours:
         stats["rollout"] = memory_rollout(policy, reference, s, ctx.args.seed, ctx.args.steps)
-        passed = passed and parity_holds(stats["rollout"])
+        passed = passed and parity_holds(stats["rollout"], tol)
     result.update({k: stats.get(k) for k in ("max_abs_err", "mean_abs_err", "cos")},
                   **{k: v for k, v in stats.items() if k not in ("max_abs_err", "mean_abs_err", "cos")},
-                  legacy_interface=reference.iface.legacy, passed=passed)
+                  tol=tol, legacy_interface=reference.iface.legacy, passed=passed)
     return result, passed
 
 
@@ -3379,7 +3379,7 @@ def show_onnx_compare(r: dict) -> list:
                      + (f", continuous {ro['max_abs_err']:.3e}" if "max_abs_err" in ro else ""))
     if r["legacy_interface"]:
         lines.append(f"  ({name} has ML-Agents 1.x's interface: compared through its action mean / log-probabilities)")
-    lines.append("  holds (max_abs_err < 1e-4, cos >= 0.999999, no discrete mismatch, memory < 1e-4): "
+    lines.append(f"  holds (max_abs_err < {r['tol']:g}, cos >= 0.999999, no discrete mismatch, memory < {r['tol']:g}): "
                  + ("yes" if r["passed"] else "NO"))
     return lines
 
@@ -4112,8 +4112,10 @@ def build_parser() -> argparse.ArgumentParser:
     chk = p.add_argument_group("checks and measurements")
     option(chk, "--samples", type=positive_int, default=100, modes=("precision",),
            help="precision: observations compared (default 100)")
-    option(chk, "--tol", type=positive_float, default=0.01, modes=("precision",),
-           help="precision: max abs error allowed (default 0.01)")
+    option(chk, "--tol", type=positive_float, default=None, modes=("precision", "onnx-compare"),
+           per_mode={"precision": 0.01, "*": 1e-4},
+           help="precision: max abs error allowed (default 0.01); onnx-compare: max abs error of the continuous "
+                "actions and max relative error of the memory allowed (default 1e-4)")
     option(chk, "--steps", type=positive_int, default=None, modes=("fingerprint", "stats", "onnx-compare"),
            per_mode={"stats": 50, "*": 64}, help="fingerprint (64) / stats (50) / onnx-compare memory rollout (64): steps")
     option(chk, "--rollouts", type=positive_int, default=5, modes=("stats",), help="stats: closed-loop rollouts (default 5)")
