@@ -178,7 +178,7 @@ def _write_image(path: Path, policy: str, kind: str, rng) -> np.ndarray:
     elif kind in ("rgba", "board"):
         Image.fromarray(rgba).save(path)
     elif kind == "palette":
-        Image.fromarray(rgba[..., :3]).convert("P", palette=Image.Palette.ADAPTIVE, colors=50).save(path)
+        Image.fromarray(rgba[..., :3]).convert("P", palette=getattr(Image, "Palette", Image).ADAPTIVE, colors=50).save(path)
     elif kind == "jpeg":
         Image.fromarray(rgba[..., :3]).save(path, quality=90)
     with Image.open(path) as image:  # what the file holds (palette and JPEG are lossy)
