@@ -24,12 +24,11 @@ import numpy as np
 import pytest
 
 import inference as I
-from conftest import FIXTURES, need
+from conftest import FIXTURES, MADE, need
 from mlagents_reference import (TRAINED_SPLITS, OnnxReference, branch_slices, chosen_allowed, continuous_pit,
                                 discrete_mismatches, entity_obs, ks_uniform, image_obs, max_err, max_rel_err, one_hot_board, random_masks, vector_obs)
 
 ZOO = FIXTURES / "zoo"
-MADE = Path(__file__).resolve().parent / "fixtures" / "mlagents"  # written by ML-Agents (tools/mlagents_fixtures.py)
 TRAINED = FIXTURES / "trained"
 ENGINES = ("torch", "onnxruntime")
 CONT_TOL = 1e-5

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import inference as I
-from conftest import FIXTURES, call, need
+from conftest import FIXTURES, MADE, call, need
 from mlagents_reference import (OnnxReference, chosen_allowed, discrete_mismatches, entity_obs,
                                 image_obs, max_err, max_rel_err, random_masks, vector_obs)
 
@@ -156,7 +156,6 @@ def test_action_mode_refuses_memory_of_the_wrong_width(capsys):
 # Image files for --obs: read as ML-Agents' camera sensor reads a frame (r/255, g/255, b/255, any
 # alpha left out; a grayscale camera takes (r + g + b) / 3 / 255), the expected observation computed
 # here in float64 from the file's own bytes as decoded by Pillow.
-MADE = Path(__file__).resolve().parent / "fixtures" / "mlagents"
 IMAGE_POLICIES = {  # folder, ONNX, image shape [C, H, W], vector width beside it
     "visual-simple": (ZOO / "visual-simple", ZOO / "visual-simple" / "VisualSimple.onnx", (3, 36, 36), 5),
     "visual-match3": (ZOO / "visual-match3", ZOO / "visual-match3" / "VisualMatch3.onnx", (4, 6, 6), 5),
@@ -499,7 +498,7 @@ def test_stream_lstm_memory_carried_by_the_controller(capsys, monkeypatch):
 def test_stream_keeps_each_ids_memory_across_single_and_one_row_lines(capsys, monkeypatch, name):
     """Two ids interleaved; each line is one observation, unbatched or as a one-row batch, by turns;
     the stream carries each id's memory itself. Against the ONNX carrying the memory alike."""
-    made = Path(__file__).resolve().parent / "fixtures" / "mlagents" / name
+    made = MADE / name
     if name == "lstm":
         model_dir, onnx, inputs, branches, size = folder(name), ZOO / name / "Memory.onnx", [("vector", [10])], [4], 32
     else:
