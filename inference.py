@@ -1689,10 +1689,13 @@ class TorchEngine:
                 for dst, src in zip(static_in, host):
                     dst.copy_(src, non_blocking=False)
                 graph.replay()
-                return {name: out.cpu().numpy() for name, out in zip(self.output_names, static_out) if name in names}
+                return self._to_host(static_out, names)
         with torch.inference_mode():
-            outs = self._forward([x.to(self.device) for x in host])
-            return {name: out.cpu().numpy() for name, out in zip(self.output_names, outs) if name in names}  # .cpu() waits
+            return self._to_host(self._forward([x.to(self.device) for x in host]), names)
+
+    def _to_host(self, outs, names: list) -> dict:
+        """The outputs `names` as numpy (.cpu() waits for the device)."""
+        return {name: out.cpu().numpy() for name, out in zip(self.output_names, outs) if name in names}
 
 
 class OnnxRuntimeEngine:
@@ -2246,25 +2249,22 @@ def image_pixels(image, channels: int, what: str) -> np.ndarray:
     a frame: colour as r/255, g/255, b/255 with any alpha left out, and for a grayscale camera
     (r + g + b) / 3 / 255 (ML-Agents' own rule, not Pillow's weighted luma). A 4-channel input
     (grid sensors, match3 boards) takes an RGBA file only; nothing else is made up or dropped."""
-    bands = {"1": "grey", "L": "grey", "LA": "grey+alpha", "P": "colour", "RGB": "colour", "RGBA": "colour+alpha"}
-    kind = bands.get(image.mode)
+    kind = {"1": "grey", "L": "grey", "LA": "grey", "P": "colour", "RGB": "colour", "RGBA": "colour"}.get(image.mode)
     if kind is None:
         raise UsageError(f"{what}: Pillow reads it as mode {image.mode}; only 8-bit grey, palette, RGB or RGBA "
                          f"files are read (for other data use .npy)")
-    if kind == "colour" and image.mode == "P" and "transparency" in image.info:
-        kind = "colour+alpha"
     if channels == 4:
         if image.mode != "RGBA":
             raise UsageError(f"{what} is {kind} ({image.mode}); this 4-channel input takes an RGBA file "
                              f"(or a .npy [4, H, W])")
         return np.asarray(image, np.float32) / np.float32(255)
     if channels == 1:
-        if kind.startswith("grey"):
+        if kind == "grey":
             return np.asarray(image.convert("L"), np.float32)[..., None] / np.float32(255)
         rgb = np.asarray(image.convert("RGB"), np.int32)
         return (rgb.sum(axis=2, keepdims=True).astype(np.float32) / np.float32(3)) / np.float32(255)
     if channels == 3:
-        if kind.startswith("grey"):
+        if kind == "grey":
             raise UsageError(f"{what} is a grey image; this camera takes colour (3 channels, RGB)")
         return np.asarray(image.convert("RGB"), np.float32) / np.float32(255)
     raise UsageError(f"{what}: a {channels}-channel input cannot come from an image file; use .npy")
@@ -3710,11 +3710,8 @@ def bare_onnxruntime_job(ctx: Context, flat: list) -> tuple:
         path = checkpoint_onnx(ctx)
         reference = MLAgentsOnnx(path, s)
     except (UsageError, NotThisPolicy):
-        fetch = (["deterministic_continuous_actions"] if s.continuous_size else []) + \
-            (["deterministic_discrete_actions"] if s.discrete_branches else []) + \
-            (["recurrent_out"] if s.memory_size else [])
-        return export_mlagents_onnx(ctx.checkpoint.actor), fetch, dict(zip(engine_input_names(s), flat)), \
-            "export of this checkpoint"
+        return export_mlagents_onnx(ctx.checkpoint.actor), list(ctx.policy.fetch[True]), \
+            dict(zip(engine_input_names(s), flat)), "export of this checkpoint"
     reference.session = None  # the contender runs in a process of its own: no thread pool here
     return reference.model, list(reference.fetch), reference.feed(flat), path.name
 
@@ -4030,13 +4027,13 @@ def whole_number(low: int, high: Optional[int] = None) -> Callable[[str], int]:
 
 
 positive_int = whole_number(1)
+seed_int = whole_number(0, 2**32)  # what np.random.RandomState accepts
 
 
 def input_indices(text: str) -> tuple:
     """An argparse type: 'N' or 'N,M,...', input indices."""
     parse = whole_number(0)
     return tuple(parse(part.strip()) for part in text.split(","))
-seed_int = whole_number(0, 2**32)  # what np.random.RandomState accepts
 
 
 def positive_float(text: str) -> float:
