@@ -18,7 +18,8 @@ FIXTURES = Path(os.environ.get("HUGGY_FIXTURES") or ROOT.parent / "shared" / "fi
 HUGGY = FIXTURES / "ppo-Huggy-sample"
 AGENT = FIXTURES / "ppo-Agent-small"
 BUNDLED = ROOT / "assets" / "ppo-Huggy-sample"
-MADE = ROOT / "tests" / "fixtures" / "mlagents"  # written by ML-Agents 1.1.0 (tools/mlagents_fixtures.py)
+EXAMPLES = ROOT / "examples"  # one run folder per policy kind, written by ML-Agents 1.1.0 (tools/mlagents_fixtures.py)
+MADE = EXAMPLES
 BUNDLED_PT = BUNDLED / "Huggy" / "Huggy-600017.pt"
 BUNDLED_ONNX = BUNDLED / "Huggy" / "Huggy-600017.onnx"
 

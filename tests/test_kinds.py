@@ -307,7 +307,7 @@ def test_tied_actions_go_to_the_first_allowed_one(engine):
     action is the first allowed one (ML-Agents' torch.argmax and the ONNX ArgMax both take the first)."""
     kind = KINDS["discrete-multi"]
     need(kind.folder)
-    checkpoint = I.load_checkpoint(next(kind.folder.glob("*/checkpoint.pt")))
+    checkpoint = I.load_checkpoint(next(kind.folder.glob("*/*.pt")))
     for weight in checkpoint.actor.action_model._discrete_distribution.branches.parameters():
         weight.data.zero_()
     rng = np.random.RandomState(3)

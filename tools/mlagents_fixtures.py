@@ -190,6 +190,52 @@ COMMITTED = {
 }
 
 
+# examples/ (--examples): one small run folder per policy kind, shipped with the repository. They mirror
+# the development zoo's kinds (same inputs, actions, encoders and trainers) at hidden sizes small enough to
+# keep the whole set to a few MB; "steps" writes more than one checkpoint.
+EXAMPLES = {
+    "vector": dict(behavior="Vector", obs=[vec(8)], cont=2, branches=[], steps=[50000, 100000],
+                   net=dict(normalize=False, hidden_units=32, num_layers=2, vis_encode_type="simple")),
+    "multi-continuous": dict(behavior="Crawlerish", obs=[vec(30), vec(8)], cont=6, branches=[],
+                             net=dict(normalize=True, hidden_units=32, num_layers=3, vis_encode_type="simple")),
+    "discrete-multi": dict(behavior="DiscreteMulti", obs=[vec(20), vec(6)], cont=0, branches=[3, 2, 5],
+                           net=dict(normalize=True, hidden_units=32, num_layers=2, vis_encode_type="simple")),
+    "hybrid": dict(behavior="Hybrid", obs=[vec(12)], cont=3, branches=[2],
+                   net=dict(normalize=True, hidden_units=32, num_layers=2, vis_encode_type="simple")),
+    "sac-continuous": dict(behavior="SacContinuous", obs=[vec(16)], cont=4, branches=[], trainer="sac",
+                           net=dict(normalize=True, hidden_units=32, num_layers=2, vis_encode_type="simple")),
+    "poca-discrete": dict(behavior="PocaDiscrete", obs=[vec(14)], cont=0, branches=[3, 3, 3], trainer="poca",
+                          net=dict(normalize=True, hidden_units=32, num_layers=2, vis_encode_type="simple")),
+    "shared-critic": dict(behavior="SharedCritic", obs=[vec(10)], cont=2, branches=[], shared_critic=True,
+                          net=dict(normalize=True, hidden_units=32, num_layers=2, vis_encode_type="simple")),
+    "visual-simple": dict(behavior="VisualSimple", obs=[cam(3, 36, 36), vec(5)], cont=2, branches=[],
+                          net=dict(normalize=False, hidden_units=32, num_layers=1, vis_encode_type="simple")),
+    "visual-nature_cnn": dict(behavior="VisualNature", obs=[cam(3, 36, 36), vec(5)], cont=0, branches=[3],
+                              net=dict(normalize=True, hidden_units=16, num_layers=1, vis_encode_type="nature_cnn")),
+    "visual-resnet": dict(behavior="VisualResnet", obs=[cam(3, 36, 36), vec(5)], cont=2, branches=[],
+                          shared_critic=True,
+                          net=dict(normalize=True, hidden_units=16, num_layers=1, vis_encode_type="resnet")),
+    "visual-match3": dict(behavior="VisualMatch3", obs=[cam(4, 6, 6), vec(5)], cont=0, branches=[6],
+                          shared_critic=True,
+                          net=dict(normalize=True, hidden_units=32, num_layers=1, vis_encode_type="match3")),
+    "visual-fully_connected": dict(behavior="VisualFC", obs=[cam(4, 6, 6), vec(5)], cont=2, branches=[],
+                                   net=dict(normalize=False, hidden_units=32, num_layers=1,
+                                            vis_encode_type="fully_connected")),
+    "lstm": dict(behavior="Memory", obs=[vec(10)], cont=0, branches=[4], steps=[50000, 100000],
+                 net=dict(normalize=False, hidden_units=32, num_layers=2, vis_encode_type="simple",
+                          memory=dict(memory_size=32, sequence_length=8))),
+    "attention": dict(behavior="Attention", obs=[buf(6, 5), vec(8)], cont=0, branches=[3, 3],
+                      net=dict(normalize=False, hidden_units=32, num_layers=2, vis_encode_type="simple")),
+    "goal-hyper": dict(behavior="GoalHyper", obs=[vec(12), vec(3, goal=True)], cont=0, branches=[5],
+                       net=dict(normalize=False, hidden_units=32, num_layers=2, vis_encode_type="simple",
+                                goal_conditioning_type="hyper")),
+}
+EXAMPLES.update(COMMITTED)
+# No optimizer step for the examples: the Adam states stay empty, as in a checkpoint written before the first
+# update (they would be two thirds of each file, and inference never reads them).
+EXAMPLES = {name: dict(cfg, adam_step=False) for name, cfg in EXAMPLES.items()}
+
+
 
 def obs_specs(obs):
     specs = []
@@ -267,6 +313,14 @@ def perturb(policy, rng):
                 m.normalization_steps.fill_(steps)
 
 
+def perturb_more(policy, rng):
+    """Move every weight a little, as further training would, between two checkpoints of one run."""
+    with torch.no_grad():
+        for name, p in policy.actor.named_parameters():
+            if p.requires_grad and p.is_floating_point():
+                p.add_(torch.tensor(rng.normal(0, 0.02, size=tuple(p.shape)), dtype=p.dtype))
+
+
 def make_optimizer(cfg, policy, ts):
     trainer = cfg.get("trainer", "ppo")
     if trainer == "ppo":
@@ -316,12 +370,18 @@ def generate(name, cfg, out_root, seed):
     saver.register(policy)
     try:
         opt = make_optimizer(cfg, policy, ts)
-        fake_adam_step(opt.get_modules())
+        if cfg.get("adam_step", True):
+            fake_adam_step(opt.get_modules())
         saver.register(opt)
         opt_note = type(opt).__name__
     except Exception as e:  # noqa: BLE001
         opt_note = f"no optimizer ({type(e).__name__}: {e})"
-    onnx_path, aux = saver.save_checkpoint(cfg["behavior"], step)
+    steps = cfg.get("steps", [step])
+    for k, step in enumerate(steps):
+        if k:  # a later checkpoint of the same run: its weights moved on
+            perturb_more(policy, rng)
+        policy.set_step(step)
+        onnx_path, aux = saver.save_checkpoint(cfg["behavior"], step)
     saver.copy_final_model(onnx_path)
     conf = ro.as_dict()
     conf = {"default_settings": None, "behaviors": conf["behaviors"]}
@@ -330,11 +390,11 @@ def generate(name, cfg, out_root, seed):
     with open(os.path.join(run_dir, "config.json"), "w") as f:
         json.dump(conf, f, indent=1)
     os.makedirs(os.path.join(run_dir, "run_logs"), exist_ok=True)
-    ck = {"steps": step, "file_path": f"results/{name}/{cfg['behavior']}/{cfg['behavior']}-{step}.onnx",
-          "reward": None if cfg.get("trainer") == "sac" else 0.5, "creation_time": time.time(),
-          "auxillary_file_paths": [f"results/{name}/{cfg['behavior']}/{cfg['behavior']}-{step}.pt"]}
-    final = dict(ck, file_path=f"results/{name}/{cfg['behavior']}.onnx")
-    status = {cfg["behavior"]: {"checkpoints": [ck], "final_checkpoint": final},
+    cks = [{"steps": s, "file_path": f"results/{name}/{cfg['behavior']}/{cfg['behavior']}-{s}.onnx",
+            "reward": None if cfg.get("trainer") == "sac" else 0.5, "creation_time": time.time(),
+            "auxillary_file_paths": [f"results/{name}/{cfg['behavior']}/{cfg['behavior']}-{s}.pt"]} for s in steps]
+    final = dict(cks[-1], file_path=f"results/{name}/{cfg['behavior']}.onnx")
+    status = {cfg["behavior"]: {"checkpoints": cks, "final_checkpoint": final},
               "metadata": {"stats_format_version": "0.3.0", "mlagents_version": "1.1.0",
                            "torch_version": torch.__version__}}
     with open(os.path.join(run_dir, "run_logs", "training_status.json"), "w") as f:
@@ -346,20 +406,36 @@ def generate(name, cfg, out_root, seed):
                              for i, (k, s, t) in enumerate(cfg["obs"])],
             "continuous_size": cfg["cont"], "discrete_branches": cfg["branches"],
             "network_settings": cfg["net"], "unnormalised_inputs": cfg.get("unnormalise", []),
-            "step": step, "optimizer": opt_note}
+            "steps": steps, "optimizer": opt_note}
     with open(os.path.join(out_root, f"{name}.meta.json"), "w") as f:
         json.dump(meta, f, indent=1)
     return run_dir, opt_note
+
+
+def prune_example(run_dir, behavior):
+    """examples/ keep ML-Agents' run-folder layout less its byte-for-byte copies: checkpoint.pt (the
+    final <Behavior>-<step>.pt again), the final step's <Behavior>-<step>.onnx (<Behavior>.onnx again)
+    and config.json (configuration.yaml again); the generator's sidecar goes inside as generated.json."""
+    folder = os.path.join(run_dir, behavior)
+    os.remove(os.path.join(folder, "checkpoint.pt"))
+    os.remove(os.path.join(run_dir, "config.json"))
+    stepped = sorted(f for f in os.listdir(folder) if f.endswith(".onnx"))
+    final = max(stepped, key=lambda f: int(f[len(behavior) + 1:-5]))
+    os.remove(os.path.join(folder, final))
+    meta = os.path.join(os.path.dirname(run_dir), os.path.basename(run_dir) + ".meta.json")
+    os.replace(meta, os.path.join(run_dir, "generated.json"))
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True, help="where the run folders go")
     ap.add_argument("--committed", action="store_true", help="the fixtures kept in tests/fixtures/mlagents/")
+    ap.add_argument("--examples", action="store_true",
+                    help="the example policies kept in examples/ (pruned of byte-for-byte copies)")
     ap.add_argument("names", nargs="*")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    configs = COMMITTED if args.committed else CONFIGS
+    configs = EXAMPLES if args.examples else COMMITTED if args.committed else CONFIGS
     names = args.names or list(configs)
     failed = 0
     for i, name in enumerate(configs):
@@ -367,6 +443,8 @@ def main():
             continue
         try:
             run_dir, note = generate(name, configs[name], args.out, seed=1000 + i)
+            if args.examples:
+                prune_example(run_dir, configs[name]["behavior"])
             print(f"OK   {name:28s} {run_dir}  [{note}]", flush=True)
         except Exception as e:  # noqa: BLE001
             failed += 1
