@@ -1,6 +1,7 @@
-"""Shared helpers. The ML-Agents fixtures are found through $HUGGY_FIXTURES, default
-../shared/fixtures beside the checkout; tests that need them skip when they are absent.
-The bundled sample under assets/ always exists."""
+"""Shared helpers. Every policy kind is in the repository: examples/ (one run folder per kind, written by
+ML-Agents 1.1.0) and the bundled Huggy sample under assets/. The larger development fixtures outside the
+repository ($HUGGY_FIXTURES, default ../shared/fixtures beside the checkout) are optional: tests that use
+them run only where they are present."""
 import json
 import os
 import subprocess
@@ -15,11 +16,9 @@ sys.path.insert(0, str(ROOT))
 import inference  # noqa: E402
 
 FIXTURES = Path(os.environ.get("HUGGY_FIXTURES") or ROOT.parent / "shared" / "fixtures")
-HUGGY = FIXTURES / "ppo-Huggy-sample"
-AGENT = FIXTURES / "ppo-Agent-small"
 BUNDLED = ROOT / "assets" / "ppo-Huggy-sample"
 EXAMPLES = ROOT / "examples"  # one run folder per policy kind, written by ML-Agents 1.1.0 (tools/mlagents_fixtures.py)
-MADE = EXAMPLES
+AGENT = EXAMPLES / "vector"  # one unnormalised vector input, two checkpoints (50000, 100000)
 BUNDLED_PT = BUNDLED / "Huggy" / "Huggy-600017.pt"
 BUNDLED_ONNX = BUNDLED / "Huggy" / "Huggy-600017.onnx"
 

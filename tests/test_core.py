@@ -10,22 +10,34 @@ import pytest
 import torch
 
 import inference as I
-from conftest import (AGENT, BUNDLED, BUNDLED_ONNX, BUNDLED_PT, HUGGY, call, cli, need, ort_deterministic,
-                      ort_mu)
+from conftest import AGENT, BUNDLED, BUNDLED_ONNX, BUNDLED_PT, call, cli, ort_deterministic, ort_mu
 
 CASES = [  # (model folder, checkpoint, its ML-Agents ONNX)
     pytest.param("bundled", "Huggy/Huggy-600017.pt", "Huggy/Huggy-600017.onnx", id="bundled-huggy-final"),
-    pytest.param("huggy", "Huggy/Huggy-200012.pt", "Huggy/Huggy-200012.onnx", id="huggy-200012"),
-    pytest.param("huggy", "Huggy/checkpoint.pt", "Huggy.onnx", id="huggy-checkpoint.pt"),
-    pytest.param("agent", "Agent/Agent-50000.pt", "Agent/Agent-50000.onnx", id="agent-50000-no-normalizer"),
-    pytest.param("agent", "Agent/Agent-100000.pt", "Agent.onnx", id="agent-final-no-normalizer"),
+    pytest.param("checkpoint.pt", "Huggy/checkpoint.pt", "Huggy.onnx", id="bundled-as-checkpoint.pt"),
+    pytest.param("agent", "Vector/Vector-50000.pt", "Vector/Vector-50000.onnx", id="vector-50000-no-normalizer"),
+    pytest.param("agent", "Vector/Vector-100000.pt", "Vector.onnx", id="vector-final-no-normalizer"),
 ]
 STATE = torch.load(BUNDLED_PT, map_location="cpu", weights_only=True)["Policy"]  # the checkpoint as saved
 SIGMA = np.exp(STATE["action_model._continuous_distribution.log_sigma"].numpy().reshape(-1).astype(np.float64))
 
 
-def folder(name: str) -> Path:
-    return {"bundled": BUNDLED, "huggy": need(HUGGY), "agent": need(AGENT)}[name]
+@pytest.fixture(scope="module")
+def as_checkpoint_pt(tmp_path_factory) -> Path:
+    """The bundled run folder with its final checkpoint saved as <Behavior>/checkpoint.pt, as mlagents-learn
+    also writes it."""
+    import shutil
+    base = tmp_path_factory.mktemp("checkpoint_pt")
+    (base / "Huggy").mkdir()
+    shutil.copy(BUNDLED_PT, base / "Huggy" / "checkpoint.pt")
+    shutil.copy(BUNDLED / "Huggy.onnx", base / "Huggy.onnx")
+    return base
+
+
+def folder(name: str, request=None) -> Path:
+    if name == "checkpoint.pt":
+        return request.getfixturevalue("as_checkpoint_pt")
+    return {"bundled": BUNDLED, "agent": AGENT}[name]
 
 
 def rs_obs(seed: int, rows=None, width: int = 59) -> np.ndarray:
@@ -45,8 +57,8 @@ def observations(policy, rows=32) -> np.ndarray:
 
 @pytest.mark.parametrize("engine", ["torch", "onnxruntime"])
 @pytest.mark.parametrize("where,pt,onnx_file", CASES)
-def test_every_engine_equals_mlagents_onnx(where, pt, onnx_file, engine):
-    base = folder(where)
+def test_every_engine_equals_mlagents_onnx(request, where, pt, onnx_file, engine):
+    base = folder(where, request)
     policy = I.load(base / pt, engine=engine)
     assert policy.info["engine"] == engine
     obs = observations(policy)
@@ -60,8 +72,8 @@ def test_every_engine_equals_mlagents_onnx(where, pt, onnx_file, engine):
 
 
 @pytest.mark.parametrize("where,pt,onnx_file", CASES)
-def test_float64_reference_close_to_onnx(where, pt, onnx_file):
-    base = folder(where)
+def test_float64_reference_close_to_onnx(request, where, pt, onnx_file):
+    base = folder(where, request)
     policy = I.load(base / pt)
     obs = observations(policy)
     flat, _, _ = policy.prepare(obs)
@@ -78,10 +90,10 @@ def test_architecture_inferred_from_shapes():
     normalizer = huggy.actor.network_body.observation_encoder.processors[0].normalizer
     assert s.normalize and int(normalizer.normalization_steps) == 600_018 and huggy.global_step == 600_017
     assert I.load(BUNDLED_PT).info["parameters"] == 566_805
-    small = I.load_checkpoint(need(AGENT) / "Agent" / "Agent-100000.pt")
+    small = I.load_checkpoint(AGENT / "Vector" / "Vector-100000.pt")
     t = small.settings
-    assert ([i.shape for i in t.inputs], t.continuous_size, t.hidden_units, t.num_layers) == ([(8,)], 2, 64, 2)
-    assert not t.normalize and small.parameters == 8 * 64 + 64 + 64 * 64 + 64 + 64 * 2 + 2
+    assert ([i.shape for i in t.inputs], t.continuous_size, t.hidden_units, t.num_layers) == ([(8,)], 2, 32, 2)
+    assert not t.normalize and small.parameters == 8 * 32 + 32 + 32 * 32 + 32 + 32 * 2 + 2
 
 
 def test_low_precision_keeps_normalizer_float32():
@@ -282,14 +294,14 @@ def test_engine_choice():
 # --- finding the model ------------------------------------------------------------------------
 
 def test_model_search_order(monkeypatch, tmp_path):
-    agent = need(AGENT)
+    agent = AGENT
     monkeypatch.setenv("HUGGY_MODEL_DIR", str(agent))
     src = I.locate_model(None, None, None)
-    assert src.origin == "HUGGY_MODEL_DIR" and src.checkpoint.name == "Agent-100000.pt" and src.behavior == "Agent"
+    assert src.origin == "HUGGY_MODEL_DIR" and src.checkpoint.name == "Vector-100000.pt" and src.behavior == "Vector"
     src = I.locate_model(None, str(BUNDLED), None)
     assert src.origin == "--model-dir" and src.checkpoint.name == "Huggy-600017.pt"
-    src = I.locate_model(str(agent / "Agent" / "Agent-50000.pt"), str(BUNDLED), None)
-    assert src.origin == "--checkpoint" and src.checkpoint.name == "Agent-50000.pt" and src.model_dir == agent.resolve()
+    src = I.locate_model(str(agent / "Vector" / "Vector-50000.pt"), str(BUNDLED), None)
+    assert src.origin == "--checkpoint" and src.checkpoint.name == "Vector-50000.pt" and src.model_dir == agent.resolve()
 
 
 def test_highest_step_is_default_then_checkpoint_pt(tmp_path):

@@ -32,7 +32,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import inference as I
-from conftest import BUNDLED, BUNDLED_PT, FIXTURES, ROOT, child_env, cli
+from conftest import BUNDLED, BUNDLED_PT, EXAMPLES, FIXTURES, ROOT, child_env, cli
 
 LONG = "x" * 300  # one path component longer than NAME_MAX (255)
 
@@ -629,9 +629,8 @@ def test_legacy_format_checkpoint_still_loads(tmp_path, policy_checkpoint):
 
 
 def test_every_fixture_checkpoint_passes_validation():
-    files = sorted(FIXTURES.rglob("*.pt")) if FIXTURES.exists() else []
-    if not files:
-        pytest.skip("no fixtures")
+    files = sorted(EXAMPLES.rglob("*.pt")) + (sorted(FIXTURES.rglob("*.pt")) if FIXTURES.exists() else [])
+    assert len(files) >= 19
     for path in files:
         obj = I.read_checkpoint(path)  # memory-mapped zip, validated
         assert isinstance(obj["Policy"], dict), path

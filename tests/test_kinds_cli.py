@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 import inference as I
-from conftest import FIXTURES, MADE, call, need
+from conftest import EXAMPLES, call, need
 from mlagents_reference import (OnnxReference, chosen_allowed, discrete_mismatches, entity_obs,
                                 image_obs, max_err, max_rel_err, random_masks, vector_obs)
 
-ZOO = FIXTURES / "zoo"
+ZOO = EXAMPLES  # the in-repository examples carry the development zoo's kinds under the same names
 CONT_TOL = 1e-5
 EXPORT_TOL = 1e-6  # exported ONNX vs ML-Agents' ONNX, both in onnxruntime: |err| <= 1e-6 * max(1, |value|)
 
@@ -159,7 +159,7 @@ def test_action_mode_refuses_memory_of_the_wrong_width(capsys):
 IMAGE_POLICIES = {  # folder, ONNX, image shape [C, H, W], vector width beside it
     "visual-simple": (ZOO / "visual-simple", ZOO / "visual-simple" / "VisualSimple.onnx", (3, 36, 36), 5),
     "visual-match3": (ZOO / "visual-match3", ZOO / "visual-match3" / "VisualMatch3.onnx", (4, 6, 6), 5),
-    "grey-camera": (MADE / "lstm-camera-nonsquare", MADE / "lstm-camera-nonsquare" / "LstmCam.onnx", (1, 24, 30), 3),
+    "grey-camera": (EXAMPLES / "lstm-camera-nonsquare", EXAMPLES / "lstm-camera-nonsquare" / "LstmCam.onnx", (1, 24, 30), 3),
 }
 
 
@@ -498,7 +498,7 @@ def test_stream_lstm_memory_carried_by_the_controller(capsys, monkeypatch):
 def test_stream_keeps_each_ids_memory_across_single_and_one_row_lines(capsys, monkeypatch, name):
     """Two ids interleaved; each line is one observation, unbatched or as a one-row batch, by turns;
     the stream carries each id's memory itself. Against the ONNX carrying the memory alike."""
-    made = MADE / name
+    made = EXAMPLES / name
     if name == "lstm":
         model_dir, onnx, inputs, branches, size = folder(name), ZOO / name / "Memory.onnx", [("vector", [10])], [4], 32
     else:
@@ -583,7 +583,8 @@ def test_export_onnx_without_an_mlagents_onnx_is_held_to_float64_and_still_agree
     source = folder(name) / KINDS[name][0]
     copy = tmp_path / "model" / KINDS[name][0]
     copy.mkdir(parents=True)
-    shutil.copy(source / "checkpoint.pt", copy / "checkpoint.pt")
+    checkpoint = next(source.glob("*.pt"))
+    shutil.copy(checkpoint, copy / checkpoint.name)
     target = tmp_path / "exported.onnx"
     code, result, err = call(capsys, "--mode", "export-onnx", "--model-dir", copy.parent, "--output", target)
     assert code == 0, err

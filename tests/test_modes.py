@@ -8,7 +8,7 @@ import onnx
 import pytest
 
 import inference as I
-from conftest import AGENT, BUNDLED, BUNDLED_ONNX, HUGGY, call, cli, need, ort_deterministic
+from conftest import AGENT, BUNDLED, BUNDLED_ONNX, BUNDLED_PT, call, cli, ort_deterministic
 
 
 def rs_obs(seed: int, rows: int) -> np.ndarray:
@@ -17,12 +17,10 @@ def rs_obs(seed: int, rows: int) -> np.ndarray:
 
 
 def test_checkpoints_lists_steps_and_rewards(capsys):
-    code, out, _ = call(capsys, "--mode", "checkpoints", "--model-dir", need(HUGGY))
-    assert code == 0 and out["default"] == "Huggy-600017.pt"
-    assert out["checkpoints"] == [{"file": "Huggy-200012.pt", "steps": 200012, "reward": 1.0},
-                                  {"file": "Huggy-400031.pt", "steps": 400031, "reward": 1.5},
-                                  {"file": "Huggy-600017.pt", "steps": 600017, "reward": 2.0},
-                                  {"file": "checkpoint.pt", "steps": 600017, "reward": 2.0}]
+    code, out, _ = call(capsys, "--mode", "checkpoints", "--model-dir", AGENT)
+    assert code == 0 and out["default"] == "Vector-100000.pt"
+    assert out["checkpoints"] == [{"file": "Vector-50000.pt", "steps": 50000, "reward": 0.5},
+                                  {"file": "Vector-100000.pt", "steps": 100000, "reward": 0.5}]
 
 
 def test_batch_rows_equal_single_observations(capsys):
@@ -69,32 +67,30 @@ def test_onnx_compare_passes_matching_pair(capsys, engine):
 
 
 def test_onnx_compare_no_normalizer_within_float32_rounding(capsys):
-    code, out, _ = call(capsys, "--mode", "onnx-compare", "--model-dir", need(AGENT))
+    code, out, _ = call(capsys, "--mode", "onnx-compare", "--model-dir", AGENT)
     assert code == 0 and 0 <= out["max_abs_err"] <= 2e-6  # bit-equal on some CPUs, a few ulps on others
 
 
 def test_onnx_compare_fails_on_another_policys_onnx(capsys):
-    huggy = need(HUGGY)
-    code, out, _ = call(capsys, "--mode", "onnx-compare", "--checkpoint", huggy / "Huggy" / "Huggy-200012.pt",
-                        "--onnx", huggy / "Huggy" / "Huggy-600017.onnx")
+    code, out, _ = call(capsys, "--mode", "onnx-compare", "--checkpoint", AGENT / "Vector" / "Vector-50000.pt",
+                        "--onnx", AGENT / "Vector.onnx")  # the same run's later checkpoint
     assert code == 1 and out["passed"] is False and out["max_abs_err"] > 1e-4
-    code, out, _ = call(capsys, "--mode", "onnx-compare", "--checkpoint", huggy / "Huggy" / "Huggy-600017.pt",
-                        "--onnx", need(AGENT) / "Agent.onnx")
+    code, out, _ = call(capsys, "--mode", "onnx-compare", "--checkpoint", BUNDLED_PT,
+                        "--onnx", AGENT / "Vector.onnx")
     assert code == 1 and out["passed"] is False
 
 
 def test_onnx_compare_refuses_intermediate_checkpoint_without_its_onnx(capsys, tmp_path):
-    huggy = need(HUGGY)
-    (tmp_path / "Huggy").mkdir()
+    (tmp_path / "Vector").mkdir()
     (tmp_path / "run_logs").mkdir()
-    shutil.copy(huggy / "Huggy.onnx", tmp_path)
-    shutil.copy(huggy / "run_logs" / "training_status.json", tmp_path / "run_logs")
-    for name in ("Huggy-200012.pt", "Huggy-600017.pt"):
-        os.symlink(huggy / "Huggy" / name, tmp_path / "Huggy" / name)
-    code, out, err = call(capsys, "--mode", "onnx-compare", "--checkpoint", tmp_path / "Huggy" / "Huggy-200012.pt")
+    shutil.copy(AGENT / "Vector.onnx", tmp_path)
+    shutil.copy(AGENT / "run_logs" / "training_status.json", tmp_path / "run_logs")
+    for name in ("Vector-50000.pt", "Vector-100000.pt"):  # without Vector-50000.onnx
+        os.symlink(AGENT / "Vector" / name, tmp_path / "Vector" / name)
+    code, out, err = call(capsys, "--mode", "onnx-compare", "--checkpoint", tmp_path / "Vector" / "Vector-50000.pt")
     assert code == 2 and "no ONNX belongs to this checkpoint" in err
-    code, out, _ = call(capsys, "--mode", "onnx-compare", "--checkpoint", tmp_path / "Huggy" / "Huggy-600017.pt")
-    assert code == 0 and out["reference"].endswith("Huggy.onnx")  # the final checkpoint owns the top-level ONNX
+    code, out, _ = call(capsys, "--mode", "onnx-compare", "--checkpoint", tmp_path / "Vector" / "Vector-100000.pt")
+    assert code == 0 and out["reference"].endswith("Vector.onnx")  # the final checkpoint owns the top-level ONNX
 
 
 def exported_outputs(path, obs):
@@ -105,15 +101,16 @@ def exported_outputs(path, obs):
 
 
 @pytest.mark.parametrize("where,pt,onnx_file,limit", [
-    ("agent", "Agent/Agent-100000.pt", "Agent.onnx", 2e-6),
-    ("huggy", "Huggy/Huggy-400031.pt", "Huggy/Huggy-400031.onnx", 2e-6),
+    ("agent", "Vector/Vector-100000.pt", "Vector.onnx", 2e-6),
+    ("agent", "Vector/Vector-50000.pt", "Vector/Vector-50000.onnx", 2e-6),
+    ("bundled", "Huggy/Huggy-600017.pt", "Huggy/Huggy-600017.onnx", 2e-6),
 ])
 def test_export_round_trip(capsys, tmp_path, where, pt, onnx_file, limit):
     """The export has ML-Agents' interface and computes what ML-Agents' own ONNX computes, to
     float32 rounding. Whether it is bit-identical depends on the CPU's kernels (it is here, on
     the machine these tests were written on), so only the bound is asserted, and that the
     bit_identical flag agrees with the error it reports."""
-    base = need(AGENT if where == "agent" else HUGGY)
+    base = AGENT if where == "agent" else BUNDLED
     out_path = tmp_path / "rebuilt.onnx"
     code, out, _ = call(capsys, "--mode", "export-onnx", "--checkpoint", base / pt, "--output", out_path)
     assert code == 0 and out["path"] == str(out_path.resolve()) and 0 <= out["max_abs_err_vs_reference"] <= limit

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import inference as I
-from conftest import BUNDLED, BUNDLED_ONNX, FIXTURES, call, cli, need, ort_deterministic
+from conftest import BUNDLED, BUNDLED_ONNX, EXAMPLES, call, cli, ort_deterministic
 
 BENCH_FIELDS = ("runs", "warmup", "batch", "avg_ms", "p50_ms", "p95_ms", "p99_ms", "max_ms", "throughput_per_s",
                 "engine", "onnxruntime_p50_ms", "ratio_to_onnxruntime")
@@ -29,7 +29,7 @@ def test_benchmark_without_an_onnx_runs_the_bare_session_on_mlagents_export(caps
     """No ML-Agents ONNX beside the checkpoint: the bare contender runs ML-Agents' export of it,
     fed and fetched as a deterministic step (an LSTM policy with masks: every kind of input)."""
     import shutil
-    source = need(FIXTURES / "zoo" / "lstm" / "Memory" / "Memory-100000.pt")
+    source = EXAMPLES / "lstm" / "Memory" / "Memory-100000.pt"
     (tmp_path / "Memory").mkdir()
     shutil.copy(source, tmp_path / "Memory" / source.name)
     code, out, err = call(capsys, "--mode", "benchmark", "--runs", "20", "--model-dir", tmp_path)
