@@ -925,21 +925,21 @@ class SimpleActor(Module):
         return mu, log_sigma, probs, memories_out
 
     def forward(self, inputs: list, masks=None, memories=None):
+        s = self.settings
         mu, log_sigma, probs, memories_out = self.heads(inputs, masks, memories)
-        out = [self.version_number, self.memory_size_vector]
+        out = {"version_number": self.version_number, "memory_size": self.memory_size_vector}
         if mu is not None:
             sample = mu + torch.randn_like(mu) * torch.exp(log_sigma)
-            if self.settings.tanh_squash:  # SAC: a squashed sample, and mu as it is (ML-Agents 1.1.0's export)
-                out += [torch.tanh(sample), self.continuous_act_size_vector, mu]
-            else:
-                out += [torch.clamp(sample, -ACTION_CLIP, ACTION_CLIP) / ACTION_CLIP, self.continuous_act_size_vector,
-                        torch.clamp(mu, -ACTION_CLIP, ACTION_CLIP) / ACTION_CLIP]
+            out.update(continuous_actions=torch.tanh(sample) if s.tanh_squash else clipped_action(sample),
+                       continuous_action_output_shape=self.continuous_act_size_vector,
+                       deterministic_continuous_actions=deterministic_continuous(mu, s.tanh_squash))
         if probs is not None:
-            out += [torch.cat([torch.multinomial(p, 1) for p in probs], dim=1), self.discrete_act_size_vector,
-                    torch.cat([torch.argmax(p, dim=1, keepdim=True) for p in probs], dim=1)]
-        if self.settings.memory_size:
-            out += [memories_out]
-        return tuple(out)
+            out.update(discrete_actions=torch.cat([torch.multinomial(p, 1) for p in probs], dim=1),
+                       discrete_action_output_shape=self.discrete_act_size_vector,
+                       deterministic_discrete_actions=deterministic_discrete(probs))
+        if s.memory_size:
+            out["recurrent_out"] = memories_out
+        return tuple(out[name] for name in mlagents_output_names(s))
 
 
 class EngineHeads(Module):
@@ -956,39 +956,89 @@ class EngineHeads(Module):
         self.n_inputs, self.discrete, self.memory = len(s.inputs), bool(s.discrete_branches), bool(s.memory_size)
 
     def forward(self, *flat):
+        s = self.actor.settings
         dtype = self.actor.network_body.observation_encoder.compute_dtype
         inputs = list(flat[:self.n_inputs])
         masks = flat[self.n_inputs].to(dtype) if self.discrete else None
         memories = flat[-1].to(dtype) if self.memory else None
         mu, log_sigma, probs, memories_out = self.actor.heads(inputs, masks, memories)
-        out = []
+        out = {}
         if mu is not None:
-            mu = as_float32(mu)
-            if self.actor.settings.tanh_squash:
-                out += [mu, mu, as_float32(log_sigma)]
-            else:
-                out += [mu, torch.clamp(mu, -ACTION_CLIP, ACTION_CLIP) / ACTION_CLIP]
+            out["mu"] = as_float32(mu)
+            out["deterministic_continuous_actions"] = deterministic_continuous(out["mu"], s.tanh_squash)
+            if s.tanh_squash:
+                out["log_sigma"] = as_float32(log_sigma)
         if probs is not None:
-            out += [as_float32(torch.cat(probs, dim=1)),
-                    torch.cat([p.argmax(dim=1, keepdim=True) for p in probs], dim=1)]
+            out["probabilities"] = as_float32(torch.cat(probs, dim=1))
+            out["deterministic_discrete_actions"] = deterministic_discrete(probs)
         if memories_out is not None:
-            out.append(as_float32(memories_out))
-        return tuple(out)
-
-    def output_names(self) -> list:
-        s, names = self.actor.settings, []
-        if s.continuous_size:
-            names += ["mu", "deterministic_continuous_actions"] + (["log_sigma"] if s.tanh_squash else [])
-        if s.discrete_branches:
-            names += ["probabilities", "deterministic_discrete_actions"]
-        if s.memory_size:
-            names.append("recurrent_out")
-        return names
+            out["recurrent_out"] = as_float32(memories_out)
+        return tuple(out[name] for name in engine_output_names(s))
 
 
 def as_float32(x: torch.Tensor) -> torch.Tensor:
     """x in float32 (no Cast node in an export where it already is)."""
     return x if x.dtype == torch.float32 else x.float()
+
+
+def clipped_action(x):
+    """ML-Agents' PPO/POCA continuous action from mu or a sample: clip(x, -3, 3) / 3 (a torch tensor
+    or a numpy array)."""
+    if isinstance(x, np.ndarray):
+        return clipped_action(torch.from_numpy(x)).numpy()
+    return torch.clamp(x, -ACTION_CLIP, ACTION_CLIP) / ACTION_CLIP
+
+
+def deterministic_continuous(mu, tanh_squash: bool):
+    """ML-Agents' deterministic continuous action: clip(mu, -3, 3) / 3 (PPO, POCA), or SAC's raw mu
+    (tanh-squashed policies: what ML-Agents 1.1.0 exports)."""
+    return mu if tanh_squash else clipped_action(mu)
+
+
+def deterministic_discrete(probs):
+    """Each branch's most likely allowed action (the first on ties, as torch.argmax and ONNX's ArgMax
+    in ML-Agents' export): probs is one [rows, size] tensor per branch; int64 [rows, branches]."""
+    return torch.cat([torch.argmax(p, dim=1, keepdim=True) for p in probs], dim=1)
+
+
+# The graphs' interface, written once: ML-Agents' input and output names in its order. ML-Agents'
+# export, the engines' graph, every feed and every fetch list come from these.
+
+def input_names(s: "PolicySettings", declared: bool = False) -> list:
+    """obs_0..obs_k, then action_masks (discrete actions) and recurrent_in (LSTM): the engines'
+    inputs in order. ML-Agents' export declares the last two always (declared=True) and the
+    exporter drops them where the graph does not use them."""
+    return [spec.name for spec in s.inputs] + (["action_masks"] if declared or s.discrete_branches else []) + \
+        (["recurrent_in"] if declared or s.memory_size else [])
+
+
+def mlagents_output_names(s: "PolicySettings") -> list:
+    """ML-Agents' ModelSerializer outputs (SimpleActor.forward)."""
+    return ["version_number", "memory_size"] + \
+        (["continuous_actions", "continuous_action_output_shape", "deterministic_continuous_actions"]
+         if s.continuous_size else []) + \
+        (["discrete_actions", "discrete_action_output_shape", "deterministic_discrete_actions"]
+         if s.discrete_branches else []) + (["recurrent_out"] if s.memory_size else [])
+
+
+def step_outputs(s: "PolicySettings", deterministic: bool) -> list:
+    """What one step copies back: the deterministic actions, or what sampling draws from (mu, SAC's
+    log_sigma, the masked probabilities); and the next memory."""
+    if deterministic:
+        names = (["deterministic_continuous_actions"] if s.continuous_size else []) + \
+            (["deterministic_discrete_actions"] if s.discrete_branches else [])
+    else:
+        names = ((["mu"] + (["log_sigma"] if s.tanh_squash else [])) if s.continuous_size else []) + \
+            (["probabilities"] if s.discrete_branches else [])
+    return names + (["recurrent_out"] if s.memory_size else [])
+
+
+def engine_output_names(s: "PolicySettings") -> list:
+    """The engines' graph (EngineHeads): everything a deterministic or a sampled step needs."""
+    deterministic = step_outputs(s, True)
+    return [n for n in ["mu", "deterministic_continuous_actions", "log_sigma", "probabilities",
+                        "deterministic_discrete_actions", "recurrent_out"]
+            if n in deterministic or n in step_outputs(s, False)]
 
 
 # =========================================================================================
@@ -1497,20 +1547,11 @@ def export_mlagents_onnx(actor: "SimpleActor") -> bytes:
     """The policy with ML-Agents' ONNX interface (opset 9, its input and output names), exactly
     as mlagents-learn writes <Behavior>.onnx; unused inputs are dropped as there."""
     s = actor.settings
-    input_names = [spec.name for spec in s.inputs] + ["action_masks", "recurrent_in"]
-    dynamic_axes = {name: {0: "batch"} for name in input_names}
-    output_names = ["version_number", "memory_size"]
-    if s.continuous_size:
-        output_names += ["continuous_actions", "continuous_action_output_shape", "deterministic_continuous_actions"]
-        dynamic_axes["continuous_actions"] = {0: "batch"}
-    if s.discrete_branches:
-        output_names += ["discrete_actions", "discrete_action_output_shape", "deterministic_discrete_actions"]
-        dynamic_axes["discrete_actions"] = {0: "batch"}
-    if s.memory_size:
-        output_names.append("recurrent_out")
+    names = input_names(s, declared=True)
+    dynamic_axes = {name: {0: "batch"} for name in names + ["continuous_actions", "discrete_actions"]}
     buffer = io.BytesIO()
-    _quiet_onnx_export(actor, dummy_inputs(s), buffer, opset_version=9, input_names=input_names,
-                       output_names=output_names, dynamic_axes=dynamic_axes)
+    _quiet_onnx_export(actor, dummy_inputs(s), buffer, opset_version=9, input_names=names,
+                       output_names=mlagents_output_names(s), dynamic_axes=dynamic_axes)
     return buffer.getvalue()
 
 
@@ -1519,16 +1560,11 @@ def export_engine_onnx(heads: "EngineHeads") -> bytes:
     s = heads.actor.settings
     obs, masks, memories = dummy_inputs(s)
     args = tuple(obs) + ((masks,) if s.discrete_branches else ()) + ((memories,) if s.memory_size else ())
-    names = engine_input_names(s)
+    names, outputs = input_names(s), engine_output_names(s)
     buffer = io.BytesIO()
-    _quiet_onnx_export(heads, args, buffer, opset_version=13, input_names=names, output_names=heads.output_names(),
-                       dynamic_axes={name: {0: "batch"} for name in names + heads.output_names()})
+    _quiet_onnx_export(heads, args, buffer, opset_version=13, input_names=names, output_names=outputs,
+                       dynamic_axes={name: {0: "batch"} for name in names + outputs})
     return buffer.getvalue()
-
-
-def engine_input_names(s: PolicySettings) -> list:
-    return [spec.name for spec in s.inputs] + (["action_masks"] if s.discrete_branches else []) + \
-        (["recurrent_in"] if s.memory_size else [])
 
 
 # =========================================================================================
@@ -1646,7 +1682,7 @@ class TorchEngine:
     def __init__(self, actor: "SimpleActor", device, dtype: str, graphs: bool = True):
         self.device, self.dtype = device, getattr(torch, dtype)
         self.heads = EngineHeads(cast_actor(copy.deepcopy(actor), self.dtype).to(device)).eval()
-        self.output_names = self.heads.output_names()
+        self.output_names = engine_output_names(actor.settings)
         self.graphs: dict = {}
         api = torch.cuda if device.type == "cuda" else getattr(torch, "npu", None) if device.type == "npu" else None
         graph_cls = getattr(api, "CUDAGraph" if device.type == "cuda" else "NPUGraph", None) if api else None
@@ -1675,7 +1711,7 @@ class TorchEngine:
         return self.graphs.get(shapes)
 
     def run(self, flat: list, names: Optional[list] = None) -> dict:
-        """Engine inputs (float32 numpy, in engine_input_names order) -> the outputs `names` (all
+        """Engine inputs (float32 numpy, in input_names order) -> the outputs `names` (all
         by default) as numpy; only those are copied to the host."""
         names = self.output_names if names is None else names
         host = [torch.from_numpy(x if x.flags.writeable else x.copy()) for x in flat]  # e.g. a read-only memory map
@@ -1705,7 +1741,7 @@ class OnnxRuntimeEngine:
 
     def __init__(self, actor: "SimpleActor"):
         heads = EngineHeads(actor)
-        self.output_names, self.input_names = heads.output_names(), engine_input_names(actor.settings)
+        self.output_names, self.input_names = engine_output_names(actor.settings), input_names(actor.settings)
         self.session = onnx_session(export_engine_onnx(heads))
         # InferenceSession.run re-checks on every call what is fixed here (input names, OrtValue
         # ownership, graph capture) through pybind properties: 5-10 µs a call once a run has left the
@@ -1848,12 +1884,8 @@ class Policy:
         self.engine_name = choose_engine(engine, self.device, dtype)
         self.engine = (OnnxRuntimeEngine(checkpoint.actor) if self.engine_name == "onnxruntime"
                        else TorchEngine(checkpoint.actor, self.device, dtype, graphs))
-        s = self.settings  # the engine outputs each kind of step needs (no host copy of the others)
-        memory = ["recurrent_out"] if s.memory_size else []
-        self.fetch = {True: (["deterministic_continuous_actions"] if s.continuous_size else [])
-                      + (["deterministic_discrete_actions"] if s.discrete_branches else []) + memory,
-                      False: (["mu"] + (["log_sigma"] if s.tanh_squash else []) if s.continuous_size else [])
-                      + (["probabilities"] if s.discrete_branches else []) + memory}
+        # the engine outputs each kind of step needs (no host copy of the others)
+        self.fetch = {deterministic: step_outputs(self.settings, deterministic) for deterministic in (True, False)}
         continuous = checkpoint.actor.action_model._continuous_distribution
         self.sigma = (torch.exp(continuous.log_sigma.detach()).reshape(-1).numpy()
                       if continuous is not None and not self.settings.conditional_sigma else None)
@@ -1940,7 +1972,7 @@ class Policy:
                 if s.tanh_squash:  # SAC: tanh(mu + exp(clamp(log_sigma, -20, 2)) * z)
                     out["continuous_actions"] = np.tanh(mu + z * np.exp(raw["log_sigma"]))
                 else:              # PPO/POCA: clip(mu + exp(log_sigma) * z, -3, 3) / 3
-                    out["continuous_actions"] = np.clip(mu + z * self.sigma, -ACTION_CLIP, ACTION_CLIP) / np.float32(ACTION_CLIP)
+                    out["continuous_actions"] = clipped_action(mu + z * self.sigma)
         if s.discrete_branches:
             if deterministic:
                 out["discrete_actions"] = raw["deterministic_discrete_actions"]
@@ -1963,11 +1995,10 @@ class Policy:
         out = {}
         if mu is not None:
             out["mu"] = mu.numpy()
-            out["deterministic_continuous_actions"] = mu.numpy() if self.settings.tanh_squash else \
-                np.clip(mu.numpy(), -ACTION_CLIP, ACTION_CLIP) / ACTION_CLIP
+            out["deterministic_continuous_actions"] = deterministic_continuous(mu, self.settings.tanh_squash).numpy()
         if probs is not None:
             out["probabilities"] = torch.cat(probs, dim=1).numpy()
-            out["deterministic_discrete_actions"] = branch_argmax(out["probabilities"], self.settings.discrete_branches)
+            out["deterministic_discrete_actions"] = deterministic_discrete(probs).numpy()
         if memories_out is not None and self.settings.memory_size:
             out["recurrent_out"] = memories_out.numpy()
         return out
@@ -2078,16 +2109,6 @@ def shape_memory(memory, size: int, rows: int, batched: bool) -> np.ndarray:
     if not np.isfinite(array).all() or np.abs(array).max(initial=0) > np.finfo(np.float32).max:
         raise UsageError("memory: values must be finite numbers within float32 range")
     return np.ascontiguousarray(array[:, None, :], np.float32)
-
-
-def branch_argmax(probs: np.ndarray, branches: list) -> np.ndarray:
-    """Per-branch argmax of the masked probabilities (first index on ties), int64 [rows, branches]:
-    the float64 reference's and a 1.x ONNX's actions (the engines take theirs inside the graph)."""
-    out, start = np.empty((probs.shape[0], len(branches)), np.int64), 0
-    for b, size in enumerate(branches):
-        out[:, b] = np.argmax(probs[:, start:start + size], axis=1)
-        start += size
-    return out
 
 
 def branch_draw(probs: np.ndarray, branches: list, u: np.ndarray) -> np.ndarray:
@@ -3272,13 +3293,13 @@ class MLAgentsOnnx:
         if s.continuous_size:
             out["continuous_actions"] = values["deterministic_continuous_actions"] \
                 if "deterministic_continuous_actions" in values else \
-                (values[self.mu_name] if s.tanh_squash else
-                 np.clip(values[self.mu_name], -ACTION_CLIP, ACTION_CLIP) / np.float32(ACTION_CLIP))
+                deterministic_continuous(values[self.mu_name], s.tanh_squash)
         if s.discrete_branches:
             if "deterministic_discrete_actions" in values:
                 out["discrete_actions"] = values["deterministic_discrete_actions"].astype(np.int64)
             else:
-                out["discrete_actions"] = branch_argmax(values["discrete_actions"], s.discrete_branches)
+                log_probs = torch.from_numpy(values["discrete_actions"]).split(list(s.discrete_branches), dim=1)
+                out["discrete_actions"] = deterministic_discrete(log_probs).numpy()
         if s.memory_size:
             out["memory"] = values["recurrent_out"].reshape(len(flat[0]), s.memory_size)
         return out
@@ -3421,9 +3442,8 @@ def mode_export_onnx(ctx: Context):
     memory = np.random.RandomState(ctx.args.seed + 1).randn(rows, s.memory_size).astype(np.float32) if s.memory_size else None
     flat, _, _ = ctx.policy.prepare(obs, masks, memory)
     session = onnx_session(data, tuned=False)
-    fetch = [n for n in ("deterministic_continuous_actions", "deterministic_discrete_actions", "recurrent_out")
-             if n in [o.name for o in model.graph.output]]
-    feed = {name: x for name, x in zip(engine_input_names(s), flat)}
+    fetch = step_outputs(s, True)
+    feed = dict(zip(input_names(s), flat))
     mine = dict(zip(fetch, session.run(fetch, feed)))
     try:
         reference_path = checkpoint_onnx(ctx)
@@ -3711,7 +3731,7 @@ def bare_onnxruntime_job(ctx: Context, flat: list) -> tuple:
         reference = MLAgentsOnnx(path, s)
     except (UsageError, NotThisPolicy):
         return export_mlagents_onnx(ctx.checkpoint.actor), list(ctx.policy.fetch[True]), \
-            dict(zip(engine_input_names(s), flat)), "export of this checkpoint"
+            dict(zip(input_names(s), flat)), "export of this checkpoint"
     reference.session = None  # the contender runs in a process of its own: no thread pool here
     return reference.model, list(reference.fetch), reference.feed(flat), path.name
 
