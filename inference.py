@@ -489,7 +489,6 @@ NORMALIZER_CLIP = 5.0     # ML-Agents clamps normalized observations to [-5, 5]
 ACTION_CLIP = 3.0         # ... and PPO/POCA continuous actions to [-3, 3], then divides by 3
 ATTENTION_EMBEDDING = 128  # ObservationEncoder.ATTENTION_EMBEDDING_SIZE: fixed whatever hidden_units is
 ENTITY_ABSENT = 0.01      # an entity row whose squared sum is below this is padding (get_zero_entities_mask)
-MIN_IMAGE_SIDE = {"simple": 20, "nature_cnn": 36, "resnet": 15, "match3": 5, "fully_connected": 1}
 
 
 class Swish(Module):
@@ -552,18 +551,28 @@ def pool_side(side: int) -> int:
     return (side - 3) // 2 + 1
 
 
+# Each visual encoder carries its geometry once: MIN_SIDE (ML-Agents' smallest image for it) and
+# flat_size (the width of what its dense layer takes), used to build it and to read a checkpoint.
+
 class _ConvEncoder(Module):
     """conv_layers (Conv2d -> LeakyReLU)* -> flatten (C, H, W order) -> dense (Linear -> LeakyReLU).
     Images are channel-first, as ML-Agents 1.1.0 feeds them (no permute)."""
     CONVS: tuple = ()  # (out channels, kernel, stride)
+    MIN_SIDE = 1
+
+    @classmethod
+    def flat_size(cls, channels: int, height: int, width: int) -> int:
+        for out, kernel, stride in cls.CONVS:
+            height, width, channels = conv_side(height, kernel, stride), conv_side(width, kernel, stride), out
+        return channels * height * width
 
     def __init__(self, height: int, width: int, initial_channels: int, output_size: int):
         super().__init__()
         layers, channels = [], initial_channels
         for out, kernel, stride in self.CONVS:
             layers += [nn.Conv2d(channels, out, [kernel, kernel], [stride, stride]), nn.LeakyReLU()]
-            height, width, channels = conv_side(height, kernel, stride), conv_side(width, kernel, stride), out
-        self.final_flat = height * width * channels
+            channels = out
+        self.final_flat = self.flat_size(initial_channels, height, width)
         self.conv_layers = nn.Sequential(*layers)
         self.dense = nn.Sequential(nn.Linear(self.final_flat, output_size), nn.LeakyReLU())
 
@@ -573,21 +582,27 @@ class _ConvEncoder(Module):
 
 
 class SimpleVisualEncoder(_ConvEncoder):
-    CONVS = ((16, 8, 4), (32, 4, 2))
+    CONVS, MIN_SIDE = ((16, 8, 4), (32, 4, 2)), 20
 
 
 class NatureVisualEncoder(_ConvEncoder):
-    CONVS = ((32, 8, 4), (64, 4, 2), (64, 3, 1))
+    CONVS, MIN_SIDE = ((32, 8, 4), (64, 4, 2), (64, 3, 1)), 36
 
 
 class SmallVisualEncoder(_ConvEncoder):  # vis_encode_type "match3"
-    CONVS = ((35, 3, 1), (144, 3, 1))
+    CONVS, MIN_SIDE = ((35, 3, 1), (144, 3, 1)), 5
 
 
 class FullyConnectedVisualEncoder(Module):
+    MIN_SIDE = 1
+
+    @staticmethod
+    def flat_size(channels: int, height: int, width: int) -> int:
+        return channels * height * width
+
     def __init__(self, height: int, width: int, initial_channels: int, output_size: int):
         super().__init__()
-        self.input_size = height * width * initial_channels
+        self.input_size = self.flat_size(initial_channels, height, width)
         self.dense = nn.Sequential(nn.Linear(self.input_size, output_size), nn.LeakyReLU())
 
     def forward(self, visual_obs):
@@ -605,15 +620,23 @@ class ResNetBlock(Module):
 
 
 class ResNetVisualEncoder(Module):
+    CHANNELS, MIN_SIDE = (16, 32, 32), 15
+
+    @classmethod
+    def flat_size(cls, channels: int, height: int, width: int) -> int:
+        for _ in cls.CHANNELS:
+            height, width = pool_side(height), pool_side(width)
+        return cls.CHANNELS[-1] * height * width
+
     def __init__(self, height: int, width: int, initial_channels: int, output_size: int):
         super().__init__()
         layers, last = [], initial_channels
-        for channel in (16, 32, 32):
+        for channel in self.CHANNELS:
             layers += [nn.Conv2d(last, channel, [3, 3], [1, 1], padding=1), nn.MaxPool2d([3, 3], [2, 2]),
                        ResNetBlock(channel), ResNetBlock(channel)]
-            height, width, last = pool_side(height), pool_side(width), channel
+            last = channel
         layers.append(Swish())
-        self.final_flat_size = last * height * width
+        self.final_flat_size = self.flat_size(initial_channels, height, width)
         self.dense = nn.Linear(self.final_flat_size, output_size)
         self.sequential = nn.Sequential(*layers)
 
@@ -1353,7 +1376,8 @@ def visual_input_spec(state: dict, prefix: str, i: int, hidden: int, bad) -> Inp
     elif not convs:
         encoder, channels = "fully_connected", None
     else:
-        found = {((16, 8), (32, 4)): "simple", ((32, 8), (64, 4), (64, 3)): "nature_cnn", ((35, 3), (144, 3)): "match3"}
+        found = {tuple((out, kernel) for out, kernel, _ in cls.CONVS): name
+                 for name, cls in VISUAL_ENCODERS.items() if getattr(cls, "CONVS", None)}
         encoder = found.get(tuple((k[0], k[2]) for k in kernels))
         if encoder is None:
             raise bad(f"processor {i}: convolutions {[list(k) for k in kernels]} match none of ML-Agents' visual encoders")
@@ -1361,24 +1385,10 @@ def visual_input_spec(state: dict, prefix: str, i: int, hidden: int, bad) -> Inp
     dense = state.get(f"{prefix}dense.weight" if encoder == "resnet" else f"{prefix}dense.0.weight")
     if not isinstance(dense, torch.Tensor) or dense.dim() != 2:
         raise bad(f"processor {i}: a {encoder} encoder without its dense layer")
-    sides = [s for s in range(MIN_IMAGE_SIDE[encoder], 1025)
-             if channels and visual_flat_size(encoder, channels, s, s) == dense.shape[1]]
+    sides = [s for s in range(VISUAL_ENCODERS[encoder].MIN_SIDE, 1025)
+             if channels and VISUAL_ENCODERS[encoder].flat_size(channels, s, s) == dense.shape[1]]
     side = sides[0] if sides else None  # the smallest square image that fits; only used when no ONNX tells
     return InputSpec(f"obs_{i}", "visual", (channels, side, side), encoder=encoder)
-
-
-def visual_flat_size(encoder: str, channels: int, height: int, width: int) -> int:
-    """Width of the flattened feature map that the encoder's dense layer takes."""
-    if encoder == "fully_connected":
-        return channels * height * width
-    if encoder == "resnet":
-        for _ in range(3):
-            height, width = pool_side(height), pool_side(width)
-        return 32 * height * width
-    convs = {"simple": SimpleVisualEncoder, "nature_cnn": NatureVisualEncoder, "match3": SmallVisualEncoder}[encoder].CONVS
-    for out, kernel, stride in convs:
-        height, width, channels = conv_side(height, kernel, stride), conv_side(width, kernel, stride), out
-    return channels * height * width
 
 
 def onnx_shapes_agree(shapes: list, seen: dict) -> bool:
@@ -1498,9 +1508,9 @@ def build_actor(settings: PolicySettings, state: dict, path: Path) -> "SimpleAct
     for spec in settings.inputs:
         if spec.kind == "visual":
             side = min(spec.shape[1:])
-            if side < MIN_IMAGE_SIDE[spec.encoder]:
+            if side < VISUAL_ENCODERS[spec.encoder].MIN_SIDE:
                 raise UsageError(f"{path}: {spec.name} is {spec.shape[1]}x{spec.shape[2]}, smaller than the "
-                                 f"{spec.encoder} encoder accepts ({MIN_IMAGE_SIDE[spec.encoder]})")
+                                 f"{spec.encoder} encoder accepts ({VISUAL_ENCODERS[spec.encoder].MIN_SIDE})")
     try:
         # Built on the meta device (no memory) and given the checkpoint's own tensors: sizes that
         # the ONNX or a crafted file claims never allocate anything before the strict load
