@@ -247,10 +247,18 @@ def test_image_file_that_does_not_fit_is_refused(capsys, tmp_path, policy, kind,
 
 def seeded_inputs(name, seed: int, rows: int) -> list:
     """`--obs random --seed S` as --help states it: one np.random.RandomState(S) for all inputs in input
-    order, randn for vectors and entity buffers, rand (uniform [0, 1)) for images."""
-    rng = np.random.RandomState(seed)
-    return [(rng.rand(rows, *shape) if what == "visual" else rng.randn(rows, *shape)).astype(np.float32)
-            for what, shape in KINDS[name][1]]
+    order, randn for vectors and entity buffers, rand (uniform [0, 1)) for images; in an entity buffer each
+    row keeps its first k entities, k = RandomState(S + 104729).randint(0, N + 1), the rest zero (absent)."""
+    rng, counts = np.random.RandomState(seed), np.random.RandomState(seed + 104729)
+    out = []
+    for what, shape in KINDS[name][1]:
+        x = (rng.rand(rows, *shape) if what == "visual" else rng.randn(rows, *shape)).astype(np.float32)
+        if what == "entities":
+            present = counts.randint(0, shape[0] + 1, size=rows)
+            for row, k in enumerate(present):
+                x[row, k:] = 0.0
+        out.append(x)
+    return out
 
 
 @pytest.mark.parametrize("name", NAMES)
