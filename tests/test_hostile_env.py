@@ -706,11 +706,10 @@ deep = st.integers(1, 200_000).map(lambda n: "[" * n + "]" * n)
 def test_fuzzed_status_files(fuzz_dir, content):
     (fuzz_dir / "run_logs" / "training_status.json").write_bytes(content if isinstance(content, bytes)
                                                                   else content.encode())
-    status = I.training_status(fuzz_dir, "Huggy")
-    assert isinstance(status, dict)
+    status = I.training_status(fuzz_dir, "Huggy")  # must not raise, whatever the file holds
     for ckpt, step in ((Path("Huggy-600017.pt"), 600017), (Path("checkpoint.pt"), None)):
         entry = I.status_entry(status, ckpt, step)
-        assert isinstance(entry, dict)
+        assert entry == {} or {"steps", "file_path", "auxillary_file_paths"} <= set(entry), entry
         reward = entry.get("reward")
         assert reward is None or (type(reward) in (int, float) and np.isfinite(reward))
     final = I.final_step(fuzz_dir, "Huggy")
@@ -721,4 +720,4 @@ def test_fuzzed_status_files(fuzz_dir, content):
 @given(status=st.one_of(any_json, status_like), step=st.one_of(st.none(), st.integers(-5, 10**7)))
 def test_fuzzed_status_entry_on_raw_structures(status, step):
     entry = I.status_entry(status, Path("Huggy-600017.pt"), step)
-    assert isinstance(entry, dict)
+    assert entry == {} or {"steps", "file_path", "auxillary_file_paths"} <= set(entry), entry

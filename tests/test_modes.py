@@ -26,7 +26,7 @@ def test_checkpoints_lists_steps_and_rewards(capsys):
 def test_batch_rows_equal_single_observations(capsys):
     code, out, _ = call(capsys, "--mode", "batch", "--batch", "16", "--seed", "3", "--model-dir", BUNDLED)
     assert code == 0 and out["batch"] == 16 and len(out["actions"]) == 16
-    assert out["cold_ms"] >= 0 and out["warm_ms"] >= 0  # measured (how fast is the machine's business)
+    assert out["cold_ms"] > 0 and out["warm_ms"] > 0 and out["warm_calls"] >= 3  # measured, not how fast
     code, single, _ = call(capsys, "--mode", "action", "--seed", "3", "--model-dir", BUNDLED)
     # a batched kernel may round differently from a single-row one (torch: ~1e-6 here): 1e-5, as against the ONNX
     assert np.abs(np.array(out["actions"][0]) - np.array(single["actions"])).max() <= 1e-5
