@@ -258,3 +258,14 @@ def test_every_relative_link_and_anchor_exists():
                 if anchor and file.suffix == ".md":
                     headings = [slug(h) for h in re.findall(r"^#+ (.+)$", file.read_text(encoding="utf-8"), re.M)]
                     assert anchor in headings, f"{page.name}:{number}: #{anchor} not among {headings}"
+
+
+def test_the_readme_python_example_prints_what_the_readme_shows(tmp_path):
+    """README's ten lines of Python, run from the repository folder, print the block after them."""
+    text = README.read_text(encoding="utf-8")
+    code, shown = re.search(r"```python\n(.*?)```\s*```\n(.*?)```", text, re.S).groups()
+    folder, env = workspace(tmp_path, README)
+    done = subprocess.run([sys.executable, "-c", code], cwd=folder, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == shown.split()
