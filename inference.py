@@ -4066,7 +4066,7 @@ def option(group, *flags, modes: Optional[tuple] = None, per_mode: Optional[dict
 
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
-                      epilog="Modes: " + ", ".join(MODES) + ". README.md shows an example of each.")
+                      epilog="Modes: " + ", ".join(MODES) + ". docs/modes.md shows an example of each.")
     p.add_argument("--mode", choices=list(MODES), default="info", help="what to do (default: info)")
     src = p.add_argument_group("model (first that applies: --checkpoint, --model-dir, $HUGGY_MODEL_DIR, "
                                "--model on the Hub, bundled sample)")
