@@ -26,6 +26,8 @@ on stderr), 128 + N after signal N.
 """
 from __future__ import annotations
 
+__version__ = "0.9.0"  # pyproject.toml reads it (setuptools, statically)
+
 import argparse
 import contextlib
 import copy
@@ -344,6 +346,8 @@ def locate_model(checkpoint: Optional[str], model_dir: Optional[str], repo_id: O
     except UsageError as exc:
         if repo_id:  # the user asked for this repo: no silent substitute
             raise
+        if not BUNDLED_MODEL_DIR.is_dir():  # installed with pip, or copied alone
+            raise UsageError(f"no model: {exc}; no bundled sample beside {short_path(HERE)}; pass --model-dir DIR")
         behavior = find_behavior(BUNDLED_MODEL_DIR)
         return ModelSource(default_checkpoint(BUNDLED_MODEL_DIR, behavior), BUNDLED_MODEL_DIR, behavior,
                            "bundled sample", f"{BUNDLED_NOTE} ({exc})")
@@ -4097,7 +4101,7 @@ def option(group, *flags, modes: Optional[tuple] = None, per_mode: Optional[dict
 
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
-                      epilog="Modes: " + ", ".join(MODES) + ". README.md shows an example of each.")
+                      epilog="Modes: " + ", ".join(MODES) + ". docs/modes.md shows an example of each.")
     p.add_argument("--mode", choices=list(MODES), default="info", help="what to do (default: info)")
     src = p.add_argument_group("model (first that applies: --checkpoint, --model-dir, $HUGGY_MODEL_DIR, "
                                "--model on the Hub, bundled sample)")

@@ -7,8 +7,9 @@
 # It writes ONE log (default logs/device_check.log) holding, for the chosen device:
 #   1. python inference.py --mode info
 #   2. parity: onnx-compare and precision --dtype float32 for the bundled sample
-#      (assets/ppo-Huggy-sample) and for every fixture folder found under $FIXTURES
-#      (ppo-*/, zoo/*/, trained/*/ — any folder with a <Behavior>/ subfolder holding .pt files)
+#      (assets/ppo-Huggy-sample), every run folder under examples/, and every fixture folder
+#      found under $FIXTURES (ppo-*/, zoo/*/, trained/*/ — any folder with a <Behavior>/
+#      subfolder holding .pt files), when that folder exists
 #   3. benchmark at --batch 1, 64, 4096, 65536 with device graphs on and off (--graphs on|off;
 #      when the CLI refuses --graphs, once per batch without it, noted in the log)
 #   4. stream: 10,000 JSON lines {"obs": [59 floats]} made here, piped through one process:
@@ -33,7 +34,7 @@
 #   SECOND_DEVICE=npu:1      passed on to run_tests.sh (its cases 44, 49, 50)
 #   TIME_BUDGET=450          seconds for the whole run; steps that no longer fit are left out
 #   PARALLEL=4               parity steps at a time (dry: 2)
-#   ONLY=regex               only the fixture folders whose path matches (grep -E); the bundled
+#   ONLY=regex               only the example and fixture folders whose path matches (grep -E); the bundled
 #                            sample is always checked
 #   BENCH_RUNS="1:1000 64:500 4096:100 65536:20"   batch:runs pairs (dry: 1:50 64:20 4096:5);
 #                            BENCH_RUNS= (empty) leaves out step 3
@@ -276,16 +277,22 @@ echo "device_check: device $DEVICE, log $LOG"
 
 # ---------------------------------------------------------------- models
 MODELS=("$SAMPLE")
-if [ -d "$FIXTURES" ]; then
-  for d in "$FIXTURES"/ppo-*/ "$FIXTURES"/zoo/*/ "$FIXTURES"/trained/*/; do
+add_models() {  # run folders: any folder with a <Behavior>/ subfolder holding .pt files
+  local d
+  for d in "$@"; do
     [ -d "$d" ] || continue
     compgen -G "${d}*/*.pt" > /dev/null || continue
     if [ -n "${ONLY:-}" ] && ! printf '%s\n' "$d" | grep -Eq -- "$ONLY"; then continue; fi
     MODELS+=("${d%/}")
   done
-  say "# models: ${#MODELS[@]} (bundled sample + $(( ${#MODELS[@]} - 1 )) fixture folders under $FIXTURES${ONLY:+ matching ONLY=$ONLY})"
+}
+add_models examples/*/   # the repository's own, one per policy kind
+EXAMPLES=$(( ${#MODELS[@]} - 1 ))
+if [ -d "$FIXTURES" ]; then
+  add_models "$FIXTURES"/ppo-*/ "$FIXTURES"/zoo/*/ "$FIXTURES"/trained/*/
+  say "# models: ${#MODELS[@]} (bundled sample + $EXAMPLES under examples/ + $(( ${#MODELS[@]} - 1 - EXAMPLES )) fixture folders under $FIXTURES${ONLY:+ matching ONLY=$ONLY})"
 else
-  say "# models: the bundled sample only (no fixture folder at FIXTURES=$FIXTURES)"
+  say "# models: ${#MODELS[@]} (bundled sample + $EXAMPLES under examples/${ONLY:+ matching ONLY=$ONLY}; no fixture folder at FIXTURES=$FIXTURES)"
 fi
 
 CLI=("$PY" inference.py --device "$DEVICE")

@@ -1,0 +1,151 @@
+"""Installable as what it is: `pip install .` gives the one module `inference` with its
+`__version__`, the dependencies of requirements-ascend.txt and the command `mlagents-infer`;
+inference.py copied alone still runs, and says what it lacks."""
+import ast
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from conftest import EXAMPLES, ROOT, child_env
+
+tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+
+def requirement_lines(path: Path) -> list[str]:
+    lines = (line.split("#")[0].strip() for line in path.read_text().splitlines())
+    return [line for line in lines if line and not line.startswith("-")]
+
+
+def pyproject() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def source_version() -> str:
+    """`__version__` as setuptools reads it: a literal in the source, found without importing."""
+    tree = ast.parse((ROOT / "inference.py").read_text())
+    found = [node.value.value for node in tree.body if isinstance(node, ast.Assign)
+             and [getattr(t, "id", None) for t in node.targets] == ["__version__"]
+             and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)]
+    assert len(found) == 1, "one literal __version__ = '...' at module level"
+    return found[0]
+
+
+def test_pyproject_installs_one_module_its_command_and_the_ascend_requirements():
+    meta = pyproject()
+    assert meta["tool"]["setuptools"]["py-modules"] == ["inference"]
+    assert "packages" not in meta["tool"]["setuptools"]  # examples/, tests/, tools/ stay in the clone
+    assert meta["project"]["scripts"] == {"mlagents-infer": "inference:main"}
+    assert meta["project"]["dynamic"] == ["version"]
+    assert meta["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "inference.__version__"}
+    assert meta["project"]["dependencies"] == requirement_lines(ROOT / "requirements-ascend.txt")
+    assert not any(d.lower().startswith("torch") for d in meta["project"]["dependencies"])  # CANN's stays
+    assert [d for d in meta["project"]["optional-dependencies"]["torch"] if d.startswith("torch")]
+
+
+def test_version_is_a_literal_the_module_exposes():
+    import inference
+    assert re.fullmatch(r"\d+\.\d+\.\d+([ab]|rc)?\d*", source_version())
+    assert inference.__version__ == source_version()
+
+
+def test_main_returns_the_exit_code_the_command_exits_with(capsys):
+    """The console script calls sys.exit(main()): main must return each code, not exit itself."""
+    import inference
+    assert inference.main(["--mode", "checkpoints", "--model-dir", str(EXAMPLES / "vector")]) == 0
+    assert inference.main(["--mode", "checkpoints", "--model-dir", str(EXAMPLES / "no-such")]) == 2
+    assert inference.main(["--mode", "onnx-compare", "--model-dir", str(EXAMPLES / "vector"), "--engine", "torch",
+                           "--tol", "1e-30"]) == 1
+    capsys.readouterr()
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """The wheel `pip install .` would install, built from a copy of the files it needs, then
+    installed into a folder of its own."""
+    setuptools = importlib.util.find_spec("setuptools")
+    if setuptools is None:
+        pytest.skip("setuptools is not installed here (pip's build isolation would fetch it)")
+    import setuptools as st
+    if int(st.__version__.split(".")[0]) < 61:
+        pytest.skip(f"setuptools {st.__version__} cannot read pyproject.toml (61 or later can)")
+    base = tmp_path_factory.mktemp("install")
+    source = base / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "inference.py", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    (source / "examples").mkdir()  # a folder beside the module must not end up in the wheel
+    (source / "examples" / "__init__.py").write_text("")
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
+                            "-q", "-w", str(base / "wheel"), str(source)], capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr[-3000:]
+    wheel, = (base / "wheel").glob("*.whl")
+    site = base / "site"
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q", "--target",
+                           str(site), str(wheel)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return wheel, site
+
+
+def test_the_wheel_holds_the_one_module_its_version_dependencies_and_command(installed):
+    wheel, _ = installed
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
+        metadata = archive.read(f"{info}/METADATA").decode()
+        entry_points = archive.read(f"{info}/entry_points.txt").decode()
+    assert [n for n in names if not n.startswith(info + "/")] == ["inference.py"]
+    assert re.search(rf"^Version: {re.escape(source_version())}$", metadata, re.M)
+    requires = re.findall(r"^Requires-Dist: (.+)$", metadata, re.M)
+    assert [r for r in requires if "extra ==" not in r] == requirement_lines(ROOT / "requirements-ascend.txt")
+    assert any(r.startswith("torch") and 'extra == "torch"' in r for r in requires)
+    assert re.search(r"^mlagents-infer = inference:main$", entry_points, re.M)
+
+
+def test_the_installed_module_imports_from_another_folder(installed, tmp_path):
+    _, site = installed
+    env = child_env(PYTHONPATH=str(site))
+    done = subprocess.run([sys.executable, "-c", "import inference; print(inference.__version__, inference.__file__)"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    version, where = done.stdout.split()
+    assert version == source_version() and Path(where) == site / "inference.py"
+
+
+def test_the_installed_command_is_inference_py(installed, tmp_path):
+    _, site = installed
+    command = site / "bin" / "mlagents-infer"
+    env = child_env(PYTHONPATH=str(site))
+
+    def run(*args):
+        return subprocess.run([str(command), *map(str, args)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=300)
+
+    ok = run("--mode", "onnx-compare", "--model-dir", EXAMPLES / "hybrid", "--json")
+    assert ok.returncode == 0, ok.stderr
+    assert '"passed": true' in ok.stdout
+    failed = run("--mode", "onnx-compare", "--model-dir", EXAMPLES / "vector", "--engine", "torch", "--tol", "1e-30")
+    assert failed.returncode == 1, failed.stderr
+    # no bundled sample is installed: offline and without a model, one line says what to do
+    missing = run("--mode", "info")
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr
+    line, = missing.stderr.strip().splitlines()
+    assert line.startswith("error: no model:") and "no bundled sample" in line and "--model-dir" in line
+
+
+def test_inference_py_copied_alone_runs_and_says_what_it_lacks(tmp_path):
+    alone = tmp_path / "inference.py"
+    shutil.copy(ROOT / "inference.py", alone)
+    ran = subprocess.run([sys.executable, str(alone), "--mode", "info", "--model-dir", str(EXAMPLES / "vector")],
+                         cwd=tmp_path, env=child_env(), capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0 and ran.stdout.rstrip().endswith("SUCCESS"), ran.stderr
+    missing = subprocess.run([sys.executable, str(alone), "--mode", "info"], cwd=tmp_path, env=child_env(),
+                             capture_output=True, text=True, timeout=300)
+    assert missing.returncode == 2
+    line, = missing.stderr.strip().splitlines()
+    assert line.startswith("error: no model:") and "no bundled sample beside" in line and "--model-dir" in line
