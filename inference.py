@@ -335,7 +335,13 @@ def locate_model(checkpoint: Optional[str], model_dir: Optional[str], repo_id: O
             folder = Path(value)
             if _path_kind(origin, folder) != "dir":
                 raise UsageError(f"{origin} {short_path(folder)}: no such folder")
-            behavior = find_behavior(folder)
+            try:
+                behavior = find_behavior(folder)
+            except UsageError:  # a folder that holds only <Behavior>.onnx: the ONNX alone
+                alone = sorted(folder.glob("*.onnx"))
+                if len(alone) != 1 or any(folder.glob("*/*.pt")):
+                    raise
+                return onnx_alone_source(origin, alone[0], folder)
             return ModelSource(default_checkpoint(folder, behavior), folder, behavior, origin)
     try:
         folder = download_from_hub(repo_id or DEFAULT_REPO)
@@ -1497,7 +1503,7 @@ def export_mlagents_onnx(actor: "SimpleActor") -> bytes:
     """The policy with ML-Agents' ONNX interface (opset 9, its input and output names), exactly
     as mlagents-learn writes <Behavior>.onnx; unused inputs are dropped as there."""
     s = actor.settings
-    input_names = [spec.name for spec in s.inputs] + ["action_masks", "recurrent_in"]
+    input_names = [f"obs_{i}" for i in range(len(s.inputs))] + ["action_masks", "recurrent_in"]  # (a 1.x file's too)
     dynamic_axes = {name: {0: "batch"} for name in input_names}
     output_names = ["version_number", "memory_size"]
     if s.continuous_size:
@@ -1529,6 +1535,468 @@ def export_engine_onnx(heads: "EngineHeads") -> bytes:
 def engine_input_names(s: PolicySettings) -> list:
     return [spec.name for spec in s.inputs] + (["action_masks"] if s.discrete_branches else []) + \
         (["recurrent_in"] if s.memory_size else [])
+
+
+# =========================================================================================
+# Policies from an ML-Agents ONNX alone (no checkpoint): the same modules, weights read from the graph
+#
+# Unity's example models and many shared ones are ONNX files only. The file is read, never run
+# (onnxruntime runs it only as the reference). The settings come from its structure: the inputs,
+# the convolutions behind each image, the layers between the encoders and the action heads, the
+# LSTM, the mask slices. A template of ML-Agents' modules with those settings, every parameter
+# given its own random values, is exported as ML-Agents exports it; both graphs are reduced to
+# their weight-bearing nodes (Linear as Gemm or MatMul + Add, Conv, LSTM in ONNX gate order, the
+# normaliser's Sub and Div, log_sigma's Add), paired by kind, shape and the sensors they depend
+# on, and the template's values say which parameter each holds. Every other operator on the way
+# to the actions must be the template's too; anything else is refused, naming the node.
+# =========================================================================================
+
+ONNX_ONLY_SOURCE = "settings and weights from the ONNX (no checkpoint)"
+ONNX_PLUMBING = {"Identity", "Cast", "Constant", "Shape", "Gather", "Unsqueeze", "Squeeze", "Flatten", "Reshape",
+                 "Concat", "Slice", "Transpose"}  # moves data about (exporters differ); the weights' shapes check it
+ONNX_FOLD = {"Identity": lambda x: x, "Sqrt": np.sqrt, "Div": np.divide, "Mul": np.multiply, "Add": np.add,
+             "Sub": np.subtract}   # constant subgraphs (an unfolded normaliser: sqrt(running_variance / steps))
+SETTINGS_KEYS = ("version_number", "memory_size_vector", "is_continuous_int_deprecated", "continuous_act_size_vector",
+                 "discrete_act_size_vector", "act_size_vector_deprecated")  # derived from the settings, not weights
+
+
+def onnx_attrs(node) -> dict:
+    import onnx
+    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+
+@dataclass
+class WeightNode:
+    """A node that holds weights, in the form torch's modules keep them: linear (weight [out, in],
+    bias), conv (weight, bias), lstm (weight_ih, weight_hh, bias_ih, bias_hh in torch's gate
+    order), or '<Op><slot>' for an elementwise op with a weight operand (Sub1: the running mean)."""
+    kind: str
+    values: tuple
+    node: object
+    deps: frozenset
+    output: str
+
+    @property
+    def signature(self) -> tuple:
+        return self.kind, tuple(v.shape for v in self.values)
+
+
+class OnnxGraph:
+    """An ONNX graph read as data: its constants (initializers, Constant nodes, and what folds from
+    them), who produces and who consumes each tensor, and which sensors each tensor depends on."""
+
+    def __init__(self, model, name: str):
+        from onnx import numpy_helper
+        self.name, self.nodes = name, []
+        self.consts = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+        self.inputs = {i.name: tuple(d.dim_value if d.HasField("dim_value") else None
+                                     for d in i.type.tensor_type.shape.dim)
+                       for i in model.graph.input if i.name not in self.consts}
+        self.outputs = [o.name for o in model.graph.output]
+        self.producer, self.consumers, alias, seen = {}, {}, {}, {}
+        scalar = lambda name: float(self.consts[name]) if name in self.consts and self.consts[name].size == 1 else None
+        minus = {}  # x - c, for ML-Agents' attention's "key -= 1; key += 1" (a Barracuda work-around): x again
+        for original in model.graph.node:  # Identity and Cast looked through, a repeated computation read once
+            ins = [alias.get(i, i) for i in original.input]
+            if original.op_type == "Constant" and "value" in onnx_attrs(original):
+                self.consts[original.output[0]] = numpy_helper.to_array(onnx_attrs(original)["value"])
+            if original.op_type in ("Identity", "Cast") and len(ins) == 1 and original.output[0] not in self.outputs:
+                alias[original.output[0]] = ins[0]
+                continue
+            if original.op_type == "Sub" and len(ins) == 2 and scalar(ins[1]) is not None:
+                minus[original.output[0]] = (ins[0], scalar(ins[1]))
+            if original.op_type == "Add" and len(ins) == 2 and ins[0] in minus and minus[ins[0]][1] == scalar(ins[1]):
+                alias[original.output[0]] = minus[ins[0]][0]
+                continue
+            key = (original.op_type, tuple(ins), repr(sorted(onnx_attrs(original).items())))
+            if key in seen and original.op_type not in ("RandomNormalLike", "Multinomial") and \
+                    not set(original.output) & set(self.outputs):
+                alias.update(zip(original.output, seen[key].output))
+                continue
+            node = type(original)()
+            node.CopyFrom(original)
+            del node.input[:]
+            node.input.extend(ins)
+            seen[key] = node
+            self.nodes.append(node)
+        for node in self.nodes:
+            self.producer.update({name: node for name in node.output})
+            for name in node.input:
+                self.consumers.setdefault(name, []).append(node)
+            if node.op_type in ONNX_FOLD and node.input and all(i in self.consts for i in node.input):
+                with np.errstate(all="ignore"):
+                    self.consts[node.output[0]] = np.asarray(ONNX_FOLD[node.op_type](*(self.consts[i] for i in node.input)))
+            elif node.op_type == "Transpose" and node.input[0] in self.consts:
+                self.consts[node.output[0]] = np.transpose(self.consts[node.input[0]], onnx_attrs(node).get("perm"))
+
+    def refuse(self, node, problem: str) -> UsageError:
+        label = f"node '{node.name or node.output[0]}' ({node.op_type})" if node is not None else "the graph"
+        return UsageError(f"{self.name}: {label} {problem}; not an ML-Agents policy this program can rebuild exactly")
+
+    def weight(self, name: str) -> bool:
+        value = self.consts.get(name)
+        return value is not None and value.dtype.kind == "f" and value.ndim >= 1
+
+    def data_inputs(self, node) -> list:
+        return [i for i in node.input if i and i not in self.consts]
+
+    def dependencies(self, sources: dict) -> dict:
+        """tensor -> the sources (sensor index, 'action_masks', 'recurrent_in') it depends on."""
+        deps = {name: frozenset([key]) for name, key in sources.items()}
+        for node in self.nodes:
+            found = frozenset().union(*(deps.get(i, frozenset()) for i in node.input))
+            for name in node.output:
+                deps.setdefault(name, found)
+        return deps
+
+    def weight_nodes(self, deps: dict) -> list:
+        out, bias_adds, self.absorbed = [], set(), set()
+        for node in self.nodes:
+            op, ins, a = node.op_type, list(node.input), onnx_attrs(node)
+            if id(node) in bias_adds:
+                continue
+            if op == "Gemm" and len(ins) > 1 and self.weight(ins[1]):
+                if a.get("alpha", 1.0) != 1.0 or a.get("beta", 1.0) != 1.0 or a.get("transA", 0):
+                    raise self.refuse(node, f"has attributes {a}")
+                w = self.consts[ins[1]] if a.get("transB", 0) else self.consts[ins[1]].T
+                bias = (self.consts[ins[2]].reshape(-1),) if len(ins) > 2 and self.weight(ins[2]) else ()
+                out.append(WeightNode("linear", (w, *bias), node, deps.get(node.output[0], frozenset()), node.output[0]))
+            elif op == "MatMul" and self.weight(ins[1]) and self.consts[ins[1]].ndim == 2:
+                adds = [c for c in self.consumers.get(node.output[0], []) if c.op_type == "Add" and len(c.input) == 2
+                        and self.weight(c.input[c.input[0] == node.output[0]]) and self.consts[c.input[c.input[0] == node.output[0]]].ndim == 1]
+                bias = (self.consts[adds[0].input[adds[0].input[0] == node.output[0]]],) if len(adds) == 1 else ()
+                bias_adds.update(id(c) for c in adds[:1])
+                self.absorbed.update(id(c) for c in adds[:1])
+                output = adds[0].output[0] if bias else node.output[0]
+                out.append(WeightNode("linear", (self.consts[ins[1]].T, *bias), node, deps.get(output, frozenset()), output))
+            elif op == "Conv" and self.weight(ins[1]):
+                bias = (self.consts[ins[2]],) if len(ins) > 2 and self.weight(ins[2]) else ()
+                kind = "conv" + repr(sorted((k, tuple(v)) for k, v in a.items() if k in ("strides", "pads", "group", "dilations")
+                                            and v not in ([1, 1], [0, 0, 0, 0], 1) or k == "strides"))
+                out.append(WeightNode(kind, (self.consts[ins[1]], *bias), node, deps.get(node.output[0], frozenset()),
+                                      node.output[0]))
+            elif op == "LSTM":
+                out.append(self.lstm_node(node, deps))
+            elif op not in ONNX_PLUMBING and any(self.weight(i) for i in ins):
+                slots = [k for k, i in enumerate(ins) if self.weight(i)]
+                if len(slots) != 1 or len(ins) != 2:
+                    raise self.refuse(node, "holds weights in a form ML-Agents does not write")
+                out.append(WeightNode(f"{op}{slots[0]}", (self.consts[ins[slots[0]]],), node,
+                                      deps.get(node.output[0], frozenset()), node.output[0]))
+        return out
+
+    def lstm_node(self, node, deps: dict) -> WeightNode:
+        """ONNX's W [1, 4h, in], R [1, 4h, h], B [1, 8h] (gates i, o, f, c) as torch's weight_ih_l0,
+        weight_hh_l0, bias_ih_l0, bias_hh_l0 (gates i, f, c, o)."""
+        ins, a = list(node.input) + [""] * 8, onnx_attrs(node)
+        if not (self.weight(ins[1]) and self.weight(ins[2]) and self.weight(ins[3])) or ins[4] or \
+                a.get("direction", b"forward") not in (b"forward", "forward") or \
+                set(a) - {"hidden_size", "direction"}:
+            raise self.refuse(node, "is not the one-layer forward LSTM with biases ML-Agents writes")
+        order = lambda x: np.concatenate([np.split(x, 4)[i] for i in (0, 2, 3, 1)])
+        w, r, b = self.consts[ins[1]][0], self.consts[ins[2]][0], self.consts[ins[3]][0]
+        half = b.shape[0] // 2
+        return WeightNode("lstm", (order(w), order(r), order(b[:half]), order(b[half:])), node,
+                          deps.get(node.output[0], frozenset()), node.output[0])
+
+    def op_signatures(self, anchors: list, weights: dict) -> dict:
+        """How many of each computing operator (with its attributes and scalar constants) the
+        anchors depend on: two graphs computing the same thing from the same weights agree."""
+        seen, stack, count = set(), list(anchors), {}
+        while stack:
+            node = self.producer.get(stack.pop())
+            if node is None or id(node) in seen:
+                continue
+            seen.add(id(node))
+            stack.extend(i for i in node.input if i)
+            if node.op_type in ONNX_PLUMBING or id(node) in self.absorbed:
+                continue
+            if id(node) in weights:
+                key = (weights[id(node)].kind,)
+            else:
+                scalars = tuple(float(np.round(self.consts[i], 6)) for i in node.input if i in self.consts
+                                and self.consts[i].ndim == 0 and self.consts[i].dtype.kind == "f")
+                attrs = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in onnx_attrs(node).items()
+                                     if not hasattr(v, "dims")))
+                key = (node.op_type, attrs, scalars)
+            count[key] = count.get(key, 0) + 1
+        return count
+
+
+@dataclass
+class OnnxSensor:
+    """One sensor as an ML-Agents ONNX feeds it: the tensor its processor reads (a graph input, a
+    slice of a 1.x file's vector_observation, a 1.x channels-last image after its Transpose)."""
+    tensor: str
+    kind: str        # vector | visual | entities
+    shape: tuple     # without the batch; images (C, H, W)
+    feed: str        # the graph input that carries it
+
+
+def onnx_sensors(g: OnnxGraph) -> list:
+    """The sensors in ML-Agents' processor order: obs_0..obs_k (2.x and 1.1.0 files); for 1.x
+    files the slices of vector_observation, the visual_observation_k and buffer obs_i, ordered as
+    the observation encoder concatenates them (a buffer sensor sits at its own index i)."""
+    kinds = {1: "vector", 2: "entities", 3: "visual"}
+    entities, others = {}, []
+    for name, dims in g.inputs.items():
+        if name in ("action_masks", "recurrent_in"):
+            continue
+        shape = tuple(dims[1:])
+        if None in shape or not shape or len(shape) not in kinds:
+            raise g.refuse(None, f"has input {name} of shape {list(dims)}, which no ML-Agents sensor has")
+        if re.fullmatch(r"obs_\d+", name):
+            entities[int(name[4:])] = OnnxSensor(name, kinds[len(shape)], shape, name)
+        elif name == "vector_observation" and len(shape) == 1:
+            cuts = sorted((onnx_attrs(n)["starts"][0], onnx_attrs(n)["ends"][0], n.output[0]) for n in g.consumers.get(name, [])
+                          if n.op_type == "Slice" and onnx_attrs(n).get("axes", [1]) == [1] and len(onnx_attrs(n).get("starts", [])) == 1)
+            if not cuts:
+                cuts = [(0, shape[0], name)] if shape[0] else []
+            if [c[0] for c in cuts] != [0] + [c[1] for c in cuts[:-1]] or cuts and min(cuts[-1][1], 2 ** 62) != shape[0]:
+                raise g.refuse(None, f"slices vector_observation as {[c[:2] for c in cuts]}, not into consecutive sensors")
+            others += [OnnxSensor(t, "vector", (end - start,), name) for start, end, t in cuts]
+        elif re.fullmatch(r"visual_observation_\d+", name) and len(shape) == 3:
+            users = g.consumers.get(name, [])
+            if len(users) == 1 and users[0].op_type == "Transpose" and list(onnx_attrs(users[0]).get("perm", [])) == [0, 3, 1, 2]:
+                others.append(OnnxSensor(users[0].output[0], "visual", (shape[2], shape[0], shape[1]), name))
+            else:
+                others.append(OnnxSensor(name, "visual", shape, name))
+        else:
+            raise g.refuse(None, f"has input {name}, which no ML-Agents serializer writes")
+    if others and entities and any(s.kind != "entities" for s in entities.values()):
+        raise g.refuse(None, "mixes obs_N inputs with vector_observation / visual_observation_N")
+    if len(others) > 1:  # 1.x: the encoder's Concat says the sensor order
+        deps = g.dependencies({s.tensor: i for i, s in enumerate(others)})
+        concat = next((n for n in g.nodes if n.op_type == "Concat" and sorted(
+            i for t in g.data_inputs(n) for i in deps.get(t, ())) == list(range(len(others)))
+            and all(len(deps.get(t, ())) == 1 for t in g.data_inputs(n))), None)
+        if concat is None:
+            raise g.refuse(None, "has no Concat of its sensors' encodings")
+        others = [others[next(iter(deps[t]))] for t in g.data_inputs(concat)]
+    total = len(entities) + len(others)
+    if any(i >= total for i in entities):
+        raise g.refuse(None, f"has inputs {sorted(f'obs_{i}' for i in entities)} with gaps in their numbering")
+    rest = iter(others)
+    return [entities[i] if i in entities else next(rest) for i in range(total)]
+
+
+def onnx_settings(g: OnnxGraph, sensors: list, goal_input: GoalInput) -> PolicySettings:
+    """ML-Agents' settings from the graph's structure (the template's export must then match it)."""
+    deps = g.dependencies({s.tensor: i for i, s in enumerate(sensors)})
+    weights = g.weight_nodes(deps)
+    linears = [w for w in weights if w.kind == "linear"]
+    if not linears:
+        raise g.refuse(None, "has no Linear layer")
+    normalize = any(c.op_type == "Sub" and len(c.input) == 2 and g.weight(c.input[1])
+                    for s in sensors if s.kind == "vector" for c in g.consumers.get(s.tensor, []))
+    inputs = []
+    for i, s in enumerate(sensors):
+        encoder = None
+        if s.kind == "visual":
+            own = [w for w in weights if w.kind.startswith("conv") and w.deps == {i}]
+            kernels = list(dict.fromkeys((w.values[0].shape[0], w.values[0].shape[2]) for w in own))
+            pooled = any(n.op_type == "MaxPool" and deps.get(n.output[0]) == {i} for n in g.nodes)
+            found = {((16, 8), (32, 4)): "simple", ((32, 8), (64, 4), (64, 3)): "nature_cnn", ((35, 3), (144, 3)): "match3",
+                     (): "fully_connected"}
+            encoder = "resnet" if pooled else found.get(tuple(kernels))
+            if encoder is None:
+                raise g.refuse(own[0].node, f"starts convolutions {kernels} that match none of ML-Agents' visual encoders")
+        inputs.append(InputSpec(f"obs_{i}", s.kind, s.shape, normalize and s.kind == "vector", encoder))
+    memory = int(g.inputs["recurrent_in"][-1] or 0) if "recurrent_in" in g.inputs else 0
+    shape_out = lambda name: g.consts.get(g.producer[name].input[0] if name in g.producer and
+                                          g.producer[name].op_type == "Identity" else name)
+    continuous = shape_out("continuous_action_output_shape") if "continuous_action_output_shape" in g.outputs else None
+    continuous = int(continuous.reshape(-1)[0]) if continuous is not None and continuous.size == 1 else 0
+    cuts = sorted((onnx_attrs(n)["starts"][0], onnx_attrs(n)["ends"][0]) for n in g.consumers.get("action_masks", [])
+                  if n.op_type == "Slice" and len(onnx_attrs(n).get("starts", [])) == 1)
+    branches = [end - start for start, end in cuts]
+    if cuts and ([c[0] for c in cuts] != [0] + [c[1] for c in cuts[:-1]] or cuts[-1][1] != (g.inputs["action_masks"][-1] or 0)):
+        raise g.refuse(None, f"slices action_masks as {cuts}, not into consecutive branches")
+    sac = any(n.op_type == "Tanh" for n in g.nodes)
+    # -- the body: from the last action head back to the encoders' Concat
+    head = linears[-1]
+    layers, hyper, lstm, tensor = 0, None, None, g.data_inputs(head.node)[0]
+    by_node = {id(w.node): w for w in linears}
+    while tensor in g.producer:
+        node = g.producer[tensor]
+        data = g.data_inputs(node)
+        if id(node) in by_node:
+            layers += 1
+        elif node.op_type == "MatMul" and len(data) == 2:  # x @ the weights a hypernetwork generated
+            if layers:
+                raise g.refuse(node, "is a generated (hypernetwork) layer before the body's last layer")
+            hyper, layers = node, 1
+        elif node.op_type == "LSTM":
+            lstm = node
+        elif not (node.op_type in ("Mul", "Sigmoid", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Add", "Identity")
+                  or node.op_type == "Concat" and len(data) == 1):
+            break
+        tensor = data[0]
+    if not layers:
+        raise g.refuse(head.node, "is an action head with no body layer before it")
+    hidden = head.values[0].shape[1]
+    if memory or lstm is not None:
+        cell = next((w for w in weights if w.node is lstm), None)
+        if cell is None or cell.values[1].shape[1] * 2 != memory:
+            raise g.refuse(lstm, f"is not an LSTM over a memory of {memory}")
+        hidden = cell.values[0].shape[1]
+    if hyper is not None:
+        goal = sorted(i for i in deps.get(hyper.input[1], ()) if isinstance(i, int))
+        if goal_input is not None and goal_indices(goal_input) != tuple(goal):
+            raise UsageError(f"--goal-input {','.join(map(str, goal_indices(goal_input)))}: in {g.name} the "
+                             f"hypernetwork reads {', '.join(f'input {i}' for i in goal) or 'no input'}")
+        for i in goal:
+            inputs[i].goal = True
+    elif goal_input is not None:
+        raise UsageError(f"--goal-input {','.join(map(str, goal_indices(goal_input)))}: {g.name} has no "
+                         f"goal-conditioned (hypernetwork) body")
+    return PolicySettings(inputs, int(hidden), layers, normalize, continuous, branches, memory, sac, sac,
+                          hyper is not None, [], "sac" if sac else None, ONNX_ONLY_SOURCE)
+
+
+def onnx_state_dict(g: OnnxGraph, sensors: list, settings: PolicySettings) -> dict:
+    """The file's weights as the state dict of SimpleActor(settings): paired with a tagged
+    template's export (see the section's head)."""
+    import onnx
+    with torch.device("meta"):
+        wanted = sum(v.numel() for v in SimpleActor(settings).state_dict().values())
+    if wanted > 2 * sum(v.size for v in g.consts.values()) + 4096:
+        raise g.refuse(None, f"declares inputs that need {wanted:,} weights, more than the file holds")
+    template = SimpleActor(settings).eval()
+    generator, canonical, tags = torch.Generator().manual_seed(0), {}, {}
+    with torch.no_grad():
+        for key, value in template.state_dict(keep_vars=True).items():
+            first = canonical.setdefault(value.data_ptr(), key)  # processors.<i> is observation_encoder.processors.<i>
+            if first == key and key.rsplit(".", 1)[-1] not in SETTINGS_KEYS and value.is_floating_point():
+                value.copy_(torch.rand(value.shape, generator=generator) + 0.5)
+                tags[key] = value.detach().numpy().copy()
+    t = OnnxGraph(onnx.load_from_string(export_mlagents_onnx(template)), "template")
+    extra = {"action_masks": "action_masks", "recurrent_in": "recurrent_in"}
+    t_deps = t.dependencies({**{f"obs_{i}": i for i in range(len(sensors))}, **extra})
+    f_deps = g.dependencies({**{s.tensor: i for i, s in enumerate(sensors)}, **extra})
+    t_weights, f_weights = t.weight_nodes(t_deps), g.weight_nodes(f_deps)
+    steps = {key.rsplit(".", 1)[0]: float(template.state_dict()[key.rsplit(".", 1)[0] + ".normalization_steps"])
+             for key in tags if key.endswith("running_variance")}
+
+    def which(value: np.ndarray) -> tuple:
+        """(parameter, True when the graph holds sqrt(running_variance / normalization_steps))."""
+        for key, tag in tags.items():
+            if tag.shape == value.shape and np.array_equal(tag, value):
+                return key, False
+        for key, tag in tags.items():
+            if key.endswith("running_variance") and tag.shape == value.shape and \
+                    np.allclose(np.sqrt(tag / steps[key.rsplit(".", 1)[0]]), value, rtol=1e-6, atol=0):
+                return key, True
+        raise g.refuse(None, "cannot be paired with ML-Agents' modules (a template weight is unaccounted for)")
+
+    groups = {}
+    for side, nodes in ((0, t_weights), (1, f_weights)):
+        for w in nodes:
+            groups.setdefault((w.signature, w.deps), ([], []))[side].append(w)
+    found, anchors = {}, ([], [])
+    for (signature, _), (mine, theirs) in groups.items():
+        if len(theirs) > len(mine):
+            raise g.refuse(theirs[len(mine)].node, f"holds weights {[list(s) for s in signature[1]]} that no "
+                                                   f"ML-Agents module of these settings has there")
+        if len(mine) > len(theirs):
+            key = which(mine[len(theirs)].values[0])[0]
+            raise g.refuse(None, f"has no node for ML-Agents' {key} {list(tags[key].shape)}")
+        for a, b in zip(mine, theirs):
+            for tag, value in zip(a.values, b.values):
+                key, rooted = which(tag)
+                if not np.isfinite(value).all():
+                    raise g.refuse(b.node, "holds NaN or infinite weights")
+                value = np.square(value.astype(np.float64)).astype(np.float32) if rooted else value.astype(np.float32)
+                if key in found and not np.array_equal(found[key], value):
+                    raise g.refuse(b.node, f"gives {key} a second, different value")
+                found[key] = value
+                if key.startswith("action_model."):
+                    anchors[0].append(a.output), anchors[1].append(b.output)
+    for graph, names in zip((t, g), anchors):
+        names += [n.output[0] for n in graph.nodes if n.op_type in ("Softmax", "LSTM")] + \
+                 [n.output[-1] for n in graph.nodes if n.op_type == "LSTM"]
+    ops = [graph.op_signatures(names, {id(w.node): w for w in nodes})
+           for graph, names, nodes in ((t, anchors[0], t_weights), (g, anchors[1], f_weights))]
+    if ops[0] != ops[1]:
+        extra_op = next((k for k in ops[1] if ops[1][k] > ops[0].get(k, 0)), None)
+        missing = next((k for k in ops[0] if ops[0][k] > ops[1].get(k, 0)), None)
+        node = next((n for n in g.nodes if extra_op and n.op_type == extra_op[0]), None)
+        raise g.refuse(node, f"computes {extra_op[0] if extra_op else 'less'} where ML-Agents' modules compute "
+                             f"{missing[0] if missing else 'nothing'} {'(' + str(missing[1:]) + ')' if missing else ''}")
+    state = {}
+    for key, value in template.state_dict().items():
+        first = canonical[value.data_ptr()] if value.numel() else key
+        state[key] = torch.from_numpy(found[first].copy()) if first in found else value.clone()
+    return state
+
+
+def file_named_inputs(g: OnnxGraph, sensors: list, settings: PolicySettings, state: dict) -> tuple:
+    """The policy takes the file's own inputs. A 1.x file's vector sensors arrive concatenated in
+    vector_observation: one input whose normaliser is theirs side by side (it works elementwise),
+    the body's first layer taking its columns in the file's order (the same sums)."""
+    if all(s.feed == s.tensor for s in sensors):
+        return settings, state
+    if settings.hyper or any(s.tensor != s.feed and s.kind == "visual" for s in sensors):
+        raise g.refuse(None, "is a 1.x file with a goal signal or a channels-last image, which is not supported")
+    feeds = list(dict.fromkeys(s.feed for s in sorted(sensors, key=lambda s: list(g.inputs).index(s.feed))))
+    vectors = sorted((i for i, s in enumerate(sensors) if s.feed == "vector_observation"),
+                     key=lambda i: onnx_attrs(g.producer[sensors[i].tensor]).get("starts", [0])[0]
+                     if sensors[i].tensor in g.producer else 0)
+    groups = [vectors if feed == "vector_observation" else [next(i for i, s in enumerate(sensors) if s.feed == feed)]
+              for feed in feeds]
+    old = settings.inputs
+    width = lambda i: old[i].shape[0] if old[i].kind == "vector" else settings.hidden_units if old[i].kind == "visual" else 0
+    starts = np.cumsum([0] + [width(i) for i in range(len(old))])
+    columns = [c for group in groups for i in group for c in range(starts[i], starts[i + 1])]
+    inputs, out = [], {}
+    for k, (feed, group) in enumerate(zip(feeds, groups)):
+        spec = old[group[0]]
+        if feed == "vector_observation":
+            spec = InputSpec(feed, "vector", (sum(old[i].shape[0] for i in group),), settings.normalize)
+            if settings.normalize:
+                for prefix in ("network_body.processors", "network_body.observation_encoder.processors"):
+                    part = lambda name: torch.cat([state[f"{prefix}.{i}.normalizer.{name}"] for i in group])
+                    out.update({f"{prefix}.{k}.normalizer.running_mean": part("running_mean"),
+                                f"{prefix}.{k}.normalizer.running_variance": part("running_variance"),
+                                f"{prefix}.{k}.normalizer.normalization_steps": torch.tensor(1)})
+        else:
+            spec = InputSpec(feed, spec.kind, spec.shape, spec.normalized, spec.encoder)
+            for key, value in state.items():
+                m = re.match(r"^(network_body\.(?:observation_encoder\.)?processors)\.(\d+)\.(.+)$", key)
+                if m and int(m.group(2)) == group[0]:
+                    out[f"{m.group(1)}.{k}.{m.group(3)}"] = value
+        inputs.append(spec)
+    for key, value in state.items():
+        if re.match(r"^network_body\.(?:observation_encoder\.)?processors\.", key):
+            continue
+        if key in ("network_body._body_endoder.seq_layers.0.weight", "network_body.observation_encoder.x_self_encoder.seq_layers.0.weight"):
+            value = value[:, columns + list(range(len(columns), value.shape[1]))]
+        out[key] = value.contiguous()
+    return PolicySettings(**{**settings.__dict__, "inputs": inputs}), out
+
+
+def onnx_alone_source(option: str, path: Path, folder: Optional[Path] = None) -> ModelSource:
+    """A model given as its ML-Agents ONNX alone (--onnx with no checkpoint, a folder holding
+    only <Behavior>.onnx)."""
+    if _path_kind(option, path) != "file":
+        raise UsageError(f"{option} {short_path(path)}: no such file")
+    return ModelSource(path, folder, path.stem, option)
+
+
+def load_onnx_alone(path: Path, expect_sha256: Optional[str] = None, goal_input: GoalInput = None) -> LoadedCheckpoint:
+    """A policy from its ML-Agents ONNX alone: ML-Agents' modules with the file's weights, built
+    and loaded (strict) as a checkpoint's are."""
+    import onnx
+    t0 = time.perf_counter()
+    sha = check_sha256(path, expect_sha256)
+    interface = read_onnx_interface(path)
+    g = OnnxGraph(onnx.load(str(path), load_external_data=False), path.name)
+    sensors = onnx_sensors(g)
+    settings = onnx_settings(g, sensors, goal_input)
+    settings, state = file_named_inputs(g, sensors, settings, onnx_state_dict(g, sensors, settings))
+    check_state_dict(state, lambda problem: UsageError(f"{path}: not a usable ML-Agents policy: {problem}"))
+    return LoadedCheckpoint(path, settings, build_actor(settings, state, path), interface, None, sha,
+                            time.perf_counter() - t0)
 
 
 # =========================================================================================
@@ -1785,6 +2253,8 @@ def load_checkpoint(path: Path, onnx_path: Optional[Path] = None, model_dir: Opt
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"{path}: no such checkpoint file")
+    if path.suffix.lower() == ".onnx":  # no checkpoint: the ONNX alone
+        return load_onnx_alone(path, expect_sha256, goal_input)
     sha = check_sha256(path, expect_sha256)
     obj = read_checkpoint(path)
     state = obj["Policy"]
@@ -1816,6 +2286,8 @@ def find_checkpoint_onnx(path: Path, model_dir: Optional[Path], behavior: Option
                          step: Optional[int]) -> Optional[Path]:
     """The ML-Agents ONNX that belongs to a checkpoint: <Behavior>-<step>.onnx beside it, else
     <Behavior>.onnx of its run folder when the checkpoint is the final one (or the only one)."""
+    if path.suffix.lower() == ".onnx":  # a policy loaded from its ONNX alone
+        return path
     name = behavior or path.parent.name
     step = _step_of(path.name, name) or step
     if step is not None:
@@ -1862,7 +2334,7 @@ class Policy:
     @property
     def info(self) -> dict:
         s, c = self.settings, self.checkpoint
-        return {"behavior": c.path.parent.name, "trainer": s.trainer, "shared_critic": bool(s.value_streams),
+        return {"behavior": c.path.stem if c.path.suffix.lower() == ".onnx" else c.path.parent.name, "trainer": s.trainer, "shared_critic": bool(s.value_streams),
                 "inputs": [{"name": i.name, "kind": i.kind, "shape": list(i.shape), "normalized": i.normalized,
                             "encoder": i.encoder, "goal": i.goal} for i in s.inputs],
                 "continuous_size": s.continuous_size, "discrete_branches": list(s.discrete_branches),
@@ -2658,7 +3130,10 @@ class Context:
 
     @property
     def source(self) -> ModelSource:
-        return self.cached("source", lambda: locate_model(self.args.checkpoint, self.args.model_dir, self.args.model))
+        a = self.args
+        if a.onnx and not (a.checkpoint or a.model_dir or a.model or os.environ.get("HUGGY_MODEL_DIR")):
+            return self.cached("source", lambda: onnx_alone_source("--onnx", Path(a.onnx)))
+        return self.cached("source", lambda: locate_model(a.checkpoint, a.model_dir, a.model))
 
     @property
     def checkpoint(self) -> LoadedCheckpoint:
@@ -2816,7 +3291,7 @@ def show_info(r: dict) -> list:
               f"[load] dtype = {r['dtype']} | architecture = {r['architecture']}",
               f"[load] trainer = {r['trainer'] or 'unknown'}"
               f"{' (shared critic: value heads in the policy, unused)' if r['shared_critic'] else ''}"
-              f" | settings from {r['settings_source']}"]
+              f" | {'' if r['settings_source'] == ONNX_ONLY_SOURCE else 'settings from '}{r['settings_source']}"]
     lines += [f"[load] input {text}" for text in r["inputs_described"]]
     lines.append(f"[load] obs normalizer steps = {r['normalization_steps'] or 'none (normalize: false)'}")
     if r["log_sigma"] is not None:
@@ -3204,7 +3679,10 @@ class MLAgentsOnnx:
         import onnx
         self.path, self.settings = path, settings
         self.iface = read_onnx_interface(path)
-        shapes = onnx_input_shapes(self.iface, dict(enumerate(settings.inputs)))
+        self.direct = [tuple(self.iface.inputs.get(spec.name, ())[1:]) for spec in settings.inputs] == \
+            [tuple(spec.shape) for spec in settings.inputs]  # a policy that takes the file's own inputs
+        shapes = [spec.shape for spec in settings.inputs] if self.direct else \
+            onnx_input_shapes(self.iface, dict(enumerate(settings.inputs)))
         if shapes is None or len(shapes) != len(settings.inputs) or any(
                 tuple(a) != tuple(spec.shape) for a, spec in zip(shapes, settings.inputs)):
             raise NotThisPolicy(f"takes inputs {shapes}, the checkpoint {[list(i.shape) for i in settings.inputs]}")
@@ -3242,7 +3720,7 @@ class MLAgentsOnnx:
         s, n = self.settings, len(self.settings.inputs)
         names = self.iface.inputs
         feed = {}
-        if self.iface.legacy_inputs:
+        if self.iface.legacy_inputs and not self.direct:
             rows = len(flat[0])
             vectors = [x.reshape(rows, -1) for x, spec in zip(flat[:n], s.inputs) if spec.kind == "vector"]
             if "vector_observation" in names:
@@ -3423,7 +3901,7 @@ def mode_export_onnx(ctx: Context):
     session = onnx_session(data, tuned=False)
     fetch = [n for n in ("deterministic_continuous_actions", "deterministic_discrete_actions", "recurrent_out")
              if n in [o.name for o in model.graph.output]]
-    feed = {name: x for name, x in zip(engine_input_names(s), flat)}
+    feed = dict(zip([f"obs_{i}" for i in range(len(s.inputs))] + engine_input_names(s)[len(s.inputs):], flat))
     mine = dict(zip(fetch, session.run(fetch, feed)))
     try:
         reference_path = checkpoint_onnx(ctx)
