@@ -1893,11 +1893,12 @@ def onnx_state_dict(g: OnnxGraph, sensors: list, settings: PolicySettings) -> di
     for side, nodes in ((0, t_weights), (1, f_weights)):
         for w in nodes:
             groups.setdefault((w.signature, w.deps), ([], []))[side].append(w)
-    found, anchors = {}, ([], [])
     for (signature, _), (mine, theirs) in groups.items():
         if len(theirs) > len(mine):
             raise g.refuse(theirs[len(mine)].node, f"holds weights {[list(s) for s in signature[1]]} that no "
                                                    f"ML-Agents module of these settings has there")
+    found, anchors = {}, ([], [])
+    for (signature, _), (mine, theirs) in groups.items():
         if len(mine) > len(theirs):
             key = which(mine[len(theirs)].values[0])[0]
             raise g.refuse(None, f"has no node for ML-Agents' {key} {list(tags[key].shape)}")
