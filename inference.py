@@ -3673,8 +3673,9 @@ def show_precision(r: dict) -> list:
 
 class MLAgentsOnnx:
     """An ML-Agents ONNX file run by a bare onnxruntime session: the reference. Reads ML-Agents
-    2.x+ files (obs_i inputs, deterministic_* outputs) and 1.x files (one vector_observation
-    input; the action mean and the per-branch log-probabilities are read out of the graph)."""
+    2.x+ files (obs_i inputs, deterministic_* outputs) and older ones (1.x: one vector_observation
+    input; without deterministic_* outputs the action mean and each branch's masked logits are
+    read out of the graph)."""
 
     def __init__(self, path: Path, settings: PolicySettings):
         import onnx
@@ -3687,33 +3688,37 @@ class MLAgentsOnnx:
         if shapes is None or len(shapes) != len(settings.inputs) or any(
                 tuple(a) != tuple(spec.shape) for a, spec in zip(shapes, settings.inputs)):
             raise NotThisPolicy(f"takes inputs {shapes}, the checkpoint {[list(i.shape) for i in settings.inputs]}")
-        outputs = self.iface.outputs
-        self.fetch, model_bytes = [], None
+        outputs, model = self.iface.outputs, onnx.load(str(path))
+        self.fetch, self.logit_names, exposed = [], [], []
         if settings.continuous_size:
             if "deterministic_continuous_actions" in outputs:
                 self.fetch.append("deterministic_continuous_actions")
-            else:  # 1.x: expose mu (the Gemm of action_model._continuous_distribution.mu) and clip it here
-                model = onnx.load(str(path))
+            else:  # older files: expose mu (the Gemm of action_model._continuous_distribution.mu) and clip it here
                 mu = next((n.output[0] for n in model.graph.node if n.op_type == "Gemm"
                            and any(i.endswith("_continuous_distribution.mu.weight") for i in n.input)), None)
                 if mu is None:
                     raise UsageError(f"{path}: no deterministic_continuous_actions output and no mu layer to read; "
                                      f"cannot compare continuous actions with it")
-                model.graph.output.append(onnx.helper.make_tensor_value_info(mu, onnx.TensorProto.FLOAT, None))
-                model_bytes, self.mu_name = model.SerializeToString(), mu
-                self.fetch.append(mu)
+                self.mu_name = mu
+                exposed.append(mu)
         if settings.discrete_branches:
             if "deterministic_discrete_actions" in outputs:
                 self.fetch.append("deterministic_discrete_actions")
-            elif "discrete_actions" in outputs:
-                self.fetch.append("discrete_actions")  # 1.x: per-branch log-probabilities
-            else:
-                raise UsageError(f"{path}: no discrete action output; cannot compare discrete actions with it")
+            else:  # older files (1.x: log-probabilities; 2.x: sampled actions): each branch's masked logits
+                self.logit_names = [n.input[0] for n in model.graph.node if n.op_type == "Softmax"
+                                    and any(a.name == "axis" and a.i in (1, -1) for a in n.attribute)]
+                if len(self.logit_names) != len(settings.discrete_branches):
+                    raise UsageError(f"{path}: no deterministic_discrete_actions output and not one Softmax per "
+                                     f"branch to read; cannot compare discrete actions with it")
+                exposed += self.logit_names
         if settings.memory_size:
             if "recurrent_out" not in outputs:
                 raise UsageError(f"{path}: no recurrent_out output; cannot compare the memory with it")
             self.fetch.append("recurrent_out")
-        self.model = model_bytes if model_bytes is not None else str(path)  # what the session runs
+        model.graph.output.extend(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None)
+                                  for name in exposed)
+        self.fetch += exposed
+        self.model = model.SerializeToString() if exposed else str(path)  # what the session runs
         self.session = onnx_session(self.model, tuned=False)
 
     def feed(self, flat: list) -> dict:
@@ -3757,7 +3762,7 @@ class MLAgentsOnnx:
             if "deterministic_discrete_actions" in values:
                 out["discrete_actions"] = values["deterministic_discrete_actions"].astype(np.int64)
             else:
-                out["discrete_actions"] = branch_argmax(values["discrete_actions"], s.discrete_branches)
+                out["discrete_actions"] = np.stack([values[n].argmax(axis=1) for n in self.logit_names], axis=1)
         if s.memory_size:
             out["memory"] = values["recurrent_out"].reshape(len(flat[0]), s.memory_size)
         return out
@@ -3857,7 +3862,8 @@ def show_onnx_compare(r: dict) -> list:
                      f"memory {ro['memory_max_rel_err']:.3e}, {ro.get('discrete_mismatches', 0)} discrete mismatches"
                      + (f", continuous {ro['max_abs_err']:.3e}" if "max_abs_err" in ro else ""))
     if r["legacy_interface"]:
-        lines.append(f"  ({name} has ML-Agents 1.x's interface: compared through its action mean / log-probabilities)")
+        lines.append(f"  ({name} has no deterministic_* outputs (ML-Agents 1.x, early 2.x): compared through its "
+                     f"action mean / masked logits)")
     lines.append(f"  holds (max_abs_err < {r['tol']:g}, cos >= 0.999999, no discrete mismatch, memory < {r['tol']:g}): "
                  + ("yes" if r["passed"] else "NO"))
     return lines

@@ -100,6 +100,24 @@ def test_the_older_interface_takes_vector_observation_as_the_file_has_it(kind, t
     check_against(policy, ref, feed, list(obs.values()), 3, sac="log_sigma" in ref.extra)
 
 
+@pytest.mark.parametrize("kind", ["hybrid", "lstm-camera-nonsquare", "attention"])
+def test_a_2x_file_without_deterministic_outputs(capsys, tmp_path, kind):
+    """ML-Agents 2.x before the deterministic_* outputs: obs_N inputs, continuous_actions and
+    discrete_actions sampled. The policy and onnx-compare's reference go by mu and the masked logits."""
+    original = next((EXAMPLES / kind).glob("*.onnx"))
+
+    def strip(graph):
+        kept = [o for o in graph.output if not o.name.startswith("deterministic_")]
+        del graph.output[:]
+        graph.output.extend(kept)
+    path = edited(original, tmp_path, strip)
+    policy = inference.load(path, engine="torch")
+    feed = sensor_inputs(path, ROWS, seed=4)
+    check_against(policy, OnnxReference(path), feed, list(feed.values()), 4, sac=False)
+    code, r, err = call(capsys, "--mode", "onnx-compare", "--onnx", path, "--tol", "1e-5")
+    assert code == 0 and r["passed"] and r["legacy_interface"], err
+
+
 def test_a_channels_last_image_of_the_older_interface_is_refused_in_one_line(tmp_path):
     legacy = with_legacy_inputs(EXAMPLES / "visual-simple" / "VisualSimple.onnx", tmp_path / "v.onnx", channels_last=True)
     with pytest.raises(inference.UsageError, match="channels-last") as info:
