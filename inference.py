@@ -13,13 +13,14 @@ ML-Agents writes beside each checkpoint.
     python inference.py --mode onnx-compare --model-dir path/to/ml-agents-run
 
     import inference                                     # the same policy from Python
-    policy = inference.load("path/to/ml-agents-run")
+    policy = inference.load("path/to/ml-agents-run")     # or a .pt, or <Behavior>.onnx alone
     out = policy.act(observations, action_masks=None)    # continuous_actions, discrete_actions, memory
 
 Sections, top to bottom: finding and reading checkpoints -> ML-Agents' modules (mirrored
 from Unity ML-Agents 1.1.0, Apache-2.0) -> building a policy from a checkpoint -> export as
-ML-Agents does -> devices and engines -> the policy (Python API) -> inputs -> output helpers
--> modes (one function each, found through the MODES table) -> command line.
+ML-Agents does -> policies from an ML-Agents ONNX alone -> devices and engines -> the policy
+(Python API) -> inputs -> output helpers -> modes (one function each, found through the MODES
+table) -> command line.
 
 Exit codes: 0 success, 1 a check did not hold, 2 bad input, usage or environment (one line
 on stderr), 128 + N after signal N.
@@ -1650,10 +1651,10 @@ class OnnxGraph:
         return deps
 
     def weight_nodes(self, deps: dict) -> list:
-        out, bias_adds, self.absorbed = [], set(), set()
+        out, self.absorbed = [], set()  # absorbed: a MatMul's bias Add, part of its linear layer
         for node in self.nodes:
             op, ins, a = node.op_type, list(node.input), onnx_attrs(node)
-            if id(node) in bias_adds:
+            if id(node) in self.absorbed:
                 continue
             if op == "Gemm" and len(ins) > 1 and self.weight(ins[1]):
                 if a.get("alpha", 1.0) != 1.0 or a.get("beta", 1.0) != 1.0 or a.get("transA", 0):
@@ -1661,18 +1662,17 @@ class OnnxGraph:
                 w = self.consts[ins[1]] if a.get("transB", 0) else self.consts[ins[1]].T
                 bias = (self.consts[ins[2]].reshape(-1),) if len(ins) > 2 and self.weight(ins[2]) else ()
                 out.append(WeightNode("linear", (w, *bias), node, deps.get(node.output[0], frozenset()), node.output[0]))
-            elif op == "MatMul" and self.weight(ins[1]) and self.consts[ins[1]].ndim == 2:
+            elif op == "MatMul" and self.weight(ins[1]) and self.consts[ins[1]].ndim == 2:  # a 3-D input's Linear
+                other = lambda add: add.input[add.input[0] == node.output[0]]
                 adds = [c for c in self.consumers.get(node.output[0], []) if c.op_type == "Add" and len(c.input) == 2
-                        and self.weight(c.input[c.input[0] == node.output[0]]) and self.consts[c.input[c.input[0] == node.output[0]]].ndim == 1]
-                bias = (self.consts[adds[0].input[adds[0].input[0] == node.output[0]]],) if len(adds) == 1 else ()
-                bias_adds.update(id(c) for c in adds[:1])
-                self.absorbed.update(id(c) for c in adds[:1])
-                output = adds[0].output[0] if bias else node.output[0]
-                out.append(WeightNode("linear", (self.consts[ins[1]].T, *bias), node, deps.get(output, frozenset()), output))
+                        and self.weight(other(c)) and self.consts[other(c)].ndim == 1][:1]
+                self.absorbed.update(id(c) for c in adds)
+                output = adds[0].output[0] if adds else node.output[0]
+                out.append(WeightNode("linear", (self.consts[ins[1]].T, *(self.consts[other(c)] for c in adds)), node,
+                                      deps.get(output, frozenset()), output))
             elif op == "Conv" and self.weight(ins[1]):
                 bias = (self.consts[ins[2]],) if len(ins) > 2 and self.weight(ins[2]) else ()
-                kind = "conv" + repr(sorted((k, tuple(v)) for k, v in a.items() if k in ("strides", "pads", "group", "dilations")
-                                            and v not in ([1, 1], [0, 0, 0, 0], 1) or k == "strides"))
+                kind = "conv" + repr((a.get("strides"), a.get("pads", [0] * 4), a.get("group", 1), a.get("dilations", [1, 1])))
                 out.append(WeightNode(kind, (self.consts[ins[1]], *bias), node, deps.get(node.output[0], frozenset()),
                                       node.output[0]))
             elif op == "LSTM":
@@ -1875,17 +1875,14 @@ def onnx_state_dict(g: OnnxGraph, sensors: list, settings: PolicySettings) -> di
     t_deps = t.dependencies({**{f"obs_{i}": i for i in range(len(sensors))}, **extra})
     f_deps = g.dependencies({**{s.tensor: i for i, s in enumerate(sensors)}, **extra})
     t_weights, f_weights = t.weight_nodes(t_deps), g.weight_nodes(f_deps)
-    steps = {key.rsplit(".", 1)[0]: float(template.state_dict()[key.rsplit(".", 1)[0] + ".normalization_steps"])
-             for key in tags if key.endswith("running_variance")}
-
     def which(value: np.ndarray) -> tuple:
-        """(parameter, True when the graph holds sqrt(running_variance / normalization_steps))."""
+        """(parameter, True when the graph holds sqrt(running_variance / normalization_steps), steps 1 here)."""
         for key, tag in tags.items():
             if tag.shape == value.shape and np.array_equal(tag, value):
                 return key, False
         for key, tag in tags.items():
             if key.endswith("running_variance") and tag.shape == value.shape and \
-                    np.allclose(np.sqrt(tag / steps[key.rsplit(".", 1)[0]]), value, rtol=1e-6, atol=0):
+                    np.allclose(np.sqrt(tag), value, rtol=1e-6, atol=0):
                 return key, True
         raise g.refuse(None, "cannot be paired with ML-Agents' modules (a template weight is unaccounted for)")
 
@@ -4557,7 +4554,8 @@ def build_parser() -> argparse.ArgumentParser:
            help=f"Hub repo id (default {DEFAULT_REPO}; offline or unreachable -> bundled sample)")
     option(src, "--expect-sha256", metavar="HEX", help="refuse a checkpoint whose sha256 differs (pin a file)")
     option(src, "--onnx", help="the policy's ML-Agents ONNX: the reference of onnx-compare/export-onnx/benchmark and "
-                               "the source of input shapes the checkpoint does not hold (default: the checkpoint's own)")
+                               "the source of input shapes the checkpoint does not hold (default: the checkpoint's own); "
+                               "with no --checkpoint/--model-dir/--model, the policy itself (ONNX alone)")
     option(src, "--goal-input", type=input_indices, default=None, metavar="N[,N...]",
            help="goal-conditioned policies: which inputs (obs_N) are the goal signal, when the shapes do not tell")
     run = p.add_argument_group("device and precision")
