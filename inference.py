@@ -1988,10 +1988,17 @@ def load_onnx_alone(path: Path, expect_sha256: Optional[str] = None, goal_input:
     t0 = time.perf_counter()
     sha = check_sha256(path, expect_sha256)
     interface = read_onnx_interface(path)
-    g = OnnxGraph(onnx.load(str(path), load_external_data=False), path.name)
-    sensors = onnx_sensors(g)
-    settings = onnx_settings(g, sensors, goal_input)
-    settings, state = file_named_inputs(g, sensors, settings, onnx_state_dict(g, sensors, settings))
+    model = onnx.load(str(path), load_external_data=False)
+    if any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
+        raise UsageError(f"{path}: keeps weights in external files; refused (ML-Agents writes them inside)")
+    try:
+        g = OnnxGraph(model, path.name)
+        sensors = onnx_sensors(g)
+        settings = onnx_settings(g, sensors, goal_input)
+        settings, state = file_named_inputs(g, sensors, settings, onnx_state_dict(g, sensors, settings))
+    except (KeyError, IndexError, ValueError, TypeError, AttributeError) as exc:  # a structure none of the above knows
+        raise UsageError(f"{path}: its graph is not one ML-Agents writes ({type(exc).__name__}: "
+                         f"{str(exc).splitlines()[0][:120] if str(exc) else ''}); not rebuilt")
     check_state_dict(state, lambda problem: UsageError(f"{path}: not a usable ML-Agents policy: {problem}"))
     return LoadedCheckpoint(path, settings, build_actor(settings, state, path), interface, None, sha,
                             time.perf_counter() - t0)

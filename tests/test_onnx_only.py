@@ -204,3 +204,22 @@ def test_patterns_ml_agents_never_writes_are_refused_naming_the_node(capsys, tmp
     code = inference.main(["--mode", "info", "--onnx", str(path)])
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1 and "not an ML-Agents policy" in err
+
+
+def test_onnx_files_that_are_no_ml_agents_policy_are_refused_in_one_line(capsys, tmp_path):
+    from onnx import TensorProto, helper
+    relu = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                             [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3])],
+                             [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])])
+    onnx.save(helper.make_model(relu), str(tmp_path / "relu.onnx"))
+    (tmp_path / "ext").mkdir()
+    onnx.save_model(onnx.load(str(EXAMPLES / "vector" / "Vector.onnx")), str(tmp_path / "ext" / "Vector.onnx"),
+                    save_as_external_data=True, location="weights.bin", size_threshold=0)
+    (tmp_path / "garbage.onnx").write_bytes(b"not a protobuf at all")
+    for path, words in ((tmp_path / "relu.onnx", "input x"), (tmp_path / "ext" / "Vector.onnx", "external files"),
+                        (tmp_path / "garbage.onnx", "not an ONNX file")):
+        with pytest.raises(inference.UsageError, match=words):
+            inference.load(path)
+        assert inference.main(["--mode", "info", "--onnx", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and words in err
