@@ -719,7 +719,7 @@ class ObservationEncoder(Module):
                 processors.append(VectorInput(spec.shape[0], normalize))
                 sizes.append(spec.shape[0])
             elif spec.kind == "visual":
-                channels, height, width = spec.shape
+                channels, height, width = spec.chw
                 processors.append(VISUAL_ENCODERS[spec.encoder](height, width, channels, h_size))
                 sizes.append(h_size)
             else:  # entities: (N, F)
@@ -736,6 +736,7 @@ class ObservationEncoder(Module):
             self.rsa = ResidualSelfAttention(ATTENTION_EMBEDDING, sum(s.shape[0] for s in inputs if s.kind == "entities"))
         self.total_enc_size = sum(sizes) + (ATTENTION_EMBEDDING if self.rsa is not None else 0)
         self.goal_indices = [i for i, s in enumerate(inputs) if s.goal]
+        self.channels_last = [s.channels_last for s in inputs]
         self.total_goal_enc_size = sum(sizes[i] for i in self.goal_indices)
         self.compute_dtype = torch.float32  # the engines' --dtype; normalizers stay float32
 
@@ -743,6 +744,8 @@ class ObservationEncoder(Module):
         processor = self.processors[index]
         if isinstance(processor, VectorInput):
             return processor(obs).to(self.compute_dtype)
+        if self.channels_last[index]:  # a 1.x file's [H, W, C] image, permuted as that ML-Agents did
+            obs = obs.permute([0, 3, 1, 2])
         return processor(obs.to(self.compute_dtype))
 
     def forward(self, inputs: list):
@@ -1016,11 +1019,17 @@ class InputSpec:
     normalized: bool = False
     encoder: Optional[str] = None  # vis_encode_type of a visual input
     goal: bool = False             # the goal signal of a goal-conditioned (hypernetwork) body
+    channels_last: bool = False    # an image taken as (height, width, channels): a 1.x ONNX that declares it so
+
+    @property
+    def chw(self) -> tuple:
+        """An image's (channels, height, width), whatever layout the input takes."""
+        return (self.shape[2], self.shape[0], self.shape[1]) if self.channels_last else tuple(self.shape)
 
     def describe(self) -> str:
         dims = "x".join(map(str, self.shape))
         if self.kind == "visual":
-            return f"{self.name}: image {dims} (C x H x W, {self.encoder} encoder)"
+            return f"{self.name}: image {dims} ({'H x W x C' if self.channels_last else 'C x H x W'}, {self.encoder} encoder)"
         if self.kind == "entities":
             return f"{self.name}: up to {self.shape[0]} entities x {self.shape[1]} features (attention)"
         return (f"{self.name}: vector {dims}{', normalized' if self.normalized else ''}"
@@ -1454,9 +1463,9 @@ def build_actor(settings: PolicySettings, state: dict, path: Path) -> "SimpleAct
     """ML-Agents' module tree for these settings, loaded with load_state_dict(strict=True)."""
     for spec in settings.inputs:
         if spec.kind == "visual":
-            side = min(spec.shape[1:])
+            side = min(spec.chw[1:])
             if side < MIN_IMAGE_SIDE[spec.encoder]:
-                raise UsageError(f"{path}: {spec.name} is {spec.shape[1]}x{spec.shape[2]}, smaller than the "
+                raise UsageError(f"{path}: {spec.name} is {spec.chw[1]}x{spec.chw[2]}, smaller than the "
                                  f"{spec.encoder} encoder accepts ({MIN_IMAGE_SIDE[spec.encoder]})")
     try:
         # Built on the meta device (no memory) and given the checkpoint's own tensors: sizes that
@@ -1934,8 +1943,8 @@ def file_named_inputs(g: OnnxGraph, sensors: list, settings: PolicySettings, sta
     the body's first layer taking its columns in the file's order (the same sums)."""
     if all(s.feed == s.tensor for s in sensors):
         return settings, state
-    if settings.hyper or any(s.tensor != s.feed and s.kind == "visual" for s in sensors):
-        raise g.refuse(None, "is a 1.x file with a goal signal or a channels-last image, which is not supported")
+    if settings.hyper:
+        raise g.refuse(None, "is a 1.x file with a goal signal, which ML-Agents' 1.x serializer never wrote")
     feeds = list(dict.fromkeys(s.feed for s in sorted(sensors, key=lambda s: list(g.inputs).index(s.feed))))
     vectors = sorted((i for i, s in enumerate(sensors) if s.feed == "vector_observation"),
                      key=lambda i: onnx_attrs(g.producer[sensors[i].tensor]).get("starts", [0])[0]
@@ -1958,7 +1967,9 @@ def file_named_inputs(g: OnnxGraph, sensors: list, settings: PolicySettings, sta
                                 f"{prefix}.{k}.normalizer.running_variance": part("running_variance"),
                                 f"{prefix}.{k}.normalizer.normalization_steps": torch.tensor(1)})
         else:
-            spec = InputSpec(feed, spec.kind, spec.shape, spec.normalized, spec.encoder)
+            last = spec.kind == "visual" and sensors[group[0]].tensor != feed  # read through a Transpose
+            spec = InputSpec(feed, spec.kind, tuple(g.inputs[feed][1:]) if last else spec.shape, spec.normalized,
+                             spec.encoder, channels_last=last)
             for key, value in state.items():
                 m = re.match(r"^(network_body\.(?:observation_encoder\.)?processors)\.(\d+)\.(.+)$", key)
                 if m and int(m.group(2)) == group[0]:
@@ -2707,7 +2718,7 @@ def read_input_file(path: Path, spec: InputSpec) -> np.ndarray:
         from PIL import Image
     except ImportError:
         raise UsageError("reading images needs Pillow (pip install Pillow)")
-    channels, height, width = spec.shape
+    channels, height, width = spec.chw
     try:
         with Image.open(path) as image:
             if image.size != (width, height):
@@ -2718,7 +2729,7 @@ def read_input_file(path: Path, spec: InputSpec) -> np.ndarray:
         raise
     except (OSError, ValueError, Image.DecompressionBombError) as exc:
         raise UsageError(f"--obs {spec.name}: {path}: not a readable image ({str(exc).splitlines()[0][:100]})")
-    return pixels.transpose(2, 0, 1).copy()
+    return pixels if spec.channels_last else pixels.transpose(2, 0, 1).copy()
 
 
 def image_pixels(image, channels: int, what: str) -> np.ndarray:

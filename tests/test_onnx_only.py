@@ -118,11 +118,19 @@ def test_a_2x_file_without_deterministic_outputs(capsys, tmp_path, kind):
     assert code == 0 and r["passed"] and r["legacy_interface"], err
 
 
-def test_a_channels_last_image_of_the_older_interface_is_refused_in_one_line(tmp_path):
-    legacy = with_legacy_inputs(EXAMPLES / "visual-simple" / "VisualSimple.onnx", tmp_path / "v.onnx", channels_last=True)
-    with pytest.raises(inference.UsageError, match="channels-last") as info:
-        inference.load(legacy)
-    assert "\n" not in str(info.value)
+@pytest.mark.parametrize("kind", ["visual-simple", "lstm-camera-nonsquare", "cameras-after-vector"])
+def test_a_channels_last_image_of_the_older_interface_is_taken_as_declared(kind, tmp_path):
+    """[H, W, C] images, as the first torch exporter declared them (its graph transposes them)."""
+    original = next((EXAMPLES / kind).glob("*.onnx"))
+    legacy = with_legacy_inputs(original, tmp_path / original.name, channels_last=True)
+    policy = inference.load(legacy, engine="onnxruntime")
+    obs = sensor_inputs(original, ROWS, seed=6)
+    vectors = [x for x in obs.values() if x.ndim == 2]
+    feed = {"vector_observation": np.concatenate(vectors, axis=1)}
+    feed.update({f"visual_observation_{k}": x.transpose(0, 2, 3, 1) for k, x in enumerate(x for x in obs.values() if x.ndim == 4)})
+    declared = {i.name: [d.dim_value for d in i.type.tensor_type.shape.dim][1:] for i in onnx.load(str(legacy)).graph.input}
+    assert {i.name: list(i.shape) for i in policy.settings.inputs} == {k: declared[k] for k in feed}
+    check_against(policy, OnnxReference(original), feed, list(obs.values()), 6, sac=False)
 
 
 @pytest.mark.parametrize("name", sorted(TRAINED_SPLITS))
