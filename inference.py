@@ -340,6 +340,9 @@ def locate_model(checkpoint: Optional[str], model_dir: Optional[str], repo_id: O
                 behavior = find_behavior(folder)
             except UsageError:  # a folder that holds only <Behavior>.onnx: the ONNX alone
                 alone = sorted(folder.glob("*.onnx"))
+                if len(alone) > 1 and not any(folder.glob("*/*.pt")):
+                    raise UsageError(f"{origin} {short_path(folder)}: no checkpoint, and several ONNX files "
+                                     f"({', '.join(p.name for p in alone[:4])}); choose one with --onnx FILE.onnx")
                 if len(alone) != 1 or any(folder.glob("*/*.pt")):
                     raise
                 return onnx_alone_source(origin, alone[0], folder)
@@ -3348,6 +3351,8 @@ def architecture(s: PolicySettings) -> str:
 def mode_checkpoints(ctx: Context):
     """Every <Behavior>-<step>.pt sorted by step, with reward from run_logs/training_status.json."""
     src = ctx.source
+    if src.checkpoint.suffix.lower() == ".onnx":
+        raise UsageError(f"{short_path(src.checkpoint)}: a policy given as its ONNX alone has no checkpoints to list")
     check_sha256(src.checkpoint, ctx.args.expect_sha256)
     if src.model_dir is None:
         raise UsageError(f"{src.checkpoint}: not inside an ML-Agents run folder; use --model-dir")

@@ -163,6 +163,11 @@ def test_a_folder_holding_only_the_onnx_and_checkpoint_option(capsys, tmp_path):
     assert r["discrete_actions"] == [0] and len(r["continuous_actions"]) == 3
     code, r2, err = call(capsys, "--mode", "action", "--checkpoint", tmp_path / "Hybrid.onnx", "--mask", "1,0")
     assert code == 0 and r2["continuous_actions"] == r["continuous_actions"]
+    assert inference.main(["--mode", "checkpoints", "--model-dir", str(tmp_path)]) == 2
+    assert "ONNX alone has no checkpoints" in capsys.readouterr().err
+    shutil.copy(EXAMPLES / "vector" / "Vector.onnx", tmp_path / "Vector.onnx")
+    with pytest.raises(inference.UsageError, match="several ONNX files .*--onnx"):
+        inference.load(tmp_path)
 
 
 @pytest.mark.parametrize("kind", ["lstm", "visual-resnet", "goal-two-signals"])
