@@ -1713,8 +1713,8 @@ class OnnxGraph:
 
     def op_signatures(self, anchors: list, weights: dict) -> dict:
         """How many of each computing operator (with its attributes and scalar constants) the
-        anchors depend on: two graphs computing the same thing from the same weights agree."""
-        seen, stack, count = set(), list(anchors), {}
+        anchors depend on, and a node of each: two graphs computing the same thing agree."""
+        seen, stack, count, first = set(), list(anchors), {}, {}
         while stack:
             node = self.producer.get(stack.pop())
             if node is None or id(node) in seen:
@@ -1732,7 +1732,8 @@ class OnnxGraph:
                                      if not hasattr(v, "dims")))
                 key = (node.op_type, attrs, scalars)
             count[key] = count.get(key, 0) + 1
-        return count
+            first.setdefault(key, node)
+        return count, first
 
 
 @dataclass
@@ -1743,6 +1744,17 @@ class OnnxSensor:
     kind: str        # vector | visual | entities
     shape: tuple     # without the batch; images (C, H, W)
     feed: str        # the graph input that carries it
+
+
+def onnx_slices(g: OnnxGraph, name: str, width: int) -> list:
+    """(start, end, output) of the Slice nodes that cut input `name` along its features, which
+    must be consecutive parts of all of it (1.x sensors of vector_observation, mask branches)."""
+    cuts = sorted((a["starts"][0], min(a["ends"][0], width or 0), n.output[0]) for n in g.consumers.get(name, [])
+                  for a in [onnx_attrs(n)] if n.op_type == "Slice" and a.get("axes", [0]) in ([1], [-1])
+                  and len(a.get("starts", [])) == 1)
+    if cuts and ([c[0] for c in cuts] != [0] + [c[1] for c in cuts[:-1]] or cuts[-1][1] != width):
+        raise g.refuse(None, f"slices {name} as {[c[:2] for c in cuts]}, not into consecutive parts")
+    return cuts
 
 
 def onnx_sensors(g: OnnxGraph) -> list:
@@ -1760,12 +1772,7 @@ def onnx_sensors(g: OnnxGraph) -> list:
         if re.fullmatch(r"obs_\d+", name):
             entities[int(name[4:])] = OnnxSensor(name, kinds[len(shape)], shape, name)
         elif name == "vector_observation" and len(shape) == 1:
-            cuts = sorted((onnx_attrs(n)["starts"][0], onnx_attrs(n)["ends"][0], n.output[0]) for n in g.consumers.get(name, [])
-                          if n.op_type == "Slice" and onnx_attrs(n).get("axes", [1]) == [1] and len(onnx_attrs(n).get("starts", [])) == 1)
-            if not cuts:
-                cuts = [(0, shape[0], name)] if shape[0] else []
-            if [c[0] for c in cuts] != [0] + [c[1] for c in cuts[:-1]] or cuts and min(cuts[-1][1], 2 ** 62) != shape[0]:
-                raise g.refuse(None, f"slices vector_observation as {[c[:2] for c in cuts]}, not into consecutive sensors")
+            cuts = onnx_slices(g, name, shape[0]) or ([(0, shape[0], name)] if shape[0] else [])
             others += [OnnxSensor(t, "vector", (end - start,), name) for start, end, t in cuts]
         elif re.fullmatch(r"visual_observation_\d+", name) and len(shape) == 3:
             users = g.consumers.get(name, [])
@@ -1819,11 +1826,7 @@ def onnx_settings(g: OnnxGraph, sensors: list, goal_input: GoalInput) -> PolicyS
                                           g.producer[name].op_type == "Identity" else name)
     continuous = shape_out("continuous_action_output_shape") if "continuous_action_output_shape" in g.outputs else None
     continuous = int(continuous.reshape(-1)[0]) if continuous is not None and continuous.size == 1 else 0
-    cuts = sorted((onnx_attrs(n)["starts"][0], onnx_attrs(n)["ends"][0]) for n in g.consumers.get("action_masks", [])
-                  if n.op_type == "Slice" and len(onnx_attrs(n).get("starts", [])) == 1)
-    branches = [end - start for start, end in cuts]
-    if cuts and ([c[0] for c in cuts] != [0] + [c[1] for c in cuts[:-1]] or cuts[-1][1] != (g.inputs["action_masks"][-1] or 0)):
-        raise g.refuse(None, f"slices action_masks as {cuts}, not into consecutive branches")
+    branches = [end - start for start, end, _ in onnx_slices(g, "action_masks", (g.inputs.get("action_masks") or [0])[-1])]
     sac = any(n.op_type == "Tanh" for n in g.nodes)
     # -- the body: from the last action head back to the encoders' Concat
     head = linears[-1]
@@ -1887,6 +1890,7 @@ def onnx_state_dict(g: OnnxGraph, sensors: list, settings: PolicySettings) -> di
     t_deps = t.dependencies({**{f"obs_{i}": i for i in range(len(sensors))}, **extra})
     f_deps = g.dependencies({**{s.tensor: i for i, s in enumerate(sensors)}, **extra})
     t_weights, f_weights = t.weight_nodes(t_deps), g.weight_nodes(f_deps)
+
     def which(value: np.ndarray) -> tuple:
         """(parameter, True when the graph holds sqrt(running_variance / normalization_steps), steps 1 here)."""
         for key, tag in tags.items():
@@ -1925,14 +1929,17 @@ def onnx_state_dict(g: OnnxGraph, sensors: list, settings: PolicySettings) -> di
     for graph, names in zip((t, g), anchors):
         names += [n.output[0] for n in graph.nodes if n.op_type in ("Softmax", "LSTM")] + \
                  [n.output[-1] for n in graph.nodes if n.op_type == "LSTM"]
-    ops = [graph.op_signatures(names, {id(w.node): w for w in nodes})
-           for graph, names, nodes in ((t, anchors[0], t_weights), (g, anchors[1], f_weights))]
-    if ops[0] != ops[1]:
-        extra_op = next((k for k in ops[1] if ops[1][k] > ops[0].get(k, 0)), None)
-        missing = next((k for k in ops[0] if ops[0][k] > ops[1].get(k, 0)), None)
-        node = next((n for n in g.nodes if extra_op and n.op_type == extra_op[0]), None)
-        raise g.refuse(node, f"computes {extra_op[0] if extra_op else 'less'} where ML-Agents' modules compute "
-                             f"{missing[0] if missing else 'nothing'} {'(' + str(missing[1:]) + ')' if missing else ''}")
+    (mine, _), (theirs, nodes) = [graph.op_signatures(names, {id(w.node): w for w in weights}) for graph, names, weights
+                                  in ((t, anchors[0], t_weights), (g, anchors[1], f_weights))]
+    if mine != theirs:
+        extra = next((k for k in theirs if theirs[k] > mine.get(k, 0)), None)
+        missing = next((k for k in mine if mine[k] > theirs.get(k, 0)), None)
+        label = lambda k: k and k[0] + (f"({', '.join([f'{a}={v}' for a, v in k[1]] + [str(x) for x in k[2]])})" if len(k) > 1 else "")
+        raise g.refuse(nodes.get(extra), f"computes {label(extra) or 'less'} where ML-Agents' modules compute "
+                                         f"{label(missing) or 'nothing'}")
+    missing = [key for key in tags if key not in found]
+    if missing:
+        raise g.refuse(None, f"has no weights for ML-Agents' {missing[0]}")
     state = {}
     for key, value in template.state_dict().items():
         first = canonical[value.data_ptr()] if value.numel() else key
