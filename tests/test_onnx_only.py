@@ -16,7 +16,8 @@ from mlagents_reference import (TRAINED_SPLITS, OnnxReference, discrete_mismatch
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 ONNX_ONLY = "settings and weights from the ONNX (no checkpoint)"
-FILES = sorted(EXAMPLES.glob("*/*.onnx")) + [BUNDLED / "Huggy.onnx"]
+FILES = sorted(p for p in EXAMPLES.glob("*/*.onnx") if p.parent.name != "onnx-interfaces") + [BUNDLED / "Huggy.onnx"]
+INTERFACES = EXAMPLES / "onnx-interfaces"  # the older interfaces, one file each (its README)
 ROWS = 64
 
 
@@ -131,6 +132,21 @@ def test_a_channels_last_image_of_the_older_interface_is_taken_as_declared(kind,
     declared = {i.name: [d.dim_value for d in i.type.tensor_type.shape.dim][1:] for i in onnx.load(str(legacy)).graph.input}
     assert {i.name: list(i.shape) for i in policy.settings.inputs} == {k: declared[k] for k in feed}
     check_against(policy, OnnxReference(original), feed, list(obs.values()), 6, sac=False)
+
+
+@pytest.mark.parametrize("name, inputs", [
+    ("Crawlerish-1x", {"vector_observation": [38]}),
+    ("LstmCam-1x", {"vector_observation": [3], "visual_observation_0": [1, 24, 30]}),
+    ("VisualSimple-1x-channels-last", {"vector_observation": [5], "visual_observation_0": [36, 36, 3]}),
+    ("Hybrid-2x", {"obs_0": [12]}),
+])
+def test_the_interface_example_files(capsys, name, inputs):
+    """The README's file per interface: the policy takes the file's inputs, onnx-compare holds."""
+    path = INTERFACES / f"{name}.onnx"
+    code, r, err = call(capsys, "--mode", "info", "--onnx", path)
+    assert code == 0 and {i["name"]: i["shape"] for i in r["inputs"]} == inputs, err
+    code, r, err = call(capsys, "--mode", "onnx-compare", "--onnx", path, "--tol", "1e-5", "--engine", "torch")
+    assert code == 0 and r["passed"] and r["legacy_interface"], err
 
 
 @pytest.mark.parametrize("name", sorted(TRAINED_SPLITS))
