@@ -13,13 +13,14 @@ ML-Agents writes beside each checkpoint.
     python inference.py --mode onnx-compare --model-dir path/to/ml-agents-run
 
     import inference                                     # the same policy from Python
-    policy = inference.load("path/to/ml-agents-run")
+    policy = inference.load("path/to/ml-agents-run")     # or a .pt, or <Behavior>.onnx alone
     out = policy.act(observations, action_masks=None)    # continuous_actions, discrete_actions, memory
 
 Sections, top to bottom: finding and reading checkpoints -> ML-Agents' modules (mirrored
 from Unity ML-Agents 1.1.0, Apache-2.0) -> building a policy from a checkpoint -> export as
-ML-Agents does -> devices and engines -> the policy (Python API) -> inputs -> output helpers
--> modes (one function each, found through the MODES table) -> command line.
+ML-Agents does -> policies from an ML-Agents ONNX alone -> devices and engines -> the policy
+(Python API) -> inputs -> output helpers -> modes (one function each, found through the MODES
+table) -> command line.
 
 Exit codes: 0 success, 1 a check did not hold, 2 bad input, usage or environment (one line
 on stderr), 128 + N after signal N.
@@ -337,7 +338,16 @@ def locate_model(checkpoint: Optional[str], model_dir: Optional[str], repo_id: O
             folder = Path(value)
             if _path_kind(origin, folder) != "dir":
                 raise UsageError(f"{origin} {short_path(folder)}: no such folder")
-            behavior = find_behavior(folder)
+            try:
+                behavior = find_behavior(folder)
+            except UsageError:  # a folder that holds only <Behavior>.onnx: the ONNX alone
+                alone = sorted(folder.glob("*.onnx"))
+                if len(alone) > 1 and not any(folder.glob("*/*.pt")):
+                    raise UsageError(f"{origin} {short_path(folder)}: no checkpoint, and several ONNX files "
+                                     f"({', '.join(p.name for p in alone[:4])}); choose one with --onnx FILE.onnx")
+                if len(alone) != 1 or any(folder.glob("*/*.pt")):
+                    raise
+                return onnx_alone_source(origin, alone[0], folder)
             return ModelSource(default_checkpoint(folder, behavior), folder, behavior, origin)
     try:
         folder = download_from_hub(repo_id or DEFAULT_REPO)
@@ -739,7 +749,7 @@ class ObservationEncoder(Module):
                 processors.append(VectorInput(spec.shape[0], normalize))
                 sizes.append(spec.shape[0])
             elif spec.kind == "visual":
-                channels, height, width = spec.shape
+                channels, height, width = spec.chw
                 processors.append(VISUAL_ENCODERS[spec.encoder](height, width, channels, h_size))
                 sizes.append(h_size)
             else:  # entities: (N, F)
@@ -756,6 +766,7 @@ class ObservationEncoder(Module):
             self.rsa = ResidualSelfAttention(ATTENTION_EMBEDDING, sum(s.shape[0] for s in inputs if s.kind == "entities"))
         self.total_enc_size = sum(sizes) + (ATTENTION_EMBEDDING if self.rsa is not None else 0)
         self.goal_indices = [i for i, s in enumerate(inputs) if s.goal]
+        self.channels_last = [s.channels_last for s in inputs]
         self.total_goal_enc_size = sum(sizes[i] for i in self.goal_indices)
         self.compute_dtype = torch.float32  # the engines' --dtype; normalizers stay float32
 
@@ -763,6 +774,8 @@ class ObservationEncoder(Module):
         processor = self.processors[index]
         if isinstance(processor, VectorInput):
             return processor(obs).to(self.compute_dtype)
+        if self.channels_last[index]:  # a 1.x file's [H, W, C] image, permuted as that ML-Agents did
+            obs = obs.permute([0, 3, 1, 2])
         return processor(obs.to(self.compute_dtype))
 
     def forward(self, inputs: list):
@@ -1031,11 +1044,13 @@ def deterministic_discrete(probs):
 # The graphs' interface, written once: ML-Agents' input and output names in its order. ML-Agents'
 # export, the engines' graph, every feed and every fetch list come from these.
 
-def input_names(s: "PolicySettings", declared: bool = False) -> list:
-    """obs_0..obs_k, then action_masks (discrete actions) and recurrent_in (LSTM): the engines'
-    inputs in order. ML-Agents' export declares the last two always (declared=True) and the
-    exporter drops them where the graph does not use them."""
-    return [spec.name for spec in s.inputs] + (["action_masks"] if declared or s.discrete_branches else []) + \
+def input_names(s: "PolicySettings", exported: bool = False, declared: bool = False) -> list:
+    """The policy's inputs (obs_0..obs_k; a 1.x ONNX-alone policy's own names), then action_masks
+    (discrete actions) and recurrent_in (LSTM): the engines' inputs in order. exported: the names of
+    ML-Agents 1.1.0's export, obs_0..obs_k always; it declares the last two always (declared=True)
+    and the exporter drops them where the graph does not use them."""
+    observations = [f"obs_{i}" if exported else spec.name for i, spec in enumerate(s.inputs)]
+    return observations + (["action_masks"] if declared or s.discrete_branches else []) + \
         (["recurrent_in"] if declared or s.memory_size else [])
 
 
@@ -1086,11 +1101,17 @@ class InputSpec:
     normalized: bool = False
     encoder: Optional[str] = None  # vis_encode_type of a visual input
     goal: bool = False             # the goal signal of a goal-conditioned (hypernetwork) body
+    channels_last: bool = False    # an image taken as (height, width, channels): a 1.x ONNX that declares it so
+
+    @property
+    def chw(self) -> tuple:
+        """An image's (channels, height, width), whatever layout the input takes."""
+        return (self.shape[2], self.shape[0], self.shape[1]) if self.channels_last else tuple(self.shape)
 
     def describe(self) -> str:
         dims = "x".join(map(str, self.shape))
         if self.kind == "visual":
-            return f"{self.name}: image {dims} (C x H x W, {self.encoder} encoder)"
+            return f"{self.name}: image {dims} ({'H x W x C' if self.channels_last else 'C x H x W'}, {self.encoder} encoder)"
         if self.kind == "entities":
             return f"{self.name}: up to {self.shape[0]} entities x {self.shape[1]} features (attention)"
         return (f"{self.name}: vector {dims}{', normalized' if self.normalized else ''}"
@@ -1511,9 +1532,9 @@ def build_actor(settings: PolicySettings, state: dict, path: Path) -> "SimpleAct
     """ML-Agents' module tree for these settings, loaded with load_state_dict(strict=True)."""
     for spec in settings.inputs:
         if spec.kind == "visual":
-            side = min(spec.shape[1:])
+            side = min(spec.chw[1:])
             if side < VISUAL_ENCODERS[spec.encoder].MIN_SIDE:
-                raise UsageError(f"{path}: {spec.name} is {spec.shape[1]}x{spec.shape[2]}, smaller than the "
+                raise UsageError(f"{path}: {spec.name} is {spec.chw[1]}x{spec.chw[2]}, smaller than the "
                                  f"{spec.encoder} encoder accepts ({VISUAL_ENCODERS[spec.encoder].MIN_SIDE})")
     try:
         # Built on the meta device (no memory) and given the checkpoint's own tensors: sizes that
@@ -1561,7 +1582,7 @@ def export_mlagents_onnx(actor: "SimpleActor") -> bytes:
     """The policy with ML-Agents' ONNX interface (opset 9, its input and output names), exactly
     as mlagents-learn writes <Behavior>.onnx; unused inputs are dropped as there."""
     s = actor.settings
-    names = input_names(s, declared=True)
+    names = input_names(s, exported=True, declared=True)
     dynamic_axes = {name: {0: "batch"} for name in names + ["continuous_actions", "discrete_actions"]}
     buffer = io.BytesIO()
     _quiet_onnx_export(actor, dummy_inputs(s), buffer, opset_version=9, input_names=names,
@@ -1579,6 +1600,481 @@ def export_engine_onnx(heads: "EngineHeads") -> bytes:
     _quiet_onnx_export(heads, args, buffer, opset_version=13, input_names=names, output_names=outputs,
                        dynamic_axes={name: {0: "batch"} for name in names + outputs})
     return buffer.getvalue()
+
+
+# =========================================================================================
+# Policies from an ML-Agents ONNX alone (no checkpoint): the same modules, weights read from the graph
+#
+# Unity's example models and many shared ones are ONNX files only. The file is read, never run
+# (onnxruntime runs it only as the reference). The settings come from its structure: the inputs,
+# the convolutions behind each image, the layers between the encoders and the action heads, the
+# LSTM, the mask slices. A template of ML-Agents' modules with those settings, every parameter
+# given its own random values, is exported as ML-Agents exports it; both graphs are reduced to
+# their weight-bearing nodes (Linear as Gemm or MatMul + Add, Conv, LSTM in ONNX gate order, the
+# normaliser's Sub and Div, log_sigma's Add), paired by kind, shape and the sensors they depend
+# on, and the template's values say which parameter each holds. Every other operator on the way
+# to the actions must be the template's too; anything else is refused, naming the node.
+# =========================================================================================
+
+ONNX_ONLY_SOURCE = "settings and weights from the ONNX (no checkpoint)"
+ONNX_PLUMBING = {"Identity", "Cast", "Constant", "Shape", "Gather", "Unsqueeze", "Squeeze", "Flatten", "Reshape",
+                 "Concat", "Slice", "Transpose"}  # moves data about (exporters differ); the weights' shapes check it
+ONNX_FOLD = {"Identity": lambda x: x, "Sqrt": np.sqrt, "Div": np.divide, "Mul": np.multiply, "Add": np.add,
+             "Sub": np.subtract}   # constant subgraphs (an unfolded normaliser: sqrt(running_variance / steps))
+SETTINGS_KEYS = ("version_number", "memory_size_vector", "is_continuous_int_deprecated", "continuous_act_size_vector",
+                 "discrete_act_size_vector", "act_size_vector_deprecated")  # derived from the settings, not weights
+
+
+def onnx_attrs(node) -> dict:
+    import onnx
+    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+
+@dataclass
+class WeightNode:
+    """A node that holds weights, in the form torch's modules keep them: linear (weight [out, in],
+    bias), conv (weight, bias), lstm (weight_ih, weight_hh, bias_ih, bias_hh in torch's gate
+    order), or '<Op><slot>' for an elementwise op with a weight operand (Sub1: the running mean)."""
+    kind: str
+    values: tuple
+    node: object
+    deps: frozenset
+    output: str
+
+    @property
+    def signature(self) -> tuple:
+        return self.kind, tuple(v.shape for v in self.values)
+
+
+class OnnxGraph:
+    """An ONNX graph read as data: its constants (initializers, Constant nodes, and what folds from
+    them), who produces and who consumes each tensor, and which sensors each tensor depends on."""
+
+    def __init__(self, model, name: str):
+        from onnx import numpy_helper
+        self.name, self.nodes = name, []
+        self.consts = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+        self.inputs = {i.name: tuple(d.dim_value if d.HasField("dim_value") else None
+                                     for d in i.type.tensor_type.shape.dim)
+                       for i in model.graph.input if i.name not in self.consts}
+        self.outputs = [o.name for o in model.graph.output]
+        self.producer, self.consumers, alias, seen = {}, {}, {}, {}
+        scalar = lambda name: float(self.consts[name]) if name in self.consts and self.consts[name].size == 1 else None
+        minus = {}  # x - c, for ML-Agents' attention's "key -= 1; key += 1" (a Barracuda work-around): x again
+        for original in model.graph.node:  # Identity and Cast looked through, a repeated computation read once
+            ins = [alias.get(i, i) for i in original.input]
+            if original.op_type == "Constant" and "value" in onnx_attrs(original):
+                self.consts[original.output[0]] = numpy_helper.to_array(onnx_attrs(original)["value"])
+            if original.op_type in ("Identity", "Cast") and len(ins) == 1 and original.output[0] not in self.outputs:
+                alias[original.output[0]] = ins[0]
+                continue
+            if original.op_type == "Sub" and len(ins) == 2 and scalar(ins[1]) is not None:
+                minus[original.output[0]] = (ins[0], scalar(ins[1]))
+            if original.op_type == "Add" and len(ins) == 2 and ins[0] in minus and minus[ins[0]][1] == scalar(ins[1]):
+                alias[original.output[0]] = minus[ins[0]][0]
+                continue
+            key = (original.op_type, tuple(ins), repr(sorted(onnx_attrs(original).items())))
+            if key in seen and original.op_type not in ("RandomNormalLike", "Multinomial") and \
+                    not set(original.output) & set(self.outputs):
+                alias.update(zip(original.output, seen[key].output))
+                continue
+            node = type(original)()
+            node.CopyFrom(original)
+            del node.input[:]
+            node.input.extend(ins)
+            seen[key] = node
+            self.nodes.append(node)
+        for node in self.nodes:
+            self.producer.update({name: node for name in node.output})
+            for name in node.input:
+                self.consumers.setdefault(name, []).append(node)
+            if node.op_type in ONNX_FOLD and node.input and all(i in self.consts for i in node.input):
+                with np.errstate(all="ignore"):
+                    self.consts[node.output[0]] = np.asarray(ONNX_FOLD[node.op_type](*(self.consts[i] for i in node.input)))
+            elif node.op_type == "Transpose" and node.input[0] in self.consts:
+                self.consts[node.output[0]] = np.transpose(self.consts[node.input[0]], onnx_attrs(node).get("perm"))
+
+    def refuse(self, node, problem: str) -> UsageError:
+        label = f"node '{node.name or node.output[0]}' ({node.op_type})" if node is not None else "the graph"
+        return UsageError(f"{self.name}: {label} {problem}; not an ML-Agents policy this program can rebuild exactly")
+
+    def weight(self, name: str) -> bool:
+        value = self.consts.get(name)
+        return value is not None and value.dtype.kind == "f" and value.ndim >= 1
+
+    def data_inputs(self, node) -> list:
+        return [i for i in node.input if i and i not in self.consts]
+
+    def dependencies(self, sources: dict) -> dict:
+        """tensor -> the sources (sensor index, 'action_masks', 'recurrent_in') it depends on."""
+        deps = {name: frozenset([key]) for name, key in sources.items()}
+        for node in self.nodes:
+            found = frozenset().union(*(deps.get(i, frozenset()) for i in node.input))
+            for name in node.output:
+                deps.setdefault(name, found)
+        return deps
+
+    def weight_nodes(self, deps: dict) -> list:
+        out, self.absorbed = [], set()  # absorbed: a MatMul's bias Add, part of its linear layer
+        for node in self.nodes:
+            op, ins, a = node.op_type, list(node.input), onnx_attrs(node)
+            if id(node) in self.absorbed:
+                continue
+            if op == "Gemm" and len(ins) > 1 and self.weight(ins[1]):
+                if a.get("alpha", 1.0) != 1.0 or a.get("beta", 1.0) != 1.0 or a.get("transA", 0):
+                    raise self.refuse(node, f"has attributes {a}")
+                w = self.consts[ins[1]] if a.get("transB", 0) else self.consts[ins[1]].T
+                bias = (self.consts[ins[2]].reshape(-1),) if len(ins) > 2 and self.weight(ins[2]) else ()
+                out.append(WeightNode("linear", (w, *bias), node, deps.get(node.output[0], frozenset()), node.output[0]))
+            elif op == "MatMul" and self.weight(ins[1]) and self.consts[ins[1]].ndim == 2:  # a 3-D input's Linear
+                other = lambda add: add.input[add.input[0] == node.output[0]]
+                adds = [c for c in self.consumers.get(node.output[0], []) if c.op_type == "Add" and len(c.input) == 2
+                        and self.weight(other(c)) and self.consts[other(c)].ndim == 1][:1]
+                self.absorbed.update(id(c) for c in adds)
+                output = adds[0].output[0] if adds else node.output[0]
+                out.append(WeightNode("linear", (self.consts[ins[1]].T, *(self.consts[other(c)] for c in adds)), node,
+                                      deps.get(output, frozenset()), output))
+            elif op == "Conv" and self.weight(ins[1]):
+                bias = (self.consts[ins[2]],) if len(ins) > 2 and self.weight(ins[2]) else ()
+                kind = "conv" + repr((a.get("strides"), a.get("pads", [0] * 4), a.get("group", 1), a.get("dilations", [1, 1])))
+                out.append(WeightNode(kind, (self.consts[ins[1]], *bias), node, deps.get(node.output[0], frozenset()),
+                                      node.output[0]))
+            elif op == "LSTM":
+                out.append(self.lstm_node(node, deps))
+            elif op not in ONNX_PLUMBING and any(self.weight(i) for i in ins):
+                slots = [k for k, i in enumerate(ins) if self.weight(i)]
+                if len(slots) != 1 or len(ins) != 2:
+                    raise self.refuse(node, "holds weights in a form ML-Agents does not write")
+                out.append(WeightNode(f"{op}{slots[0]}", (self.consts[ins[slots[0]]],), node,
+                                      deps.get(node.output[0], frozenset()), node.output[0]))
+        return out
+
+    def lstm_node(self, node, deps: dict) -> WeightNode:
+        """ONNX's W [1, 4h, in], R [1, 4h, h], B [1, 8h] (gates i, o, f, c) as torch's weight_ih_l0,
+        weight_hh_l0, bias_ih_l0, bias_hh_l0 (gates i, f, c, o)."""
+        ins, a = list(node.input) + [""] * 8, onnx_attrs(node)
+        if not (self.weight(ins[1]) and self.weight(ins[2]) and self.weight(ins[3])) or ins[4] or \
+                a.get("direction", b"forward") not in (b"forward", "forward") or \
+                set(a) - {"hidden_size", "direction"}:
+            raise self.refuse(node, "is not the one-layer forward LSTM with biases ML-Agents writes")
+        order = lambda x: np.concatenate([np.split(x, 4)[i] for i in (0, 2, 3, 1)])
+        w, r, b = self.consts[ins[1]][0], self.consts[ins[2]][0], self.consts[ins[3]][0]
+        half = b.shape[0] // 2
+        return WeightNode("lstm", (order(w), order(r), order(b[:half]), order(b[half:])), node,
+                          deps.get(node.output[0], frozenset()), node.output[0])
+
+    def op_signatures(self, anchors: list, weights: dict) -> dict:
+        """How many of each computing operator (with its attributes and scalar constants) the
+        anchors depend on, and a node of each: two graphs computing the same thing agree."""
+        seen, stack, count, first = set(), list(anchors), {}, {}
+        while stack:
+            node = self.producer.get(stack.pop())
+            if node is None or id(node) in seen:
+                continue
+            seen.add(id(node))
+            stack.extend(i for i in node.input if i)
+            if node.op_type in ONNX_PLUMBING or id(node) in self.absorbed:
+                continue
+            if id(node) in weights:
+                key = (weights[id(node)].kind,)
+            else:
+                scalars = tuple(float(np.round(self.consts[i], 6)) for i in node.input if i in self.consts
+                                and self.consts[i].ndim == 0 and self.consts[i].dtype.kind == "f")
+                attrs = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in onnx_attrs(node).items()
+                                     if not hasattr(v, "dims")))
+                key = (node.op_type, attrs, scalars)
+            count[key] = count.get(key, 0) + 1
+            first.setdefault(key, node)
+        return count, first
+
+
+@dataclass
+class OnnxSensor:
+    """One sensor as an ML-Agents ONNX feeds it: the tensor its processor reads (a graph input, a
+    slice of a 1.x file's vector_observation, a 1.x channels-last image after its Transpose)."""
+    tensor: str
+    kind: str        # vector | visual | entities
+    shape: tuple     # without the batch; images (C, H, W)
+    feed: str        # the graph input that carries it
+
+
+def onnx_slices(g: OnnxGraph, name: str, width: int) -> list:
+    """(start, end, output) of the Slice nodes that cut input `name` along its features, which
+    must be consecutive parts of all of it (1.x sensors of vector_observation, mask branches)."""
+    cuts = sorted((a["starts"][0], min(a["ends"][0], width or 0), n.output[0]) for n in g.consumers.get(name, [])
+                  for a in [onnx_attrs(n)] if n.op_type == "Slice" and a.get("axes", [0]) in ([1], [-1])
+                  and len(a.get("starts", [])) == 1)
+    if cuts and ([c[0] for c in cuts] != [0] + [c[1] for c in cuts[:-1]] or cuts[-1][1] != width):
+        raise g.refuse(None, f"slices {name} as {[c[:2] for c in cuts]}, not into consecutive parts")
+    return cuts
+
+
+def onnx_sensors(g: OnnxGraph) -> list:
+    """The sensors in ML-Agents' processor order: obs_0..obs_k (2.x and 1.1.0 files); for 1.x
+    files the slices of vector_observation, the visual_observation_k and buffer obs_i, ordered as
+    the observation encoder concatenates them (a buffer sensor sits at its own index i)."""
+    kinds = {1: "vector", 2: "entities", 3: "visual"}
+    entities, others = {}, []
+    for name, dims in g.inputs.items():
+        if name in ("action_masks", "recurrent_in"):
+            continue
+        shape = tuple(dims[1:])
+        if None in shape or not shape or len(shape) not in kinds:
+            raise g.refuse(None, f"has input {name} of shape {list(dims)}, which no ML-Agents sensor has")
+        if re.fullmatch(r"obs_\d+", name):
+            entities[int(name[4:])] = OnnxSensor(name, kinds[len(shape)], shape, name)
+        elif name == "vector_observation" and len(shape) == 1:
+            cuts = onnx_slices(g, name, shape[0]) or ([(0, shape[0], name)] if shape[0] else [])
+            others += [OnnxSensor(t, "vector", (end - start,), name) for start, end, t in cuts]
+        elif re.fullmatch(r"visual_observation_\d+", name) and len(shape) == 3:
+            users = g.consumers.get(name, [])
+            if len(users) == 1 and users[0].op_type == "Transpose" and list(onnx_attrs(users[0]).get("perm", [])) == [0, 3, 1, 2]:
+                others.append(OnnxSensor(users[0].output[0], "visual", (shape[2], shape[0], shape[1]), name))
+            else:
+                others.append(OnnxSensor(name, "visual", shape, name))
+        else:
+            raise g.refuse(None, f"has input {name}, which no ML-Agents serializer writes")
+    if others and entities and any(s.kind != "entities" for s in entities.values()):
+        raise g.refuse(None, "mixes obs_N inputs with vector_observation / visual_observation_N")
+    if len(others) > 1:  # 1.x: the encoder's Concat says the sensor order
+        deps = g.dependencies({s.tensor: i for i, s in enumerate(others)})
+        concat = next((n for n in g.nodes if n.op_type == "Concat" and sorted(
+            i for t in g.data_inputs(n) for i in deps.get(t, ())) == list(range(len(others)))
+            and all(len(deps.get(t, ())) == 1 for t in g.data_inputs(n))), None)
+        if concat is None:
+            raise g.refuse(None, "has no Concat of its sensors' encodings")
+        others = [others[next(iter(deps[t]))] for t in g.data_inputs(concat)]
+    total = len(entities) + len(others)
+    if any(i >= total for i in entities):
+        raise g.refuse(None, f"has inputs {sorted(f'obs_{i}' for i in entities)} with gaps in their numbering")
+    rest = iter(others)
+    return [entities[i] if i in entities else next(rest) for i in range(total)]
+
+
+def onnx_settings(g: OnnxGraph, sensors: list, goal_input: GoalInput) -> PolicySettings:
+    """ML-Agents' settings from the graph's structure (the template's export must then match it)."""
+    deps = g.dependencies({s.tensor: i for i, s in enumerate(sensors)})
+    weights = g.weight_nodes(deps)
+    linears = [w for w in weights if w.kind == "linear"]
+    if not linears:
+        raise g.refuse(None, "has no Linear layer")
+    normalize = any(c.op_type == "Sub" and len(c.input) == 2 and g.weight(c.input[1])
+                    for s in sensors if s.kind == "vector" for c in g.consumers.get(s.tensor, []))
+    inputs = []
+    for i, s in enumerate(sensors):
+        encoder = None
+        if s.kind == "visual":
+            own = [w for w in weights if w.kind.startswith("conv") and w.deps == {i}]
+            kernels = list(dict.fromkeys((w.values[0].shape[0], w.values[0].shape[2]) for w in own))
+            pooled = any(n.op_type == "MaxPool" and deps.get(n.output[0]) == {i} for n in g.nodes)
+            found = {((16, 8), (32, 4)): "simple", ((32, 8), (64, 4), (64, 3)): "nature_cnn", ((35, 3), (144, 3)): "match3",
+                     (): "fully_connected"}
+            encoder = "resnet" if pooled else found.get(tuple(kernels))
+            if encoder is None:
+                raise g.refuse(own[0].node, f"starts convolutions {kernels} that match none of ML-Agents' visual encoders")
+        inputs.append(InputSpec(f"obs_{i}", s.kind, s.shape, normalize and s.kind == "vector", encoder))
+    memory = int(g.inputs["recurrent_in"][-1] or 0) if "recurrent_in" in g.inputs else 0
+    shape_out = lambda name: g.consts.get(g.producer[name].input[0] if name in g.producer and
+                                          g.producer[name].op_type == "Identity" else name)
+    continuous = shape_out("continuous_action_output_shape") if "continuous_action_output_shape" in g.outputs else None
+    continuous = int(continuous.reshape(-1)[0]) if continuous is not None and continuous.size == 1 else 0
+    branches = [end - start for start, end, _ in onnx_slices(g, "action_masks", (g.inputs.get("action_masks") or [0])[-1])]
+    sac = any(n.op_type == "Tanh" for n in g.nodes)
+    # -- the body: from the last action head back to the encoders' Concat
+    head = linears[-1]
+    layers, hyper, lstm, tensor = 0, None, None, g.data_inputs(head.node)[0]
+    by_node = {id(w.node): w for w in linears}
+    while tensor in g.producer:
+        node = g.producer[tensor]
+        data = g.data_inputs(node)
+        if id(node) in by_node:
+            layers += 1
+        elif node.op_type == "MatMul" and len(data) == 2:  # x @ the weights a hypernetwork generated
+            if layers:
+                raise g.refuse(node, "is a generated (hypernetwork) layer before the body's last layer")
+            hyper, layers = node, 1
+        elif node.op_type == "LSTM":
+            lstm = node
+        elif not (node.op_type in ("Mul", "Sigmoid", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Add", "Identity")
+                  or node.op_type == "Concat" and len(data) == 1):
+            break
+        tensor = data[0]
+    if not layers:
+        raise g.refuse(head.node, "is an action head with no body layer before it")
+    hidden = head.values[0].shape[1]
+    if memory or lstm is not None:
+        cell = next((w for w in weights if w.node is lstm), None)
+        if cell is None or cell.values[1].shape[1] * 2 != memory:
+            raise g.refuse(lstm, f"is not an LSTM over a memory of {memory}")
+        hidden = cell.values[0].shape[1]
+    if hyper is not None:
+        goal = sorted(i for i in deps.get(hyper.input[1], ()) if isinstance(i, int))
+        if goal_input is not None and goal_indices(goal_input) != tuple(goal):
+            raise UsageError(f"--goal-input {','.join(map(str, goal_indices(goal_input)))}: in {g.name} the "
+                             f"hypernetwork reads {', '.join(f'input {i}' for i in goal) or 'no input'}")
+        for i in goal:
+            inputs[i].goal = True
+    elif goal_input is not None:
+        raise UsageError(f"--goal-input {','.join(map(str, goal_indices(goal_input)))}: {g.name} has no "
+                         f"goal-conditioned (hypernetwork) body")
+    return PolicySettings(inputs, int(hidden), layers, normalize, continuous, branches, memory, sac, sac,
+                          hyper is not None, [], "sac" if sac else None, ONNX_ONLY_SOURCE)
+
+
+def onnx_state_dict(g: OnnxGraph, sensors: list, settings: PolicySettings) -> dict:
+    """The file's weights as the state dict of SimpleActor(settings): paired with a tagged
+    template's export (see the section's head)."""
+    import onnx
+    with torch.device("meta"):
+        wanted = sum(v.numel() for v in SimpleActor(settings).state_dict().values())
+    if wanted > 2 * sum(v.size for v in g.consts.values()) + 4096:
+        raise g.refuse(None, f"declares inputs that need {wanted:,} weights, more than the file holds")
+    template = SimpleActor(settings).eval()
+    generator, canonical, tags = torch.Generator().manual_seed(0), {}, {}
+    with torch.no_grad():
+        for key, value in template.state_dict(keep_vars=True).items():
+            first = canonical.setdefault(value.data_ptr(), key)  # processors.<i> is observation_encoder.processors.<i>
+            if first == key and key.rsplit(".", 1)[-1] not in SETTINGS_KEYS and value.is_floating_point():
+                value.copy_(torch.rand(value.shape, generator=generator) + 0.5)
+                tags[key] = value.detach().numpy().copy()
+    t = OnnxGraph(onnx.load_from_string(export_mlagents_onnx(template)), "template")
+    extra = {"action_masks": "action_masks", "recurrent_in": "recurrent_in"}
+    t_deps = t.dependencies({**{f"obs_{i}": i for i in range(len(sensors))}, **extra})
+    f_deps = g.dependencies({**{s.tensor: i for i, s in enumerate(sensors)}, **extra})
+    t_weights, f_weights = t.weight_nodes(t_deps), g.weight_nodes(f_deps)
+
+    def which(value: np.ndarray) -> tuple:
+        """(parameter, True when the graph holds sqrt(running_variance / normalization_steps), steps 1 here)."""
+        for key, tag in tags.items():
+            if tag.shape == value.shape and np.array_equal(tag, value):
+                return key, False
+        for key, tag in tags.items():
+            if key.endswith("running_variance") and tag.shape == value.shape and \
+                    np.allclose(np.sqrt(tag), value, rtol=1e-6, atol=0):
+                return key, True
+        raise g.refuse(None, "cannot be paired with ML-Agents' modules (a template weight is unaccounted for)")
+
+    groups = {}
+    for side, nodes in ((0, t_weights), (1, f_weights)):
+        for w in nodes:
+            groups.setdefault((w.signature, w.deps), ([], []))[side].append(w)
+    for (signature, _), (mine, theirs) in groups.items():
+        if len(theirs) > len(mine):
+            raise g.refuse(theirs[len(mine)].node, f"holds weights {[list(s) for s in signature[1]]} that no "
+                                                   f"ML-Agents module of these settings has there")
+    found, anchors = {}, ([], [])
+    for (signature, _), (mine, theirs) in groups.items():
+        if len(mine) > len(theirs):
+            key = which(mine[len(theirs)].values[0])[0]
+            raise g.refuse(None, f"has no node for ML-Agents' {key} {list(tags[key].shape)}")
+        for a, b in zip(mine, theirs):
+            for tag, value in zip(a.values, b.values):
+                key, rooted = which(tag)
+                if not np.isfinite(value).all():
+                    raise g.refuse(b.node, "holds NaN or infinite weights")
+                value = np.square(value.astype(np.float64)).astype(np.float32) if rooted else value.astype(np.float32)
+                if key in found and not np.array_equal(found[key], value):
+                    raise g.refuse(b.node, f"gives {key} a second, different value")
+                found[key] = value
+                if key.startswith("action_model."):
+                    anchors[0].append(a.output), anchors[1].append(b.output)
+    for graph, names in zip((t, g), anchors):
+        names += [n.output[0] for n in graph.nodes if n.op_type in ("Softmax", "LSTM")] + \
+                 [n.output[-1] for n in graph.nodes if n.op_type == "LSTM"]
+    (mine, _), (theirs, nodes) = [graph.op_signatures(names, {id(w.node): w for w in weights}) for graph, names, weights
+                                  in ((t, anchors[0], t_weights), (g, anchors[1], f_weights))]
+    if mine != theirs:
+        extra = next((k for k in theirs if theirs[k] > mine.get(k, 0)), None)
+        missing = next((k for k in mine if mine[k] > theirs.get(k, 0)), None)
+        label = lambda k: k and k[0] + (f"({', '.join([f'{a}={v}' for a, v in k[1]] + [str(x) for x in k[2]])})" if len(k) > 1 else "")
+        raise g.refuse(nodes.get(extra), f"computes {label(extra) or 'less'} where ML-Agents' modules compute "
+                                         f"{label(missing) or 'nothing'}")
+    missing = [key for key in tags if key not in found]
+    if missing:
+        raise g.refuse(None, f"has no weights for ML-Agents' {missing[0]}")
+    state = {}
+    for key, value in template.state_dict().items():
+        first = canonical[value.data_ptr()] if value.numel() else key
+        state[key] = torch.from_numpy(found[first].copy()) if first in found else value.clone()
+    return state
+
+
+def file_named_inputs(g: OnnxGraph, sensors: list, settings: PolicySettings, state: dict) -> tuple:
+    """The policy takes the file's own inputs. A 1.x file's vector sensors arrive concatenated in
+    vector_observation: one input whose normaliser is theirs side by side (it works elementwise),
+    the body's first layer taking its columns in the file's order (the same sums)."""
+    if all(s.feed == s.tensor for s in sensors):
+        return settings, state
+    if settings.hyper:
+        raise g.refuse(None, "is a 1.x file with a goal signal, which ML-Agents' 1.x serializer never wrote")
+    feeds = list(dict.fromkeys(s.feed for s in sorted(sensors, key=lambda s: list(g.inputs).index(s.feed))))
+    vectors = sorted((i for i, s in enumerate(sensors) if s.feed == "vector_observation"),
+                     key=lambda i: onnx_attrs(g.producer[sensors[i].tensor]).get("starts", [0])[0]
+                     if sensors[i].tensor in g.producer else 0)
+    groups = [vectors if feed == "vector_observation" else [next(i for i, s in enumerate(sensors) if s.feed == feed)]
+              for feed in feeds]
+    old = settings.inputs
+    width = lambda i: old[i].shape[0] if old[i].kind == "vector" else settings.hidden_units if old[i].kind == "visual" else 0
+    starts = np.cumsum([0] + [width(i) for i in range(len(old))])
+    columns = [c for group in groups for i in group for c in range(starts[i], starts[i + 1])]
+    inputs, out = [], {}
+    for k, (feed, group) in enumerate(zip(feeds, groups)):
+        spec = old[group[0]]
+        if feed == "vector_observation":
+            spec = InputSpec(feed, "vector", (sum(old[i].shape[0] for i in group),), settings.normalize)
+            if settings.normalize:
+                for prefix in ("network_body.processors", "network_body.observation_encoder.processors"):
+                    part = lambda name: torch.cat([state[f"{prefix}.{i}.normalizer.{name}"] for i in group])
+                    out.update({f"{prefix}.{k}.normalizer.running_mean": part("running_mean"),
+                                f"{prefix}.{k}.normalizer.running_variance": part("running_variance"),
+                                f"{prefix}.{k}.normalizer.normalization_steps": torch.tensor(1)})
+        else:
+            last = spec.kind == "visual" and sensors[group[0]].tensor != feed  # read through a Transpose
+            spec = InputSpec(feed, spec.kind, tuple(g.inputs[feed][1:]) if last else spec.shape, spec.normalized,
+                             spec.encoder, channels_last=last)
+            for key, value in state.items():
+                m = re.match(r"^(network_body\.(?:observation_encoder\.)?processors)\.(\d+)\.(.+)$", key)
+                if m and int(m.group(2)) == group[0]:
+                    out[f"{m.group(1)}.{k}.{m.group(3)}"] = value
+        inputs.append(spec)
+    for key, value in state.items():
+        if re.match(r"^network_body\.(?:observation_encoder\.)?processors\.", key):
+            continue
+        if key in ("network_body._body_endoder.seq_layers.0.weight", "network_body.observation_encoder.x_self_encoder.seq_layers.0.weight"):
+            value = value[:, columns + list(range(len(columns), value.shape[1]))]
+        out[key] = value.contiguous()
+    return PolicySettings(**{**settings.__dict__, "inputs": inputs}), out
+
+
+def onnx_alone_source(option: str, path: Path, folder: Optional[Path] = None) -> ModelSource:
+    """A model given as its ML-Agents ONNX alone (--onnx with no checkpoint, a folder holding
+    only <Behavior>.onnx)."""
+    if _path_kind(option, path) != "file":
+        raise UsageError(f"{option} {short_path(path)}: no such file")
+    return ModelSource(path, folder, path.stem, option)
+
+
+def load_onnx_alone(path: Path, expect_sha256: Optional[str] = None, goal_input: GoalInput = None) -> LoadedCheckpoint:
+    """A policy from its ML-Agents ONNX alone: ML-Agents' modules with the file's weights, built
+    and loaded (strict) as a checkpoint's are."""
+    import onnx
+    t0 = time.perf_counter()
+    sha = check_sha256(path, expect_sha256)
+    interface = read_onnx_interface(path)
+    model = onnx.load(str(path), load_external_data=False)
+    if any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
+        raise UsageError(f"{path}: keeps weights in external files; refused (ML-Agents writes them inside)")
+    try:
+        g = OnnxGraph(model, path.name)
+        sensors = onnx_sensors(g)
+        settings = onnx_settings(g, sensors, goal_input)
+        settings, state = file_named_inputs(g, sensors, settings, onnx_state_dict(g, sensors, settings))
+    except (KeyError, IndexError, ValueError, TypeError, AttributeError) as exc:  # a structure none of the above knows
+        raise UsageError(f"{path}: its graph is not one ML-Agents writes ({type(exc).__name__}: "
+                         f"{str(exc).splitlines()[0][:120] if str(exc) else ''}); not rebuilt")
+    check_state_dict(state, lambda problem: UsageError(f"{path}: not a usable ML-Agents policy: {problem}"))
+    return LoadedCheckpoint(path, settings, build_actor(settings, state, path), interface, None, sha,
+                            time.perf_counter() - t0)
 
 
 # =========================================================================================
@@ -1835,6 +2331,8 @@ def load_checkpoint(path: Path, onnx_path: Optional[Path] = None, model_dir: Opt
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"{path}: no such checkpoint file")
+    if path.suffix.lower() == ".onnx":  # no checkpoint: the ONNX alone
+        return load_onnx_alone(path, expect_sha256, goal_input)
     sha = check_sha256(path, expect_sha256)
     obj = read_checkpoint(path)
     state = obj["Policy"]
@@ -1866,6 +2364,8 @@ def find_checkpoint_onnx(path: Path, model_dir: Optional[Path], behavior: Option
                          step: Optional[int]) -> Optional[Path]:
     """The ML-Agents ONNX that belongs to a checkpoint: <Behavior>-<step>.onnx beside it, else
     <Behavior>.onnx of its run folder when the checkpoint is the final one (or the only one)."""
+    if path.suffix.lower() == ".onnx":  # a policy loaded from its ONNX alone
+        return path
     name = behavior or path.parent.name
     step = _step_of(path.name, name) or step
     if step is not None:
@@ -1908,7 +2408,7 @@ class Policy:
     @property
     def info(self) -> dict:
         s, c = self.settings, self.checkpoint
-        return {"behavior": c.path.parent.name, "trainer": s.trainer, "shared_critic": bool(s.value_streams),
+        return {"behavior": c.path.stem if c.path.suffix.lower() == ".onnx" else c.path.parent.name, "trainer": s.trainer, "shared_critic": bool(s.value_streams),
                 "inputs": [{"name": i.name, "kind": i.kind, "shape": list(i.shape), "normalized": i.normalized,
                             "encoder": i.encoder, "goal": i.goal} for i in s.inputs],
                 "continuous_size": s.continuous_size, "discrete_branches": list(s.discrete_branches),
@@ -2265,7 +2765,7 @@ def read_input_file(path: Path, spec: InputSpec) -> np.ndarray:
         from PIL import Image
     except ImportError:
         raise UsageError("reading images needs Pillow (pip install Pillow)")
-    channels, height, width = spec.shape
+    channels, height, width = spec.chw
     try:
         with Image.open(path) as image:
             if image.size != (width, height):
@@ -2276,7 +2776,7 @@ def read_input_file(path: Path, spec: InputSpec) -> np.ndarray:
         raise
     except (OSError, ValueError, Image.DecompressionBombError) as exc:
         raise UsageError(f"--obs {spec.name}: {path}: not a readable image ({str(exc).splitlines()[0][:100]})")
-    return pixels.transpose(2, 0, 1).copy()
+    return pixels if spec.channels_last else pixels.transpose(2, 0, 1).copy()
 
 
 def image_pixels(image, channels: int, what: str) -> np.ndarray:
@@ -2689,7 +3189,10 @@ class Context:
 
     @property
     def source(self) -> ModelSource:
-        return self.cached("source", lambda: locate_model(self.args.checkpoint, self.args.model_dir, self.args.model))
+        a = self.args
+        if a.onnx and not (a.checkpoint or a.model_dir or a.model or os.environ.get("HUGGY_MODEL_DIR")):
+            return self.cached("source", lambda: onnx_alone_source("--onnx", Path(a.onnx)))
+        return self.cached("source", lambda: locate_model(a.checkpoint, a.model_dir, a.model))
 
     @property
     def checkpoint(self) -> LoadedCheckpoint:
@@ -2844,7 +3347,7 @@ def show_info(r: dict) -> list:
               f"[load] dtype = {r['dtype']} | architecture = {r['architecture']}",
               f"[load] trainer = {r['trainer'] or 'unknown'}"
               f"{' (shared critic: value heads in the policy, unused)' if r['shared_critic'] else ''}"
-              f" | settings from {r['settings_source']}"]
+              f" | {'' if r['settings_source'] == ONNX_ONLY_SOURCE else 'settings from '}{r['settings_source']}"]
     lines += [f"[load] input {text}" for text in r["inputs_described"]]
     lines.append(f"[load] obs normalizer steps = {r['normalization_steps'] or 'none (normalize: false)'}")
     if r["log_sigma"] is not None:
@@ -2885,6 +3388,8 @@ def architecture(s: PolicySettings) -> str:
 def mode_checkpoints(ctx: Context):
     """Every <Behavior>-<step>.pt sorted by step, with reward from run_logs/training_status.json."""
     src = ctx.source
+    if src.checkpoint.suffix.lower() == ".onnx":
+        raise UsageError(f"{short_path(src.checkpoint)}: a policy given as its ONNX alone has no checkpoints to list")
     check_sha256(src.checkpoint, ctx.args.expect_sha256)
     if src.model_dir is None:
         raise UsageError(f"{src.checkpoint}: not inside an ML-Agents run folder; use --model-dir")
@@ -3226,44 +3731,52 @@ def show_precision(r: dict) -> list:
 
 class MLAgentsOnnx:
     """An ML-Agents ONNX file run by a bare onnxruntime session: the reference. Reads ML-Agents
-    2.x+ files (obs_i inputs, deterministic_* outputs) and 1.x files (one vector_observation
-    input; the action mean and the per-branch log-probabilities are read out of the graph)."""
+    2.x+ files (obs_i inputs, deterministic_* outputs) and older ones (1.x: one vector_observation
+    input; without deterministic_* outputs the action mean and each branch's masked logits are
+    read out of the graph)."""
 
     def __init__(self, path: Path, settings: PolicySettings):
         import onnx
         self.path, self.settings = path, settings
         self.iface = read_onnx_interface(path)
-        shapes = onnx_input_shapes(self.iface, dict(enumerate(settings.inputs)))
+        self.direct = [tuple(self.iface.inputs.get(spec.name, ())[1:]) for spec in settings.inputs] == \
+            [tuple(spec.shape) for spec in settings.inputs]  # a policy that takes the file's own inputs
+        shapes = [spec.shape for spec in settings.inputs] if self.direct else \
+            onnx_input_shapes(self.iface, dict(enumerate(settings.inputs)))
         if shapes is None or len(shapes) != len(settings.inputs) or any(
                 tuple(a) != tuple(spec.shape) for a, spec in zip(shapes, settings.inputs)):
             raise NotThisPolicy(f"takes inputs {shapes}, the checkpoint {[list(i.shape) for i in settings.inputs]}")
-        outputs = self.iface.outputs
-        self.fetch, model_bytes = [], None
+        outputs, model = self.iface.outputs, onnx.load(str(path))
+        self.fetch, self.logit_names, exposed = [], [], []
         if settings.continuous_size:
             if "deterministic_continuous_actions" in outputs:
                 self.fetch.append("deterministic_continuous_actions")
-            else:  # 1.x: expose mu (the Gemm of action_model._continuous_distribution.mu) and clip it here
-                model = onnx.load(str(path))
+            else:  # older files: expose mu (the Gemm of action_model._continuous_distribution.mu) and clip it here
                 mu = next((n.output[0] for n in model.graph.node if n.op_type == "Gemm"
                            and any(i.endswith("_continuous_distribution.mu.weight") for i in n.input)), None)
                 if mu is None:
                     raise UsageError(f"{path}: no deterministic_continuous_actions output and no mu layer to read; "
                                      f"cannot compare continuous actions with it")
-                model.graph.output.append(onnx.helper.make_tensor_value_info(mu, onnx.TensorProto.FLOAT, None))
-                model_bytes, self.mu_name = model.SerializeToString(), mu
-                self.fetch.append(mu)
+                self.mu_name = mu
+                exposed.append(mu)
         if settings.discrete_branches:
             if "deterministic_discrete_actions" in outputs:
                 self.fetch.append("deterministic_discrete_actions")
-            elif "discrete_actions" in outputs:
-                self.fetch.append("discrete_actions")  # 1.x: per-branch log-probabilities
-            else:
-                raise UsageError(f"{path}: no discrete action output; cannot compare discrete actions with it")
+            else:  # older files (1.x: log-probabilities; 2.x: sampled actions): each branch's masked logits
+                self.logit_names = [n.input[0] for n in model.graph.node if n.op_type == "Softmax"
+                                    and any(a.name == "axis" and a.i in (1, -1) for a in n.attribute)]
+                if len(self.logit_names) != len(settings.discrete_branches):
+                    raise UsageError(f"{path}: no deterministic_discrete_actions output and not one Softmax per "
+                                     f"branch to read; cannot compare discrete actions with it")
+                exposed += self.logit_names
         if settings.memory_size:
             if "recurrent_out" not in outputs:
                 raise UsageError(f"{path}: no recurrent_out output; cannot compare the memory with it")
             self.fetch.append("recurrent_out")
-        self.model = model_bytes if model_bytes is not None else str(path)  # what the session runs
+        model.graph.output.extend(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None)
+                                  for name in exposed)
+        self.fetch += exposed
+        self.model = model.SerializeToString() if exposed else str(path)  # what the session runs
         self.session = onnx_session(self.model, tuned=False)
 
     def feed(self, flat: list) -> dict:
@@ -3271,7 +3784,7 @@ class MLAgentsOnnx:
         s, n = self.settings, len(self.settings.inputs)
         names = self.iface.inputs
         feed = {}
-        if self.iface.legacy_inputs:
+        if self.iface.legacy_inputs and not self.direct:
             rows = len(flat[0])
             vectors = [x.reshape(rows, -1) for x, spec in zip(flat[:n], s.inputs) if spec.kind == "vector"]
             if "vector_observation" in names:
@@ -3306,8 +3819,8 @@ class MLAgentsOnnx:
             if "deterministic_discrete_actions" in values:
                 out["discrete_actions"] = values["deterministic_discrete_actions"].astype(np.int64)
             else:
-                log_probs = torch.from_numpy(values["discrete_actions"]).split(list(s.discrete_branches), dim=1)
-                out["discrete_actions"] = deterministic_discrete(log_probs).numpy()
+                logits = [torch.from_numpy(values[name]) for name in self.logit_names]
+                out["discrete_actions"] = deterministic_discrete(logits).numpy()
         if s.memory_size:
             out["memory"] = values["recurrent_out"].reshape(len(flat[0]), s.memory_size)
         return out
@@ -3410,7 +3923,8 @@ def show_onnx_compare(r: dict) -> list:
                      f"memory {ro['memory_max_rel_err']:.3e}, {ro.get('discrete_mismatches', 0)} discrete mismatches"
                      + (f", continuous {ro['max_abs_err']:.3e}" if "max_abs_err" in ro else ""))
     if r["legacy_interface"]:
-        lines.append(f"  ({name} has ML-Agents 1.x's interface: compared through its action mean / log-probabilities)")
+        lines.append(f"  ({name} has no deterministic_* outputs (ML-Agents 1.x, early 2.x): compared through its "
+                     f"action mean / masked logits)")
     lines.append(f"  holds (max_abs_err < {r['tol']:g}, cos >= {r['min_cos']:g}, no discrete mismatch, memory < {r['tol']:g}): "
                  + ("yes" if r["passed"] else "NO"))
     return lines
@@ -3454,7 +3968,7 @@ def mode_export_onnx(ctx: Context):
     flat, _, _ = ctx.policy.prepare(obs, masks, memory)
     session = onnx_session(data, tuned=False)
     fetch = step_outputs(s, True)
-    feed = dict(zip(input_names(s), flat))
+    feed = dict(zip(input_names(s, exported=True), flat))
     mine = dict(zip(fetch, session.run(fetch, feed)))
     try:
         reference_path = checkpoint_onnx(ctx)
@@ -3743,7 +4257,7 @@ def bare_onnxruntime_job(ctx: Context, flat: list) -> tuple:
         reference = MLAgentsOnnx(path, s)
     except (UsageError, NotThisPolicy):
         return export_mlagents_onnx(ctx.checkpoint.actor), list(ctx.policy.fetch[True]), \
-            dict(zip(input_names(s), flat)), "export of this checkpoint"
+            dict(zip(input_names(s, exported=True), flat)), "export of this checkpoint"
     reference.session = None  # the contender runs in a process of its own: no thread pool here
     return reference.model, list(reference.fetch), reference.feed(flat), path.name
 
@@ -4111,7 +4625,8 @@ def build_parser() -> argparse.ArgumentParser:
            help=f"Hub repo id (default {DEFAULT_REPO}; offline or unreachable -> bundled sample)")
     option(src, "--expect-sha256", metavar="HEX", help="refuse a checkpoint whose sha256 differs (pin a file)")
     option(src, "--onnx", help="the policy's ML-Agents ONNX: the reference of onnx-compare/export-onnx/benchmark and "
-                               "the source of input shapes the checkpoint does not hold (default: the checkpoint's own)")
+                               "the source of input shapes the checkpoint does not hold (default: the checkpoint's own); "
+                               "with no --checkpoint/--model-dir/--model, the policy itself (ONNX alone)")
     option(src, "--goal-input", type=input_indices, default=None, metavar="N[,N...]",
            help="goal-conditioned policies: which inputs (obs_N) are the goal signal, when the shapes do not tell")
     run = p.add_argument_group("device and precision")
