@@ -178,8 +178,13 @@ def test_every_command_on_the_page_ends_as_the_text_says(ran, page):
 def test_the_commands_cover_every_example_folder_and_the_bundled_sample(ran):
     """README's table runs each examples/ folder; the bundled default runs too."""
     readme = [" ".join(tokens(r["command"])) for r in ran[README]]
-    for folder in sorted(p.name for p in (ROOT / "examples").iterdir() if p.is_dir()):
-        assert f"python inference.py --mode onnx-compare --model-dir examples/{folder}" in readme, folder
+    for folder in sorted(p for p in (ROOT / "examples").iterdir() if p.is_dir()):
+        if any(folder.glob("*/*.pt")):  # a run folder
+            assert f"python inference.py --mode onnx-compare --model-dir examples/{folder.name}" in readme, folder
+        else:  # ONNX files alone, one per interface
+            for onnx_file in sorted(folder.glob("*.onnx")):
+                assert f"python inference.py --mode onnx-compare --onnx examples/{folder.name}/{onnx_file.name}" \
+                    in readme, onnx_file
     assert "python inference.py --mode info" in readme and "python inference.py --mode onnx-compare" in readme
     assert sum(len(records) for records in ran.values()) >= 60  # the extraction found the pages' commands
 
