@@ -73,6 +73,11 @@ class CheckFailed(Exception):
     """A check did not hold: exit code 1."""
 
 
+class NotThisPolicy(CheckFailed):
+    """An ONNX that cannot be this checkpoint's (other inputs, other layer shapes): exit code 1,
+    never read as "no ONNX" nor blamed on the checkpoint."""
+
+
 # =========================================================================================
 # Checkpoint: find the model, list its checkpoints, load and validate one
 # =========================================================================================
@@ -1105,6 +1110,7 @@ class OnnxInterface:
     outputs: list            # output names
     vector_slices: list      # legacy vector_observation: [(start, end)] per sensor, in order
     legacy: bool             # ML-Agents 1.x interface (vector_observation, no deterministic_* outputs)
+    weights: dict = field(default_factory=dict)  # initializer name -> shape (names are state-dict keys)
 
     @property
     def legacy_inputs(self) -> bool:
@@ -1142,7 +1148,21 @@ def read_onnx_interface(path: Path) -> OnnxInterface:
                 slices.append((int(attrs["starts"][0]), int(attrs["ends"][0])))
     outputs = [o.name for o in model.graph.output]
     legacy = "vector_observation" in inputs or not any(o.startswith("deterministic_") for o in outputs)
-    return OnnxInterface(path, inputs, outputs, sorted(set(slices)), legacy)
+    weights = {i.name: tuple(i.dims) for i in model.graph.initializer}
+    return OnnxInterface(path, inputs, outputs, sorted(set(slices)), legacy, weights)
+
+
+def onnx_difference(iface: OnnxInterface, state: dict, settings: "PolicySettings") -> Optional[str]:
+    """How an ONNX shows it is not this checkpoint's, or None: its inputs' shapes differ from the
+    policy's, or a weight it names as the checkpoint does has another shape. (Other weights of the
+    same shapes are onnx-compare's business: a failed comparison, not another policy.)"""
+    shapes = onnx_input_shapes(iface, dict(enumerate(settings.inputs)))
+    if shapes is not None and [tuple(s) for s in shapes] != [tuple(i.shape) for i in settings.inputs]:
+        return f"takes inputs {[list(s) for s in shapes]}, the checkpoint {[list(i.shape) for i in settings.inputs]}"
+    for name, dims in iface.weights.items():
+        if name in state and isinstance(state[name], torch.Tensor) and tuple(state[name].shape) != dims:
+            return f"has {name} {list(dims)}, the checkpoint {list(state[name].shape)}"
+    return None
 
 
 def onnx_input_shapes(interface: OnnxInterface, seen: Optional[dict] = None) -> Optional[list]:
@@ -1789,13 +1809,29 @@ def load_checkpoint(path: Path, onnx_path: Optional[Path] = None, model_dir: Opt
     obj = read_checkpoint(path)
     state = obj["Policy"]
     step = global_step(obj)
+    given = onnx_path is not None  # named by the user: it must be this policy's (NotThisPolicy)
     onnx_path = onnx_path or find_checkpoint_onnx(path, model_dir, behavior, step)
-    onnx_iface = None
-    if onnx_path is not None and policy_needs_onnx(state):
-        onnx_iface = read_onnx_interface(onnx_path)
-    settings = infer_settings(state, path, onnx_iface, read_config(model_dir, behavior), trainer_of(obj), goal_input)
-    actor = build_actor(settings, state, path)
-    return LoadedCheckpoint(path, settings, actor, onnx_iface, step, sha, time.perf_counter() - t0)
+    needs = onnx_path is not None and policy_needs_onnx(state)
+    onnx_iface = read_onnx_interface(onnx_path) if needs or given else None
+    needed = onnx_iface if needs else None
+
+    def rebuild(iface):
+        settings = infer_settings(state, path, iface, read_config(model_dir, behavior), trainer_of(obj), goal_input)
+        return settings, build_actor(settings, state, path)
+    try:
+        settings, actor = rebuild(needed)
+    except UsageError:
+        if not given or needed is None:
+            raise
+        rebuild(None)  # the checkpoint stands without that ONNX: the ONNX is what does not fit
+        shapes = onnx_input_shapes(onnx_iface)
+        raise NotThisPolicy(f"{onnx_path.name} takes inputs {[list(s) for s in shapes or []]}, which the checkpoint's "
+                            f"layers do not fit: not this policy")
+    difference = onnx_difference(onnx_iface, state, settings) if given else None
+    if difference:
+        raise NotThisPolicy(f"{onnx_path.name} {difference}: not this policy")
+    return LoadedCheckpoint(path, settings, actor, onnx_iface if needed is not None else None, step, sha,
+                            time.perf_counter() - t0)
 
 
 def policy_needs_onnx(state: dict) -> bool:
@@ -3284,10 +3320,6 @@ class MLAgentsOnnx:
         return out
 
 
-class NotThisPolicy(Exception):
-    """An ONNX that cannot be this checkpoint's: a failed check (exit 1), not bad input."""
-
-
 def checkpoint_onnx(ctx: Context) -> Path:
     """The ONNX that belongs to the chosen checkpoint: --onnx, <Behavior>-<step>.onnx beside it,
     or <Behavior>.onnx for the final checkpoint only."""
@@ -3425,11 +3457,13 @@ def mode_export_onnx(ctx: Context):
              if n in [o.name for o in model.graph.output]]
     feed = {name: x for name, x in zip(engine_input_names(s), flat)}
     mine = dict(zip(fetch, session.run(fetch, feed)))
-    try:
+    try:  # (NotThisPolicy goes through: another policy's ONNX is a failure, not "no ONNX")
         reference_path = checkpoint_onnx(ctx)
         theirs = MLAgentsOnnx(reference_path, s).deterministic(flat)
         reference_name = str(reference_path)
-    except (UsageError, NotThisPolicy):  # no usable ML-Agents ONNX beside the checkpoint: hold it to float64
+    except UsageError:  # no usable ML-Agents ONNX beside the checkpoint: hold it to float64
+        if ctx.args.onnx:
+            raise
         ref = ctx.policy.reference(flat)
         theirs = ctx.policy.decide({k: np.asarray(v, np.float32) for k, v in ref.items()}, rows)
         reference_name = "float64 rebuild (no ML-Agents ONNX for this checkpoint)"
@@ -3706,10 +3740,12 @@ def bare_onnxruntime_job(ctx: Context, flat: list) -> tuple:
     The checkpoint's own ML-Agents ONNX, every input fed as MLAgentsOnnx feeds it; else ML-Agents'
     export of this checkpoint."""
     s = ctx.settings
-    try:
+    try:  # (NotThisPolicy goes through: another policy's ONNX is a failure, not "no ONNX")
         path = checkpoint_onnx(ctx)
         reference = MLAgentsOnnx(path, s)
-    except (UsageError, NotThisPolicy):
+    except UsageError:
+        if ctx.args.onnx:
+            raise
         return export_mlagents_onnx(ctx.checkpoint.actor), list(ctx.policy.fetch[True]), \
             dict(zip(engine_input_names(s), flat)), "export of this checkpoint"
     reference.session = None  # the contender runs in a process of its own: no thread pool here
@@ -4216,7 +4252,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     except UsageError as exc:
         tell(f"error: {exc}")
         return 2
-    except CheckFailed as exc:
+    except CheckFailed as exc:  # e.g. NotThisPolicy: --onnx belongs to another policy
+        if args is not None and args.json and args.mode != "stream":  # --json still gets its one object
+            with contextlib.suppress(OSError, ValueError):
+                print(json.dumps({"mode": args.mode, "passed": False,
+                                  ("not_this_policy" if isinstance(exc, NotThisPolicy) else "failed"): str(exc)}),
+                      flush=True)
         tell(f"FAILED: {exc}")
         return 1
     except ModuleNotFoundError as exc:  # e.g. torch on a fresh machine
