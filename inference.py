@@ -2110,8 +2110,21 @@ class Policy:
         from the policy's own generator (fresh noise on every call): randn(rows, continuous size),
         then rand(rows, branches) — so the same seed gives the same actions on every device."""
         flat, rows, batched = self.prepare(observations, action_masks, memory)
+        if not rows:  # a batch of 0 observations (an environment step where no agent decides): 0 actions
+            return self.no_actions()
         out = self.decide(self.engine.run(flat, self.fetch[deterministic]), rows, deterministic, seed, generator)
         return out if batched else {k: v[0] for k, v in out.items()}
+
+    def no_actions(self, discrete_dtype=np.int64) -> dict:
+        """act()'s answer for 0 observations: each output with 0 rows and its width."""
+        s, out = self.settings, {}
+        if s.continuous_size:
+            out["continuous_actions"] = np.zeros((0, s.continuous_size), np.float32)
+        if s.discrete_branches:
+            out["discrete_actions"] = np.zeros((0, len(s.discrete_branches)), discrete_dtype)
+        if s.memory_size:
+            out["memory"] = np.zeros((0, s.memory_size), np.float32)
+        return out
 
     def get_action(self, decision_steps, terminal_steps=None, deterministic: bool = True):
         """ML-Agents' Python API: actions for exactly the agents of `decision_steps` (mlagents_envs'
@@ -2126,7 +2139,7 @@ class Policy:
                 self.memories.pop(agent, None)
         ids = np.asarray(decision_steps.agent_id).reshape(-1).tolist()
         rows = len(ids)
-        if not rows:
+        if not rows:  # (get_steps often holds no agent)
             return action_tuple(np.zeros((0, s.continuous_size), np.float32),
                                 np.zeros((0, len(s.discrete_branches)), np.int32))
         observations = list(decision_steps.obs)
@@ -2300,11 +2313,9 @@ def shape_input(spec: InputSpec, value) -> tuple:
     else:
         raise UsageError(f"{spec.name}: expected shape [{', '.join(map(str, want))}] "
                          f"(or [batch, {', '.join(map(str, want))}]), got {list(array.shape)}")
-    if array.shape[0] == 0:
-        raise UsageError(f"{spec.name}: holds no observations")
     with np.errstate(over="ignore", invalid="ignore"):
         out = np.ascontiguousarray(array, np.float32)
-    finite = np.isfinite(out.reshape(out.shape[0], -1)).all(axis=1)
+    finite = np.isfinite(out.reshape(out.shape[0], int(np.prod(out.shape[1:])))).all(axis=1)
     if not finite.all():
         raise UsageError(f"{spec.name}: observation {int(np.argmin(finite))} holds nan, inf or values beyond float32")
     return out, batched
