@@ -144,6 +144,8 @@ class StandInUnityEnvironment:
         if self.rng.rand() < 0.3:
             deciding.append(self._new_id())
             self.alive.append(deciding[-1])
+        if self.log["steps"] % 7 == 3:  # a step where no agent decides (a decision period longer than 1)
+            deciding = []
         mask = mlagents_mask(self.rng, len(deciding), self.spec.action_spec.discrete_branches)
         self.pending = (deciding, mask)
         self.log["decisions"] += len(deciding)
