@@ -1978,43 +1978,13 @@ class Policy:
         return arrays, rows, batched
 
     def _ready(self, observations, masks, memory) -> Optional[tuple]:
-        """The fast path, the same checks made cheaply: observations that already are what the engine
-        takes (_ready_observations), a mask this policy has checked before (its bytes), a memory
-        float32 [rows, memory_size] with finite values, pass without a copy. None sends anything else
-        (and anything wrong) through the full checks and their messages."""
-        ready = self._ready_observations(observations)
-        if ready is None:
-            return None
-        arrays, rows, batched = ready
-        s, zeros = self.settings, self._zeros
-        if s.discrete_branches:
-            key = (rows, None, masks.dtype, masks.shape, masks.tobytes()) \
-                if type(masks) is np.ndarray and masks.nbytes <= 4096 else mask_key(masks, rows)
-            checked = self._checked_masks.get(key) if key is not None else None
-            if checked is None:
-                return None
-            arrays.append(checked)
-        elif masks is not None:
-            return None
-        if s.memory_size:
-            if memory is None:
-                memory = zeros.get((rows, 1, s.memory_size))
-                if memory is None:
-                    return None
-                arrays.append(memory)
-            elif type(memory) is np.ndarray and memory.dtype is FLOAT32 and memory.shape == (rows, s.memory_size) \
-                    and memory.flags.c_contiguous and memory.size in zeros and np.vdot(memory, zeros[memory.size]) == 0:
-                arrays.append(memory[:, None])
-            else:
-                return None
-        elif memory is not None:
-            return None
-        return arrays, rows, batched
-
-    def _ready_observations(self, observations) -> Optional[tuple]:
-        """Observations that already are what the engine takes (float32, C-contiguous, [rows, *shape] or
+        """The fast path, the same checks made cheaply (one function: at batch 1 each call costs):
+        observations that already are what the engine takes (float32, C-contiguous, [rows, *shape] or
         one observation [*shape]) with every value finite (x * 0 is 0 for a finite x, nan for nan or
-        ±inf: one dot product with zeros tells): (arrays, rows, batched), else None."""
+        ±inf: one dot product with zeros tells), a mask this policy has checked before (its bytes), a
+        memory float32 [rows, memory_size] with finite values: (arrays, rows, batched), nothing
+        copied. None sends anything else (and anything wrong) through the full checks and their
+        messages, which also make the zeros this path needs for those sizes."""
         if type(observations) is np.ndarray:
             observations = (observations,)
         elif type(observations) not in (list, tuple) or len(observations) != len(self._shapes):
@@ -2033,6 +2003,30 @@ class Policy:
             if x.shape[0] != rows or z is None or np.vdot(x, z) != 0:
                 return None
             arrays.append(x)
+        s = self.settings
+        if s.discrete_branches:
+            key = (rows, None, masks.dtype, masks.shape, masks.tobytes()) \
+                if type(masks) is np.ndarray and masks.nbytes <= 4096 else mask_key(masks, rows)
+            checked = self._checked_masks.get(key) if key is not None else None
+            if checked is None:
+                return None
+            arrays.append(checked)
+        elif masks is not None:
+            return None
+        if s.memory_size:
+            if memory is None:
+                memory = zeros.get((rows, 1, s.memory_size))
+                if memory is None:
+                    return None
+                arrays.append(memory)
+            else:
+                z = zeros.get(memory.size) if type(memory) is np.ndarray else None
+                if z is None or memory.dtype is not FLOAT32 or memory.shape != (rows, s.memory_size) or \
+                        not memory.flags.c_contiguous or np.vdot(memory, z) != 0:
+                    return None
+                arrays.append(memory[:, None])
+        elif memory is not None:
+            return None
         return arrays, rows, batched
 
     def observation_arrays(self, observations) -> tuple:
@@ -2142,27 +2136,21 @@ class Policy:
         if not rows:  # (get_steps often holds no agent)
             return action_tuple(np.zeros((0, s.continuous_size), np.float32),
                                 np.zeros((0, len(s.discrete_branches)), np.int32))
-        observations = list(decision_steps.obs)
-        ready = self._ready_observations(observations)
-        if ready is None:
-            ready = self.observation_arrays(observations)
-            self._remember_sizes(ready[0])
-        flat, got, _ = ready
-        if got != rows:
-            raise UsageError(f"decision_steps: {rows} agent id(s) but {got} observation(s)")
-        if s.discrete_branches:
-            masks = decision_steps.action_mask
-            if masks is not None and (type(masks) not in (list, tuple) or not _is_array_list(masks)):
-                raise UsageError("decision_steps.action_mask: expected ML-Agents' list of per-branch bool "
-                                 "arrays (True = masked) or None")
-            flat.append(self.mask_array(masks, rows, True))
+        masks = decision_steps.action_mask if s.discrete_branches else None
+        if masks is not None and (type(masks) not in (list, tuple) or not _is_array_list(masks)
+                                  or any(m.dtype != bool for m in masks)):
+            raise UsageError("decision_steps.action_mask: expected ML-Agents' list of per-branch bool arrays "
+                             "(True = masked) or None")
+        memory = None
         if s.memory_size:
-            memory = np.zeros((rows, 1, s.memory_size), np.float32)
+            memory = np.zeros((rows, s.memory_size), np.float32)
             for row, agent in enumerate(ids):
                 known = self.memories.get(agent)
                 if known is not None:
-                    memory[row, 0] = known
-            flat.append(memory)
+                    memory[row] = known
+        flat, got, _ = self.prepare(list(decision_steps.obs), masks, memory)
+        if got != rows:
+            raise UsageError(f"decision_steps: {rows} agent id(s) but {got} observation(s)")
         out = self.run(flat, rows, deterministic)
         if s.memory_size:
             self.memories.update(zip(ids, out["memory"]))
