@@ -2006,7 +2006,7 @@ class Policy:
         s = self.settings
         if s.discrete_branches:
             key = (rows, None, masks.dtype, masks.shape, masks.tobytes()) \
-                if type(masks) is np.ndarray and masks.nbytes <= 4096 else mask_key(masks, rows)
+                if type(masks) is np.ndarray and masks.nbytes <= MASK_KEY_BYTES else mask_key(masks, rows)
             checked = self._checked_masks.get(key) if key is not None else None
             if checked is None:
                 return None
@@ -2081,7 +2081,7 @@ class Policy:
         if checked is None:
             checked = shape_masks(masks, self.settings.discrete_branches, rows, batched)
             if key is not None:
-                if len(self._checked_masks) >= 4096:
+                if len(self._checked_masks) >= 1024:  # (at most ~2 MB of keys and arrays)
                     self._checked_masks.clear()
                 checked.flags.writeable = False  # (prepare() hands it out)
                 self._checked_masks[key] = checked
@@ -2109,13 +2109,13 @@ class Policy:
         out = self.decide(self.engine.run(flat, self.fetch[deterministic]), rows, deterministic, seed, generator)
         return out if batched else {k: v[0] for k, v in out.items()}
 
-    def no_actions(self, discrete_dtype=np.int64) -> dict:
+    def no_actions(self) -> dict:
         """act()'s answer for 0 observations: each output with 0 rows and its width."""
         s, out = self.settings, {}
         if s.continuous_size:
             out["continuous_actions"] = np.zeros((0, s.continuous_size), np.float32)
         if s.discrete_branches:
-            out["discrete_actions"] = np.zeros((0, len(s.discrete_branches)), discrete_dtype)
+            out["discrete_actions"] = np.zeros((0, len(s.discrete_branches)), np.int64)
         if s.memory_size:
             out["memory"] = np.zeros((0, s.memory_size), np.float32)
         return out
@@ -2134,8 +2134,7 @@ class Policy:
         ids = np.asarray(decision_steps.agent_id).reshape(-1).tolist()
         rows = len(ids)
         if not rows:  # (get_steps often holds no agent)
-            return action_tuple(np.zeros((0, s.continuous_size), np.float32),
-                                np.zeros((0, len(s.discrete_branches)), np.int32))
+            return self._action_tuple(self.no_actions(), 0)
         masks = decision_steps.action_mask if s.discrete_branches else None
         if masks is not None and (type(masks) not in (list, tuple) or not _is_array_list(masks)
                                   or any(m.dtype != bool for m in masks)):
@@ -2156,6 +2155,11 @@ class Policy:
             self.memories.update(zip(ids, out["memory"]))
             while len(self.memories) > MEMORIES_LIMIT:  # agents gone without a terminal step: the oldest goes
                 self.memories.pop(next(iter(self.memories)))
+        return self._action_tuple(out, rows)
+
+    def _action_tuple(self, out: dict, rows: int):
+        """act()'s answer as ML-Agents' ActionTuple: continuous float32, discrete int32, zero-width when none."""
+        s = self.settings
         return action_tuple(out["continuous_actions"] if s.continuous_size else np.zeros((rows, 0), np.float32),
                             out["discrete_actions"].astype(np.int32) if s.discrete_branches else
                             np.zeros((rows, 0), np.int32))
@@ -2364,17 +2368,21 @@ def shape_masks(masks, branches: list, rows: int, batched: bool) -> np.ndarray:
     return np.ascontiguousarray(array, np.float32)
 
 
+MASK_KEY_BYTES = 1024  # masks up to this size are checked once per distinct value (a batch-1 mask: a few bytes)
+
+
 def mask_key(masks, rows: int) -> Optional[tuple]:
     """A small mask's identity (rows, form, and each array's dtype, shape and bytes), for checking it
     once (Policy.mask_array); None for a large one or one not made of numpy arrays."""
     if type(masks) is np.ndarray:  # (Policy._ready makes this key itself, the same way)
-        return (rows, None, masks.dtype, masks.shape, masks.tobytes()) if masks.nbytes <= 4096 else None
+        return (rows, None, masks.dtype, masks.shape, masks.tobytes()) if masks.nbytes <= MASK_KEY_BYTES else None
     if masks is None:
         return (rows,)
     parts = masks if type(masks) in (list, tuple) else ()
-    key = [rows]
+    key, size = [rows], 0
     for part in parts:
-        if type(part) is not np.ndarray or part.nbytes > 4096 or len(key) > 200:
+        size += part.nbytes if type(part) is np.ndarray else MASK_KEY_BYTES + 1
+        if size > MASK_KEY_BYTES:
             return None
         key += (part.dtype, part.shape, part.tobytes())
     return tuple(key) if parts else None
