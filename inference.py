@@ -2136,12 +2136,15 @@ class Policy:
         if not rows:  # (get_steps often holds no agent)
             return self._action_tuple(self.no_actions(), 0)
         masks = decision_steps.action_mask if s.discrete_branches else None
-        if masks is not None and (type(masks) not in (list, tuple) or not _is_array_list(masks)
-                                  or any(m.dtype != bool for m in masks)):
+        if masks is not None and not (type(masks) in (list, tuple) and masks and
+                                      all(type(m) is np.ndarray and m.dtype == bool for m in masks)):
             raise UsageError("decision_steps.action_mask: expected ML-Agents' list of per-branch bool arrays "
                              "(True = masked) or None")
-        memory = None
-        if s.memory_size:
+        memory = None  # (zeros)
+        if s.memory_size and rows == 1:
+            known = self.memories.get(ids[0])
+            memory = None if known is None else known[None]
+        elif s.memory_size:
             memory = np.zeros((rows, s.memory_size), np.float32)
             for row, agent in enumerate(ids):
                 known = self.memories.get(agent)
