@@ -12,9 +12,10 @@ ML-Agents writes beside each checkpoint.
     python inference.py --mode action --obs random --seed 0
     python inference.py --mode onnx-compare --model-dir path/to/ml-agents-run
 
-    import inference                                     # the same policy from Python
+    import inference                                     # the same policy from Python (docs/python-api.md)
     policy = inference.load("path/to/ml-agents-run")     # or a .pt, or <Behavior>.onnx alone
     out = policy.act(observations, action_masks=None)    # continuous_actions, discrete_actions, memory
+    actions = policy.get_action(decision_steps)          # mlagents_envs: an ActionTuple for env.set_actions
 
 Sections, top to bottom: finding and reading checkpoints -> ML-Agents' modules (mirrored
 from Unity ML-Agents 1.1.0, Apache-2.0) -> building a policy from a checkpoint -> export as
@@ -74,6 +75,11 @@ class UsageError(Exception):
 
 class CheckFailed(Exception):
     """A check did not hold: exit code 1."""
+
+
+class NotThisPolicy(CheckFailed):
+    """An ONNX that cannot be this checkpoint's (other inputs, other layer shapes): exit code 1,
+    never read as "no ONNX" nor blamed on the checkpoint."""
 
 
 # =========================================================================================
@@ -1203,6 +1209,7 @@ class OnnxInterface:
     outputs: list            # output names
     vector_slices: list      # legacy vector_observation: [(start, end)] per sensor, in order
     legacy: bool             # ML-Agents 1.x interface (vector_observation, no deterministic_* outputs)
+    weights: dict = field(default_factory=dict)  # initializer name -> shape (names are state-dict keys)
 
     @property
     def legacy_inputs(self) -> bool:
@@ -1240,7 +1247,21 @@ def read_onnx_interface(path: Path) -> OnnxInterface:
                 slices.append((int(attrs["starts"][0]), int(attrs["ends"][0])))
     outputs = [o.name for o in model.graph.output]
     legacy = "vector_observation" in inputs or not any(o.startswith("deterministic_") for o in outputs)
-    return OnnxInterface(path, inputs, outputs, sorted(set(slices)), legacy)
+    weights = {i.name: tuple(i.dims) for i in model.graph.initializer}
+    return OnnxInterface(path, inputs, outputs, sorted(set(slices)), legacy, weights)
+
+
+def onnx_difference(iface: OnnxInterface, state: dict, settings: "PolicySettings") -> Optional[str]:
+    """How an ONNX shows it is not this checkpoint's, or None: its inputs' shapes differ from the
+    policy's, or a weight it names as the checkpoint does has another shape. (Other weights of the
+    same shapes are onnx-compare's business: a failed comparison, not another policy.)"""
+    shapes = onnx_input_shapes(iface, dict(enumerate(settings.inputs)))
+    if shapes is not None and [tuple(s) for s in shapes] != [tuple(i.shape) for i in settings.inputs]:
+        return f"takes inputs {[list(s) for s in shapes]}, the checkpoint {[list(i.shape) for i in settings.inputs]}"
+    for name, dims in iface.weights.items():
+        if name in state and isinstance(state[name], torch.Tensor) and tuple(state[name].shape) != dims:
+            return f"has {name} {list(dims)}, the checkpoint {list(state[name].shape)}"
+    return None
 
 
 def onnx_input_shapes(interface: OnnxInterface, seen: Optional[dict] = None) -> Optional[list]:
@@ -2337,13 +2358,29 @@ def load_checkpoint(path: Path, onnx_path: Optional[Path] = None, model_dir: Opt
     obj = read_checkpoint(path)
     state = obj["Policy"]
     step = global_step(obj)
+    given = onnx_path is not None  # named by the user: it must be this policy's (NotThisPolicy)
     onnx_path = onnx_path or find_checkpoint_onnx(path, model_dir, behavior, step)
-    onnx_iface = None
-    if onnx_path is not None and policy_needs_onnx(state):
-        onnx_iface = read_onnx_interface(onnx_path)
-    settings = infer_settings(state, path, onnx_iface, read_config(model_dir, behavior), trainer_of(obj), goal_input)
-    actor = build_actor(settings, state, path)
-    return LoadedCheckpoint(path, settings, actor, onnx_iface, step, sha, time.perf_counter() - t0)
+    needs = onnx_path is not None and policy_needs_onnx(state)
+    onnx_iface = read_onnx_interface(onnx_path) if needs or given else None
+    needed = onnx_iface if needs else None
+
+    def rebuild(iface):
+        settings = infer_settings(state, path, iface, read_config(model_dir, behavior), trainer_of(obj), goal_input)
+        return settings, build_actor(settings, state, path)
+    try:
+        settings, actor = rebuild(needed)
+    except UsageError:
+        if not given or needed is None:
+            raise
+        rebuild(None)  # the checkpoint stands without that ONNX: the ONNX is what does not fit
+        shapes = onnx_input_shapes(onnx_iface)
+        raise NotThisPolicy(f"{onnx_path.name} takes inputs {[list(s) for s in shapes or []]}, which the checkpoint's "
+                            f"layers do not fit: not this policy")
+    difference = onnx_difference(onnx_iface, state, settings) if given else None
+    if difference:
+        raise NotThisPolicy(f"{onnx_path.name} {difference}: not this policy")
+    return LoadedCheckpoint(path, settings, actor, onnx_iface if needed is not None else None, step, sha,
+                            time.perf_counter() - t0)
 
 
 def policy_needs_onnx(state: dict) -> bool:
@@ -2381,19 +2418,59 @@ def find_checkpoint_onnx(path: Path, model_dir: Optional[Path], behavior: Option
     return None
 
 
+MEMORIES_LIMIT = 100_000  # agent ids whose memory a policy keeps (get_action; the stream's limit too)
+FLOAT32 = np.dtype(np.float32)
+
+
+@dataclass
+class Actions:
+    """mlagents_envs' ActionTuple where mlagents_envs is not installed: the same fields, continuous
+    float32 [agents, continuous size] and discrete int32 [agents, branches] (zero-width when none)."""
+    continuous: np.ndarray
+    discrete: np.ndarray
+
+
+_ACTION_TUPLE: list = []
+
+
+def action_tuple(continuous: np.ndarray, discrete: np.ndarray):
+    """mlagents_envs' ActionTuple when it is installed (what env.set_actions takes), else Actions."""
+    if not _ACTION_TUPLE:
+        try:
+            from mlagents_envs.base_env import ActionTuple
+        except Exception:  # not installed, or not importable with this numpy/python
+            ActionTuple = Actions
+        _ACTION_TUPLE.append(ActionTuple)
+    return _ACTION_TUPLE[0](continuous=continuous, discrete=discrete)
+
+
 class Policy:
-    """A loaded ML-Agents policy on one device and engine.
+    """A loaded ML-Agents policy on one device and engine (docs/python-api.md drives it from
+    mlagents_envs and from gymnasium-style loops).
 
         policy = inference.load("ppo-Huggy", device="cpu")
         out = policy.act(obs)                      # {"continuous_actions": ..., "discrete_actions": ..., "memory": ...}
+        actions = policy.get_action(decision_steps, terminal_steps)   # mlagents_envs: an ActionTuple
+
+    Observations are float32 as ML-Agents hands them to a policy: a camera channel-first
+    [C, H, W] with values in [0, 1]; a uint8 camera frame is pixels, scaled by 1/255 as image files
+    are (other dtypes are taken as given). Action masks: numbers are 1 = allowed (gymnasium's
+    convention), one array [sum(branches)] or [rows, sum(branches)], or a per-branch list (gymnasium's
+    MultiDiscrete masks); a per-branch list of bool arrays is ML-Agents' DecisionSteps.action_mask,
+    True = masked; a single bool array is refused (the two conventions read it oppositely).
+    Sampling draws fresh noise on every call from the policy's own generator (load(seed=...));
+    seed= on a call reproduces that call alone.
     """
 
     def __init__(self, checkpoint: LoadedCheckpoint, device="cpu", dtype: str = "float32", engine: str = "auto",
-                 graphs: bool = True):
+                 graphs: bool = True, seed: Optional[int] = None):
         self.checkpoint, self.settings = checkpoint, checkpoint.settings
         self.device = device if isinstance(device, torch.device) else resolve_device(str(device))
         if dtype not in DTYPES:
             raise UsageError(f"dtype {dtype!r}: expected one of {', '.join(DTYPES)}")
+        if seed is not None and (not isinstance(seed, (int, np.integer)) or isinstance(seed, bool)
+                                 or not 0 <= seed < 2**63):
+            raise UsageError(f"seed {seed!r}: expected a non-negative integer (or None: from the OS)")
         self.dtype = dtype
         self.engine_name = choose_engine(engine, self.device, dtype)
         self.engine = (OnnxRuntimeEngine(checkpoint.actor) if self.engine_name == "onnxruntime"
@@ -2403,6 +2480,13 @@ class Policy:
         continuous = checkpoint.actor.action_model._continuous_distribution
         self.sigma = (torch.exp(continuous.log_sigma.detach()).reshape(-1).numpy()
                       if continuous is not None and not self.settings.conditional_sigma else None)
+        # sampling noise when a call names no seed: fresh on every call, reproducible through load(seed=)
+        self.generator = torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little") >> 1
+                                                       if seed is None else int(seed))
+        self.memories: dict = {}         # get_action: agent id -> its LSTM memory [memory_size]
+        self._shapes = [tuple(i.shape) for i in s.inputs]
+        self._checked_masks: dict = {}   # small masks already checked (their bytes) -> the engine's array
+        self._zeros: dict = {}           # (shape) -> read-only float32 zeros
 
     # -- what the policy is
     @property
@@ -2423,6 +2507,76 @@ class Policy:
     # -- inputs
     def prepare(self, observations, action_masks=None, memory=None) -> tuple:
         """Check and batch the inputs: (engine inputs, rows, batched). UsageError names what is wrong."""
+        ready = self._ready(observations, action_masks, memory)
+        if ready is not None:
+            return ready
+        s = self.settings
+        arrays, rows, batched = self.observation_arrays(observations)
+        if s.discrete_branches:
+            arrays.append(self.mask_array(action_masks, rows, batched))
+        elif action_masks is not None:
+            raise UsageError("action masks given, but this policy has no discrete actions")
+        if s.memory_size:
+            arrays.append(self.memory_array(memory, rows, batched))
+        elif memory is not None:
+            raise UsageError("a memory given, but this policy has no memory (LSTM)")
+        self._remember_sizes(arrays)
+        return arrays, rows, batched
+
+    def _ready(self, observations, masks, memory) -> Optional[tuple]:
+        """The fast path, the same checks made cheaply (one function: at batch 1 each call costs):
+        observations that already are what the engine takes (float32, C-contiguous, [rows, *shape] or
+        one observation [*shape]) with every value finite (x * 0 is 0 for a finite x, nan for nan or
+        ±inf: one dot product with zeros tells), a mask this policy has checked before (its bytes), a
+        memory float32 [rows, memory_size] with finite values: (arrays, rows, batched), nothing
+        copied. None sends anything else (and anything wrong) through the full checks and their
+        messages, which also make the zeros this path needs for those sizes."""
+        if type(observations) is np.ndarray:
+            observations = (observations,)
+        elif type(observations) not in (list, tuple) or len(observations) != len(self._shapes):
+            return None
+        zeros, arrays, rows, batched = self._zeros, [], None, None
+        for x, shape in zip(observations, self._shapes):
+            if type(x) is not np.ndarray or x.dtype is not FLOAT32 or not x.flags.c_contiguous:
+                return None
+            one = x.shape == shape
+            if not one and x.shape[1:] != shape or batched is not None and batched == one:
+                return None
+            batched = not one
+            x = x[None] if one else x
+            rows = x.shape[0] if rows is None else rows
+            z = zeros.get(x.size)
+            if x.shape[0] != rows or z is None or np.vdot(x, z) != 0:
+                return None
+            arrays.append(x)
+        s = self.settings
+        if s.discrete_branches:
+            key = (rows, None, masks.dtype, masks.shape, masks.tobytes()) \
+                if type(masks) is np.ndarray and masks.nbytes <= MASK_KEY_BYTES else mask_key(masks, rows)
+            checked = self._checked_masks.get(key) if key is not None else None
+            if checked is None:
+                return None
+            arrays.append(checked)
+        elif masks is not None:
+            return None
+        if s.memory_size:
+            if memory is None:
+                memory = zeros.get((rows, 1, s.memory_size))
+                if memory is None:
+                    return None
+                arrays.append(memory)
+            else:
+                z = zeros.get(memory.size) if type(memory) is np.ndarray else None
+                if z is None or memory.dtype is not FLOAT32 or memory.shape != (rows, s.memory_size) or \
+                        not memory.flags.c_contiguous or np.vdot(memory, z) != 0:
+                    return None
+                arrays.append(memory[:, None])
+        elif memory is not None:
+            return None
+        return arrays, rows, batched
+
+    def observation_arrays(self, observations) -> tuple:
+        """The observations as float32 [rows, *shape] in input order: (arrays, rows, batched)."""
         s = self.settings
         if isinstance(observations, dict):
             unknown = sorted(set(observations) - {i.name for i in s.inputs})
@@ -2445,26 +2599,150 @@ class Policy:
                                  f"{s.inputs[0].name} has {rows if batched else 'one'}")
             rows, batched = array.shape[0], is_batch
             arrays.append(array)
-        if s.discrete_branches:
-            arrays.append(shape_masks(action_masks, s.discrete_branches, rows, batched))
-        elif action_masks is not None:
-            raise UsageError("action masks given, but this policy has no discrete actions")
-        if s.memory_size:
-            arrays.append(shape_memory(memory, s.memory_size, rows, batched))
-        elif memory is not None:
-            raise UsageError("a memory given, but this policy has no memory (LSTM)")
         return arrays, rows, batched
+
+    def _remember_sizes(self, arrays: list) -> None:
+        """The zeros the fast path's finite-values check needs to take arrays of these sizes next time
+        (small ones only: beyond, the call's own work dwarfs the full check)."""
+        for array in arrays:
+            if array.size <= 4096:
+                self._zeros_of(array.size)
+
+    def _zeros_of(self, shape) -> np.ndarray:
+        """Read-only float32 zeros of a size (the fast path's finite-values check) or shape (memories)."""
+        zeros = self._zeros.get(shape)
+        if zeros is None:
+            if len(self._zeros) >= 64:
+                self._zeros.clear()
+            zeros = self._zeros[shape] = np.zeros(shape, np.float32)
+            zeros.flags.writeable = False
+        return zeros
+
+    def mask_array(self, masks, rows: int, batched: bool) -> np.ndarray:
+        """The action masks as the engine takes them, float32 [rows, sum(branches)], 1 = allowed, from
+        any form the class docstring lists (shape_masks). A small mask is checked once: a later call
+        with the same bytes reuses the checked array."""
+        key = mask_key(masks, rows)
+        checked = self._checked_masks.get(key) if key is not None else None
+        if checked is None:
+            checked = shape_masks(masks, self.settings.discrete_branches, rows, batched)
+            if key is not None:
+                if len(self._checked_masks) >= 1024:  # (at most ~2 MB of keys and arrays)
+                    self._checked_masks.clear()
+                checked.flags.writeable = False  # (prepare() hands it out)
+                self._checked_masks[key] = checked
+        return checked
+
+    def memory_array(self, memory, rows: int, batched: bool) -> np.ndarray:
+        """An LSTM memory as the engine takes it, [rows, 1, memory_size]; zeros when None."""
+        size = self.settings.memory_size
+        if memory is None:
+            return self._zeros_of((rows, 1, size))
+        return shape_memory(memory, size, rows, batched)
 
     # -- acting
     def act(self, observations, action_masks=None, deterministic: bool = True, seed: Optional[int] = None,
             memory=None, generator=None) -> dict:
-        """Actions for one observation or a batch (see the class docstring). Sampling draws its
-        noise on the CPU from torch.Generator().manual_seed(seed) (seed 0 by default), or from
-        `generator`: randn(rows, continuous size), then rand(rows, branches) — so the same seed
-        gives the same actions on every device."""
+        """Actions for one observation or a batch (see the class docstring for the conventions).
+        `action_masks`: 1 = allowed (numbers), or ML-Agents' per-branch bool list (True = masked).
+        Sampling draws its noise on the CPU: from torch.Generator().manual_seed(seed) when a seed is
+        given (that call alone reproduces), from `generator` when one is given (sequences), else
+        from the policy's own generator (fresh noise on every call): randn(rows, continuous size),
+        then rand(rows, branches) — so the same seed gives the same actions on every device."""
         flat, rows, batched = self.prepare(observations, action_masks, memory)
-        out = self.run(flat, rows, deterministic, seed, generator)
+        if not rows:  # a batch of 0 observations (an environment step where no agent decides): 0 actions
+            return self.no_actions()
+        out = self.decide(self.engine.run(flat, self.fetch[deterministic]), rows, deterministic, seed, generator)
         return out if batched else {k: v[0] for k, v in out.items()}
+
+    def no_actions(self) -> dict:
+        """act()'s answer for 0 observations: each output with 0 rows and its width."""
+        s, out = self.settings, {}
+        if s.continuous_size:
+            out["continuous_actions"] = np.zeros((0, s.continuous_size), np.float32)
+        if s.discrete_branches:
+            out["discrete_actions"] = np.zeros((0, len(s.discrete_branches)), np.int64)
+        if s.memory_size:
+            out["memory"] = np.zeros((0, s.memory_size), np.float32)
+        return out
+
+    def get_action(self, decision_steps, terminal_steps=None, deterministic: bool = True):
+        """ML-Agents' Python API: actions for exactly the agents of `decision_steps` (mlagents_envs'
+        DecisionSteps, or anything with its `obs`, `agent_id` and `action_mask`), in their order, as
+        mlagents_envs' ActionTuple (Actions, with the same fields, where it is not installed).
+        The mask is ML-Agents' (True = masked). An LSTM policy keeps each agent's memory here: zeros
+        for a new id, forgotten for the ids in `terminal_steps` before acting (their next episode
+        starts from zeros, as in ML-Agents)."""
+        s = self.settings
+        if terminal_steps is not None and self.memories:
+            for agent in np.asarray(terminal_steps.agent_id).reshape(-1).tolist():
+                self.memories.pop(agent, None)
+        ids = np.asarray(decision_steps.agent_id).reshape(-1).tolist()
+        rows = len(ids)
+        if not rows:  # (get_steps often holds no agent)
+            return self._action_tuple(self.no_actions(), 0)
+        masks = decision_steps.action_mask if s.discrete_branches else None
+        if masks is not None and not (type(masks) in (list, tuple) and masks and
+                                      all(type(m) is np.ndarray and m.dtype == bool for m in masks)):
+            raise UsageError("decision_steps.action_mask: expected ML-Agents' list of per-branch bool arrays "
+                             "(True = masked) or None")
+        memory = None  # (zeros)
+        if s.memory_size and rows == 1:
+            known = self.memories.get(ids[0])
+            memory = None if known is None else known[None]
+        elif s.memory_size:
+            memory = np.zeros((rows, s.memory_size), np.float32)
+            for row, agent in enumerate(ids):
+                known = self.memories.get(agent)
+                if known is not None:
+                    memory[row] = known
+        flat, got, _ = self.prepare(list(decision_steps.obs), masks, memory)
+        if got != rows:
+            raise UsageError(f"decision_steps: {rows} agent id(s) but {got} observation(s)")
+        out = self.run(flat, rows, deterministic)
+        if s.memory_size:
+            self.memories.update(zip(ids, out["memory"]))
+            while len(self.memories) > MEMORIES_LIMIT:  # agents gone without a terminal step: the oldest goes
+                self.memories.pop(next(iter(self.memories)))
+        return self._action_tuple(out, rows)
+
+    def _action_tuple(self, out: dict, rows: int):
+        """act()'s answer as ML-Agents' ActionTuple: continuous float32, discrete int32, zero-width when none."""
+        s = self.settings
+        return action_tuple(out["continuous_actions"] if s.continuous_size else np.zeros((rows, 0), np.float32),
+                            out["discrete_actions"].astype(np.int32) if s.discrete_branches else
+                            np.zeros((rows, 0), np.int32))
+
+    def reset(self, agent_ids=None) -> None:
+        """Forget the LSTM memories get_action keeps: every agent's, or those of `agent_ids`."""
+        if agent_ids is None:
+            self.memories.clear()
+        else:
+            for agent in np.asarray(agent_ids).reshape(-1).tolist():
+                self.memories.pop(agent, None)
+
+    def check_spec(self, behavior_spec) -> None:
+        """UsageError naming the first difference between mlagents_envs' BehaviorSpec (or anything
+        with its `observation_specs` and `action_spec`) and this policy: the number of observations,
+        an observation's shape, the continuous size, the discrete branches. Returns None when they agree."""
+        s = self.settings
+        specs = list(behavior_spec.observation_specs)
+        names = ", ".join(f"{i.name} {list(i.shape)}" for i in s.inputs)
+        if len(specs) != len(s.inputs):
+            raise UsageError(f"the behavior has {len(specs)} observation(s), this policy takes {len(s.inputs)} ({names})")
+        for i, (spec, obs) in enumerate(zip(s.inputs, specs)):
+            shape = tuple(int(d) for d in obs.shape)
+            if shape != tuple(spec.shape):
+                label = f" ({obs.name})" if getattr(obs, "name", None) else ""
+                raise UsageError(f"observation {i}{label} has shape {list(shape)}, this policy's {spec.name} "
+                                 f"takes {list(spec.shape)}")
+        actions = behavior_spec.action_spec
+        if int(actions.continuous_size) != s.continuous_size:
+            raise UsageError(f"the behavior has {int(actions.continuous_size)} continuous action(s), this policy "
+                             f"{s.continuous_size}")
+        if [int(b) for b in actions.discrete_branches] != list(s.discrete_branches):
+            raise UsageError(f"the behavior has discrete branches {[int(b) for b in actions.discrete_branches]}, "
+                             f"this policy {list(s.discrete_branches)}")
 
     def run(self, flat: list, rows: int, deterministic: bool = True, seed: Optional[int] = None,
             generator=None) -> dict:
@@ -2473,10 +2751,10 @@ class Policy:
 
     def decide(self, raw: dict, rows: int, deterministic: bool = True, seed: Optional[int] = None,
                generator=None) -> dict:
-        """ML-Agents' action from the engine's outputs: deterministic, or sampled with seeded noise."""
+        """ML-Agents' action from the engine's outputs: deterministic, or sampled (noise as act() says)."""
         s, out = self.settings, {}
         if not deterministic and generator is None:
-            generator = torch.Generator().manual_seed(0 if seed is None else int(seed))
+            generator = self.generator if seed is None else torch.Generator().manual_seed(int(seed))
         if s.continuous_size:
             if deterministic:
                 out["continuous_actions"] = raw["deterministic_continuous_actions"]
@@ -2523,8 +2801,11 @@ def _is_array_list(value) -> bool:
 
 
 def load(path, device="cpu", dtype: str = "float32", engine: str = "auto", goal_input: GoalInput = None,
-         onnx: Optional[str] = None, expect_sha256: Optional[str] = None, graphs: bool = True) -> Policy:
-    """An ML-Agents run folder (or one .pt checkpoint) as a Policy. UsageError says what is wrong."""
+         onnx: Optional[str] = None, expect_sha256: Optional[str] = None, graphs: bool = True,
+         seed: Optional[int] = None) -> Policy:
+    """An ML-Agents run folder (or one .pt checkpoint) as a Policy. UsageError says what is wrong.
+    `seed` seeds the policy's own sampling generator (None: from the OS); `onnx` names the
+    checkpoint's ML-Agents ONNX (NotThisPolicy, a CheckFailed, when it belongs to another policy)."""
     path = Path(path)
     if path.is_dir():
         source = locate_model(None, str(path), None)
@@ -2532,7 +2813,7 @@ def load(path, device="cpu", dtype: str = "float32", engine: str = "auto", goal_
         source = locate_model(str(path), None, None)
     checkpoint = load_checkpoint(source.checkpoint, Path(onnx) if onnx else None, source.model_dir, source.behavior,
                                  expect_sha256, goal_input)
-    return Policy(checkpoint, device, dtype, engine, graphs)
+    return Policy(checkpoint, device, dtype, engine, graphs, seed)
 
 
 # =========================================================================================
@@ -2541,13 +2822,16 @@ def load(path, device="cpu", dtype: str = "float32", engine: str = "auto", goal_
 
 def shape_input(spec: InputSpec, value) -> tuple:
     """One input as float32 [rows, *shape] (entity buffers padded with absent rows), and whether it
-    came batched; UsageError naming the input, the expected and the given shape."""
+    came batched; UsageError naming the input, the expected and the given shape. A uint8 array for
+    a camera is pixels: scaled by 1/255 as image_pixels scales a file; other numbers are taken as given."""
     try:
         array = np.asarray(value)
     except (ValueError, TypeError):
         raise UsageError(f"{spec.name}: not an array of numbers (ragged or mixed values)")
     if array.dtype.kind not in "fiub" or array.dtype.kind == "b" and spec.kind != "vector":
         raise UsageError(f"{spec.name}: holds {array.dtype} values, expected numbers")
+    if spec.kind == "visual" and array.dtype == np.uint8:  # pixels, read as image files are read
+        array = array.astype(np.float32) / np.float32(255)
     want = tuple(spec.shape)
     if spec.kind == "entities":
         n, f = want
@@ -2569,24 +2853,50 @@ def shape_input(spec: InputSpec, value) -> tuple:
     else:
         raise UsageError(f"{spec.name}: expected shape [{', '.join(map(str, want))}] "
                          f"(or [batch, {', '.join(map(str, want))}]), got {list(array.shape)}")
-    if array.shape[0] == 0:
-        raise UsageError(f"{spec.name}: holds no observations")
     with np.errstate(over="ignore", invalid="ignore"):
         out = np.ascontiguousarray(array, np.float32)
-    finite = np.isfinite(out.reshape(out.shape[0], -1)).all(axis=1)
+    finite = np.isfinite(out.reshape(out.shape[0], int(np.prod(out.shape[1:])))).all(axis=1)
     if not finite.all():
         raise UsageError(f"{spec.name}: observation {int(np.argmin(finite))} holds nan, inf or values beyond float32")
     return out, batched
 
 
+BOOL_MASK = ("a single bool array is ambiguous (ML-Agents' masks are True = masked, gymnasium's 1 = "
+             "allowed): give ML-Agents' DecisionSteps.action_mask as its list of per-branch bool arrays, or "
+             "0/1 numbers with 1 = allowed (e.g. mask.astype(np.int8))")
+
+
 def shape_masks(masks, branches: list, rows: int, batched: bool) -> np.ndarray:
     """Action masks as float32 [rows, sum(branches)] of 0/1 (1 = allowed); all allowed when None.
-    A branch that allows nothing is refused."""
+    Numbers are gymnasium's convention, 1 = allowed: one array [sum(branches)] or [rows, sum(branches)],
+    or a per-branch list ([size] or [rows, size] each; gymnasium's MultiDiscrete masks). A per-branch
+    list of bool arrays is ML-Agents' DecisionSteps.action_mask: True = masked. A single bool array is
+    refused, the two conventions reading it oppositely. A branch that allows nothing is refused."""
     width = sum(branches)
     if masks is None:
         return np.ones((rows, width), np.float32)
+    masked_is_true = False
+    if isinstance(masks, (list, tuple)) and len(masks) == len(branches) and _is_array_list(masks) and (
+            any(m.dtype == bool for m in masks) or all(m.shape[-1:] == (size,) for m, size in zip(masks, branches))):
+        masked_is_true = masks[0].dtype == bool
+        if any((m.dtype == bool) != masked_is_true for m in masks):
+            raise UsageError("action_masks: the per-branch arrays mix bool (ML-Agents: True = masked) and "
+                             "numbers (1 = allowed)")
+        parts = []
+        for b, (part, size) in enumerate(zip(masks, branches)):
+            if part.ndim not in (1, 2) or part.shape[-1] != size or part.ndim == 2 and part.shape[0] != rows:
+                raise UsageError(f"action_masks: branch {b} has shape {list(part.shape)}, expected [{size}] or "
+                                 f"[{rows}, {size}] (branches {branches})")
+            parts.append(np.broadcast_to(part.reshape(-1, size), (rows, size)))
+        array = np.concatenate(parts, axis=1)
+        if masked_is_true:
+            array = ~array
+        masks = array
     try:
-        array = np.asarray(masks, dtype=np.float64)
+        array = np.asarray(masks)
+        if array.dtype == bool and not masked_is_true:
+            raise UsageError(f"action_masks: {BOOL_MASK}")
+        array = array.astype(np.float64)
     except (ValueError, TypeError):
         raise UsageError(f"action_masks: expected {width} values of 0 or 1 per observation")
     if array.ndim == 1 and array.shape[0] == width:
@@ -2599,10 +2909,31 @@ def shape_masks(masks, branches: list, rows: int, batched: bool) -> np.ndarray:
     for b, size in enumerate(branches):
         empty = ~array[:, start:start + size].any(axis=1)
         if empty.any():
-            raise UsageError(f"action_masks: branch {b} allows no action (row {int(np.argmax(empty))}); "
+            raise UsageError(f"action_masks: branch {b} allows no action (row {int(np.argmax(empty))}"
+                             f"{', ML-Agents mask: True = masked' if masked_is_true else ''}); "
                              f"at least one action per branch must be allowed")
         start += size
     return np.ascontiguousarray(array, np.float32)
+
+
+MASK_KEY_BYTES = 1024  # masks up to this size are checked once per distinct value (a batch-1 mask: a few bytes)
+
+
+def mask_key(masks, rows: int) -> Optional[tuple]:
+    """A small mask's identity (rows, form, and each array's dtype, shape and bytes), for checking it
+    once (Policy.mask_array); None for a large one or one not made of numpy arrays."""
+    if type(masks) is np.ndarray:  # (Policy._ready makes this key itself, the same way)
+        return (rows, None, masks.dtype, masks.shape, masks.tobytes()) if masks.nbytes <= MASK_KEY_BYTES else None
+    if masks is None:
+        return (rows,)
+    parts = masks if type(masks) in (list, tuple) else ()
+    key, size = [rows], 0
+    for part in parts:
+        size += part.nbytes if type(part) is np.ndarray else MASK_KEY_BYTES + 1
+        if size > MASK_KEY_BYTES:
+            return None
+        key += (part.dtype, part.shape, part.tobytes())
+    return tuple(key) if parts else None
 
 
 def shape_memory(memory, size: int, rows: int, batched: bool) -> np.ndarray:
@@ -3826,10 +4157,6 @@ class MLAgentsOnnx:
         return out
 
 
-class NotThisPolicy(Exception):
-    """An ONNX that cannot be this checkpoint's: a failed check (exit 1), not bad input."""
-
-
 def checkpoint_onnx(ctx: Context) -> Path:
     """The ONNX that belongs to the chosen checkpoint: --onnx, <Behavior>-<step>.onnx beside it,
     or <Behavior>.onnx for the final checkpoint only."""
@@ -3970,11 +4297,13 @@ def mode_export_onnx(ctx: Context):
     fetch = step_outputs(s, True)
     feed = dict(zip(input_names(s, exported=True), flat))
     mine = dict(zip(fetch, session.run(fetch, feed)))
-    try:
+    try:  # (NotThisPolicy goes through: another policy's ONNX is a failure, not "no ONNX")
         reference_path = checkpoint_onnx(ctx)
         theirs = MLAgentsOnnx(reference_path, s).deterministic(flat)
         reference_name = str(reference_path)
-    except (UsageError, NotThisPolicy):  # no usable ML-Agents ONNX beside the checkpoint: hold it to float64
+    except UsageError:  # no usable ML-Agents ONNX beside the checkpoint: hold it to float64
+        if ctx.args.onnx:
+            raise
         ref = ctx.policy.reference(flat)
         theirs = ctx.policy.decide({k: np.asarray(v, np.float32) for k, v in ref.items()}, rows)
         reference_name = "float64 rebuild (no ML-Agents ONNX for this checkpoint)"
@@ -4252,10 +4581,12 @@ def bare_onnxruntime_job(ctx: Context, flat: list) -> tuple:
     The checkpoint's own ML-Agents ONNX, every input fed as MLAgentsOnnx feeds it; else ML-Agents'
     export of this checkpoint."""
     s = ctx.settings
-    try:
+    try:  # (NotThisPolicy goes through: another policy's ONNX is a failure, not "no ONNX")
         path = checkpoint_onnx(ctx)
         reference = MLAgentsOnnx(path, s)
-    except (UsageError, NotThisPolicy):
+    except UsageError:
+        if ctx.args.onnx:
+            raise
         return export_mlagents_onnx(ctx.checkpoint.actor), list(ctx.policy.fetch[True]), \
             dict(zip(input_names(s, exported=True), flat)), "export of this checkpoint"
     reference.session = None  # the contender runs in a process of its own: no thread pool here
@@ -4274,8 +4605,8 @@ def timed_calls(fn: Callable, n: int) -> list:
 
 
 def mode_benchmark(ctx: Context):
-    """Latency of one control-loop call (host numpy in, host actions out, device synchronised),
-    side by side with a bare onnxruntime session (default options) on the checkpoint's own ONNX.
+    """Latency of one control-loop call, policy.act() as a user calls it (its input checks, host
+    numpy in, host actions out, device synchronised), side by side with a bare onnxruntime session (default options) on the checkpoint's own ONNX.
     The bare session runs in a process of its own; the two take turns in blocks of calls (pipe
     handshake), each block starting once the other side's threads have gone idle, so neither
     slows the other and both see the same machine load."""
@@ -4290,7 +4621,7 @@ def mode_benchmark(ctx: Context):
     warmup = max(20, a.runs // 10)
 
     def ours():
-        policy.run(flat, a.batch)
+        policy.act(obs, masks)
 
     def ours_block(n: int) -> list:
         times = timed_calls(ours, n)
@@ -4382,7 +4713,7 @@ def plot_latencies(path: Path, times: dict, args) -> None:
 STREAM_KEYS = {"obs", "id", "stochastic", "seed", "action_masks", "memory", "reset"}
 
 
-def stream_answer(policy: Policy, msg, memories: dict, ids_limit: int = 100_000) -> dict:
+def stream_answer(policy: Policy, msg, memories: dict, ids_limit: int = MEMORIES_LIMIT) -> dict:
     """One stream line's answer (raises UsageError for a bad line)."""
     s = policy.settings
     if not isinstance(msg, dict):
@@ -4770,7 +5101,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     except UsageError as exc:
         tell(f"error: {exc}")
         return 2
-    except CheckFailed as exc:
+    except CheckFailed as exc:  # e.g. NotThisPolicy: --onnx belongs to another policy
+        if args is not None and args.json and args.mode != "stream":  # --json still gets its one object
+            with contextlib.suppress(OSError, ValueError):
+                print(json.dumps({"mode": args.mode, "passed": False,
+                                  ("not_this_policy" if isinstance(exc, NotThisPolicy) else "failed"): str(exc)}),
+                      flush=True)
         tell(f"FAILED: {exc}")
         return 1
     except ModuleNotFoundError as exc:  # e.g. torch on a fresh machine
