@@ -378,14 +378,11 @@ def test_sampled_actions_are_seeded_allowed_and_bounded(name, engine):
     first = p.act(obs, action_masks=masks, deterministic=False, seed=7, memory=memory)
     again = p.act(obs, action_masks=masks, deterministic=False, seed=7, memory=memory)
     other = p.act(obs, action_masks=masks, deterministic=False, seed=8, memory=memory)
-    default = p.act(obs, action_masks=masks, deterministic=False, memory=memory)
-    zero = p.act(obs, action_masks=masks, deterministic=False, seed=0, memory=memory)
     if kind.memory:  # the next memory does not depend on the draw
         err = max_rel_err(first["memory"], ref["memory"][:rows])
         assert err <= MEM_TOL, f"{name} [{engine}]: memory while sampling vs ONNX {err:.3e}"
     for key in first:
         assert np.array_equal(first[key], again[key]), f"{name} [{engine}]: seed 7 twice, {key} differs"
-        assert np.array_equal(default[key], zero[key]), f"{name} [{engine}]: default seed is not 0 ({key})"
     if kind.continuous:
         c = first["continuous_actions"]
         assert c.shape == (rows, kind.continuous) and c.dtype == np.float32
