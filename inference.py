@@ -2484,7 +2484,7 @@ class Policy:
         self.generator = torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little") >> 1
                                                        if seed is None else int(seed))
         self.memories: dict = {}         # get_action: agent id -> its LSTM memory [memory_size]
-        self._shapes = [tuple(i.shape) for i in s.inputs]
+        self._shapes = [tuple(i.shape) for i in self.settings.inputs]
         self._checked_masks: dict = {}   # small masks already checked (their bytes) -> the engine's array
         self._zeros: dict = {}           # (shape) -> read-only float32 zeros
 
