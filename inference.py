@@ -40,6 +40,8 @@ import sys
 import tempfile
 import time
 import warnings
+import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Sequence, Union
@@ -375,7 +377,6 @@ def check_sha256(path: Path, expected: Optional[str]) -> str:
 def read_checkpoint(path: Path) -> dict:
     """torch.load with weights_only=True: tensors and plain containers only, never code."""
     import pickle
-    import zipfile
     import torch
     try:
         with warnings.catch_warnings():
@@ -1812,20 +1813,27 @@ def policy_needs_onnx(state: dict) -> bool:
     return not (isinstance(first, torch.Tensor) and first.dim() == 2 and first.shape[1] == widths)
 
 
+def mlagents_onnx_files(path: Path, model_dir: Optional[Path], behavior: Optional[str],
+                       step: Optional[int]) -> list:
+    """Where ML-Agents writes a checkpoint's ONNX, existing or not: <Behavior>-<step>.onnx beside
+    it (when the step is known), then <Behavior>.onnx of its run folder."""
+    name = behavior or path.parent.name
+    step = _step_of(path.name, name) or step
+    return ([path.parent / f"{name}-{step}.onnx"] if step is not None else []) + \
+        [(model_dir or path.parent.parent) / f"{name}.onnx"]
+
+
 def find_checkpoint_onnx(path: Path, model_dir: Optional[Path], behavior: Optional[str],
                          step: Optional[int]) -> Optional[Path]:
     """The ML-Agents ONNX that belongs to a checkpoint: <Behavior>-<step>.onnx beside it, else
     <Behavior>.onnx of its run folder when the checkpoint is the final one (or the only one)."""
-    name = behavior or path.parent.name
-    step = _step_of(path.name, name) or step
-    if step is not None:
-        beside = path.parent / f"{name}-{step}.onnx"
-        if beside.is_file():
-            return beside
-    folder = model_dir or path.parent.parent
-    top = folder / f"{name}.onnx"
+    *beside, top = mlagents_onnx_files(path, model_dir, behavior, step)
+    if beside and beside[0].is_file():
+        return beside[0]
     if top.is_file():
-        final = final_step(folder, name) if model_dir else None
+        name = behavior or path.parent.name
+        final = final_step(model_dir, name) if model_dir else None
+        step = _step_of(path.name, name) or step
         if step is None or final is None or step == final:
             return top
     return None
@@ -2221,9 +2229,13 @@ def read_input_file(path: Path, spec: InputSpec) -> np.ndarray:
         raise UsageError(f"--obs {spec.name}: {path}: no such file")
     if path.suffix.lower() == ".npy":
         try:
-            return np.load(path, allow_pickle=False)
+            array = np.load(path, allow_pickle=False)
         except (ValueError, OSError, EOFError) as exc:
             raise UsageError(f"--obs {spec.name}: {path}: not a readable .npy ({str(exc).splitlines()[0][:100]})")
+        if not isinstance(array, np.ndarray):
+            array.close()
+            raise UsageError(f"--obs {spec.name}: {path}: a .npz archive named .npy; give one .npy array")
+        return array
     if spec.kind != "visual":
         raise UsageError(f"--obs {spec.name}: an image file for a {spec.kind} input")
     try:
@@ -2290,6 +2302,44 @@ def _is_float(text: str) -> bool:
         return False
 
 
+NPZ_EXTRAS = ("action_masks", "memory")
+
+
+def read_npz(path: Path, names: list) -> dict:
+    """The arrays of an --obs-file .npz: {"inputs": [...], "action_masks": ..., "memory": ...},
+    every member read (and CRC-checked) now. Names other than the inputs' and NPZ_EXTRAS are
+    refused (a misspelt action_mask must not be ignored), and so is a name held twice."""
+    archive = np.load(path, allow_pickle=False)
+    if not isinstance(archive, np.lib.npyio.NpzFile):
+        raise UsageError(f"--obs-file {path}: a .npy file named .npz; rename it .npy")
+    with archive:
+        members = archive.zip.namelist()
+        twice = sorted({m for m in members if members.count(m) > 1})
+        if twice:
+            raise UsageError(f"--obs-file {path}: holds {twice[0][:60]!r} more than once")
+        keys = list(archive.keys())
+        if not keys:
+            raise UsageError(f"--obs-file {path}: holds no arrays")
+        inputs = list(names)
+        if len(names) == 1 and names[0] not in keys:  # one input: obs, or the archive's only array
+            alone = [k for k in keys if k not in NPZ_EXTRAS]
+            inputs = ["obs"] if "obs" in keys else alone if len(keys) == 1 and alone else inputs
+        accepted = names + (["obs"] if len(names) == 1 else []) + list(NPZ_EXTRAS)
+        unknown = [k for k in keys if k not in inputs and k not in NPZ_EXTRAS]
+        if unknown:
+            raise UsageError(f"--obs-file {path}: unknown array{'s' * (len(unknown) > 1)} "
+                             f"{', '.join(repr(k[:60]) for k in unknown[:4])}; it may hold {', '.join(accepted)}")
+        missing = [n for n in inputs if n not in keys]
+        if missing:
+            raise UsageError(f"--obs-file {path}: no array {missing[0]}; it holds {', '.join(keys[:6])} "
+                             f"and the policy takes {', '.join(names)}")
+        out = {name: archive[key] for name, key in [*zip(names, inputs), *((e, e) for e in NPZ_EXTRAS if e in keys)]}
+    bad = next((k for k, v in out.items() if not isinstance(v, np.ndarray)), None)
+    if bad is not None:  # a member not stored as .npy comes back as bytes
+        raise UsageError(f"--obs-file {path}: member {bad!r} is not a .npy array")
+    return {"inputs": [out[n] for n in names], **{e: out.get(e) for e in NPZ_EXTRAS}}
+
+
 def open_obs_file(path: Path, settings: PolicySettings) -> dict:
     """Observation arrays for a file batch: .npy (one input, memory-mapped), .csv (one vector
     input), or .npz with obs_0 ... obs_k (or 'obs' for one input) and optional action_masks and
@@ -2304,33 +2354,20 @@ def open_obs_file(path: Path, settings: PolicySettings) -> dict:
     try:
         if suffix == ".npy":
             out["inputs"] = [np.load(path, mmap_mode="r", allow_pickle=False)]
+            if not isinstance(out["inputs"][0], np.ndarray):
+                raise UsageError(f"--obs-file {path}: a .npz archive named .npy; rename it .npz")
         elif suffix == ".csv":
             out["inputs"] = [np.loadtxt(path, delimiter=",", dtype=np.float64, ndmin=2)]
         elif suffix == ".npz":
-            with np.load(path, allow_pickle=False) as archive:
-                keys = list(archive.keys())
-                if not keys:
-                    raise UsageError(f"--obs-file {path}: holds no arrays")
-                if len(names) == 1 and names[0] not in keys:
-                    key = "obs" if "obs" in keys else keys[0] if len(keys) == 1 else None
-                    if key is None:
-                        raise UsageError(f"--obs-file {path}: no array named obs_0 (or obs); it holds {', '.join(keys[:6])}")
-                    out["inputs"] = [archive[key]]
-                else:
-                    missing = [n for n in names if n not in keys]
-                    if missing:
-                        raise UsageError(f"--obs-file {path}: no array {missing[0]}; it holds {', '.join(keys[:6])} "
-                                         f"and the policy takes {', '.join(names)}")
-                    out["inputs"] = [archive[n] for n in names]
-                for extra in ("action_masks", "memory"):
-                    if extra in keys:
-                        out[extra] = archive[extra]
+            out.update(read_npz(path, names))
         else:
             raise UsageError(f"--obs-file {path}: expected a .npy, .npz or .csv file")
     except UsageError:
         raise
-    except (ValueError, OSError, EOFError) as exc:
-        raise UsageError(f"--obs-file {path}: not a readable array ({str(exc).splitlines()[0][:120]})")
+    except (ValueError, OSError, EOFError, RuntimeError, NotImplementedError, zipfile.BadZipFile, zlib.error) as exc:
+        # a damaged, truncated or encrypted archive, a member's bad CRC or unknown compression
+        raise UsageError(f"--obs-file {path}: not a readable array "
+                         f"({str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__})")
     if suffix != ".npz" and len(names) != 1:
         raise UsageError(f"--obs-file {path}: this policy has {len(names)} inputs; give a .npz with {', '.join(names)}")
     rows = None
@@ -3411,8 +3448,12 @@ def mode_export_onnx(ctx: Context):
         DEFAULT_EXPORT.parent.mkdir(exist_ok=True)  # e.g. inference.py copied alone onto a host
     output = check_output_path(Path(ctx.args.output or DEFAULT_EXPORT), (".onnx",))
     s, ckpt = ctx.settings, ctx.checkpoint
+    # ML-Agents' own ONNX files of this checkpoint are inputs too, read or not at load time (a
+    # policy whose inputs are all normalised never reads them): the export is verified against one.
+    src = ctx.source
+    theirs = [p for p in mlagents_onnx_files(ckpt.path, src.model_dir, src.behavior, ckpt.global_step) if p.is_file()]
     refuse_same_file(output, [ckpt.path] + ([ckpt.onnx.path] if ckpt.onnx else []) +
-                     ([Path(ctx.args.onnx)] if ctx.args.onnx else []))
+                     ([Path(ctx.args.onnx)] if ctx.args.onnx else []) + theirs)
     data = export_mlagents_onnx(ckpt.actor)
     model = onnx.load_from_string(data)
     onnx.checker.check_model(model)
