@@ -309,6 +309,16 @@ def _path_kind(option: str, path: Path) -> Optional[str]:
     return "dir" if stat.S_ISDIR(mode) else "file" if stat.S_ISREG(mode) else "other"
 
 
+def regular_file(option: str, path) -> Path:
+    """`path` when it is a regular file; else a UsageError (never open a FIFO or a device: it may block)."""
+    path = Path(path)
+    kind = _path_kind(option, path)
+    if kind != "file":
+        raise UsageError(f"{option} {short_path(path)}: " + ("no such file" if kind is None else
+                                                            "is a folder" if kind == "dir" else "not a regular file"))
+    return path
+
+
 def locate_model(checkpoint: Optional[str], model_dir: Optional[str], repo_id: Optional[str]) -> ModelSource:
     """--checkpoint, then --model-dir, then $HUGGY_MODEL_DIR, then the Hub, then the bundled sample.
     An empty option value is refused (never a silent fall-back to the sample); an empty
@@ -491,6 +501,7 @@ ACTION_CLIP = 3.0         # ... and PPO/POCA continuous actions to [-3, 3], then
 ATTENTION_EMBEDDING = 128  # ObservationEncoder.ATTENTION_EMBEDDING_SIZE: fixed whatever hidden_units is
 ENTITY_ABSENT = 0.01      # an entity row whose squared sum is below this is padding (get_zero_entities_mask)
 MIN_IMAGE_SIDE = {"simple": 20, "nature_cnn": 36, "resnet": 15, "match3": 5, "fully_connected": 1}
+MAX_ENTITIES = 4096       # a buffer sensor's largest entity count an ONNX may declare (attention is N x N per agent)
 
 
 class Swish(Module):
@@ -1244,7 +1255,13 @@ def infer_settings(state: dict, path: Path, onnx_iface: Optional[OnnxInterface],
 
     # -- shapes the checkpoint cannot tell: unnormalised vectors, image sides, entity counts
     onnx_shapes = onnx_input_shapes(onnx_iface, seen) if onnx_iface else None
-    source = "checkpoint"
+    if onnx_shapes is not None:
+        check_onnx_shapes(onnx_shapes, onnx_iface.path)
+    source, no_onnx = "checkpoint", "no ML-Agents ONNX beside it"
+    if onnx_iface is not None and (onnx_shapes is None or not onnx_shapes_agree(onnx_shapes, seen)):
+        no_onnx = (f"{onnx_iface.path.name} not used: its inputs "
+                   f"{'are not ML-Agents' + chr(39) + ' obs_N' if onnx_shapes is None else [list(d) for d in onnx_shapes]}"
+                   f" do not fit the checkpoint's")
     if onnx_shapes is not None and onnx_shapes_agree(onnx_shapes, seen):
         inputs = []
         for i, dims in enumerate(onnx_shapes):
@@ -1256,11 +1273,13 @@ def infer_settings(state: dict, path: Path, onnx_iface: Optional[OnnxInterface],
         needs = any(i not in seen for i in range(len(onnx_shapes))) or any(s.kind != "vector" for s in seen.values())
         source = f"checkpoint + {onnx_iface.path.name}" if needs else "checkpoint"
     else:
-        inputs = inputs_from_checkpoint(seen, body_in, hidden, bad)
+        hint = ("put its ML-Agents ONNX beside it or pass --onnx FILE" if onnx_iface is None else
+                f"{no_onnx}; pass the policy's own ML-Agents ONNX with --onnx FILE")
+        inputs = inputs_from_checkpoint(seen, body_in, hidden, bad, hint)
         if any(s.kind == "visual" for s in inputs):
-            source = "checkpoint (square images assumed: no ML-Agents ONNX beside it)"
+            source = f"checkpoint (square images assumed: {no_onnx})"
         elif len(inputs) > len(seen):
-            source = "checkpoint (unnormalised inputs taken as one: no ML-Agents ONNX beside it)"
+            source = f"checkpoint (unnormalised inputs taken as one: {no_onnx})"
         inputs = [InputSpec(s.name, s.kind, s.shape if s.kind != "entities" else (s.shape[0] or 0, s.shape[1]),
                             s.normalized, s.encoder) for s in inputs]
 
@@ -1332,6 +1351,18 @@ def visual_flat_size(encoder: str, channels: int, height: int, width: int) -> in
     return channels * height * width
 
 
+def check_onnx_shapes(shapes: list, path: Path) -> None:
+    """Refuse input sizes that no ML-Agents sensor has (before anything is allocated for them):
+    a size below 1 (an empty vector_observation slice, a negative dimension), or more than
+    MAX_ENTITIES entities in a buffer sensor."""
+    for i, dims in enumerate(shapes):
+        problem = ("a size below 1" if any(d < 1 for d in dims) else
+                   f"more than {MAX_ENTITIES} entities" if len(dims) == 2 and dims[0] > MAX_ENTITIES else None)
+        if problem:
+            raise UsageError(f"{short_path(path)}: input {i} is declared {list(dims)}, {problem}; "
+                             f"not a usable ML-Agents policy ONNX")
+
+
 def onnx_shapes_agree(shapes: list, seen: dict) -> bool:
     """Whether the ONNX's inputs can be this checkpoint's: same count reach, same kinds and sizes."""
     if seen and max(seen) >= len(shapes):
@@ -1348,9 +1379,11 @@ def onnx_shapes_agree(shapes: list, seen: dict) -> bool:
     return all(len(s) == 1 for i, s in enumerate(shapes) if i not in seen)
 
 
-def inputs_from_checkpoint(seen: dict, body_in: int, hidden: int, bad) -> list:
+def inputs_from_checkpoint(seen: dict, body_in: int, hidden: int, bad,
+                           hint: str = "put its ML-Agents ONNX beside it or pass --onnx FILE") -> list:
     """Without an ONNX: every visible input, and the unexplained body width as ONE unnormalised
-    vector input in the first gap (or last). Images are taken as square."""
+    vector input in the first gap (or last). Images are taken as square. `hint` ends the
+    refusals that an ONNX would have avoided."""
     explained = 0
     for spec in seen.values():
         if spec.kind == "vector":
@@ -1371,10 +1404,9 @@ def inputs_from_checkpoint(seen: dict, body_in: int, hidden: int, bad) -> list:
     # gap among the visible inputs could hold any part of that width.
     if len(gaps) > 1 or (gaps and not rest) or (gaps and gaps[0] < count):
         raise bad("cannot tell the policy's inputs from the checkpoint alone (inputs without weights of their "
-                  "own sit among the others); put its ML-Agents ONNX beside it or pass --onnx FILE")
+                  f"own sit among the others); {hint}")
     if any(spec.kind == "entities" for spec in seen.values()):
-        raise bad("the largest entity count of a buffer-sensor input is not in the checkpoint; put its ML-Agents "
-                  "ONNX beside it or pass --onnx FILE")
+        raise bad(f"the largest entity count of a buffer-sensor input is not in the checkpoint; {hint}")
     inputs = dict(seen)
     if gaps:
         inputs[gaps[0]] = InputSpec(f"obs_{gaps[0]}", "vector", (rest,))
@@ -1382,8 +1414,7 @@ def inputs_from_checkpoint(seen: dict, body_in: int, hidden: int, bad) -> list:
     for i in sorted(inputs):
         spec = inputs[i]
         if spec.kind == "visual" and spec.shape[1] is None:
-            raise bad(f"{spec.name}: the image size of this visual input cannot be told from the checkpoint; put the "
-                      f"policy's ML-Agents ONNX beside it or pass --onnx FILE")
+            raise bad(f"{spec.name}: the image size of this visual input cannot be told from the checkpoint; {hint}")
         out.append(spec)
     return out
 
@@ -1726,6 +1757,7 @@ def onnx_session(model_or_path, tuned: bool = True, threads: Optional[int] = Non
     except ImportError:
         raise UsageError("onnxruntime is not installed (pip install onnxruntime)")
     options = ort.SessionOptions()
+    options.log_severity_level = 3  # errors only: its warnings (e.g. a mis-declared output shape) would print beside ours
     if tuned:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     if threads:
@@ -1993,8 +2025,8 @@ def load(path, device="cpu", dtype: str = "float32", engine: str = "auto", goal_
         source = locate_model(None, str(path), None)
     else:
         source = locate_model(str(path), None, None)
-    checkpoint = load_checkpoint(source.checkpoint, Path(onnx) if onnx else None, source.model_dir, source.behavior,
-                                 expect_sha256, goal_input)
+    onnx = regular_file("onnx", onnx) if onnx else None
+    checkpoint = load_checkpoint(source.checkpoint, onnx, source.model_dir, source.behavior, expect_sha256, goal_input)
     return Policy(checkpoint, device, dtype, engine, graphs)
 
 
@@ -2704,9 +2736,7 @@ class Context:
             if src.note:
                 machine_readable = self.args.json or self.args.mode == "stream"  # stdout is JSON only
                 print(f"[note] {src.note}", file=sys.stderr if machine_readable else sys.stdout)
-            onnx = Path(self.args.onnx) if self.args.onnx else None
-            if onnx is not None and not onnx.is_file():
-                raise UsageError(f"--onnx {onnx}: no such file")
+            onnx = regular_file("--onnx", self.args.onnx) if self.args.onnx else None
             return load_checkpoint(src.checkpoint, onnx, src.model_dir, src.behavior, self.args.expect_sha256,
                                    self.args.goal_input)
         return self.cached("checkpoint", load)
@@ -3251,7 +3281,11 @@ class MLAgentsOnnx:
             if "deterministic_continuous_actions" in outputs:
                 self.fetch.append("deterministic_continuous_actions")
             else:  # 1.x: expose mu (the Gemm of action_model._continuous_distribution.mu) and clip it here
-                model = onnx.load(str(path))
+                try:
+                    model = onnx.load(str(path))
+                except Exception as exc:  # external data outside its folder, missing or damaged
+                    raise UsageError(f"{short_path(path)}: cannot read its weights "
+                                     f"({str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__})")
                 mu = next((n.output[0] for n in model.graph.node if n.op_type == "Gemm"
                            and any(i.endswith("_continuous_distribution.mu.weight") for i in n.input)), None)
                 if mu is None:
@@ -3302,9 +3336,23 @@ class MLAgentsOnnx:
         return feed
 
     def deterministic(self, flat: list) -> dict:
-        """ML-Agents' deterministic actions (and next memory) for engine-layout inputs."""
-        s = self.settings
-        values = dict(zip(self.fetch, self.session.run(self.fetch, self.feed(flat))))
+        """ML-Agents' deterministic actions (and next memory) for engine-layout inputs; NotThisPolicy
+        when its answers have other shapes than this checkpoint's."""
+        s, rows = self.settings, len(flat[0])
+        try:
+            values = dict(zip(self.fetch, self.session.run(self.fetch, self.feed(flat))))
+        except Exception as exc:  # e.g. an input declared wider than the checkpoint's
+            raise UsageError(f"{short_path(self.path)}: onnxruntime cannot run it "
+                             f"({str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__})")
+        want = {"deterministic_continuous_actions": (rows, s.continuous_size),
+                "deterministic_discrete_actions": (rows, len(s.discrete_branches)),
+                "discrete_actions": (rows, sum(s.discrete_branches)), "recurrent_out": (rows, 1, s.memory_size)}
+        if s.continuous_size and "deterministic_continuous_actions" not in values:
+            want[self.mu_name] = (rows, s.continuous_size)
+        for name, value in values.items():
+            if np.size(value) != math.prod(want[name]):
+                raise NotThisPolicy(f"answers {name} of shape {list(np.shape(value))}, the checkpoint's is {list(want[name])}")
+            values[name] = np.reshape(value, want[name])
         out = {}
         if s.continuous_size:
             out["continuous_actions"] = values["deterministic_continuous_actions"] \
@@ -3329,10 +3377,7 @@ def checkpoint_onnx(ctx: Context) -> Path:
     """The ONNX that belongs to the chosen checkpoint: --onnx, <Behavior>-<step>.onnx beside it,
     or <Behavior>.onnx for the final checkpoint only."""
     if ctx.args.onnx:
-        path = Path(ctx.args.onnx)
-        if not path.is_file():
-            raise UsageError(f"--onnx {path}: no such file")
-        return path
+        return regular_file("--onnx", ctx.args.onnx)
     ckpt, src = ctx.checkpoint, ctx.source
     found = find_checkpoint_onnx(ckpt.path, src.model_dir, src.behavior, ckpt.global_step)
     if found is None:
@@ -3365,14 +3410,17 @@ def parity_holds(p: dict, tol: float) -> bool:
 def mode_onnx_compare(ctx: Context):
     """The rebuilt policy against the ML-Agents ONNX of the same checkpoint (onnxruntime), with
     random action masks; a memory policy also over a --steps rollout carrying its memory."""
-    s, rows = ctx.settings, ctx.args.batch
     onnx_path = checkpoint_onnx(ctx)
-    result = {"reference": str(onnx_path), "rows": rows, "seed": ctx.args.seed, **ctx.base()}
-    try:
-        reference = MLAgentsOnnx(onnx_path, s)
+    result = {"reference": str(onnx_path), "rows": ctx.args.batch, "seed": ctx.args.seed, **ctx.base()}
+    try:  # (its inputs, or its answers, are not this checkpoint's)
+        return compare_with_reference(ctx, MLAgentsOnnx(onnx_path, ctx.settings), result)
     except NotThisPolicy as exc:
         return {**result, "not_this_policy": str(exc), "max_abs_err": None, "mean_abs_err": None, "cos": None,
                 "passed": False}, False
+
+
+def compare_with_reference(ctx: Context, reference: MLAgentsOnnx, result: dict):
+    s, rows = ctx.settings, ctx.args.batch
     check_rows_fit(rows, s)
     policy = ctx.policy
     obs, masks = random_inputs(s, ctx.args.seed, rows), random_masks(s, ctx.args.seed, rows)
@@ -3466,14 +3514,16 @@ def mode_export_onnx(ctx: Context):
              if n in [o.name for o in model.graph.output]]
     feed = {name: x for name, x in zip(engine_input_names(s), flat)}
     mine = dict(zip(fetch, session.run(fetch, feed)))
+    reference_path = None
     try:
         reference_path = checkpoint_onnx(ctx)
         theirs = MLAgentsOnnx(reference_path, s).deterministic(flat)
         reference_name = str(reference_path)
-    except (UsageError, NotThisPolicy):  # no usable ML-Agents ONNX beside the checkpoint: hold it to float64
+    except (UsageError, NotThisPolicy) as exc:  # no usable ML-Agents ONNX beside the checkpoint: hold it to float64
         ref = ctx.policy.reference(flat)
         theirs = ctx.policy.decide({k: np.asarray(v, np.float32) for k, v in ref.items()}, rows)
-        reference_name = "float64 rebuild (no ML-Agents ONNX for this checkpoint)"
+        reference_name = "float64 rebuild (" + ("no ML-Agents ONNX for this checkpoint" if reference_path is None else
+                                                f"{reference_path.name} not usable: {exc}") + ")"
     ours = {}
     if "deterministic_continuous_actions" in mine:
         ours["continuous_actions"] = mine["deterministic_continuous_actions"]
