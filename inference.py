@@ -1757,7 +1757,7 @@ def onnx_session(model_or_path, tuned: bool = True, threads: Optional[int] = Non
     except ImportError:
         raise UsageError("onnxruntime is not installed (pip install onnxruntime)")
     options = ort.SessionOptions()
-    options.log_severity_level = 3  # errors only: its warnings (e.g. a mis-declared output shape) would print beside ours
+    options.log_severity_level = 4  # its warnings and errors would print beside ours (its errors raise, and are told)
     if tuned:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     if threads:
@@ -3023,21 +3023,35 @@ def check_rows_fit(rows: int, settings: PolicySettings, what: str = "--batch") -
     per_row = sum(int(np.prod(i.shape)) for i in settings.inputs) * 12 + settings.hidden_units * 16 + \
         (settings.continuous_size + sum(settings.discrete_branches) + settings.memory_size) * 24
     per_row += sum(settings.hidden_units * 64 * 4 for i in settings.inputs if i.kind == "visual")
-    per_row += sum(i.shape[0] * ATTENTION_EMBEDDING * 4 * 8 for i in settings.inputs if i.kind == "entities")
+    per_row += sum(i.shape[0] * ATTENTION_EMBEDDING * 4 * 8 + i.shape[0] ** 2 * 4 * 4 * 3  # (4 heads' N x N scores)
+                   for i in settings.inputs if i.kind == "entities")
     need, have = rows * per_row, available_memory()
     if need > 0.8 * have:
-        raise UsageError(f"{what} {rows}: would need about {need / 2**30:.1f} GiB, {have / 2**30:.1f} GiB available; "
-                         f"use a smaller {what}" + (" or --obs-file with --chunk" if what == "--batch" else ""))
+        option = what.startswith("--")
+        raise UsageError(f"{what + ' ' + str(rows) if option else str(rows) + ' rows'}: would need about "
+                         f"{need / 2**30:.1f} GiB, {have / 2**30:.1f} GiB available; "
+                         + (f"use a smaller {what}" + (" or --obs-file with --chunk" if what == "--batch" else "")
+                            if option else f"send fewer rows {what}"))
 
 
 def available_memory() -> int:
+    """The host's available memory, or what this process's cgroup (v2) limit leaves, if less."""
+    have = None
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
+                have = int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
-    return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    if have is None:
+        have = int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        group = Path("/proc/self/cgroup").read_text().splitlines()[0].split("::", 1)[1]
+        folder = Path("/sys/fs/cgroup") / group.lstrip("/")
+        limit = (folder / "memory.max").read_text().strip()
+        if limit != "max":
+            have = min(have, max(0, int(limit) - int((folder / "memory.current").read_text())))
+    return have
 
 
 def output_writer(path: Path, settings: PolicySettings, arrays: dict) -> Callable:
@@ -3918,14 +3932,41 @@ def plot_latencies(path: Path, times: dict, args) -> None:
 
 
 STREAM_KEYS = {"obs", "id", "stochastic", "seed", "action_masks", "memory", "reset"}
+STREAM_ID_CHARS = 256  # the longest text "id"
 
 
-def stream_answer(policy: Policy, msg, memories: dict, ids_limit: int = 100_000) -> dict:
-    """One stream line's answer (raises UsageError for a bad line)."""
+class AgentMemories(dict):
+    """The stream's LSTM memory per agent id (its JSON text), least recently answered first, at
+    most `max_ids` ids and `max_bytes` bytes (arrays and ids); the least recently answered id's
+    memory makes room (that id starts again from zeros)."""
+
+    def __init__(self, max_ids: int = 100_000, max_bytes: int = 256 << 20):
+        super().__init__()
+        self.max_ids, self.max_bytes, self.nbytes = max_ids, max_bytes, 0
+
+    @staticmethod
+    def cost(key: str, memory: np.ndarray) -> int:
+        return len(key) + memory.nbytes + 256  # (+ the dict entry, string and array objects)
+
+    def keep(self, key: str, memory: np.ndarray) -> None:
+        if key in self:
+            self.nbytes -= self.cost(key, self.pop(key))
+        while self and (len(self) >= self.max_ids or self.nbytes + self.cost(key, memory) > self.max_bytes):
+            oldest = next(iter(self))
+            self.nbytes -= self.cost(oldest, self.pop(oldest))
+        self[key] = memory
+        self.nbytes += self.cost(key, memory)
+
+
+def stream_answer(policy: Policy, msg, memories: AgentMemories) -> dict:
+    """One stream line's answer (raises UsageError for a bad line, and for a line the engine
+    fails on: out of memory, say)."""
     s = policy.settings
     if not isinstance(msg, dict):
         raise UsageError('expected an object like {"obs": [...]}')
     ident = msg.get("id")
+    if isinstance(ident, str) and len(ident) > STREAM_ID_CHARS:
+        raise UsageError(f'"id" is longer than {STREAM_ID_CHARS} characters')
     names = [i.name for i in s.inputs]
     if "obs" in msg:
         if len(names) != 1:
@@ -3976,14 +4017,21 @@ def stream_answer(policy: Policy, msg, memories: dict, ids_limit: int = 100_000)
     batched = isinstance(values[0], list) and len(values[0]) > 0 and isinstance(values[0][0], list) and \
         (s.inputs[0].kind != "entities" or (values[0][0] and isinstance(values[0][0][0], list)))
     observations = arrays if batched or len(arrays) > 1 else arrays[0]
-    out = policy.act(observations, masks, deterministic=not stochastic, seed=seed, memory=memory)
+    check_rows_fit(len(arrays[0]) if batched else 1, s, "per line")
+    try:
+        out = policy.act(observations, masks, deterministic=not stochastic, seed=seed, memory=memory)
+    except UsageError:
+        raise
+    except Exception as exc:  # the engine's own failure (an allocation, say) ends this line, not the stream
+        reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        if isinstance(exc, MemoryError) or "alloc" in str(exc).lower():
+            reason = "out of memory; send fewer rows per line"
+        raise UsageError(f"the {policy.engine_name} engine failed on this line ({reason})")
     for value in out.values():
         if not np.isfinite(np.asarray(value, np.float64)).all():
             raise UsageError("the observation drives the network beyond float32 (non-finite actions)")
     if key is not None:
-        if key not in memories and len(memories) >= ids_limit:
-            memories.pop(next(iter(memories)))  # the oldest agent's memory makes room
-        memories[key] = np.asarray(out["memory"]).reshape(-1, s.memory_size)
+        memories.keep(key, np.asarray(out["memory"]).reshape(-1, s.memory_size))
     answer = {"id": ident}
     for name, value in out.items():
         answer[name] = np.asarray(value).tolist()
@@ -4029,7 +4077,7 @@ def mode_stream(ctx: Context):
     dumps, loads = json.dumps, json.loads
     lines = errors = 0
     latencies: list = []
-    memories: dict = {}
+    memories = AgentMemories()
     clock = time.perf_counter
     limit = ctx.args.max_line_bytes
     with np.errstate(over="ignore"):  # an observation beyond float32 becomes inf, answered with an error
@@ -4062,6 +4110,9 @@ def mode_stream(ctx: Context):
             except UsageError as exc:
                 errors += 1
                 answer = {"id": ident, "error": str(exc)}
+            except MemoryError:  # reading the line itself: that line fails, the stream goes on
+                errors += 1
+                answer = {"id": ident, "error": "out of memory on this line; send fewer rows per line"}
             try:
                 text = dumps(answer, allow_nan=False)
             except ValueError:  # a non-finite number slipped through: strict JSON or nothing
