@@ -1784,6 +1784,8 @@ def choose_engine(name: str, device, dtype: str) -> str:
         return name
     if name == "torch":
         return name
+    if name != "auto":
+        raise UsageError(f"engine {name!r}: expected one of {', '.join(ENGINES)}")
     return "onnxruntime" if device.type == "cpu" and dtype == "float32" and has_ort else "torch"
 
 
@@ -1956,6 +1958,8 @@ class Policy:
         noise on the CPU from torch.Generator().manual_seed(seed) (seed 0 by default), or from
         `generator`: randn(rows, continuous size), then rand(rows, branches) — so the same seed
         gives the same actions on every device."""
+        observations, action_masks, memory = check_act_arguments(observations, action_masks, memory, deterministic,
+                                                                 seed, generator)
         flat, rows, batched = self.prepare(observations, action_masks, memory)
         out = self.run(flat, rows, deterministic, seed, generator)
         return out if batched else {k: v[0] for k, v in out.items()}
@@ -2013,6 +2017,54 @@ class Policy:
         return out
 
 
+def _host_array(value):
+    """A torch tensor as a CPU numpy array (detached: one that requires grad is fine); else `value`."""
+    if torch is not None and isinstance(value, torch.Tensor):
+        value = value.detach().cpu()
+        return (value.float() if value.dtype == torch.bfloat16 else value).numpy()
+    return value
+
+
+def check_act_arguments(observations, action_masks, memory, deterministic, seed, generator) -> tuple:
+    """act()'s arguments, each checked (UsageError naming it) before any work; torch tensors
+    come back as CPU numpy arrays: (observations, action_masks, memory)."""
+    if not isinstance(deterministic, (bool, np.bool_)):
+        raise UsageError(f"deterministic={deterministic!r}: expected True or False")
+    if seed is not None and (not isinstance(seed, (int, np.integer)) or isinstance(seed, (bool, np.bool_))
+                             or not -2**63 <= int(seed) < 2**64):
+        raise UsageError(f"seed={seed!r}: expected a whole number within 64 bits (what torch.Generator takes), or None")
+    if generator is not None and (not isinstance(generator, torch.Generator) or generator.device.type != "cpu"):
+        raise UsageError(f"generator={generator!r}: expected a CPU torch.Generator (the noise is drawn on the CPU), or None")
+    if isinstance(observations, dict):
+        wrong = next((k for k in observations if not isinstance(k, str)), None)
+        if wrong is not None:
+            raise UsageError(f"observations: input names are text such as 'obs_0', not {wrong!r}")
+        observations = {k: _host_array(v) for k, v in observations.items()}
+    elif isinstance(observations, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in observations):
+        observations = [_host_array(v) for v in observations]
+    return _host_array(observations), _host_array(action_masks), _host_array(memory)
+
+
+ENGINES = ("auto", "torch", "onnxruntime")
+SHA256_HEX = re.compile(r"[0-9a-fA-F]{64}")
+
+
+def check_load_arguments(path, device, dtype, engine, expect_sha256):
+    """load()'s arguments, each checked (UsageError naming it) before the checkpoint is read;
+    returns the torch.device (checked to exist) for `device`."""
+    if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
+        raise UsageError(f"path {path!r}: expected an ML-Agents run folder or a .pt checkpoint (a str or Path)")
+    if engine not in ENGINES:
+        raise UsageError(f"engine {engine!r}: expected one of {', '.join(ENGINES)}")
+    if dtype not in DTYPES:
+        raise UsageError(f"dtype {dtype!r}: expected one of {', '.join(DTYPES)}")
+    if expect_sha256 is not None and not (isinstance(expect_sha256, str) and SHA256_HEX.fullmatch(expect_sha256.strip())):
+        raise UsageError(f"expect_sha256 {expect_sha256!r}: expected 64 hexadecimal digits")
+    if not isinstance(device, (str, torch.device)):
+        raise UsageError(f"device {device!r}: expected a str such as 'cpu', 'cuda:0', 'npu:0', or a torch.device")
+    return resolve_device(str(device))  # (a torch.device too: 'meta' or an absent GPU is refused)
+
+
 def _is_array_list(value) -> bool:
     return isinstance(value, (list, tuple)) and len(value) > 0 and all(isinstance(v, np.ndarray) for v in value)
 
@@ -2020,6 +2072,7 @@ def _is_array_list(value) -> bool:
 def load(path, device="cpu", dtype: str = "float32", engine: str = "auto", goal_input: GoalInput = None,
          onnx: Optional[str] = None, expect_sha256: Optional[str] = None, graphs: bool = True) -> Policy:
     """An ML-Agents run folder (or one .pt checkpoint) as a Policy. UsageError says what is wrong."""
+    device = check_load_arguments(path, device, dtype, engine, expect_sha256)
     path = Path(path)
     if path.is_dir():
         source = locate_model(None, str(path), None)
@@ -4295,7 +4348,7 @@ def parse_args(argv: list) -> argparse.Namespace:
         if args.mode not in modes and getattr(args, dest) not in (None, False, parser.get_default(dest)) \
                 and dest not in OPTION_DEFAULTS:
             raise UsageError(f"--{dest.replace('_', '-')} applies to --mode {' / '.join(modes)}, not {args.mode}")
-    if args.expect_sha256 is not None and not re.fullmatch(r"[0-9a-fA-F]{64}", args.expect_sha256.strip()):
+    if args.expect_sha256 is not None and not SHA256_HEX.fullmatch(args.expect_sha256.strip()):
         raise UsageError("--expect-sha256: expected 64 hexadecimal digits")
     if args.mode == "stream" and args.json:
         raise UsageError("--json does not apply to stream mode (every line is JSON already)")
