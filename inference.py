@@ -253,25 +253,49 @@ def pick_hub_files(files: list[str]) -> list[str]:
     return sorted(set(wanted))
 
 
-def hub_unreachable(timeout: float = 3.0) -> Optional[str]:
-    """Why the Hub endpoint ($HF_ENDPOINT, default huggingface.co) cannot be reached, or None.
-    A plain TCP connection, no HTTP; skipped behind a proxy, where only the proxy can tell."""
-    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
-        return None
-    import socket
+def _host_port(option: str, text: str, default_scheme: str = "https") -> tuple:
+    """(scheme, host, port) of a URL from the environment; UsageError when it is not one."""
     from urllib.parse import urlparse
-    url = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
-    host, port = url.hostname or "huggingface.co", url.port or (80 if url.scheme == "http" else 443)
+    try:
+        url = urlparse(text if "://" in text else f"{default_scheme}://{text}")
+        host, port = url.hostname, url.port  # (.port raises for a port out of range)
+    except ValueError as exc:  # a port out of range, a broken IPv6 literal
+        raise UsageError(f"{option} {text[:120]!r}: not a valid URL ({exc})")
+    if not host:
+        raise UsageError(f"{option} {text[:120]!r}: not a valid URL (no host)")
+    return url.scheme, host, port or {"http": 80, "https": 443}.get(url.scheme, 1080)
+
+
+def hub_endpoint() -> tuple:
+    """(scheme, host, port) of $HF_ENDPOINT (default https://huggingface.co), checked before
+    huggingface_hub, which raises a ValueError from deep inside on a malformed one."""
+    return _host_port("HF_ENDPOINT", os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+
+
+def hub_unreachable(timeout: float = 3.0) -> Optional[str]:
+    """Why the Hub endpoint ($HF_ENDPOINT, default huggingface.co) cannot be reached, or None:
+    a plain TCP connection, no HTTP, to the endpoint or to the proxy the environment puts in
+    front of it (huggingface_hub would retry a dead one for ~25 s, a line on stderr each time)."""
+    import socket
+    import urllib.request
+    scheme, host, port = hub_endpoint()
+    proxies = urllib.request.getproxies_environment()
+    proxy = proxies.get(scheme) or proxies.get("all")
+    what = f"{host}:{port}"
+    if proxy and not urllib.request.proxy_bypass_environment(host, proxies):
+        _, host, port = _host_port("the proxy", proxy, "http")
+        what = f"the proxy {host}:{port} (from the environment)"
     try:
         socket.create_connection((host, port), timeout=timeout).close()
         return None
     except OSError as exc:
-        return f"{host}:{port} is unreachable ({exc.strerror or exc})"
+        return f"{what} is unreachable ({exc.strerror or exc})"
 
 
 def download_from_hub(repo_id: str) -> Path:
     """The repo's folder through huggingface_hub: its cache first, then the Hub (or HF_ENDPOINT's
     mirror) unless HF_HUB_OFFLINE is set. Raises UsageError with the reason when unavailable."""
+    hub_endpoint()
     try:
         from huggingface_hub import HfApi, snapshot_download
     except ImportError:
