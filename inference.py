@@ -2354,6 +2354,9 @@ def read_input_file(path: Path, spec: InputSpec) -> np.ndarray:
     channels, height, width = spec.shape
     try:
         with Image.open(path) as image:
+            problem = image_refusal(image)
+            if problem:
+                raise UsageError(f"--obs {spec.name}: {path.name} {problem}")
             if image.size != (width, height):
                 raise UsageError(f"--obs {spec.name}: {path.name} is {image.size[0]}x{image.size[1]} (W x H), the "
                                  f"policy takes {width}x{height}; resize it yourself (nothing is resized silently)")
@@ -2363,6 +2366,25 @@ def read_input_file(path: Path, spec: InputSpec) -> np.ndarray:
     except (OSError, ValueError, Image.DecompressionBombError) as exc:
         raise UsageError(f"--obs {spec.name}: {path}: not a readable image ({str(exc).splitlines()[0][:100]})")
     return pixels.transpose(2, 0, 1).copy()
+
+
+def image_refusal(image) -> Optional[str]:
+    """Why an opened image file cannot be read as one camera frame as it is, or None: several
+    frames (an animation, a multi-page file: which one?), 16 bits per channel (Pillow would cut
+    them to 8), an EXIF orientation other than 1 (stored turned or mirrored: upright for a photo
+    viewer, as stored for a Unity frame)."""
+    frames = getattr(image, "n_frames", 1)
+    if frames != 1:
+        return f"holds {frames} frames (an animation or a multi-page file); give one frame"
+    rawmodes = [t[3] if isinstance(t[3], str) else t[3][0] if t[3] and isinstance(t[3][0], str) else "" for t in image.tile]
+    if any(";16" in mode for mode in rawmodes):
+        return "has 16 bits per channel; only 8-bit files are read (for other data use .npy)"
+    with contextlib.suppress(Exception):  # (an unreadable EXIF block says nothing about orientation)
+        orientation = image.getexif().get(0x0112)
+        if orientation not in (None, 1):
+            return (f"has EXIF orientation {orientation} (stored turned or mirrored), ambiguous for a camera "
+                    f"frame; save it upright without the orientation tag")
+    return None
 
 
 def image_pixels(image, channels: int, what: str) -> np.ndarray:
