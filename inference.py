@@ -46,6 +46,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Sequence, Union
 
+
+def _stopped_while_starting(signum, frame) -> None:
+    """Ctrl-C (or SIGTERM, SIGHUP) while numpy and torch import (~2 s): nothing to clean up
+    yet; one line and 128 + N, not a traceback from inside an import."""
+    import signal
+    os.write(2, b"interrupted\n" if signum == signal.SIGINT else f"interrupted by {signal.Signals(signum).name}\n".encode())
+    os._exit(128 + signum)
+
+
+if __name__ == "__main__":  # (main() installs the handlers of a running command)
+    import signal
+    for _name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            signal.signal(getattr(signal, _name), _stopped_while_starting)
+
 import numpy as np
 
 PROCESS_T0 = time.perf_counter()  # fallback origin for "time to first action"
@@ -4412,6 +4427,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     previous = install_signal_handlers()
     args = None
+    quiet = warnings.catch_warnings()  # torch's and numpy's warnings would print beside the one line that tells
+    quiet.__enter__()
+    warnings.simplefilter("ignore")
 
     def tell(text: str) -> None:  # one line on stderr, whatever state stderr is in
         with contextlib.suppress(Exception):
@@ -4487,6 +4505,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         tell("error: the input is nested too deeply")
         return 2
     finally:
+        quiet.__exit__(None, None, None)
         restore_signal_handlers(previous)
 
 
