@@ -1347,7 +1347,8 @@ def infer_settings(state: dict, path: Path, onnx_iface: Optional[OnnxInterface],
     if isinstance(declared_d, torch.Tensor) and [int(v) for v in declared_d.reshape(-1).tolist()] != branches:
         raise bad(f"discrete_act_size_vector says {declared_d.reshape(-1).tolist()} but the branches give {branches}")
     streams = sorted({m.group(1) for k in state for m in [re.match(r"^value_heads\.value_heads\.([^.]+)\.weight$", k)] if m})
-    trainer = str(config.get("trainer_type")) if config.get("trainer_type") in ("ppo", "sac", "poca") else trainer_hint
+    trainer = trainer_hint or (str(config.get("trainer_type")) if config.get("trainer_type") in ("ppo", "sac", "poca")
+                               else None)  # the checkpoint's optimizer entries decide; the config only fills a gap
     return PolicySettings(inputs, hidden, num_layers, normalize, continuous, branches, memory, conditional, conditional,
                           hyper, streams, trainer, source)
 
@@ -2308,6 +2309,8 @@ def parse_obs(text: str, policy: "Policy", seed: int) -> list:
             name = name.strip()
             if not eq or name not in {i.name for i in s.inputs}:
                 raise UsageError(f"--obs: {part[:40]!r} does not name an input ({', '.join(i.name for i in s.inputs)})")
+            if name in values:
+                raise UsageError(f"--obs: {name} is given twice")
             values[name] = value
         missing = [i.name for i in s.inputs if i.name not in values]
         if missing:
@@ -2432,7 +2435,11 @@ def parse_numbers(text: str, what: str, count: int) -> np.ndarray:
     """Comma-separated numbers (exactly `count`), or 'zeros'."""
     if text.strip().lower() == "zeros":
         return np.zeros(count, np.float32)
-    items = [p.strip() for p in text.split(",") if p.strip()]
+    items = [p.strip() for p in text.split(",")]
+    if len(items) > 1 and items[-1] == "":
+        items.pop()  # tolerate one trailing comma (as --obs does); an empty item elsewhere is refused
+    if "" in items:
+        raise UsageError(f"{what}: an empty item (item {items.index('') + 1}); expected {count} comma-separated numbers")
     bad = next((p for p in items if not _is_float(p)), None)
     if bad is not None or len(items) != count:
         raise UsageError(f"{what}: expected {count} comma-separated numbers, got "
@@ -2756,28 +2763,32 @@ def atomic_write(path: Path, write: Callable[[Path], None], size: Optional[int] 
         raise
 
 
-def check_output_path(path: Path, suffixes: tuple[str, ...]) -> Path:
-    """Refuse, before any work, an --output that cannot be written."""
+def check_output_path(path, suffixes: tuple[str, ...], option: str = "--output") -> Path:
+    """Refuse, before any work, an --output that cannot be written (given as typed: a name that
+    ends in "/" means a folder, which Path() would silently drop)."""
+    if str(path).endswith(("/", os.sep)):
+        raise UsageError(f"{option} {short_path(path)}: names a folder (it ends in /); give a file name")
+    path = Path(path)
     if path.suffix.lower() not in suffixes:
-        raise UsageError(f"--output {short_path(path)}: expected a {' or '.join(suffixes)} file")
+        raise UsageError(f"{option} {short_path(path)}: expected a {' or '.join(suffixes)} file")
     parent = path.parent if str(path.parent) else Path(".")
     try:
         if path.is_dir():
-            raise UsageError(f"--output {path}: is a folder")
+            raise UsageError(f"{option} {path}: is a folder")
         if parent.exists() and not parent.is_dir():
-            raise UsageError(f"--output {path}: {parent} is a file, not a folder")
+            raise UsageError(f"{option} {path}: {parent} is a file, not a folder")
         if not parent.is_dir():
-            raise UsageError(f"--output {path}: folder {parent} does not exist")
+            raise UsageError(f"{option} {path}: folder {parent} does not exist")
         if not os.access(parent, os.W_OK):
-            raise UsageError(f"--output {path}: folder {parent} is not writable")
+            raise UsageError(f"{option} {path}: folder {parent} is not writable")
         if path.exists() and not path.is_file():
-            raise UsageError(f"--output {path}: exists and is not a regular file")
+            raise UsageError(f"{option} {path}: exists and is not a regular file")
         if path.exists() and not os.access(path, os.W_OK):
-            raise UsageError(f"--output {path}: the existing file is read-only")
+            raise UsageError(f"{option} {path}: the existing file is read-only")
     except OSError as exc:  # a name too long, permission denied on a folder above, a symlink loop
-        raise UsageError(f"--output {short_path(path)}: {exc.strerror or exc}")
+        raise UsageError(f"{option} {short_path(path)}: {exc.strerror or exc}")
     except ValueError as exc:  # an embedded NUL byte
-        raise UsageError(f"--output {short_path(path)}: {exc}")
+        raise UsageError(f"{option} {short_path(path)}: {exc}")
     return path
 
 
@@ -3183,7 +3194,7 @@ def mode_batch(ctx: Context):
     if ctx.args.obs_file:
         return batch_file(ctx)
     s, rows = ctx.settings, ctx.args.batch
-    output = check_output_path(Path(ctx.args.output), (".npy", ".npz")) if ctx.args.output else None
+    output = check_output_path(ctx.args.output, (".npy", ".npz")) if ctx.args.output else None
     if output is not None and output.suffix.lower() == ".npy" and not continuous_only(s):
         raise UsageError(f"--output {output}: this policy's results are not continuous actions alone; use a .npz file")
     check_rows_fit(rows, s)
@@ -3241,7 +3252,7 @@ def batch_file(ctx: Context):
     import resource
     s, args = ctx.settings, ctx.args
     path = Path(args.obs_file)
-    output = check_output_path(Path(args.output), (".npy", ".npz")) if args.output else None
+    output = check_output_path(args.output, (".npy", ".npz")) if args.output else None
     data = open_obs_file(path, s)
     if output is not None:
         refuse_same_file(output, [path])
@@ -3622,7 +3633,7 @@ def mode_export_onnx(ctx: Context):
     import onnx
     if not ctx.args.output:
         DEFAULT_EXPORT.parent.mkdir(exist_ok=True)  # e.g. inference.py copied alone onto a host
-    output = check_output_path(Path(ctx.args.output or DEFAULT_EXPORT), (".onnx",))
+    output = check_output_path(ctx.args.output or DEFAULT_EXPORT, (".onnx",))
     s, ckpt = ctx.settings, ctx.checkpoint
     # ML-Agents' own ONNX files of this checkpoint are inputs too, read or not at load time (a
     # policy whose inputs are all normalised never reads them): the export is verified against one.
@@ -3955,7 +3966,7 @@ def mode_benchmark(ctx: Context):
     import importlib.util
     a, s = ctx.args, ctx.settings
     if a.plot:
-        check_output_path(Path(a.plot), (".png",))
+        check_output_path(a.plot, (".png",), "--plot")
     check_rows_fit(a.batch, s)
     policy = ctx.policy
     obs, masks = random_inputs(s, a.seed, a.batch), random_masks(s, a.seed, a.batch)
@@ -4027,7 +4038,7 @@ def mode_benchmark(ctx: Context):
 
 
 def plot_latencies(path: Path, times: dict, args) -> None:
-    check_output_path(path, (".png",))
+    check_output_path(path, (".png",), "--plot")
     try:
         import matplotlib
         matplotlib.use("Agg")
