@@ -27,6 +27,7 @@ on stderr), 128 + N after signal N.
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import copy
 import hashlib
@@ -1296,12 +1297,13 @@ def infer_settings(state: dict, path: Path, onnx_iface: Optional[OnnxInterface],
     onnx_shapes = onnx_input_shapes(onnx_iface, seen) if onnx_iface else None
     if onnx_shapes is not None:
         check_onnx_shapes(onnx_shapes, onnx_iface.path)
+    fits = onnx_shapes is not None and onnx_shapes_agree(onnx_shapes, seen)
     source, no_onnx = "checkpoint", "no ML-Agents ONNX beside it"
-    if onnx_iface is not None and (onnx_shapes is None or not onnx_shapes_agree(onnx_shapes, seen)):
-        no_onnx = (f"{onnx_iface.path.name} not used: its inputs "
-                   f"{'are not ML-Agents' + chr(39) + ' obs_N' if onnx_shapes is None else [list(d) for d in onnx_shapes]}"
-                   f" do not fit the checkpoint's")
-    if onnx_shapes is not None and onnx_shapes_agree(onnx_shapes, seen):
+    if onnx_iface is not None and not fits:  # say why the ONNX found was not used
+        no_onnx = f"{onnx_iface.path.name} not used: its inputs " + (
+            "are not ML-Agents' (obs_N, or vector_observation and visual_observation_N)" if onnx_shapes is None
+            else f"{[list(d) for d in onnx_shapes]} do not fit the checkpoint's")
+    if fits:
         inputs = []
         for i, dims in enumerate(onnx_shapes):
             known = seen.get(i)
@@ -2467,7 +2469,7 @@ def read_npz(path: Path, names: list) -> dict:
         raise UsageError(f"--obs-file {path}: a .npy file named .npz; rename it .npy")
     with archive:
         members = archive.zip.namelist()
-        twice = sorted({m for m in members if members.count(m) > 1})
+        twice = sorted(m for m, n in collections.Counter(members).items() if n > 1)
         if twice:
             raise UsageError(f"--obs-file {path}: holds {twice[0][:60]!r} more than once")
         keys = list(archive.keys())
