@@ -2397,7 +2397,7 @@ def image_refusal(image) -> Optional[str]:
     if frames != 1:
         return f"holds {frames} frames (an animation or a multi-page file); give one frame"
     rawmodes = [t[3] if isinstance(t[3], str) else t[3][0] if t[3] and isinstance(t[3][0], str) else "" for t in image.tile]
-    if any(";16" in mode for mode in rawmodes):
+    if image.mode in ("L", "LA", "P", "RGB", "RGBA") and any(";16" in mode for mode in rawmodes):  # (shown as 8-bit)
         return "has 16 bits per channel; only 8-bit files are read (for other data use .npy)"
     with contextlib.suppress(Exception):  # (an unreadable EXIF block says nothing about orientation)
         orientation = image.getexif().get(0x0112)

@@ -6,7 +6,6 @@ ever contacted)."""
 import json
 import os
 import resource
-import shutil
 import signal
 import socket
 import subprocess
@@ -14,22 +13,15 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
 from conftest import BUNDLED, BUNDLED_PT, EXAMPLES, ROOT, child_env, cli
-
-
-def one_line(err: str, *words) -> str:
-    lines = [l for l in err.strip().splitlines() if l.strip()]
-    assert len(lines) == 1 and "Traceback" not in err, err
-    for word in words:
-        assert word in err, (word, err)
-    return lines[0]
+from test_hostile3 import one_line, wider_outputs
 
 
 def refused(result, *words) -> str:
+    """A finished process: exit 2 and one line on stderr naming `words`."""
     assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
     return one_line(result.stderr, *words)
 
@@ -53,7 +45,6 @@ def test_an_empty_csv_is_one_line_without_numpys_warning(tmp_path):
 def test_onnxruntime_says_nothing_of_a_misdeclared_output_shape(tmp_path):
     """A reference whose actions are declared [batch, 2] but computed [batch, 4]: onnxruntime would
     log a shape-merge warning; the result is "not this policy" (exit 1), nothing on stderr."""
-    from test_hostile3 import wider_outputs
     done = cli("--mode", "onnx-compare", "--model-dir", EXAMPLES / "vector", "--onnx", wider_outputs(tmp_path))
     assert done.returncode == 1 and "not this policy" in done.stdout, (done.stdout, done.stderr)
     assert done.stderr.strip() == "", done.stderr
