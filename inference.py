@@ -3147,12 +3147,15 @@ def show_sample(r: dict) -> list:
 
 def check_rows_fit(rows: int, settings: PolicySettings, what: str = "--batch") -> None:
     """Refuse, before allocating, a batch that would not fit in memory."""
-    per_row = sum(int(np.prod(i.shape)) for i in settings.inputs) * 12 + settings.hidden_units * 16 + \
+    per_row = sum(math.prod(i.shape) for i in settings.inputs) * 12 + settings.hidden_units * 16 + \
         (settings.continuous_size + sum(settings.discrete_branches) + settings.memory_size) * 24
     per_row += sum(settings.hidden_units * 64 * 4 for i in settings.inputs if i.kind == "visual")
     per_row += sum(i.shape[0] * ATTENTION_EMBEDDING * 4 * 8 + i.shape[0] ** 2 * 4 * 4 * 3  # (4 heads' N x N scores)
                    for i in settings.inputs if i.kind == "entities")
-    need, have = rows * per_row, available_memory()
+    need = rows * per_row
+    if need < 64 << 20:  # (small: not worth reading /proc, which a stream would do on every line)
+        return
+    have = available_memory()
     if need > 0.8 * have:
         option = what.startswith("--")
         raise UsageError(f"{what + ' ' + str(rows) if option else str(rows) + ' rows'}: would need about "
