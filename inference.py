@@ -327,12 +327,18 @@ def download_from_hub(repo_id: str) -> Path:
     unreachable = hub_unreachable()
     if unreachable:  # huggingface_hub would retry for ~25 s before giving up
         raise UsageError(f"{repo_id}: not in the Hugging Face cache and {unreachable}")
+    import logging
+    hub_log = logging.getLogger("huggingface_hub")
+    level = hub_log.level
+    hub_log.setLevel(logging.ERROR)  # its "Retrying in 8s" lines (a proxy that answers, badly) would print beside ours
     try:
         files = HfApi().list_repo_files(repo_id)
         return Path(snapshot_download(repo_id, allow_patterns=pick_hub_files(files)))
     except Exception as exc:  # network, authentication, missing repo: all end the same way
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UsageError(f"{repo_id}: could not download from the Hugging Face Hub ({reason[:200]})")
+    finally:
+        hub_log.setLevel(level)
 
 
 def _path_kind(option: str, path: Path) -> Optional[str]:

@@ -175,3 +175,28 @@ def test_no_proxy_sends_the_probe_to_the_endpoint(tmp_path):
                           capture_output=True, text=True, timeout=120, env=env)
     line = refused(done, f"127.0.0.1:{port} is unreachable")
     assert "proxy" not in line
+
+
+def test_a_proxy_that_hangs_up_costs_one_line(tmp_path):
+    """A proxy that accepts and closes every connection passes the probe; huggingface_hub then
+    retries five times (about 25 s): its retry warnings stay off stderr, one line tells."""
+    import threading
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+
+    def hang_up():
+        while True:
+            try:
+                connection, _ = server.accept()
+            except OSError:  # closed: the test is over
+                return
+            connection.close()
+    threading.Thread(target=hang_up, daemon=True).start()
+    try:
+        env = hub_env(tmp_path, HTTPS_PROXY=f"http://127.0.0.1:{server.getsockname()[1]}")
+        done = subprocess.run([sys.executable, str(ROOT / "inference.py"), "--mode", "info", "--model",
+                               "someone/policy"], capture_output=True, text=True, timeout=180, env=env)
+    finally:
+        server.close()
+    refused(done, "someone/policy", "could not download")
