@@ -4176,6 +4176,16 @@ def stream_answer(policy: Policy, msg, memories: AgentMemories) -> dict:
     return answer
 
 
+def echoed_id(msg):
+    """The "id" a line's answer repeats, error answers too: a string of at most STREAM_ID_CHARS
+    characters or an integer within +-2^53 (what every JSON reader keeps exact); else null."""
+    ident = msg.get("id") if isinstance(msg, dict) else None
+    if isinstance(ident, str) and len(ident) <= STREAM_ID_CHARS or \
+            isinstance(ident, int) and not isinstance(ident, bool) and abs(ident) <= 2**53:
+        return ident
+    return None
+
+
 def json_numbers_only(value, depth: int = 0) -> bool:
     """JSON numbers (no strings, booleans or null) in lists nested at most 4 deep."""
     if depth > 4:
@@ -4239,9 +4249,7 @@ def mode_stream(ctx: Context):
                     msg = loads(raw)
                 except (ValueError, RecursionError):
                     raise UsageError("line is not JSON (or nested too deep)")
-                if isinstance(msg, dict):
-                    ident = msg.get("id") if isinstance(msg.get("id"), (str, int)) and not isinstance(msg.get("id"), bool) \
-                        and not (isinstance(msg.get("id"), int) and abs(msg.get("id")) > 2**53) else None
+                ident = echoed_id(msg)
                 answer = stream_answer(policy, msg, memories)
             except UsageError as exc:
                 errors += 1

@@ -227,6 +227,18 @@ def test_a_long_id_is_refused_and_the_stream_answers_on(lstm_policy):
     assert list(memories) == [json.dumps("x" * 256)]
 
 
+def test_a_long_id_is_not_echoed(capsys, monkeypatch):
+    """A refused 1 MB id is answered with "id": null, not sent back."""
+    long_id = "x" * 1_000_000
+    lines = [json.dumps({"obs": [0.1] * 10, "id": long_id}), json.dumps({"obs": [0.1] * 10, "id": "ok"})]
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(("\n".join(lines) + "\n").encode())))
+    code, out, err = run(capsys, "--mode", "stream", "--model-dir", EXAMPLES / "lstm")
+    answers = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and len(out) < 10_000, err
+    assert answers[0] == {"id": None, "error": '"id" is longer than 256 characters'}
+    assert answers[1]["id"] == "ok" and "discrete_actions" in answers[1]
+
+
 def test_stream_memory_is_bounded_in_bytes(lstm_policy):
     """Batch ids of 200 rows (200 x 32 floats = 25.6 kB each) against a 256 kB budget: the bytes
     kept never pass it; the id answered last is always kept."""
