@@ -31,6 +31,7 @@ from __future__ import annotations
 __version__ = "0.9.0"  # pyproject.toml reads it (setuptools, statically)
 
 import argparse
+import collections
 import contextlib
 import copy
 import hashlib
@@ -44,9 +45,26 @@ import sys
 import tempfile
 import time
 import warnings
+import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Sequence, Union
+
+
+def _stopped_while_starting(signum, frame) -> None:
+    """Ctrl-C (or SIGTERM, SIGHUP) while numpy and torch import (~2 s): nothing to clean up
+    yet; one line and 128 + N, not a traceback from inside an import."""
+    import signal
+    os.write(2, b"interrupted\n" if signum == signal.SIGINT else f"interrupted by {signal.Signals(signum).name}\n".encode())
+    os._exit(128 + signum)
+
+
+if __name__ == "__main__":  # (main() installs the handlers of a running command)
+    import signal
+    for _name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            signal.signal(getattr(signal, _name), _stopped_while_starting)
 
 import numpy as np
 
@@ -260,25 +278,49 @@ def pick_hub_files(files: list[str]) -> list[str]:
     return sorted(set(wanted))
 
 
-def hub_unreachable(timeout: float = 3.0) -> Optional[str]:
-    """Why the Hub endpoint ($HF_ENDPOINT, default huggingface.co) cannot be reached, or None.
-    A plain TCP connection, no HTTP; skipped behind a proxy, where only the proxy can tell."""
-    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
-        return None
-    import socket
+def _host_port(option: str, text: str, default_scheme: str = "https") -> tuple:
+    """(scheme, host, port) of a URL from the environment; UsageError when it is not one."""
     from urllib.parse import urlparse
-    url = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
-    host, port = url.hostname or "huggingface.co", url.port or (80 if url.scheme == "http" else 443)
+    try:
+        url = urlparse(text if "://" in text else f"{default_scheme}://{text}")
+        host, port = url.hostname, url.port  # (.port raises for a port out of range)
+    except ValueError as exc:  # a port out of range, a broken IPv6 literal
+        raise UsageError(f"{option} {text[:120]!r}: not a valid URL ({exc})")
+    if not host:
+        raise UsageError(f"{option} {text[:120]!r}: not a valid URL (no host)")
+    return url.scheme, host, port or {"http": 80, "https": 443}.get(url.scheme, 1080)
+
+
+def hub_endpoint() -> tuple:
+    """(scheme, host, port) of $HF_ENDPOINT (default https://huggingface.co), checked before
+    huggingface_hub, which raises a ValueError from deep inside on a malformed one."""
+    return _host_port("HF_ENDPOINT", os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+
+
+def hub_unreachable(timeout: float = 3.0) -> Optional[str]:
+    """Why the Hub endpoint ($HF_ENDPOINT, default huggingface.co) cannot be reached, or None:
+    a plain TCP connection, no HTTP, to the endpoint or to the proxy the environment puts in
+    front of it (huggingface_hub would retry a dead one for ~25 s, a line on stderr each time)."""
+    import socket
+    import urllib.request
+    scheme, host, port = hub_endpoint()
+    proxies = urllib.request.getproxies_environment()
+    proxy = proxies.get(scheme) or proxies.get("all")
+    what = f"{host}:{port}"
+    if proxy and not urllib.request.proxy_bypass_environment(host, proxies):
+        _, host, port = _host_port("the proxy", proxy, "http")
+        what = f"the proxy {host}:{port} (from the environment)"
     try:
         socket.create_connection((host, port), timeout=timeout).close()
         return None
     except OSError as exc:
-        return f"{host}:{port} is unreachable ({exc.strerror or exc})"
+        return f"{what} is unreachable ({exc.strerror or exc})"
 
 
 def download_from_hub(repo_id: str) -> Path:
     """The repo's folder through huggingface_hub: its cache first, then the Hub (or HF_ENDPOINT's
     mirror) unless HF_HUB_OFFLINE is set. Raises UsageError with the reason when unavailable."""
+    hub_endpoint()
     try:
         from huggingface_hub import HfApi, snapshot_download
     except ImportError:
@@ -294,12 +336,18 @@ def download_from_hub(repo_id: str) -> Path:
     unreachable = hub_unreachable()
     if unreachable:  # huggingface_hub would retry for ~25 s before giving up
         raise UsageError(f"{repo_id}: not in the Hugging Face cache and {unreachable}")
+    import logging
+    hub_log = logging.getLogger("huggingface_hub")
+    level = hub_log.level
+    hub_log.setLevel(logging.ERROR)  # its "Retrying in 8s" lines (a proxy that answers, badly) would print beside ours
     try:
         files = HfApi().list_repo_files(repo_id)
         return Path(snapshot_download(repo_id, allow_patterns=pick_hub_files(files)))
     except Exception as exc:  # network, authentication, missing repo: all end the same way
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UsageError(f"{repo_id}: could not download from the Hugging Face Hub ({reason[:200]})")
+    finally:
+        hub_log.setLevel(level)
 
 
 def _path_kind(option: str, path: Path) -> Optional[str]:
@@ -314,6 +362,16 @@ def _path_kind(option: str, path: Path) -> Optional[str]:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise UsageError(f"{option} {short_path(path)}: {reason}")
     return "dir" if stat.S_ISDIR(mode) else "file" if stat.S_ISREG(mode) else "other"
+
+
+def regular_file(option: str, path) -> Path:
+    """`path` when it is a regular file; else a UsageError (never open a FIFO or a device: it may block)."""
+    path = Path(path)
+    kind = _path_kind(option, path)
+    if kind != "file":
+        raise UsageError(f"{option} {short_path(path)}: " + ("no such file" if kind is None else
+                                                            "is a folder" if kind == "dir" else "not a regular file"))
+    return path
 
 
 def locate_model(checkpoint: Optional[str], model_dir: Optional[str], repo_id: Optional[str]) -> ModelSource:
@@ -395,7 +453,6 @@ def check_sha256(path: Path, expected: Optional[str]) -> str:
 def read_checkpoint(path: Path) -> dict:
     """torch.load with weights_only=True: tensors and plain containers only, never code."""
     import pickle
-    import zipfile
     import torch
     try:
         with warnings.catch_warnings():
@@ -509,6 +566,7 @@ NORMALIZER_CLIP = 5.0     # ML-Agents clamps normalized observations to [-5, 5]
 ACTION_CLIP = 3.0         # ... and PPO/POCA continuous actions to [-3, 3], then divides by 3
 ATTENTION_EMBEDDING = 128  # ObservationEncoder.ATTENTION_EMBEDDING_SIZE: fixed whatever hidden_units is
 ENTITY_ABSENT = 0.01      # an entity row whose squared sum is below this is padding (get_zero_entities_mask)
+MAX_ENTITIES = 4096       # a buffer sensor's largest entity count an ONNX may declare (attention is N x N per agent)
 
 
 class Swish(Module):
@@ -1362,8 +1420,15 @@ def infer_settings(state: dict, path: Path, onnx_iface: Optional[OnnxInterface],
 
     # -- shapes the checkpoint cannot tell: unnormalised vectors, image sides, entity counts
     onnx_shapes = onnx_input_shapes(onnx_iface, seen) if onnx_iface else None
-    source = "checkpoint"
-    if onnx_shapes is not None and onnx_shapes_agree(onnx_shapes, seen):
+    if onnx_shapes is not None:
+        check_onnx_shapes(onnx_shapes, onnx_iface.path)
+    fits = onnx_shapes is not None and onnx_shapes_agree(onnx_shapes, seen)
+    source, no_onnx = "checkpoint", "no ML-Agents ONNX beside it"
+    if onnx_iface is not None and not fits:  # say why the ONNX found was not used
+        no_onnx = f"{onnx_iface.path.name} not used: its inputs " + (
+            "are not ML-Agents' (obs_N, or vector_observation and visual_observation_N)" if onnx_shapes is None
+            else f"{[list(d) for d in onnx_shapes]} do not fit the checkpoint's")
+    if fits:
         inputs = []
         for i, dims in enumerate(onnx_shapes):
             known = seen.get(i)
@@ -1374,11 +1439,13 @@ def infer_settings(state: dict, path: Path, onnx_iface: Optional[OnnxInterface],
         needs = any(i not in seen for i in range(len(onnx_shapes))) or any(s.kind != "vector" for s in seen.values())
         source = f"checkpoint + {onnx_iface.path.name}" if needs else "checkpoint"
     else:
-        inputs = inputs_from_checkpoint(seen, body_in, hidden, bad)
+        hint = ("put its ML-Agents ONNX beside it or pass --onnx FILE" if onnx_iface is None else
+                f"{no_onnx}; pass the policy's own ML-Agents ONNX with --onnx FILE")
+        inputs = inputs_from_checkpoint(seen, body_in, hidden, bad, hint)
         if any(s.kind == "visual" for s in inputs):
-            source = "checkpoint (square images assumed: no ML-Agents ONNX beside it)"
+            source = f"checkpoint (square images assumed: {no_onnx})"
         elif len(inputs) > len(seen):
-            source = "checkpoint (unnormalised inputs taken as one: no ML-Agents ONNX beside it)"
+            source = f"checkpoint (unnormalised inputs taken as one: {no_onnx})"
         inputs = [InputSpec(s.name, s.kind, s.shape if s.kind != "entities" else (s.shape[0] or 0, s.shape[1]),
                             s.normalized, s.encoder) for s in inputs]
 
@@ -1407,7 +1474,8 @@ def infer_settings(state: dict, path: Path, onnx_iface: Optional[OnnxInterface],
     if isinstance(declared_d, torch.Tensor) and [int(v) for v in declared_d.reshape(-1).tolist()] != branches:
         raise bad(f"discrete_act_size_vector says {declared_d.reshape(-1).tolist()} but the branches give {branches}")
     streams = sorted({m.group(1) for k in state for m in [re.match(r"^value_heads\.value_heads\.([^.]+)\.weight$", k)] if m})
-    trainer = str(config.get("trainer_type")) if config.get("trainer_type") in ("ppo", "sac", "poca") else trainer_hint
+    trainer = trainer_hint or (str(config.get("trainer_type")) if config.get("trainer_type") in ("ppo", "sac", "poca")
+                               else None)  # the checkpoint's optimizer entries decide; the config only fills a gap
     return PolicySettings(inputs, hidden, num_layers, normalize, continuous, branches, memory, conditional, conditional,
                           hyper, streams, trainer, source)
 
@@ -1437,6 +1505,18 @@ def visual_input_spec(state: dict, prefix: str, i: int, hidden: int, bad) -> Inp
     return InputSpec(f"obs_{i}", "visual", (channels, side, side), encoder=encoder)
 
 
+def check_onnx_shapes(shapes: list, path: Path) -> None:
+    """Refuse input sizes that no ML-Agents sensor has (before anything is allocated for them):
+    a size below 1 (an empty vector_observation slice, a negative dimension), or more than
+    MAX_ENTITIES entities in a buffer sensor."""
+    for i, dims in enumerate(shapes):
+        problem = ("a size below 1" if any(d < 1 for d in dims) else
+                   f"more than {MAX_ENTITIES} entities" if len(dims) == 2 and dims[0] > MAX_ENTITIES else None)
+        if problem:
+            raise UsageError(f"{short_path(path)}: input {i} is declared {list(dims)}, {problem}; "
+                             f"not a usable ML-Agents policy ONNX")
+
+
 def onnx_shapes_agree(shapes: list, seen: dict) -> bool:
     """Whether the ONNX's inputs can be this checkpoint's: same count reach, same kinds and sizes."""
     if seen and max(seen) >= len(shapes):
@@ -1453,9 +1533,11 @@ def onnx_shapes_agree(shapes: list, seen: dict) -> bool:
     return all(len(s) == 1 for i, s in enumerate(shapes) if i not in seen)
 
 
-def inputs_from_checkpoint(seen: dict, body_in: int, hidden: int, bad) -> list:
+def inputs_from_checkpoint(seen: dict, body_in: int, hidden: int, bad,
+                           hint: str = "put its ML-Agents ONNX beside it or pass --onnx FILE") -> list:
     """Without an ONNX: every visible input, and the unexplained body width as ONE unnormalised
-    vector input in the first gap (or last). Images are taken as square."""
+    vector input in the first gap (or last). Images are taken as square. `hint` ends the
+    refusals that an ONNX would have avoided."""
     explained = 0
     for spec in seen.values():
         if spec.kind == "vector":
@@ -1476,10 +1558,9 @@ def inputs_from_checkpoint(seen: dict, body_in: int, hidden: int, bad) -> list:
     # gap among the visible inputs could hold any part of that width.
     if len(gaps) > 1 or (gaps and not rest) or (gaps and gaps[0] < count):
         raise bad("cannot tell the policy's inputs from the checkpoint alone (inputs without weights of their "
-                  "own sit among the others); put its ML-Agents ONNX beside it or pass --onnx FILE")
+                  f"own sit among the others); {hint}")
     if any(spec.kind == "entities" for spec in seen.values()):
-        raise bad("the largest entity count of a buffer-sensor input is not in the checkpoint; put its ML-Agents "
-                  "ONNX beside it or pass --onnx FILE")
+        raise bad(f"the largest entity count of a buffer-sensor input is not in the checkpoint; {hint}")
     inputs = dict(seen)
     if gaps:
         inputs[gaps[0]] = InputSpec(f"obs_{gaps[0]}", "vector", (rest,))
@@ -1487,8 +1568,7 @@ def inputs_from_checkpoint(seen: dict, body_in: int, hidden: int, bad) -> list:
     for i in sorted(inputs):
         spec = inputs[i]
         if spec.kind == "visual" and spec.shape[1] is None:
-            raise bad(f"{spec.name}: the image size of this visual input cannot be told from the checkpoint; put the "
-                      f"policy's ML-Agents ONNX beside it or pass --onnx FILE")
+            raise bad(f"{spec.name}: the image size of this visual input cannot be told from the checkpoint; {hint}")
         out.append(spec)
     return out
 
@@ -2292,6 +2372,7 @@ def onnx_session(model_or_path, tuned: bool = True, threads: Optional[int] = Non
     except ImportError:
         raise UsageError("onnxruntime is not installed (pip install onnxruntime)")
     options = ort.SessionOptions()
+    options.log_severity_level = 4  # its warnings and errors would print beside ours (its errors raise, and are told)
     if tuned:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     if threads:
@@ -2318,6 +2399,8 @@ def choose_engine(name: str, device, dtype: str) -> str:
         return name
     if name == "torch":
         return name
+    if name != "auto":
+        raise UsageError(f"engine {name!r}: expected one of {', '.join(ENGINES)}")
     return "onnxruntime" if device.type == "cpu" and dtype == "float32" and has_ort else "torch"
 
 
@@ -2397,28 +2480,35 @@ def policy_needs_onnx(state: dict) -> bool:
     return not (isinstance(first, torch.Tensor) and first.dim() == 2 and first.shape[1] == widths)
 
 
+def mlagents_onnx_files(path: Path, model_dir: Optional[Path], behavior: Optional[str],
+                       step: Optional[int]) -> list:
+    """Where ML-Agents writes a checkpoint's ONNX, existing or not: <Behavior>-<step>.onnx beside
+    it (when the step is known), then <Behavior>.onnx of its run folder."""
+    name = behavior or path.parent.name
+    step = _step_of(path.name, name) or step
+    return ([path.parent / f"{name}-{step}.onnx"] if step is not None else []) + \
+        [(model_dir or path.parent.parent) / f"{name}.onnx"]
+
+
 def find_checkpoint_onnx(path: Path, model_dir: Optional[Path], behavior: Optional[str],
                          step: Optional[int]) -> Optional[Path]:
     """The ML-Agents ONNX that belongs to a checkpoint: <Behavior>-<step>.onnx beside it, else
     <Behavior>.onnx of its run folder when the checkpoint is the final one (or the only one)."""
     if path.suffix.lower() == ".onnx":  # a policy loaded from its ONNX alone
         return path
-    name = behavior or path.parent.name
-    step = _step_of(path.name, name) or step
-    if step is not None:
-        beside = path.parent / f"{name}-{step}.onnx"
-        if beside.is_file():
-            return beside
-    folder = model_dir or path.parent.parent
-    top = folder / f"{name}.onnx"
+    *beside, top = mlagents_onnx_files(path, model_dir, behavior, step)
+    if beside and beside[0].is_file():
+        return beside[0]
     if top.is_file():
-        final = final_step(folder, name) if model_dir else None
+        name = behavior or path.parent.name
+        final = final_step(model_dir, name) if model_dir else None
+        step = _step_of(path.name, name) or step
         if step is None or final is None or step == final:
             return top
     return None
 
 
-MEMORIES_LIMIT = 100_000  # agent ids whose memory a policy keeps (get_action; the stream's limit too)
+MEMORIES_LIMIT = 100_000  # agent ids whose memory get_action keeps (the stream: AgentMemories)
 FLOAT32 = np.dtype(np.float32)
 
 
@@ -2649,6 +2739,8 @@ class Policy:
         given (that call alone reproduces), from `generator` when one is given (sequences), else
         from the policy's own generator (fresh noise on every call): randn(rows, continuous size),
         then rand(rows, branches) — so the same seed gives the same actions on every device."""
+        observations, action_masks, memory = check_act_arguments(observations, action_masks, memory, deterministic,
+                                                                 seed, generator)
         flat, rows, batched = self.prepare(observations, action_masks, memory)
         if not rows:  # a batch of 0 observations (an environment step where no agent decides): 0 actions
             return self.no_actions()
@@ -2796,6 +2888,54 @@ class Policy:
         return out
 
 
+def _host_array(value):
+    """A torch tensor as a CPU numpy array (detached: one that requires grad is fine); else `value`."""
+    if torch is not None and isinstance(value, torch.Tensor):
+        value = value.detach().cpu()
+        return (value.float() if value.dtype == torch.bfloat16 else value).numpy()
+    return value
+
+
+def check_act_arguments(observations, action_masks, memory, deterministic, seed, generator) -> tuple:
+    """act()'s arguments, each checked (UsageError naming it) before any work; torch tensors
+    come back as CPU numpy arrays: (observations, action_masks, memory)."""
+    if not isinstance(deterministic, (bool, np.bool_)):
+        raise UsageError(f"deterministic={deterministic!r}: expected True or False")
+    if seed is not None and (not isinstance(seed, (int, np.integer)) or isinstance(seed, (bool, np.bool_))
+                             or not -2**63 <= int(seed) < 2**64):
+        raise UsageError(f"seed={seed!r}: expected a whole number within 64 bits (what torch.Generator takes), or None")
+    if generator is not None and (not isinstance(generator, torch.Generator) or generator.device.type != "cpu"):
+        raise UsageError(f"generator={generator!r}: expected a CPU torch.Generator (the noise is drawn on the CPU), or None")
+    if isinstance(observations, dict):
+        wrong = next((k for k in observations if not isinstance(k, str)), None)
+        if wrong is not None:
+            raise UsageError(f"observations: input names are text such as 'obs_0', not {wrong!r}")
+        observations = {k: _host_array(v) for k, v in observations.items()}
+    elif isinstance(observations, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in observations):
+        observations = [_host_array(v) for v in observations]
+    return _host_array(observations), _host_array(action_masks), _host_array(memory)
+
+
+ENGINES = ("auto", "torch", "onnxruntime")
+SHA256_HEX = re.compile(r"[0-9a-fA-F]{64}")
+
+
+def check_load_arguments(path, device, dtype, engine, expect_sha256):
+    """load()'s arguments, each checked (UsageError naming it) before the checkpoint is read;
+    returns the torch.device (checked to exist) for `device`."""
+    if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
+        raise UsageError(f"path {path!r}: expected an ML-Agents run folder or a .pt checkpoint (a str or Path)")
+    if engine not in ENGINES:
+        raise UsageError(f"engine {engine!r}: expected one of {', '.join(ENGINES)}")
+    if dtype not in DTYPES:
+        raise UsageError(f"dtype {dtype!r}: expected one of {', '.join(DTYPES)}")
+    if expect_sha256 is not None and not (isinstance(expect_sha256, str) and SHA256_HEX.fullmatch(expect_sha256.strip())):
+        raise UsageError(f"expect_sha256 {expect_sha256!r}: expected 64 hexadecimal digits")
+    if not isinstance(device, (str, torch.device)):
+        raise UsageError(f"device {device!r}: expected a str such as 'cpu', 'cuda:0', 'npu:0', or a torch.device")
+    return resolve_device(str(device))  # (a torch.device too: 'meta' or an absent GPU is refused)
+
+
 def _is_array_list(value) -> bool:
     return isinstance(value, (list, tuple)) and len(value) > 0 and all(isinstance(v, np.ndarray) for v in value)
 
@@ -2806,13 +2946,14 @@ def load(path, device="cpu", dtype: str = "float32", engine: str = "auto", goal_
     """An ML-Agents run folder (or one .pt checkpoint) as a Policy. UsageError says what is wrong.
     `seed` seeds the policy's own sampling generator (None: from the OS); `onnx` names the
     checkpoint's ML-Agents ONNX (NotThisPolicy, a CheckFailed, when it belongs to another policy)."""
+    device = check_load_arguments(path, device, dtype, engine, expect_sha256)
     path = Path(path)
     if path.is_dir():
         source = locate_model(None, str(path), None)
     else:
         source = locate_model(str(path), None, None)
-    checkpoint = load_checkpoint(source.checkpoint, Path(onnx) if onnx else None, source.model_dir, source.behavior,
-                                 expect_sha256, goal_input)
+    onnx = regular_file("onnx", onnx) if onnx else None
+    checkpoint = load_checkpoint(source.checkpoint, onnx, source.model_dir, source.behavior, expect_sha256, goal_input)
     return Policy(checkpoint, device, dtype, engine, graphs, seed)
 
 
@@ -3042,6 +3183,8 @@ def parse_obs(text: str, policy: "Policy", seed: int) -> list:
             name = name.strip()
             if not eq or name not in {i.name for i in s.inputs}:
                 raise UsageError(f"--obs: {part[:40]!r} does not name an input ({', '.join(i.name for i in s.inputs)})")
+            if name in values:
+                raise UsageError(f"--obs: {name} is given twice")
             values[name] = value
         missing = [i.name for i in s.inputs if i.name not in values]
         if missing:
@@ -3087,9 +3230,13 @@ def read_input_file(path: Path, spec: InputSpec) -> np.ndarray:
         raise UsageError(f"--obs {spec.name}: {path}: no such file")
     if path.suffix.lower() == ".npy":
         try:
-            return np.load(path, allow_pickle=False)
+            array = np.load(path, allow_pickle=False)
         except (ValueError, OSError, EOFError) as exc:
             raise UsageError(f"--obs {spec.name}: {path}: not a readable .npy ({str(exc).splitlines()[0][:100]})")
+        if not isinstance(array, np.ndarray):
+            array.close()
+            raise UsageError(f"--obs {spec.name}: {path}: a .npz archive named .npy; give one .npy array")
+        return array
     if spec.kind != "visual":
         raise UsageError(f"--obs {spec.name}: an image file for a {spec.kind} input")
     try:
@@ -3099,6 +3246,9 @@ def read_input_file(path: Path, spec: InputSpec) -> np.ndarray:
     channels, height, width = spec.chw
     try:
         with Image.open(path) as image:
+            problem = image_refusal(image)
+            if problem:
+                raise UsageError(f"--obs {spec.name}: {path.name} {problem}")
             if image.size != (width, height):
                 raise UsageError(f"--obs {spec.name}: {path.name} is {image.size[0]}x{image.size[1]} (W x H), the "
                                  f"policy takes {width}x{height}; resize it yourself (nothing is resized silently)")
@@ -3108,6 +3258,25 @@ def read_input_file(path: Path, spec: InputSpec) -> np.ndarray:
     except (OSError, ValueError, Image.DecompressionBombError) as exc:
         raise UsageError(f"--obs {spec.name}: {path}: not a readable image ({str(exc).splitlines()[0][:100]})")
     return pixels if spec.channels_last else pixels.transpose(2, 0, 1).copy()
+
+
+def image_refusal(image) -> Optional[str]:
+    """Why an opened image file cannot be read as one camera frame as it is, or None: several
+    frames (an animation, a multi-page file: which one?), 16 bits per channel (Pillow would cut
+    them to 8), an EXIF orientation other than 1 (stored turned or mirrored: upright for a photo
+    viewer, as stored for a Unity frame)."""
+    frames = getattr(image, "n_frames", 1)
+    if frames != 1:
+        return f"holds {frames} frames (an animation or a multi-page file); give one frame"
+    rawmodes = [t[3] if isinstance(t[3], str) else t[3][0] if t[3] and isinstance(t[3][0], str) else "" for t in image.tile]
+    if image.mode in ("L", "LA", "P", "RGB", "RGBA") and any(";16" in mode for mode in rawmodes):  # (shown as 8-bit)
+        return "has 16 bits per channel; only 8-bit files are read (for other data use .npy)"
+    with contextlib.suppress(Exception):  # (an unreadable EXIF block says nothing about orientation)
+        orientation = image.getexif().get(0x0112)
+        if orientation not in (None, 1):
+            return (f"has EXIF orientation {orientation} (stored turned or mirrored), ambiguous for a camera "
+                    f"frame; save it upright without the orientation tag")
+    return None
 
 
 def image_pixels(image, channels: int, what: str) -> np.ndarray:
@@ -3140,7 +3309,11 @@ def parse_numbers(text: str, what: str, count: int) -> np.ndarray:
     """Comma-separated numbers (exactly `count`), or 'zeros'."""
     if text.strip().lower() == "zeros":
         return np.zeros(count, np.float32)
-    items = [p.strip() for p in text.split(",") if p.strip()]
+    items = [p.strip() for p in text.split(",")]
+    if len(items) > 1 and items[-1] == "":
+        items.pop()  # tolerate one trailing comma (as --obs does); an empty item elsewhere is refused
+    if "" in items:
+        raise UsageError(f"{what}: an empty item (item {items.index('') + 1}); expected {count} comma-separated numbers")
     bad = next((p for p in items if not _is_float(p)), None)
     if bad is not None or len(items) != count:
         raise UsageError(f"{what}: expected {count} comma-separated numbers, got "
@@ -3154,6 +3327,44 @@ def _is_float(text: str) -> bool:
         return True
     except ValueError:
         return False
+
+
+NPZ_EXTRAS = ("action_masks", "memory")
+
+
+def read_npz(path: Path, names: list) -> dict:
+    """The arrays of an --obs-file .npz: {"inputs": [...], "action_masks": ..., "memory": ...},
+    every member read (and CRC-checked) now. Names other than the inputs' and NPZ_EXTRAS are
+    refused (a misspelt action_mask must not be ignored), and so is a name held twice."""
+    archive = np.load(path, allow_pickle=False)
+    if not isinstance(archive, np.lib.npyio.NpzFile):
+        raise UsageError(f"--obs-file {path}: a .npy file named .npz; rename it .npy")
+    with archive:
+        members = archive.zip.namelist()
+        twice = sorted(m for m, n in collections.Counter(members).items() if n > 1)
+        if twice:
+            raise UsageError(f"--obs-file {path}: holds {twice[0][:60]!r} more than once")
+        keys = list(archive.keys())
+        if not keys:
+            raise UsageError(f"--obs-file {path}: holds no arrays")
+        inputs = list(names)
+        if len(names) == 1 and names[0] not in keys:  # one input: obs, or the archive's only array
+            alone = [k for k in keys if k not in NPZ_EXTRAS]
+            inputs = ["obs"] if "obs" in keys else alone if len(keys) == 1 and alone else inputs
+        accepted = names + (["obs"] if len(names) == 1 else []) + list(NPZ_EXTRAS)
+        unknown = [k for k in keys if k not in inputs and k not in NPZ_EXTRAS]
+        if unknown:
+            raise UsageError(f"--obs-file {path}: unknown array{'s' * (len(unknown) > 1)} "
+                             f"{', '.join(repr(k[:60]) for k in unknown[:4])}; it may hold {', '.join(accepted)}")
+        missing = [n for n in inputs if n not in keys]
+        if missing:
+            raise UsageError(f"--obs-file {path}: no array {missing[0]}; it holds {', '.join(keys[:6])} "
+                             f"and the policy takes {', '.join(names)}")
+        out = {name: archive[key] for name, key in [*zip(names, inputs), *((e, e) for e in NPZ_EXTRAS if e in keys)]}
+    bad = next((k for k, v in out.items() if not isinstance(v, np.ndarray)), None)
+    if bad is not None:  # a member not stored as .npy comes back as bytes
+        raise UsageError(f"--obs-file {path}: member {bad!r} is not a .npy array")
+    return {"inputs": [out[n] for n in names], **{e: out.get(e) for e in NPZ_EXTRAS}}
 
 
 def open_obs_file(path: Path, settings: PolicySettings) -> dict:
@@ -3170,33 +3381,20 @@ def open_obs_file(path: Path, settings: PolicySettings) -> dict:
     try:
         if suffix == ".npy":
             out["inputs"] = [np.load(path, mmap_mode="r", allow_pickle=False)]
+            if not isinstance(out["inputs"][0], np.ndarray):
+                raise UsageError(f"--obs-file {path}: a .npz archive named .npy; rename it .npz")
         elif suffix == ".csv":
             out["inputs"] = [np.loadtxt(path, delimiter=",", dtype=np.float64, ndmin=2)]
         elif suffix == ".npz":
-            with np.load(path, allow_pickle=False) as archive:
-                keys = list(archive.keys())
-                if not keys:
-                    raise UsageError(f"--obs-file {path}: holds no arrays")
-                if len(names) == 1 and names[0] not in keys:
-                    key = "obs" if "obs" in keys else keys[0] if len(keys) == 1 else None
-                    if key is None:
-                        raise UsageError(f"--obs-file {path}: no array named obs_0 (or obs); it holds {', '.join(keys[:6])}")
-                    out["inputs"] = [archive[key]]
-                else:
-                    missing = [n for n in names if n not in keys]
-                    if missing:
-                        raise UsageError(f"--obs-file {path}: no array {missing[0]}; it holds {', '.join(keys[:6])} "
-                                         f"and the policy takes {', '.join(names)}")
-                    out["inputs"] = [archive[n] for n in names]
-                for extra in ("action_masks", "memory"):
-                    if extra in keys:
-                        out[extra] = archive[extra]
+            out.update(read_npz(path, names))
         else:
             raise UsageError(f"--obs-file {path}: expected a .npy, .npz or .csv file")
     except UsageError:
         raise
-    except (ValueError, OSError, EOFError) as exc:
-        raise UsageError(f"--obs-file {path}: not a readable array ({str(exc).splitlines()[0][:120]})")
+    except (ValueError, OSError, EOFError, RuntimeError, NotImplementedError, zipfile.BadZipFile, zlib.error) as exc:
+        # a damaged, truncated or encrypted archive, a member's bad CRC or unknown compression
+        raise UsageError(f"--obs-file {path}: not a readable array "
+                         f"({str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__})")
     if suffix != ".npz" and len(names) != 1:
         raise UsageError(f"--obs-file {path}: this policy has {len(names)} inputs; give a .npz with {', '.join(names)}")
     rows = None
@@ -3439,28 +3637,32 @@ def atomic_write(path: Path, write: Callable[[Path], None], size: Optional[int] 
         raise
 
 
-def check_output_path(path: Path, suffixes: tuple[str, ...]) -> Path:
-    """Refuse, before any work, an --output that cannot be written."""
+def check_output_path(path, suffixes: tuple[str, ...], option: str = "--output") -> Path:
+    """Refuse, before any work, an --output that cannot be written (given as typed: a name that
+    ends in "/" means a folder, which Path() would silently drop)."""
+    if str(path).endswith(("/", os.sep)):
+        raise UsageError(f"{option} {short_path(path)}: names a folder (it ends in /); give a file name")
+    path = Path(path)
     if path.suffix.lower() not in suffixes:
-        raise UsageError(f"--output {short_path(path)}: expected a {' or '.join(suffixes)} file")
+        raise UsageError(f"{option} {short_path(path)}: expected a {' or '.join(suffixes)} file")
     parent = path.parent if str(path.parent) else Path(".")
     try:
         if path.is_dir():
-            raise UsageError(f"--output {path}: is a folder")
+            raise UsageError(f"{option} {path}: is a folder")
         if parent.exists() and not parent.is_dir():
-            raise UsageError(f"--output {path}: {parent} is a file, not a folder")
+            raise UsageError(f"{option} {path}: {parent} is a file, not a folder")
         if not parent.is_dir():
-            raise UsageError(f"--output {path}: folder {parent} does not exist")
+            raise UsageError(f"{option} {path}: folder {parent} does not exist")
         if not os.access(parent, os.W_OK):
-            raise UsageError(f"--output {path}: folder {parent} is not writable")
+            raise UsageError(f"{option} {path}: folder {parent} is not writable")
         if path.exists() and not path.is_file():
-            raise UsageError(f"--output {path}: exists and is not a regular file")
+            raise UsageError(f"{option} {path}: exists and is not a regular file")
         if path.exists() and not os.access(path, os.W_OK):
-            raise UsageError(f"--output {path}: the existing file is read-only")
+            raise UsageError(f"{option} {path}: the existing file is read-only")
     except OSError as exc:  # a name too long, permission denied on a folder above, a symlink loop
-        raise UsageError(f"--output {short_path(path)}: {exc.strerror or exc}")
+        raise UsageError(f"{option} {short_path(path)}: {exc.strerror or exc}")
     except ValueError as exc:  # an embedded NUL byte
-        raise UsageError(f"--output {short_path(path)}: {exc}")
+        raise UsageError(f"{option} {short_path(path)}: {exc}")
     return path
 
 
@@ -3532,9 +3734,7 @@ class Context:
             if src.note:
                 machine_readable = self.args.json or self.args.mode == "stream"  # stdout is JSON only
                 print(f"[note] {src.note}", file=sys.stderr if machine_readable else sys.stdout)
-            onnx = Path(self.args.onnx) if self.args.onnx else None
-            if onnx is not None and not onnx.is_file():
-                raise UsageError(f"--onnx {onnx}: no such file")
+            onnx = regular_file("--onnx", self.args.onnx) if self.args.onnx else None
             return load_checkpoint(src.checkpoint, onnx, src.model_dir, src.behavior, self.args.expect_sha256,
                                    self.args.goal_input)
         return self.cached("checkpoint", load)
@@ -3817,24 +4017,41 @@ def show_sample(r: dict) -> list:
 
 def check_rows_fit(rows: int, settings: PolicySettings, what: str = "--batch") -> None:
     """Refuse, before allocating, a batch that would not fit in memory."""
-    per_row = sum(int(np.prod(i.shape)) for i in settings.inputs) * 12 + settings.hidden_units * 16 + \
+    per_row = sum(math.prod(i.shape) for i in settings.inputs) * 12 + settings.hidden_units * 16 + \
         (settings.continuous_size + sum(settings.discrete_branches) + settings.memory_size) * 24
     per_row += sum(settings.hidden_units * 64 * 4 for i in settings.inputs if i.kind == "visual")
-    per_row += sum(i.shape[0] * ATTENTION_EMBEDDING * 4 * 8 for i in settings.inputs if i.kind == "entities")
-    need, have = rows * per_row, available_memory()
+    per_row += sum(i.shape[0] * ATTENTION_EMBEDDING * 4 * 8 + i.shape[0] ** 2 * 4 * 4 * 3  # (4 heads' N x N scores)
+                   for i in settings.inputs if i.kind == "entities")
+    need = rows * per_row
+    if need < 64 << 20:  # (small: not worth reading /proc, which a stream would do on every line)
+        return
+    have = available_memory()
     if need > 0.8 * have:
-        raise UsageError(f"{what} {rows}: would need about {need / 2**30:.1f} GiB, {have / 2**30:.1f} GiB available; "
-                         f"use a smaller {what}" + (" or --obs-file with --chunk" if what == "--batch" else ""))
+        option = what.startswith("--")
+        raise UsageError(f"{what + ' ' + str(rows) if option else str(rows) + ' rows'}: would need about "
+                         f"{need / 2**30:.1f} GiB, {have / 2**30:.1f} GiB available; "
+                         + (f"use a smaller {what}" + (" or --obs-file with --chunk" if what == "--batch" else "")
+                            if option else f"send fewer rows {what}"))
 
 
 def available_memory() -> int:
+    """The host's available memory, or what this process's cgroup (v2) limit leaves, if less."""
+    have = None
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
+                have = int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
-    return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    if have is None:
+        have = int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        group = Path("/proc/self/cgroup").read_text().splitlines()[0].split("::", 1)[1]
+        folder = Path("/sys/fs/cgroup") / group.lstrip("/")
+        limit = (folder / "memory.max").read_text().strip()
+        if limit != "max":
+            have = min(have, max(0, int(limit) - int((folder / "memory.current").read_text())))
+    return have
 
 
 def output_writer(path: Path, settings: PolicySettings, arrays: dict) -> Callable:
@@ -3852,7 +4069,7 @@ def mode_batch(ctx: Context):
     if ctx.args.obs_file:
         return batch_file(ctx)
     s, rows = ctx.settings, ctx.args.batch
-    output = check_output_path(Path(ctx.args.output), (".npy", ".npz")) if ctx.args.output else None
+    output = check_output_path(ctx.args.output, (".npy", ".npz")) if ctx.args.output else None
     if output is not None and output.suffix.lower() == ".npy" and not continuous_only(s):
         raise UsageError(f"--output {output}: this policy's results are not continuous actions alone; use a .npz file")
     check_rows_fit(rows, s)
@@ -3910,7 +4127,7 @@ def batch_file(ctx: Context):
     import resource
     s, args = ctx.settings, ctx.args
     path = Path(args.obs_file)
-    output = check_output_path(Path(args.output), (".npy", ".npz")) if args.output else None
+    output = check_output_path(args.output, (".npy", ".npz")) if args.output else None
     data = open_obs_file(path, s)
     if output is not None:
         refuse_same_file(output, [path])
@@ -4077,7 +4294,11 @@ class MLAgentsOnnx:
         if shapes is None or len(shapes) != len(settings.inputs) or any(
                 tuple(a) != tuple(spec.shape) for a, spec in zip(shapes, settings.inputs)):
             raise NotThisPolicy(f"takes inputs {shapes}, the checkpoint {[list(i.shape) for i in settings.inputs]}")
-        outputs, model = self.iface.outputs, onnx.load(str(path))
+        try:
+            outputs, model = self.iface.outputs, onnx.load(str(path))
+        except Exception as exc:  # external data outside its folder, missing or damaged
+            raise UsageError(f"{short_path(path)}: cannot read its weights "
+                             f"({str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__})")
         self.fetch, self.logit_names, exposed = [], [], []
         if settings.continuous_size:
             if "deterministic_continuous_actions" in outputs:
@@ -4138,9 +4359,23 @@ class MLAgentsOnnx:
         return feed
 
     def deterministic(self, flat: list) -> dict:
-        """ML-Agents' deterministic actions (and next memory) for engine-layout inputs."""
-        s = self.settings
-        values = dict(zip(self.fetch, self.session.run(self.fetch, self.feed(flat))))
+        """ML-Agents' deterministic actions (and next memory) for engine-layout inputs; NotThisPolicy
+        when its answers have other shapes than this checkpoint's."""
+        s, rows = self.settings, len(flat[0])
+        try:
+            values = dict(zip(self.fetch, self.session.run(self.fetch, self.feed(flat))))
+        except Exception as exc:  # e.g. an input declared wider than the checkpoint's
+            raise UsageError(f"{short_path(self.path)}: onnxruntime cannot run it "
+                             f"({str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__})")
+        want = {"deterministic_continuous_actions": (rows, s.continuous_size),
+                "deterministic_discrete_actions": (rows, len(s.discrete_branches)),
+                "discrete_actions": (rows, sum(s.discrete_branches)), "recurrent_out": (rows, 1, s.memory_size)}
+        if s.continuous_size and "deterministic_continuous_actions" not in values:
+            want[self.mu_name] = (rows, s.continuous_size)
+        for name, value in values.items():
+            if np.size(value) != math.prod(want[name]):
+                raise NotThisPolicy(f"answers {name} of shape {list(np.shape(value))}, the checkpoint's is {list(want[name])}")
+            values[name] = np.reshape(value, want[name])
         out = {}
         if s.continuous_size:
             out["continuous_actions"] = values["deterministic_continuous_actions"] \
@@ -4161,10 +4396,7 @@ def checkpoint_onnx(ctx: Context) -> Path:
     """The ONNX that belongs to the chosen checkpoint: --onnx, <Behavior>-<step>.onnx beside it,
     or <Behavior>.onnx for the final checkpoint only."""
     if ctx.args.onnx:
-        path = Path(ctx.args.onnx)
-        if not path.is_file():
-            raise UsageError(f"--onnx {path}: no such file")
-        return path
+        return regular_file("--onnx", ctx.args.onnx)
     ckpt, src = ctx.checkpoint, ctx.source
     found = find_checkpoint_onnx(ckpt.path, src.model_dir, src.behavior, ckpt.global_step)
     if found is None:
@@ -4200,14 +4432,17 @@ def parity_holds(p: dict, tol: float) -> bool:
 def mode_onnx_compare(ctx: Context):
     """The rebuilt policy against the ML-Agents ONNX of the same checkpoint (onnxruntime), with
     random action masks; a memory policy also over a --steps rollout carrying its memory."""
-    s, rows = ctx.settings, ctx.args.batch
     onnx_path = checkpoint_onnx(ctx)
-    result = {"reference": str(onnx_path), "rows": rows, "seed": ctx.args.seed, **ctx.base()}
-    try:
-        reference = MLAgentsOnnx(onnx_path, s)
+    result = {"reference": str(onnx_path), "rows": ctx.args.batch, "seed": ctx.args.seed, **ctx.base()}
+    try:  # (its inputs, or its answers, are not this checkpoint's)
+        return compare_with_reference(ctx, MLAgentsOnnx(onnx_path, ctx.settings), result)
     except NotThisPolicy as exc:
         return {**result, "not_this_policy": str(exc), "max_abs_err": None, "mean_abs_err": None, "cos": None,
                 "passed": False}, False
+
+
+def compare_with_reference(ctx: Context, reference: MLAgentsOnnx, result: dict):
+    s, rows = ctx.settings, ctx.args.batch
     check_rows_fit(rows, s)
     policy = ctx.policy
     obs, masks = random_inputs(s, ctx.args.seed, rows), random_masks(s, ctx.args.seed, rows)
@@ -4282,10 +4517,14 @@ def mode_export_onnx(ctx: Context):
     import onnx
     if not ctx.args.output:
         DEFAULT_EXPORT.parent.mkdir(exist_ok=True)  # e.g. inference.py copied alone onto a host
-    output = check_output_path(Path(ctx.args.output or DEFAULT_EXPORT), (".onnx",))
+    output = check_output_path(ctx.args.output or DEFAULT_EXPORT, (".onnx",))
     s, ckpt = ctx.settings, ctx.checkpoint
+    # ML-Agents' own ONNX files of this checkpoint are inputs too, read or not at load time (a
+    # policy whose inputs are all normalised never reads them): the export is verified against one.
+    src = ctx.source
+    theirs = [p for p in mlagents_onnx_files(ckpt.path, src.model_dir, src.behavior, ckpt.global_step) if p.is_file()]
     refuse_same_file(output, [ckpt.path] + ([ckpt.onnx.path] if ckpt.onnx else []) +
-                     ([Path(ctx.args.onnx)] if ctx.args.onnx else []))
+                     ([Path(ctx.args.onnx)] if ctx.args.onnx else []) + theirs)
     data = export_mlagents_onnx(ckpt.actor)
     model = onnx.load_from_string(data)
     onnx.checker.check_model(model)
@@ -4297,16 +4536,18 @@ def mode_export_onnx(ctx: Context):
     fetch = step_outputs(s, True)
     feed = dict(zip(input_names(s, exported=True), flat))
     mine = dict(zip(fetch, session.run(fetch, feed)))
-    try:  # (NotThisPolicy goes through: another policy's ONNX is a failure, not "no ONNX")
+    reference_path = None
+    try:  # another policy's ONNX named with --onnx is a failure (exit 1), never "no ONNX"
         reference_path = checkpoint_onnx(ctx)
         theirs = MLAgentsOnnx(reference_path, s).deterministic(flat)
         reference_name = str(reference_path)
-    except UsageError:  # no usable ML-Agents ONNX beside the checkpoint: hold it to float64
+    except (UsageError, NotThisPolicy) as exc:  # no usable ML-Agents ONNX beside the checkpoint: hold it to float64
         if ctx.args.onnx:
             raise
         ref = ctx.policy.reference(flat)
         theirs = ctx.policy.decide({k: np.asarray(v, np.float32) for k, v in ref.items()}, rows)
-        reference_name = "float64 rebuild (no ML-Agents ONNX for this checkpoint)"
+        reference_name = "float64 rebuild (" + ("no ML-Agents ONNX for this checkpoint" if reference_path is None else
+                                                f"{reference_path.name} not usable: {exc}") + ")"
     ours = {}
     if "deterministic_continuous_actions" in mine:
         ours["continuous_actions"] = mine["deterministic_continuous_actions"]
@@ -4613,7 +4854,7 @@ def mode_benchmark(ctx: Context):
     import importlib.util
     a, s = ctx.args, ctx.settings
     if a.plot:
-        check_output_path(Path(a.plot), (".png",))
+        check_output_path(a.plot, (".png",), "--plot")
     check_rows_fit(a.batch, s)
     policy = ctx.policy
     obs, masks = random_inputs(s, a.seed, a.batch), random_masks(s, a.seed, a.batch)
@@ -4692,7 +4933,7 @@ def show_benchmark(r: dict) -> list:
 
 
 def plot_latencies(path: Path, times: dict, args) -> None:
-    check_output_path(path, (".png",))
+    check_output_path(path, (".png",), "--plot")
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -4711,14 +4952,41 @@ def plot_latencies(path: Path, times: dict, args) -> None:
 
 
 STREAM_KEYS = {"obs", "id", "stochastic", "seed", "action_masks", "memory", "reset"}
+STREAM_ID_CHARS = 256  # the longest text "id"
 
 
-def stream_answer(policy: Policy, msg, memories: dict, ids_limit: int = MEMORIES_LIMIT) -> dict:
-    """One stream line's answer (raises UsageError for a bad line)."""
+class AgentMemories(dict):
+    """The stream's LSTM memory per agent id (its JSON text), least recently answered first, at
+    most `max_ids` ids and `max_bytes` bytes (arrays and ids); the least recently answered id's
+    memory makes room (that id starts again from zeros)."""
+
+    def __init__(self, max_ids: int = 100_000, max_bytes: int = 256 << 20):
+        super().__init__()
+        self.max_ids, self.max_bytes, self.nbytes = max_ids, max_bytes, 0
+
+    @staticmethod
+    def cost(key: str, memory: np.ndarray) -> int:
+        return len(key) + memory.nbytes + 256  # (+ the dict entry, string and array objects)
+
+    def keep(self, key: str, memory: np.ndarray) -> None:
+        if key in self:
+            self.nbytes -= self.cost(key, self.pop(key))
+        while self and (len(self) >= self.max_ids or self.nbytes + self.cost(key, memory) > self.max_bytes):
+            oldest = next(iter(self))
+            self.nbytes -= self.cost(oldest, self.pop(oldest))
+        self[key] = memory
+        self.nbytes += self.cost(key, memory)
+
+
+def stream_answer(policy: Policy, msg, memories: AgentMemories) -> dict:
+    """One stream line's answer (raises UsageError for a bad line, and for a line the engine
+    fails on: out of memory, say)."""
     s = policy.settings
     if not isinstance(msg, dict):
         raise UsageError('expected an object like {"obs": [...]}')
     ident = msg.get("id")
+    if isinstance(ident, str) and len(ident) > STREAM_ID_CHARS:
+        raise UsageError(f'"id" is longer than {STREAM_ID_CHARS} characters')
     names = [i.name for i in s.inputs]
     if "obs" in msg:
         if len(names) != 1:
@@ -4769,20 +5037,37 @@ def stream_answer(policy: Policy, msg, memories: dict, ids_limit: int = MEMORIES
     batched = isinstance(values[0], list) and len(values[0]) > 0 and isinstance(values[0][0], list) and \
         (s.inputs[0].kind != "entities" or (values[0][0] and isinstance(values[0][0][0], list)))
     observations = arrays if batched or len(arrays) > 1 else arrays[0]
-    out = policy.act(observations, masks, deterministic=not stochastic, seed=seed, memory=memory)
+    check_rows_fit(len(arrays[0]) if batched else 1, s, "per line")
+    try:
+        out = policy.act(observations, masks, deterministic=not stochastic, seed=seed, memory=memory)
+    except UsageError:
+        raise
+    except Exception as exc:  # the engine's own failure (an allocation, say) ends this line, not the stream
+        reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        if isinstance(exc, MemoryError) or "alloc" in str(exc).lower():
+            reason = "out of memory; send fewer rows per line"
+        raise UsageError(f"the {policy.engine_name} engine failed on this line ({reason})")
     for value in out.values():
         if not np.isfinite(np.asarray(value, np.float64)).all():
             raise UsageError("the observation drives the network beyond float32 (non-finite actions)")
     if key is not None:
-        if key not in memories and len(memories) >= ids_limit:
-            memories.pop(next(iter(memories)))  # the oldest agent's memory makes room
-        memories[key] = np.asarray(out["memory"]).reshape(-1, s.memory_size)
+        memories.keep(key, np.asarray(out["memory"]).reshape(-1, s.memory_size))
     answer = {"id": ident}
     for name, value in out.items():
         answer[name] = np.asarray(value).tolist()
     if continuous_only(s):
         answer["actions"] = answer["continuous_actions"]
     return answer
+
+
+def echoed_id(msg):
+    """The "id" a line's answer repeats, error answers too: a string of at most STREAM_ID_CHARS
+    characters or an integer within +-2^53 (what every JSON reader keeps exact); else null."""
+    ident = msg.get("id") if isinstance(msg, dict) else None
+    if isinstance(ident, str) and len(ident) <= STREAM_ID_CHARS or \
+            isinstance(ident, int) and not isinstance(ident, bool) and abs(ident) <= 2**53:
+        return ident
+    return None
 
 
 def json_numbers_only(value, depth: int = 0) -> bool:
@@ -4822,7 +5107,7 @@ def mode_stream(ctx: Context):
     dumps, loads = json.dumps, json.loads
     lines = errors = 0
     latencies: list = []
-    memories: dict = {}
+    memories = AgentMemories()
     clock = time.perf_counter
     limit = ctx.args.max_line_bytes
     with np.errstate(over="ignore"):  # an observation beyond float32 becomes inf, answered with an error
@@ -4848,13 +5133,14 @@ def mode_stream(ctx: Context):
                     msg = loads(raw)
                 except (ValueError, RecursionError):
                     raise UsageError("line is not JSON (or nested too deep)")
-                if isinstance(msg, dict):
-                    ident = msg.get("id") if isinstance(msg.get("id"), (str, int)) and not isinstance(msg.get("id"), bool) \
-                        and not (isinstance(msg.get("id"), int) and abs(msg.get("id")) > 2**53) else None
+                ident = echoed_id(msg)
                 answer = stream_answer(policy, msg, memories)
             except UsageError as exc:
                 errors += 1
                 answer = {"id": ident, "error": str(exc)}
+            except MemoryError:  # reading the line itself: that line fails, the stream goes on
+                errors += 1
+                answer = {"id": ident, "error": "out of memory on this line; send fewer rows per line"}
             try:
                 text = dumps(answer, allow_nan=False)
             except ValueError:  # a non-finite number slipped through: strict JSON or nothing
@@ -5038,7 +5324,7 @@ def parse_args(argv: list) -> argparse.Namespace:
         if args.mode not in modes and getattr(args, dest) not in (None, False, parser.get_default(dest)) \
                 and dest not in OPTION_DEFAULTS:
             raise UsageError(f"--{dest.replace('_', '-')} applies to --mode {' / '.join(modes)}, not {args.mode}")
-    if args.expect_sha256 is not None and not re.fullmatch(r"[0-9a-fA-F]{64}", args.expect_sha256.strip()):
+    if args.expect_sha256 is not None and not SHA256_HEX.fullmatch(args.expect_sha256.strip()):
         raise UsageError("--expect-sha256: expected 64 hexadecimal digits")
     if args.mode == "stream" and args.json:
         raise UsageError("--json does not apply to stream mode (every line is JSON already)")
@@ -5056,6 +5342,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     previous = install_signal_handlers()
     args = None
+    quiet = warnings.catch_warnings()  # torch's and numpy's warnings would print beside the one line that tells
+    quiet.__enter__()
+    warnings.simplefilter("ignore")
 
     def tell(text: str) -> None:  # one line on stderr, whatever state stderr is in
         with contextlib.suppress(Exception):
@@ -5136,6 +5425,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         tell("error: the input is nested too deeply")
         return 2
     finally:
+        quiet.__exit__(None, None, None)
         restore_signal_handlers(previous)
 
 
