@@ -4369,7 +4369,8 @@ class MLAgentsOnnx:
                              f"({str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__})")
         want = {"deterministic_continuous_actions": (rows, s.continuous_size),
                 "deterministic_discrete_actions": (rows, len(s.discrete_branches)),
-                "discrete_actions": (rows, sum(s.discrete_branches)), "recurrent_out": (rows, 1, s.memory_size)}
+                "recurrent_out": (rows, 1, s.memory_size),
+                **{name: (rows, size) for name, size in zip(self.logit_names, s.discrete_branches)}}
         if s.continuous_size and "deterministic_continuous_actions" not in values:
             want[self.mu_name] = (rows, s.continuous_size)
         for name, value in values.items():

@@ -315,8 +315,10 @@ def test_a_reference_with_wider_outputs_is_not_this_policy(capsys, tmp_path):
     assert code == 1 and not result["passed"] and "[64, 4]" in result["not_this_policy"], (out, err)
     assert "Traceback" not in err
     code, out, err = run(capsys, "--mode", "export-onnx", "--model-dir", EXAMPLES / "vector", "--onnx", wide,
-                         "--output", tmp_path / "out.onnx", "--json")
-    assert code == 0 and "wide.onnx not usable" in json.loads(out)["reference"], (out, err)
+                         "--output", tmp_path / "out.onnx", "--json")  # named with --onnx: a failure, never "no ONNX"
+    result = json.loads(out)
+    assert code == 1 and not result["passed"] and "[64, 4]" in result["not_this_policy"], (out, err)
+    assert not (tmp_path / "out.onnx").exists()
 
 
 def legacy_vector_onnx(tmp_path: Path, name: str = "legacy.onnx", mu_only: bool = False) -> Path:
