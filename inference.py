@@ -2961,6 +2961,19 @@ def load(path, device="cpu", dtype: str = "float32", engine: str = "auto", goal_
 # Inputs: observations, masks and memories from every source (flags, files, stream lines)
 # =========================================================================================
 
+def finite_float32(values, what: str, unit: Optional[str] = None, first: int = 0) -> np.ndarray:
+    """The one check every door for numbers makes (the API, --obs, files, stream lines): the values
+    as float32 (beyond its range they become inf) and finite, else a UsageError naming `what` and,
+    for [rows, ...] values, the first bad `unit` (row numbers counted from `first`)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = np.ascontiguousarray(values, np.float32)
+    ok = np.isfinite(out).reshape(len(out), -1).all(axis=1) if unit and out.size else np.isfinite(out).all()
+    if not np.all(ok):
+        where = f": {unit} {first + int(np.argmin(ok))}" if unit else ""
+        raise UsageError(f"{what}{where} holds nan, inf or values beyond float32")
+    return out
+
+
 def shape_input(spec: InputSpec, value) -> tuple:
     """One input as float32 [rows, *shape] (entity buffers padded with absent rows), and whether it
     came batched; UsageError naming the input, the expected and the given shape. A uint8 array for
@@ -2994,12 +3007,7 @@ def shape_input(spec: InputSpec, value) -> tuple:
     else:
         raise UsageError(f"{spec.name}: expected shape [{', '.join(map(str, want))}] "
                          f"(or [batch, {', '.join(map(str, want))}]), got {list(array.shape)}")
-    with np.errstate(over="ignore", invalid="ignore"):
-        out = np.ascontiguousarray(array, np.float32)
-    finite = np.isfinite(out.reshape(out.shape[0], int(np.prod(out.shape[1:])))).all(axis=1)
-    if not finite.all():
-        raise UsageError(f"{spec.name}: observation {int(np.argmin(finite))} holds nan, inf or values beyond float32")
-    return out, batched
+    return finite_float32(array, spec.name, "observation"), batched
 
 
 BOOL_MASK = ("a single bool array is ambiguous (ML-Agents' masks are True = masked, gymnasium's 1 = "
@@ -3092,9 +3100,7 @@ def shape_memory(memory, size: int, rows: int, batched: bool) -> np.ndarray:
     if array.shape != (rows, size):
         want = f"[{size}] or [1, {size}]" if rows == 1 and not batched else f"[{rows}, {size}]"
         raise UsageError(f"memory: expected shape {want} ([h, c], {size // 2} each), got {list(array.shape)}")
-    if not np.isfinite(array).all() or np.abs(array).max(initial=0) > np.finfo(np.float32).max:
-        raise UsageError("memory: values must be finite numbers within float32 range")
-    return np.ascontiguousarray(array[:, None, :], np.float32)
+    return finite_float32(array, "memory", "row")[:, None, :]
 
 
 def branch_draw(probs: np.ndarray, branches: list, u: np.ndarray) -> np.ndarray:
@@ -3211,9 +3217,7 @@ def parse_one_input(text: str, spec: InputSpec, random_value: np.ndarray, proces
     if bad is not None:
         raise UsageError(f"--obs {spec.name}: {bad[:40]!r} is not a number; expected random, zeros, ones, ones_neg, "
                          f"boundary, one number, {count} comma-separated numbers, or a file")
-    values = np.asarray([float(p) for p in items], np.float64)
-    if not np.isfinite(values).all() or np.abs(values).max() > np.finfo(np.float32).max:
-        raise UsageError(f"--obs {spec.name}: values must be finite numbers within float32 range (no nan, inf)")
+    values = finite_float32([float(p) for p in items], f"--obs {spec.name}")
     if values.size == 1:
         return np.full(spec.shape, values[0], np.float32)
     if spec.kind == "entities" and values.size % spec.shape[1] == 0 and values.size <= count:
@@ -4151,13 +4155,8 @@ def batch_file(ctx: Context):
             masks = None if data["action_masks"] is None else np.asarray(data["action_masks"][start:start + chunk])
             memory = None if data["memory"] is None else np.asarray(data["memory"][start:start + chunk])
             for spec, values in zip(s.inputs, block):  # name the bad row as the file counts it
-                with np.errstate(over="ignore", invalid="ignore"):
-                    finite = np.isfinite(values.reshape(len(values), -1).astype(np.float32)).all(axis=1) \
-                        if values.dtype.kind == "f" else np.ones(len(values), bool)
-                if not finite.all():
-                    raise UsageError(f"--obs-file {path}: row {start + int(np.argmin(finite))}"
-                                     f"{' (' + spec.name + ')' if len(s.inputs) > 1 else ''} holds nan or inf "
-                                     f"(or a value beyond float32)")
+                if values.dtype.kind == "f":
+                    finite_float32(values, f"--obs-file {path} ({spec.name})", "row", start)
             try:
                 out = policy.act(block if len(block) > 1 else block[0], masks, memory=memory)
             except UsageError as exc:
@@ -5087,13 +5086,9 @@ def stream_array(spec: InputSpec, value: list) -> np.ndarray:
         most = max(len(v) for v in value)
         value = [v + [[0.0] * spec.shape[1]] * (most - len(v)) for v in value]
     try:
-        with np.errstate(over="ignore"):
-            array = np.asarray(value, dtype=np.float32)  # beyond float32 -> inf, refused below
+        return finite_float32(value, f'"{spec.name}"')
     except (ValueError, TypeError, OverflowError):
         raise UsageError(f'"{spec.name}": rows of different lengths')
-    if not np.isfinite(array).all():
-        raise UsageError(f'"{spec.name}" holds nan, inf or values beyond float32')
-    return array
 
 
 def mode_stream(ctx: Context):

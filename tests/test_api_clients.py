@@ -208,7 +208,7 @@ def test_the_fast_path_still_refuses_what_the_checks_refuse():
             policy.act(x, mask, memory=memory)
         m = memory.copy()
         m[0, 5] = bad
-        with pytest.raises(I.UsageError, match="finite"):
+        with pytest.raises(I.UsageError, match="memory: row 0 holds nan, inf"):
             policy.act(obs, mask, memory=m)
     mask[0, 1] = 0.5
     with pytest.raises(I.UsageError, match="0 .forbidden. or 1"):

@@ -101,7 +101,7 @@ def test_missing_model_and_empty_folder(tmp_path, run):
 
 
 @pytest.mark.parametrize("args,words", [
-    (["--obs", "1,2,3"], "expected 59 numbers"), (["--obs", "nan"], "finite"), (["--obs", "inf"], "finite"),
+    (["--obs", "1,2,3"], "expected 59 numbers"), (["--obs", "nan"], "holds nan, inf"), (["--obs", "inf"], "holds nan, inf"),
     (["--obs", "dog"], "not a number"), (["--device", "npu:0"], "torch_npu is not installed"),
     (["--device", "cuda:3"], "no CUDA GPU"), (["--device", "gpu"], "expected auto, cpu"),
     (["--batch", "0"], "at least 1"), (["--runs", "-5"], "at least 1"), (["--steps", "-1"], "at least 1"),
