@@ -20,7 +20,7 @@ ML-Agents writes beside each checkpoint.
 Sections, top to bottom: finding and reading checkpoints -> ML-Agents' modules (mirrored
 from Unity ML-Agents 1.1.0, Apache-2.0) -> building a policy from a checkpoint -> export as
 ML-Agents does -> policies from an ML-Agents ONNX alone -> devices and engines -> the policy
-(Python API) -> inputs -> output helpers -> modes (one function each, found through the MODES
+(Python API) -> inputs -> output: text of numbers, signals, space and atomic writes -> modes (one function each, found through the MODES
 table) -> command line.
 
 Exit codes: 0 success, 1 a check did not hold, 2 bad input, usage or environment (one line
@@ -29,6 +29,8 @@ on stderr), 128 + N after signal N.
 from __future__ import annotations
 
 __version__ = "0.9.0"  # pyproject.toml reads it (setuptools, statically)
+# The public surface (the Python API and the command line); every other name is this file's own and may change.
+__all__ = ["load", "Policy", "Actions", "UsageError", "CheckFailed", "NotThisPolicy", "main", "__version__"]
 
 import argparse
 import collections
@@ -3423,7 +3425,7 @@ def open_obs_file(path: Path, settings: PolicySettings) -> dict:
 
 
 # =========================================================================================
-# Output helpers
+# Output: numbers as text, signals deferred while a file is written, space reserved, atomic writes
 # =========================================================================================
 
 def fmt(values, digits: Optional[int] = None) -> str:
