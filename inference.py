@@ -4550,13 +4550,7 @@ def mode_export_onnx(ctx: Context):
         theirs = ctx.policy.decide({k: np.asarray(v, np.float32) for k, v in ref.items()}, rows)
         reference_name = "float64 rebuild (" + ("no ML-Agents ONNX for this checkpoint" if reference_path is None else
                                                 f"{reference_path.name} not usable: {exc}") + ")"
-    ours = {}
-    if "deterministic_continuous_actions" in mine:
-        ours["continuous_actions"] = mine["deterministic_continuous_actions"]
-    if "deterministic_discrete_actions" in mine:
-        ours["discrete_actions"] = mine["deterministic_discrete_actions"]
-    if "recurrent_out" in mine:
-        ours["memory"] = mine["recurrent_out"].reshape(rows, -1)
+    ours = ctx.policy.decide(mine, rows)  # the export's deterministic outputs, as actions and memory
     stats = parity(s, ours, theirs)
     max_abs = max([stats.get("max_abs_err", 0.0), stats.get("memory_max_rel_err", 0.0)])
     identical = all(np.array_equal(ours[k], theirs[k]) for k in ours)
@@ -4711,7 +4705,7 @@ answer, ask = os.fdopen(os.dup(1), "wb"), sys.stdin.buffer
 os.dup2(2, 1)  # stray prints go to stderr, not into the answers
 
 
-def settle(limit_s=1.0):
+def settle(limit_s=1.0):  # (settle_threads below, for this process of its own)
     end = time.perf_counter() + limit_s
     while time.perf_counter() < end:
         cpu, t0 = time.process_time(), time.perf_counter()
