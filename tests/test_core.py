@@ -209,7 +209,7 @@ def test_comma_list(policy):
 
 @pytest.mark.parametrize("text,words", [
     ("1,2,3", "expected 59 numbers"), (",".join(["1"] * 60), "expected 59 numbers"),
-    ("nan", "finite"), ("inf", "finite"), ("-inf", "finite"), ("1e39", "float32"), ("abc", "not a number"),
+    ("nan", "holds nan, inf"), ("inf", "holds nan, inf"), ("-inf", "holds nan, inf"), ("1e39", "beyond float32"), ("abc", "not a number"),
     ("", "not a number"), (",".join(["1"] * 58 + ["x"]), "not a number"), ("1,,2", "not a number"),
 ])
 def test_bad_observations_refused(policy, text, words):
