@@ -1062,7 +1062,11 @@ class EngineHeads(Module):
         self.n_inputs, self.discrete, self.memory = len(s.inputs), bool(s.discrete_branches), bool(s.memory_size)
 
     def forward(self, *flat):
-        s = self.actor.settings
+        return tuple(self.outputs(flat)[name] for name in engine_output_names(self.actor.settings))
+
+    def outputs(self, flat, cast=None) -> dict:
+        """The outputs by name, cast to float32 (or by `cast`: the float64 reference keeps its precision)."""
+        s, cast = self.actor.settings, cast or as_float32
         dtype = self.actor.network_body.observation_encoder.compute_dtype
         inputs = list(flat[:self.n_inputs])
         masks = flat[self.n_inputs].to(dtype) if self.discrete else None
@@ -1070,16 +1074,16 @@ class EngineHeads(Module):
         mu, log_sigma, probs, memories_out = self.actor.heads(inputs, masks, memories)
         out = {}
         if mu is not None:
-            out["mu"] = as_float32(mu)
+            out["mu"] = cast(mu)
             out["deterministic_continuous_actions"] = deterministic_continuous(out["mu"], s.tanh_squash)
             if s.tanh_squash:
-                out["log_sigma"] = as_float32(log_sigma)
+                out["log_sigma"] = cast(log_sigma)
         if probs is not None:
-            out["probabilities"] = as_float32(torch.cat(probs, dim=1))
+            out["probabilities"] = cast(torch.cat(probs, dim=1))
             out["deterministic_discrete_actions"] = deterministic_discrete(probs)
         if memories_out is not None:
-            out["recurrent_out"] = as_float32(memories_out)
-        return tuple(out[name] for name in engine_output_names(s))
+            out["recurrent_out"] = cast(memories_out)
+        return out
 
 
 def as_float32(x: torch.Tensor) -> torch.Tensor:
@@ -2871,23 +2875,10 @@ class Policy:
 
     def reference(self, flat: list) -> dict:
         """The float64 CPU computation of the same modules (the precision reference)."""
-        actor = cast_actor(copy.deepcopy(self.checkpoint.actor), torch.float64)
-        with torch.inference_mode():  # (EngineHeads returns float32 by design: the heads themselves here)
-            inputs = [torch.from_numpy(np.asarray(x, np.float64)) for x in flat]
-            n = len(self.settings.inputs)
-            masks = inputs[n] if self.settings.discrete_branches else None
-            memories = inputs[-1] if self.settings.memory_size else None
-            mu, log_sigma, probs, memories_out = actor.heads(inputs[:n], masks, memories)
-        out = {}
-        if mu is not None:
-            out["mu"] = mu.numpy()
-            out["deterministic_continuous_actions"] = deterministic_continuous(mu, self.settings.tanh_squash).numpy()
-        if probs is not None:
-            out["probabilities"] = torch.cat(probs, dim=1).numpy()
-            out["deterministic_discrete_actions"] = deterministic_discrete(probs).numpy()
-        if memories_out is not None and self.settings.memory_size:
-            out["recurrent_out"] = memories_out.numpy()
-        return out
+        heads = EngineHeads(cast_actor(copy.deepcopy(self.checkpoint.actor), torch.float64))
+        with torch.inference_mode():
+            out = heads.outputs([torch.from_numpy(np.asarray(x, np.float64)) for x in flat], cast=lambda x: x)
+        return {name: value.numpy() for name, value in out.items()}
 
 
 def _host_array(value):
