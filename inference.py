@@ -2385,6 +2385,166 @@ def open_obs_file(path: Path, settings: PolicySettings) -> dict:
     return out
 
 
+def array_chunks(data: dict, chunk: int):
+    """What batch_file runs from open_obs_file's arrays: (first row, inputs, action masks, memory,
+    kept columns (none)), `chunk` rows at a time."""
+    for start in range(0, data["rows"], chunk):
+        def take(array):
+            return None if array is None else np.asarray(array[start:start + chunk])
+        yield start, [take(a) for a in data["inputs"]], take(data["action_masks"]), take(data["memory"]), None
+
+
+def import_pyarrow():
+    """pyarrow, an optional dependency: imported on the Parquet path only."""
+    try:
+        import pyarrow
+        import pyarrow.compute  # noqa: F401
+        import pyarrow.parquet  # noqa: F401
+    except ImportError:
+        raise UsageError("Parquet files need pyarrow, which is not installed: pip install pyarrow")
+    return pyarrow
+
+
+def parquet_files(path: Path) -> list:
+    """A .parquet file, or the .parquet files of a folder in name order (their rows in that order)."""
+    if not path.exists():
+        raise UsageError(f"--obs-file {path}: no such file or folder")
+    if not path.is_dir():
+        return [path]
+    files = sorted(p for p in path.iterdir() if p.suffix.lower() == ".parquet" and not p.name.startswith("."))
+    if not files:
+        raise UsageError(f"--obs-file {path}: a folder without .parquet files")
+    return files
+
+
+def parquet_layout(type_, shape: tuple, pa) -> Optional[list]:
+    """The list lengths a column of this Arrow type holds per row, checked against an input of
+    `shape`: one list level of prod(shape) values (flattened, channel-first for an image) or one
+    level per dimension (nested lists). None when the type cannot hold it (not lists of numbers,
+    another nesting, a fixed size that differs)."""
+    sizes = []
+    while pa.types.is_list(type_) or pa.types.is_large_list(type_) or pa.types.is_fixed_size_list(type_):
+        sizes.append(type_.list_size if pa.types.is_fixed_size_list(type_) else None)
+        type_ = type_.value_type
+    if not (pa.types.is_floating(type_) or pa.types.is_integer(type_)):
+        return None
+    want = [int(np.prod(shape))] if len(sizes) == 1 else list(shape)
+    if len(sizes) != len(want) or any(s is not None and s != w for s, w in zip(sizes, want)):
+        return None
+    return want
+
+
+def parquet_values(column, layout: list, shape: tuple, what: str, first_row: int) -> np.ndarray:
+    """One column of a record batch as float32 [rows, *shape]; UsageError naming the row that is
+    null or holds another number of values."""
+    import pyarrow.compute as pc
+    rows, stride = len(column), 1
+    for size in layout:
+        if column.null_count:
+            raise UsageError(f"{what}: row {first_row + int(np.argmin(column.is_valid().to_numpy(zero_copy_only=False))) // stride} is null")
+        lengths = pc.list_value_length(column).to_numpy(zero_copy_only=False)
+        bad = np.flatnonzero(lengths != size)
+        if bad.size:
+            raise UsageError(f"{what}: row {first_row + int(bad[0]) // stride} holds {int(lengths[bad[0]])} values "
+                             f"where {size} belong")
+        column, stride = column.flatten(), stride * size
+    if column.null_count:
+        raise UsageError(f"{what}: row {first_row + int(np.argmin(column.is_valid().to_numpy(zero_copy_only=False))) // stride} holds a null")
+    with np.errstate(over="ignore"):  # beyond float32 -> inf, refused with the row named
+        return column.to_numpy(zero_copy_only=False).astype(np.float32, copy=False).reshape(rows, *shape)
+
+
+@dataclass
+class ParquetSource:
+    """A Parquet dataset read one record batch at a time: obs_0 ... obs_k (or obs), optional
+    action_masks and memory, and the columns --keep-columns copies through."""
+    files: list
+    columns: dict       # input name (obs_0 ..., action_masks, memory) -> (column, list layout, shape)
+    keep: list          # column names copied through
+    schema: object      # pyarrow schema of the columns read
+    rows: int
+
+    @classmethod
+    def open(cls, path: Path, settings: PolicySettings, keep: Sequence[str] = ()) -> "ParquetSource":
+        pa = import_pyarrow()
+        files = parquet_files(path)
+        shapes = {i.name: tuple(i.shape) for i in settings.inputs}
+        if settings.discrete_branches:
+            shapes["action_masks"] = (sum(settings.discrete_branches),)
+        if settings.memory_size:
+            shapes["memory"] = (settings.memory_size,)
+        first, rows = None, 0
+        for file in files:
+            try:
+                meta = pa.parquet.ParquetFile(file)
+                schema, rows = meta.schema_arrow, rows + meta.metadata.num_rows
+            except (pa.ArrowException, OSError) as exc:
+                raise UsageError(f"--obs-file {file}: not a readable Parquet file ({str(exc).splitlines()[0][:120]})")
+            if first is None:
+                first = schema
+            elif not schema.equals(first):
+                raise UsageError(f"--obs-file {file}: its columns differ from those of {files[0].name}")
+        names = list(first.names)
+        if not rows:
+            raise UsageError(f"--obs-file {path}: holds no rows")
+        one = len(settings.inputs) == 1
+        if one and "obs" in names and settings.inputs[0].name in names:
+            raise UsageError(f"--obs-file {path}: holds both obs and {settings.inputs[0].name}; keep one")
+        accepted = (["obs"] if one else []) + list(shapes)
+        absent = [k for k in keep if k not in names]
+        if absent:
+            raise UsageError(f"--keep-columns: no column {absent[0]!r} in {path}; it holds {', '.join(names[:8])}")
+        unknown = [n for n in names if n not in accepted and n not in keep]
+        if unknown:
+            raise UsageError(f"--obs-file {path}: unknown column(s) {', '.join(unknown[:6])}; accepted: "
+                             f"{', '.join(accepted)} (name others in --keep-columns to copy them through)")
+        clash = [k for k in keep if k in ("continuous_actions", "discrete_actions", "memory")]
+        if clash:
+            raise UsageError(f"--keep-columns: {clash[0]} is a result column's name")
+        columns = {}
+        for name, shape in shapes.items():
+            column = "obs" if one and name == settings.inputs[0].name and "obs" in names else name
+            if column not in names:
+                if name in ("action_masks", "memory"):
+                    continue
+                raise UsageError(f"--obs-file {path}: no column {name}; it holds {', '.join(names[:8])} and the "
+                                 f"policy takes {', '.join(i.name for i in settings.inputs)}")
+            layout = parquet_layout(first.field(column).type, shape, pa)
+            if layout is None:
+                raise UsageError(f"--obs-file {path}: column {column} is {first.field(column).type}; expected lists "
+                                 f"of {int(np.prod(shape))} numbers (fixed_size_list<float>"
+                                 f"{', or nested ' + ' x '.join(map(str, shape)) if len(shape) > 1 else ''})")
+            columns[name] = (column, layout, shape)
+        read = [c for c, _, _ in columns.values()] + [k for k in keep if k not in columns]
+        return cls(files, columns, list(keep), pa.schema([first.field(c) for c in read]), rows)
+
+    def batches(self, chunk: int):
+        """(first row, record batch) in file order, `chunk` rows at most."""
+        import pyarrow as pa
+        start, read = 0, self.schema.names
+        for file in self.files:
+            try:
+                for batch in pa.parquet.ParquetFile(file).iter_batches(batch_size=chunk, columns=read):
+                    yield start, batch
+                    start += batch.num_rows
+            except (pa.ArrowException, OSError) as exc:
+                raise UsageError(f"--obs-file {file}: unreadable after row {start} ({str(exc).splitlines()[0][:120]})")
+
+    def arrays(self, batch, settings: PolicySettings, start: int) -> tuple:
+        """A record batch as (inputs, action masks, memory) arrays."""
+        def values(name):
+            if name not in self.columns:
+                return None
+            column, layout, shape = self.columns[name]
+            return parquet_values(batch.column(column), layout, shape, f"--obs-file column {column}", start)
+        return [values(i.name) for i in settings.inputs], values("action_masks"), values("memory")
+
+    def chunks(self, chunk: int, settings: PolicySettings):
+        """What batch_file runs: (first row, inputs, action masks, memory, kept columns)."""
+        for start, batch in self.batches(chunk):
+            yield (start, *self.arrays(batch, settings, start), batch.select(self.keep) if self.keep else None)
+
+
 # =========================================================================================
 # Output helpers
 # =========================================================================================
@@ -3007,6 +3167,40 @@ def output_writer(path: Path, settings: PolicySettings, arrays: dict) -> Callabl
     return lambda tmp: np.savez(tmp, **arrays)
 
 
+def result_table(out: dict, kept=None):
+    """A chunk's results as a pyarrow table: fixed-size list columns continuous_actions (float32),
+    discrete_actions (int64) and memory (float32) as the policy has them, then the kept columns."""
+    import pyarrow as pa
+    columns = {}
+    for name, dtype in (("continuous_actions", np.float32), ("discrete_actions", np.int64), ("memory", np.float32)):
+        if name in out:
+            values = np.ascontiguousarray(out[name], dtype)
+            columns[name] = pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1)), values.shape[1])
+    for name in kept.schema.names if kept is not None else ():
+        columns[name] = kept.column(name)
+    return pa.table(columns)
+
+
+def parquet_sink(run_chunks: Callable) -> Callable[[Path], None]:
+    """atomic_write's writer of a Parquet result: one row group per chunk, in input order."""
+    def write(tmp: Path) -> None:
+        import pyarrow.parquet as pq
+        writer = None
+
+        def sink(start: int, out: dict, kept) -> None:
+            nonlocal writer
+            table = result_table(out, kept)
+            if writer is None:
+                writer = pq.ParquetWriter(tmp, table.schema)
+            writer.write_table(table)
+        try:
+            run_chunks(sink)
+        finally:
+            if writer is not None:
+                writer.close()
+    return write
+
+
 def mode_batch(ctx: Context):
     """--batch N random observations in memory, or --obs-file in chunks to --output."""
     if ctx.args.obs_file:
@@ -3064,17 +3258,32 @@ def show_batch(r: dict) -> list:
     return lines
 
 
+def is_parquet(path: Path) -> bool:
+    return path.suffix.lower() == ".parquet" or path.is_dir()
+
+
 def batch_file(ctx: Context):
-    """A dataset-sized batch: memory-mapped input (.npy), chunked inference, results written
-    atomically (.npy through a memory map for continuous-only policies, else .npz), progress on stderr."""
+    """A dataset-sized batch: memory-mapped input (.npy) or Parquet read a record batch at a time,
+    chunked inference, results written atomically (.npy through a memory map for continuous-only
+    policies, .parquet a row group per chunk, else .npz), progress on stderr."""
     import resource
     s, args = ctx.settings, ctx.args
     path = Path(args.obs_file)
-    output = check_output_path(Path(args.output), (".npy", ".npz")) if args.output else None
-    data = open_obs_file(path, s)
+    output = check_output_path(Path(args.output), (".npy", ".npz", ".parquet")) if args.output else None
+    if output is not None and output.suffix.lower() == ".parquet":
+        import_pyarrow()  # refused before any work when it is missing
+    keep = args.keep_columns or []
+    if keep and not (is_parquet(path) and output is not None and is_parquet(output)):
+        raise UsageError("--keep-columns: copies columns from a Parquet --obs-file to a Parquet --output")
+    if is_parquet(path):
+        source = ParquetSource.open(path, s, keep)
+        rows, chunks = source.rows, lambda size: source.chunks(size, s)
+    else:
+        data = open_obs_file(path, s)
+        rows, chunks = data["rows"], lambda size: array_chunks(data, size)
     if output is not None:
         refuse_same_file(output, [path])
-    rows, chunk, policy = data["rows"], args.chunk, ctx.policy
+    chunk, policy = args.chunk, ctx.policy
     check_rows_fit(min(chunk, rows), s, "--chunk")
     npy = output is not None and output.suffix.lower() == ".npy"
     if npy and not continuous_only(s):
@@ -3088,11 +3297,8 @@ def batch_file(ctx: Context):
     summary = {"min": np.inf, "max": -np.inf, "first": None}
     t0 = time.perf_counter()
 
-    def run_chunks(sink: Callable[[int, dict], None]) -> None:
-        for start in range(0, rows, chunk):
-            block = [np.asarray(a[start:start + chunk]) for a in data["inputs"]]
-            masks = None if data["action_masks"] is None else np.asarray(data["action_masks"][start:start + chunk])
-            memory = None if data["memory"] is None else np.asarray(data["memory"][start:start + chunk])
+    def run_chunks(sink: Callable[[int, dict, object], None]) -> None:
+        for start, block, masks, memory, kept in chunks(chunk):
             for spec, values in zip(s.inputs, block):  # name the bad row as the file counts it
                 with np.errstate(over="ignore", invalid="ignore"):
                     finite = np.isfinite(values.reshape(len(values), -1).astype(np.float32)).all(axis=1) \
@@ -3105,7 +3311,7 @@ def batch_file(ctx: Context):
                 out = policy.act(block if len(block) > 1 else block[0], masks, memory=memory)
             except UsageError as exc:
                 raise UsageError(f"--obs-file {path}: rows {start}-{start + len(block[0]) - 1}: {exc}")
-            sink(start, out)
+            sink(start, out, kept)
             if "continuous_actions" in out:
                 summary["min"] = min(summary["min"], float(out["continuous_actions"].min()))
                 summary["max"] = max(summary["max"], float(out["continuous_actions"].max()))
@@ -3116,23 +3322,25 @@ def batch_file(ctx: Context):
 
     collected: dict = {}
 
-    def collect(start: int, out: dict) -> None:
+    def collect(start: int, out: dict, kept) -> None:
         for key, value in out.items():
             collected.setdefault(key, []).append(value)
 
     try:
         if output is None:
-            run_chunks(lambda start, out: None)
+            run_chunks(lambda start, out, kept: None)
         elif npy:
             def write(tmp: Path) -> None:
                 target = open_npy_memmap(tmp, (rows, s.continuous_size), np.float32)
 
-                def sink(start: int, out: dict) -> None:
+                def sink(start: int, out: dict, kept) -> None:
                     target[start:start + len(out["continuous_actions"])] = out["continuous_actions"]
                 run_chunks(sink)
                 target.flush()
                 del target
             atomic_write(output, write)
+        elif output.suffix.lower() == ".parquet":
+            atomic_write(output, parquet_sink(run_chunks))
         else:
             run_chunks(collect)
             arrays = {k: np.concatenate(v) for k, v in collected.items()}
@@ -4071,6 +4279,13 @@ def input_indices(text: str) -> tuple:
     return tuple(parse(part.strip()) for part in text.split(","))
 
 
+def column_names(text: str) -> list:
+    names = [n.strip() for n in text.split(",")]
+    if not all(names) or len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"expected distinct comma-separated column names, got {text!r}")
+    return names
+
+
 def positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -4133,11 +4348,13 @@ def build_parser() -> argparse.ArgumentParser:
            help="rows per call (batch: 32, onnx-compare: 64, benchmark: 1)")
     option(obs, "--obs-file", modes=("batch",),
            help="batch: .npy (memory-mapped) or .csv of [rows, obs_dim], or .npz with obs_0 ... obs_k "
-                "(+ action_masks, memory)")
+                "(+ action_masks, memory), or a .parquet file or folder of them with those columns (needs pyarrow)")
+    option(obs, "--keep-columns", type=column_names, default=None, metavar="A,B", modes=("batch",),
+           help="batch, Parquet in and out: columns copied through to --output (ids, timestamps)")
     option(obs, "--chunk", type=whole_number(1, 1 << 24), default=16384, modes=("batch",),
            help="rows per call with --obs-file (default 16384)")
     option(obs, "--output", modes=("batch", "export-onnx"),
-           help="batch: .npy (continuous actions) or .npz (continuous_actions, discrete_actions, memory); "
+           help="batch: .npy (continuous actions), .npz or .parquet (continuous_actions, discrete_actions, memory); "
                 "export-onnx: .onnx (default assets/huggy_rebuilt.onnx)")
     option(obs, "--progress", action="store_true", modes=("batch",),
            help="show the --obs-file progress bar even when stderr is not a terminal")
