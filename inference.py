@@ -2434,22 +2434,27 @@ def parquet_layout(type_, shape: tuple, pa) -> Optional[list]:
     return want
 
 
-def parquet_values(column, layout: list, shape: tuple, what: str, first_row: int) -> np.ndarray:
+def parquet_values(column, layout: list, shape: tuple, what: str, first_row: Optional[int]) -> np.ndarray:
     """One column of a record batch as float32 [rows, *shape]; UsageError naming the row that is
     null or holds another number of values."""
     import pyarrow.compute as pc
+    if hasattr(column, "combine_chunks"):  # a table's column (Ray's batches)
+        column = column.combine_chunks()
     rows, stride = len(column), 1
+
+    def row(i: int) -> str:  # (Ray's batches do not know where they start)
+        return f"row {first_row + i // stride}" if first_row is not None else "a row"
     for size in layout:
         if column.null_count:
-            raise UsageError(f"{what}: row {first_row + int(np.argmin(column.is_valid().to_numpy(zero_copy_only=False))) // stride} is null")
+            raise UsageError(f"{what}: {row(int(np.argmin(column.is_valid().to_numpy(zero_copy_only=False))))} is null")
         lengths = pc.list_value_length(column).to_numpy(zero_copy_only=False)
         bad = np.flatnonzero(lengths != size)
         if bad.size:
-            raise UsageError(f"{what}: row {first_row + int(bad[0]) // stride} holds {int(lengths[bad[0]])} values "
+            raise UsageError(f"{what}: {row(int(bad[0]))} holds {int(lengths[bad[0]])} values "
                              f"where {size} belong")
         column, stride = column.flatten(), stride * size
     if column.null_count:
-        raise UsageError(f"{what}: row {first_row + int(np.argmin(column.is_valid().to_numpy(zero_copy_only=False))) // stride} holds a null")
+        raise UsageError(f"{what}: {row(int(np.argmin(column.is_valid().to_numpy(zero_copy_only=False))))} holds a null")
     with np.errstate(over="ignore"):  # beyond float32 -> inf, refused with the row named
         return column.to_numpy(zero_copy_only=False).astype(np.float32, copy=False).reshape(rows, *shape)
 
@@ -3281,9 +3286,11 @@ def batch_file(ctx: Context):
     else:
         data = open_obs_file(path, s)
         rows, chunks = data["rows"], lambda size: array_chunks(data, size)
+    if args.ray and not is_parquet(path):
+        raise UsageError(f"--ray: reads Parquet datasets (a .parquet file or a folder of them), not {path.name}")
     if output is not None:
         refuse_same_file(output, [path])
-    chunk, policy = args.chunk, ctx.policy
+    chunk = args.chunk
     check_rows_fit(min(chunk, rows), s, "--chunk")
     npy = output is not None and output.suffix.lower() == ".npy"
     if npy and not continuous_only(s):
@@ -3297,7 +3304,8 @@ def batch_file(ctx: Context):
     summary = {"min": np.inf, "max": -np.inf, "first": None}
     t0 = time.perf_counter()
 
-    def run_chunks(sink: Callable[[int, dict, object], None]) -> None:
+    def local_results():
+        policy = ctx.policy
         for start, block, masks, memory, kept in chunks(chunk):
             for spec, values in zip(s.inputs, block):  # name the bad row as the file counts it
                 with np.errstate(over="ignore", invalid="ignore"):
@@ -3311,6 +3319,10 @@ def batch_file(ctx: Context):
                 out = policy.act(block if len(block) > 1 else block[0], masks, memory=memory)
             except UsageError as exc:
                 raise UsageError(f"--obs-file {path}: rows {start}-{start + len(block[0]) - 1}: {exc}")
+            yield start, out, kept
+
+    def run_chunks(sink: Callable[[int, dict, object], None]) -> None:
+        for start, out, kept in (ray_results(ctx, source, chunk, ray_info) if args.ray else local_results()):
             sink(start, out, kept)
             if "continuous_actions" in out:
                 summary["min"] = min(summary["min"], float(out["continuous_actions"].min()))
@@ -3318,9 +3330,10 @@ def batch_file(ctx: Context):
             if summary["first"] is None:
                 summary["first"] = {k: v[0] for k, v in out.items()}
             if bar is not None:
-                bar.update(len(block[0]))
+                bar.update(len(next(iter(out.values()))))
 
     collected: dict = {}
+    ray_info: dict = {}
 
     def collect(start: int, out: dict, kept) -> None:
         for key, value in out.items():
@@ -3357,7 +3370,7 @@ def batch_file(ctx: Context):
              "min_action": summary["min"], "max_action": summary["max"],
              **{"first_" + k: v for k, v in action_fields(s, first).items()},
              **({"first_action": floats(first["continuous_actions"])} if "continuous_actions" in first else {}),
-             **ctx.base()}, ok)
+             **ray_info, **ctx.base()}, ok)
 
 
 def show_batch_file(r: dict) -> list:
@@ -3367,10 +3380,121 @@ def show_batch_file(r: dict) -> list:
         lines.append(f"  output range = [{r['min_action']:.4f}, {r['max_action']:.4f}]")
     if "first_discrete_actions" in r:
         lines.append(f"  first row discrete_actions = {r['first_discrete_actions']}")
+    if "ray_nodes" in r:
+        lines.append(f"  Ray Data: {r['ray_actors']} policy actor(s) on {r['ray_nodes']} node(s)")
     lines.append(f"  time = {r['seconds']:.3f} s | throughput = {r['throughput_per_s']:,.0f} observations/s | "
                  f"peak RSS = {r['peak_rss_mb']:.0f} MB")
     lines.append(f"  written: {r['output']}" if r["output"] else "  (no --output: actions not saved)")
     return lines
+
+
+class PolicyActor:
+    """Ray Data's worker: loads the policy once, then turns record batches (pyarrow tables) of
+    observations into result tables (result_table) with the kept columns, as batch_file would."""
+
+    def __init__(self, model: dict, columns: dict, keep: list):
+        checkpoint = load_checkpoint(Path(model["checkpoint"]), model["onnx"] and Path(model["onnx"]),
+                                     model["model_dir"] and Path(model["model_dir"]), model["behavior"],
+                                     model["expect_sha256"], model["goal_input"])
+        self.policy = Policy(checkpoint, model["device"], model["dtype"], model["engine"], model["graphs"])
+        self.source = ParquetSource([], columns, keep, None, 0)
+
+    def __call__(self, table):
+        s = self.policy.settings
+        block, masks, memory = self.source.arrays(table, s, None)
+        out = self.policy.act(block if len(block) > 1 else block[0], masks, memory=memory)
+        return result_table(out, table.select(self.source.keep) if self.source.keep else None)
+
+
+def table_results(table) -> dict:
+    """A result table's list columns back as [rows, width] arrays."""
+    return {name: table.column(name).combine_chunks().flatten().to_numpy(zero_copy_only=False).reshape(table.num_rows, -1)
+            for name in ("continuous_actions", "discrete_actions", "memory") if name in table.column_names}
+
+
+def ray_results(ctx: Context, source: "ParquetSource", chunk: int, info: dict):
+    """(first row, results, kept columns) in input order from Ray Data: read_parquet, then
+    map_batches over --ray-actors PolicyActors (each takes a GPU, or an NPU, when the policy runs
+    on one). The workers import this file from Ray's working_dir (a copy of it alone); the
+    checkpoint and the dataset are read at the same paths on every node. Fills info with the
+    cluster's size."""
+    try:
+        import ray
+        import ray.data
+    except ImportError:
+        raise UsageError("--ray needs Ray Data, which is not installed: pip install -r requirements-ray.txt")
+    import importlib
+    import logging
+    import shutil
+    unreachable = ray_unreachable(ctx.args.ray)
+    if unreachable:
+        raise UsageError(f"--ray {ctx.args.ray}: no Ray cluster there ({unreachable})")
+    mod = importlib.import_module("inference")  # (pickled by reference: the class as workers import it)
+    args, src = ctx.args, ctx.source
+    device = ctx.device
+    model = {"checkpoint": str(Path(src.checkpoint).resolve()), "onnx": args.onnx and str(Path(args.onnx).resolve()),
+             "model_dir": src.model_dir and str(Path(src.model_dir).resolve()), "behavior": src.behavior,
+             "expect_sha256": args.expect_sha256, "goal_input": args.goal_input, "device": device.type,
+             "dtype": args.dtype, "engine": ctx.engine_name, "graphs": args.graphs == "on"}
+    ctx.settings  # (checked here before any worker starts)
+    # a CPU actor asks for half a CPU and a read task for a quarter: with whole ones, actors on every CPU
+    # would leave none to read_parquet's tasks (a deadlock, e.g. on nodes of one CPU each)
+    resources = ({"num_gpus": 1} if device.type == "cuda" else {"resources": {"NPU": 1}} if device.type == "npu"
+                 else {"num_cpus": 0.5})
+    with tempfile.TemporaryDirectory(prefix="inference-ray-") as code, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Ray Data's advice on block counts and deprecations
+        shutil.copy(Path(mod.__file__), Path(code) / "inference.py")
+        try:
+            local = {"_node_ip_address": "127.0.0.1"} if args.ray == "local" else {}  # a local instance: on loopback only
+            ray.init(address="local" if args.ray == "local" else args.ray, runtime_env={"working_dir": code},
+                     include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR, **local)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise UsageError(f"--ray {args.ray}: no Ray cluster there ({str(exc).splitlines()[0][:160]})")
+        try:
+            info.update(ray_nodes=sum(1 for node in ray.nodes() if node.get("Alive")), ray_actors=args.ray_actors)
+            context = ray.data.DataContext.get_current()
+            context.execution_options.preserve_order = True  # rows come back in input order
+            context.enable_progress_bars = False
+            logging.getLogger("ray.data").setLevel(logging.ERROR)
+            blocks = max(len(source.files), 2 * args.ray_actors)  # (one file would feed one actor only)
+            dataset = ray.data.read_parquet([str(f.resolve()) for f in source.files], override_num_blocks=blocks,
+                                            num_cpus=0.25)
+            results = dataset.select_columns(source.schema.names).map_batches(
+                mod.PolicyActor, fn_constructor_args=(model, source.columns, source.keep), batch_size=chunk,
+                batch_format="pyarrow", concurrency=args.ray_actors, max_restarts=0, scheduling_strategy="SPREAD", **resources)
+            start = 0
+            for table in results.iter_batches(batch_size=chunk, batch_format="pyarrow"):
+                kept = table.select(source.keep) if source.keep else None
+                yield start, table_results(table), kept
+                start += table.num_rows
+        except Exception as exc:
+            raise UsageError(f"--ray: {ray_failure(exc)}") from None
+        finally:
+            ray.shutdown()
+
+
+def ray_unreachable(address: str) -> Optional[str]:
+    """Why nothing answers at a HOST:PORT --ray address (ray.init would wait for minutes), else None."""
+    import socket
+    host, _, port = address.rpartition(":")
+    if address == "local" or "://" in address or not port.isdigit():
+        return None
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=5).close()
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
+
+
+def ray_failure(exc: BaseException) -> str:
+    """The one line a failure inside Ray comes down to: a worker's UsageError as it was raised."""
+    seen = exc
+    while seen is not None:
+        if type(seen).__name__ == "UsageError" or "UsageError" in [c.__name__ for c in type(seen).__mro__]:
+            return str(seen.args[0] if seen.args else seen).splitlines()[0]
+        seen = getattr(seen, "cause", None) or seen.__cause__
+    lines = [l for l in str(exc).splitlines() if l.strip()]
+    return (lines[-1] if lines else type(exc).__name__)[:300]
 
 
 def compare(test: np.ndarray, ref: np.ndarray) -> dict:
@@ -4356,6 +4480,11 @@ def build_parser() -> argparse.ArgumentParser:
     option(obs, "--output", modes=("batch", "export-onnx"),
            help="batch: .npy (continuous actions), .npz or .parquet (continuous_actions, discrete_actions, memory); "
                 "export-onnx: .onnx (default assets/huggy_rebuilt.onnx)")
+    option(obs, "--ray", metavar="local|ADDRESS", modes=("batch",),
+           help="batch over Parquet through Ray Data: on a local Ray instance, or on the cluster at ADDRESS "
+                "(ray start --head ...); needs pip install -r requirements-ray.txt")
+    option(obs, "--ray-actors", type=whole_number(1, 4096), default=2, modes=("batch",),
+           help="--ray: policy actors, each loading the policy once (one GPU or NPU each on accelerators; default 2)")
     option(obs, "--progress", action="store_true", modes=("batch",),
            help="show the --obs-file progress bar even when stderr is not a terminal")
     chk = p.add_argument_group("checks and measurements")
