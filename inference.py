@@ -3441,7 +3441,8 @@ def ray_results(ctx: Context, source: "ParquetSource", chunk: int, info: dict):
     # would leave none to read_parquet's tasks (a deadlock, e.g. on nodes of one CPU each)
     resources = ({"num_gpus": 1} if device.type == "cuda" else {"resources": {"NPU": 1}} if device.type == "npu"
                  else {"num_cpus": 0.5})
-    with tempfile.TemporaryDirectory(prefix="inference-ray-") as code, warnings.catch_warnings():
+    with tempfile.TemporaryDirectory(prefix="inference-ray-") as code, warnings.catch_warnings(), \
+            contextlib.redirect_stdout(sys.stderr):  # stdout holds the result alone (--json)
         warnings.simplefilter("ignore")  # Ray Data's advice on block counts and deprecations
         shutil.copy(Path(mod.__file__), Path(code) / "inference.py")
         try:
@@ -3455,7 +3456,7 @@ def ray_results(ctx: Context, source: "ParquetSource", chunk: int, info: dict):
             context = ray.data.DataContext.get_current()
             context.execution_options.preserve_order = True  # rows come back in input order
             context.enable_progress_bars = False
-            logging.getLogger("ray.data").setLevel(logging.ERROR)
+            logging.getLogger("ray.data").setLevel(logging.CRITICAL)  # (a worker's error: our one line says it)
             blocks = max(len(source.files), 2 * args.ray_actors)  # (one file would feed one actor only)
             dataset = ray.data.read_parquet([str(f.resolve()) for f in source.files], override_num_blocks=blocks,
                                             num_cpus=0.25)
@@ -3487,13 +3488,18 @@ def ray_unreachable(address: str) -> Optional[str]:
 
 
 def ray_failure(exc: BaseException) -> str:
-    """The one line a failure inside Ray comes down to: a worker's UsageError as it was raised."""
-    seen = exc
-    while seen is not None:
-        if type(seen).__name__ == "UsageError" or "UsageError" in [c.__name__ for c in type(seen).__mro__]:
-            return str(seen.args[0] if seen.args else seen).splitlines()[0]
-        seen = getattr(seen, "cause", None) or seen.__cause__
-    lines = [l for l in str(exc).splitlines() if l.strip()]
+    """The one line a failure inside Ray comes down to: a worker's UsageError as it was raised
+    (Ray wraps it, with the worker's traceback in the text), else the failure's last line."""
+    seen, texts = exc, []
+    while seen is not None and len(texts) < 20:
+        if "UsageError" in [c.__name__ for c in type(seen).__mro__] and not hasattr(seen, "cause"):
+            return str(seen).splitlines()[0]
+        texts.append(str(seen))
+        seen = getattr(seen, "cause", None) or seen.__cause__ or seen.__context__
+    found = re.search(r"UsageError: (.+)", "\n".join(texts))
+    if found:
+        return found.group(1).strip()
+    lines = [l for l in texts[0].splitlines() if l.strip()]
     return (lines[-1] if lines else type(exc).__name__)[:300]
 
 
@@ -4294,64 +4300,230 @@ def stream_array(spec: InputSpec, value: list) -> np.ndarray:
 
 
 def mode_stream(ctx: Context):
-    """JSON lines on stdin -> JSON lines on stdout, one answer per line, flushed at once.
+    """JSON lines on stdin -> JSON lines on stdout, one answer per line, in order, flushed as soon
+    as the lines already waiting are answered (answer_waiting: one engine call for them).
     In:  {"obs": [...] | [[...], ...]} for a one-input policy, or {"obs_0": ..., "obs_1": ...};
          optional "action_masks", "memory" (LSTM; else the id's last memory, zeros for a new id),
          "reset": true (episode end: start this id from zeros), "id", "stochastic", "seed".
     Out: {"id": ..., "continuous_actions": [...], "discrete_actions": [...], "memory": [...]}
          ("actions" too for a continuous-only policy) or {"id": ..., "error": "..."}."""
     policy = ctx.policy
-    read, write, flush = sys.stdin.buffer.readline, sys.stdout.write, sys.stdout.flush
-    dumps, loads = json.dumps, json.loads
+    write, flush = sys.stdout.write, sys.stdout.flush
+    loads, dumps = json_codec()
     lines = errors = 0
     latencies: list = []
     memories: dict = {}
     clock = time.perf_counter
     limit = ctx.args.max_line_bytes
     with np.errstate(over="ignore"):  # an observation beyond float32 becomes inf, answered with an error
-        while True:
-            raw = read(limit + 1)
-            if not raw:
-                break
-            too_long = len(raw) > limit and not raw.endswith(b"\n")
-            if too_long:
-                while True:  # skip the rest of the line, a block at a time
-                    more = read(1 << 16)
-                    if not more or more.endswith(b"\n"):
-                        break
-            elif not raw.strip():
-                continue
+        for group in waiting_lines(sys.stdin.buffer, limit):
             t0 = clock()
-            lines += 1
-            ident = None
-            try:
-                if too_long:
-                    raise UsageError(f"line longer than {limit} bytes (--max-line-bytes)")
+            texts = []
+            for answer in answer_waiting(policy, group, memories, loads, limit):
                 try:
-                    msg = loads(raw)
-                except (ValueError, RecursionError):
-                    raise UsageError("line is not JSON (or nested too deep)")
-                if isinstance(msg, dict):
-                    ident = msg.get("id") if isinstance(msg.get("id"), (str, int)) and not isinstance(msg.get("id"), bool) \
-                        and not (isinstance(msg.get("id"), int) and abs(msg.get("id")) > 2**53) else None
-                answer = stream_answer(policy, msg, memories)
-            except UsageError as exc:
-                errors += 1
-                answer = {"id": ident, "error": str(exc)}
-            try:
-                text = dumps(answer, allow_nan=False)
-            except ValueError:  # a non-finite number slipped through: strict JSON or nothing
-                errors += 1
-                text = dumps({"id": ident, "error": "the answer holds non-finite numbers"})
-            write(text + "\n")
+                    texts.append(dumps(answer))
+                except (TypeError, ValueError):  # a non-finite number slipped through: strict JSON or nothing
+                    answer = {"id": answer.get("id"), "error": "the answer holds non-finite numbers"}
+                    texts.append(dumps(answer))
+                errors += "error" in answer
+            write(b"\n".join(texts).decode() + "\n")
             flush()
+            lines += len(texts)
             if len(latencies) < 1_000_000:  # bounded: a day-long stream keeps the first million
-                latencies.append((clock() - t0) * 1e3)
+                latencies += [(clock() - t0) * 1e3] * len(texts)
     if ctx.args.stream_stats:
         p = percentiles(latencies) if latencies else {"p50_ms": float("nan"), "p99_ms": float("nan")}
         print(f"[stream] lines={lines} errors={errors} p50={p['p50_ms']:.4f}ms p99={p['p99_ms']:.4f}ms "
               f"engine={ctx.engine_name} device={ctx.device}", file=sys.stderr)
     return None, True
+
+# -- stream lines already waiting, answered together (one engine call per waiting group)
+
+NUMBER_TYPES = {float, int}
+
+
+def waiting_lines(stream, limit: int):
+    """Groups of stream lines (bytes without the newline; None for a line longer than `limit`):
+    every complete line already waiting on `stream`. A group is what one read returns plus what
+    is still waiting right after (select with a zero timeout): a line is never held back to
+    gather others. Blank lines are dropped."""
+    import select
+    read = getattr(stream, "read1", None) or stream.read
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # (io.UnsupportedOperation is an OSError)
+        fd = None
+    pending, skipping = b"", False
+    while True:
+        data = read(1 << 16)
+        while data and fd is not None and len(data) < (1 << 20) and select.select([fd], [], [], 0)[0]:
+            more = read(1 << 16)
+            if not more:
+                break
+            data += more
+        if not data:  # end of input: a last line without its newline is a line too
+            if pending.strip() and not skipping:
+                yield [pending]
+            return
+        *complete, tail = (pending + data).split(b"\n")
+        group = []
+        for line in complete:
+            if skipping:  # the end of a line already answered as too long
+                skipping = False
+            elif len(line) > limit:
+                group.append(None)
+            elif line.strip():
+                group.append(line)
+        if skipping or len(tail) > limit:  # a too-long line is answered at once, its rest skipped
+            if not skipping:
+                group.append(None)
+            skipping, tail = True, b""
+        pending = tail
+        if group:
+            yield group
+
+
+def quick_request(policy: Policy, msg) -> Optional[tuple]:
+    """The plain stream line, checked cheaply: one observation of each vector input, as a flat
+    list of JSON numbers, a deterministic step, optional "id", "reset", "memory", "action_masks".
+    Returns (id, inputs, masks, memory, reset) or None: anything else (and every error) goes
+    through stream_answer, whose rules and messages stay the only ones."""
+    s = policy.settings
+    if type(msg) is not dict or msg.get("stochastic", False) is not False or type(msg.get("reset", False)) is not bool:
+        return None
+    ident = msg.get("id")
+    if not (ident is None or type(ident) is str or type(ident) is int and abs(ident) <= 2**53):
+        return None
+    seed = msg.get("seed", 0)
+    if type(seed) is not int or not 0 <= seed < 2**63:
+        return None
+    names = ["obs"] if len(s.inputs) == 1 and "obs" in msg else [i.name for i in s.inputs]
+    if any(k not in STREAM_KEYS and k not in names for k in msg) or (names == ["obs"] and s.inputs[0].name in msg):
+        return None
+    inputs = []
+    for spec, name in zip(s.inputs, names):
+        value = msg.get(name)
+        if spec.kind != "vector" or type(value) is not list or len(value) != spec.shape[0] \
+                or not set(map(type, value)) <= NUMBER_TYPES:
+            return None
+        try:
+            array = np.array(value, np.float32)
+        except OverflowError:
+            return None
+        if not np.isfinite(array).all():
+            return None
+        inputs.append(array)
+    masks, memory = msg.get("action_masks"), msg.get("memory")
+    try:
+        if masks is not None:
+            if type(masks) is not list or not set(map(type, masks)) <= NUMBER_TYPES:
+                return None
+            masks = shape_masks(masks, s.discrete_branches, 1, False)[0] if s.discrete_branches else None
+            if masks is None:
+                return None
+        if memory is not None:
+            if not s.memory_size or type(memory) is not list or not set(map(type, memory)) <= NUMBER_TYPES:
+                return None
+            memory = shape_memory(memory, s.memory_size, 1, False)[0, 0]
+    except (UsageError, OverflowError):
+        return None
+    return ident, inputs, masks, memory, msg.get("reset", False)
+
+
+def answer_waiting(policy: Policy, lines: list, memories: dict, loads: Callable, limit: int,
+                   ids_limit: int = 100_000) -> list:
+    """Answers to a group of waiting lines, in order, each what it would have been alone: plain
+    lines (quick_request) share one engine call (onnxruntime, whose rows do not depend on the
+    batch they are in); any other line, and a second line of an id already in the call, first
+    lets the call run, then goes through stream_answer. Bad lines get their error in place."""
+    s = policy.settings
+    answers: list = [None] * len(lines)
+    batch: list = []  # (index, id, memory key, inputs, masks, memory)
+    together = policy.engine_name == "onnxruntime"
+
+    def run_batch() -> None:
+        if not batch:
+            return
+        rows = len(batch)
+        flat = [np.stack([b[3][k] for b in batch]) for k in range(len(s.inputs))]
+        if s.discrete_branches:
+            flat.append(np.stack([np.ones(sum(s.discrete_branches), np.float32) if b[4] is None else b[4] for b in batch]))
+        if s.memory_size:
+            flat.append(np.stack([np.zeros(s.memory_size, np.float32) if b[5] is None else b[5]
+                                  for b in batch])[:, None])
+        out = policy.run(flat, rows)
+        finite = np.ones(rows, bool)
+        for value in out.values():
+            finite &= np.isfinite(np.asarray(value, np.float64).reshape(rows, -1)).all(axis=1)
+        for j, (i, ident, key, _, _, _) in enumerate(batch):
+            if not finite[j]:
+                answers[i] = {"id": ident, "error": "the observation drives the network beyond float32 (non-finite actions)"}
+                continue
+            if key is not None:
+                if key not in memories and len(memories) >= ids_limit:
+                    memories.pop(next(iter(memories)))  # the oldest agent's memory makes room
+                memories[key] = out["memory"][j].reshape(-1, s.memory_size)
+            answer = {"id": ident}
+            for name, value in out.items():
+                answer[name] = value[j].tolist()
+            if continuous_only(s):
+                answer["actions"] = answer["continuous_actions"]
+            answers[i] = answer
+        batch.clear()
+
+    for i, raw in enumerate(lines):
+        ident = None
+        try:
+            if raw is None:
+                raise UsageError(f"line longer than {limit} bytes (--max-line-bytes)")
+            try:
+                msg = loads(raw)
+            except (ValueError, RecursionError):
+                raise UsageError("line is not JSON (or nested too deep)")
+            quick = quick_request(policy, msg) if together else None
+            key = None
+            if quick is not None:
+                ident, inputs, masks, memory, reset = quick
+                key = json.dumps(ident) if s.memory_size and ident is not None else None
+                if key is not None and any(b[2] == key for b in batch):
+                    run_batch()  # this id's memory comes from the line before
+                if key is not None and memory is None and not reset and key in memories:
+                    if len(memories[key]) != 1:
+                        quick = None  # (stream_answer tells the agent count that differs)
+                    else:
+                        memory = memories[key][0]
+            if quick is None:
+                run_batch()
+                if isinstance(msg, dict):
+                    ident = msg.get("id") if isinstance(msg.get("id"), (str, int)) and not isinstance(msg.get("id"), bool) \
+                        and not (isinstance(msg.get("id"), int) and abs(msg.get("id")) > 2**53) else None
+                answers[i] = stream_answer(policy, msg, memories, ids_limit)
+            else:
+                batch.append((i, ident, key, inputs, masks, memory))
+        except UsageError as exc:
+            answers[i] = {"id": ident, "error": str(exc)}
+    run_batch()
+    return answers
+
+
+def json_codec() -> tuple:
+    """(loads, dumps to bytes): orjson where installed (several times faster), else the standard
+    library; answers strict JSON either way. A line orjson refuses is read again by the standard
+    library, so that every line gets the answer it got before (NaN in an observation: that
+    error, with the line's id)."""
+    def strict_dumps(obj) -> bytes:
+        return json.dumps(obj, allow_nan=False, separators=(",", ":")).encode()
+    try:
+        import orjson
+    except ImportError:
+        return json.loads, strict_dumps
+
+    def loads(raw: bytes):
+        try:
+            return orjson.loads(raw)
+        except ValueError:
+            return json.loads(raw)
+    return loads, orjson.dumps
 
 
 MODES: dict = {  # mode -> (computes the result, renders its human lines from that result)

@@ -47,7 +47,9 @@ def huggy_dataset(folder: Path, rows=6000, files=3) -> np.ndarray:
 def batch(*args, timeout=600, env=None):
     result = cli("--mode", "batch", *args, "--json", timeout=timeout, env=env)
     assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
+    lines = result.stdout.splitlines()
+    assert len(lines) == 1, result.stdout  # --json: one object on stdout, whatever Ray prints
+    return json.loads(lines[0])
 
 
 def test_local_ray_output_is_the_output_without_ray(tmp_path):
