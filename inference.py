@@ -4348,7 +4348,7 @@ def waiting_lines(stream, limit: int):
     is still waiting right after (select with a zero timeout): a line is never held back to
     gather others. Blank lines are dropped."""
     import select
-    read = getattr(stream, "read1", None) or stream.read
+    read = getattr(stream, "read1", None) or getattr(stream, "read", None) or stream.readline  # (a stand-in with readline alone)
     try:
         fd = stream.fileno()
     except (AttributeError, OSError, ValueError):  # (io.UnsupportedOperation is an OSError)
