@@ -234,3 +234,15 @@ def test_million_rows_in_eight_files_bounded_memory(tmp_path):
         n, offset = divmod(first, per)
         obs = np.random.RandomState(n).randn(per, 59).astype(np.float32)[offset:offset + table.num_rows]
         assert np.abs(column(table, "continuous_actions") - ort_deterministic(BUNDLED_ONNX, obs)).max() <= 1e-5
+
+
+def test_pyarrow_ray_and_orjson_stay_unimported():
+    """The optional packages are imported on their own paths only: loading the program and running
+    a .npy batch pulls in none of them (a fresh interpreter: this one has imported pyarrow)."""
+    code = ("import sys; sys.path.insert(0, %r); import inference, numpy as np, tempfile, os; "
+            "d = tempfile.mkdtemp(); np.save(os.path.join(d, 'o.npy'), np.zeros((3, 59), np.float32)); "
+            "inference.main(['--mode', 'batch', '--obs-file', os.path.join(d, 'o.npy'), '--model-dir', %r, '--json']); "
+            "print(sorted(m for m in ('pyarrow', 'ray', 'orjson') if m in sys.modules), file=sys.stderr)"
+            % (str(ROOT), str(BUNDLED)))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=child_env(), timeout=300)
+    assert result.returncode == 0 and result.stderr.strip().splitlines()[-1] == "[]", result.stderr
