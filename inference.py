@@ -3274,22 +3274,25 @@ def batch_file(ctx: Context):
     import resource
     s, args = ctx.settings, ctx.args
     path = Path(args.obs_file)
-    output = check_output_path(Path(args.output), (".npy", ".npz", ".parquet")) if args.output else None
+    folder = Path(args.output) if args.ray and args.output and not Path(args.output).suffix else None
+    output = check_output_path(Path(args.output), (".npy", ".npz", ".parquet")) if args.output and not folder else None
     if output is not None and output.suffix.lower() == ".parquet":
         import_pyarrow()  # refused before any work when it is missing
     keep = args.keep_columns or []
-    if keep and not (is_parquet(path) and output is not None and is_parquet(output)):
+    if keep and not (is_parquet(path) and (folder is not None or output is not None and is_parquet(output))):
         raise UsageError("--keep-columns: copies columns from a Parquet --obs-file to a Parquet --output")
+    if args.ray and not is_parquet(path):
+        raise UsageError(f"--ray: reads Parquet datasets (a .parquet file or a folder of them), not {path.name}")
     if is_parquet(path):
         source = ParquetSource.open(path, s, keep)
         rows, chunks = source.rows, lambda size: source.chunks(size, s)
     else:
         data = open_obs_file(path, s)
         rows, chunks = data["rows"], lambda size: array_chunks(data, size)
-    if args.ray and not is_parquet(path):
-        raise UsageError(f"--ray: reads Parquet datasets (a .parquet file or a folder of them), not {path.name}")
-    if output is not None:
-        refuse_same_file(output, [path])
+    if output is not None or folder is not None:
+        refuse_same_file(output or folder, [path])
+    if folder is not None:
+        return ray_to_folder(ctx, source, folder)
     chunk = args.chunk
     check_rows_fit(min(chunk, rows), s, "--chunk")
     npy = output is not None and output.suffix.lower() == ".npy"
@@ -3412,12 +3415,12 @@ def table_results(table) -> dict:
             for name in ("continuous_actions", "discrete_actions", "memory") if name in table.column_names}
 
 
-def ray_results(ctx: Context, source: "ParquetSource", chunk: int, info: dict):
+def ray_results(ctx: Context, source: "ParquetSource", chunk: int, info: dict, write_to: Optional[Path] = None):
     """(first row, results, kept columns) in input order from Ray Data: read_parquet, then
     map_batches over --ray-actors PolicyActors (each takes a GPU, or an NPU, when the policy runs
     on one). The workers import this file from Ray's working_dir (a copy of it alone); the
     checkpoint and the dataset are read at the same paths on every node. Fills info with the
-    cluster's size."""
+    cluster's size. With write_to, the workers write the results there (write_parquet) instead."""
     try:
         import ray
         import ray.data
@@ -3463,6 +3466,9 @@ def ray_results(ctx: Context, source: "ParquetSource", chunk: int, info: dict):
             results = dataset.select_columns(source.schema.names).map_batches(
                 mod.PolicyActor, fn_constructor_args=(model, source.columns, source.keep), batch_size=chunk,
                 batch_format="pyarrow", concurrency=args.ray_actors, max_restarts=0, scheduling_strategy="SPREAD", **resources)
+            if write_to is not None:
+                results.write_parquet(str(write_to))
+                return
             start = 0
             for table in results.iter_batches(batch_size=chunk, batch_format="pyarrow"):
                 kept = table.select(source.keep) if source.keep else None
@@ -3472,6 +3478,29 @@ def ray_results(ctx: Context, source: "ParquetSource", chunk: int, info: dict):
             raise UsageError(f"--ray: {ray_failure(exc)}") from None
         finally:
             ray.shutdown()
+
+
+def ray_to_folder(ctx: Context, source: "ParquetSource", folder: Path):
+    """--ray with an --output folder: Ray Data's write_parquet from the workers, into a temporary
+    folder beside it renamed at the end (an existing folder must be empty)."""
+    import resource
+    import shutil
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise UsageError(f"--output {folder}: exists and is not an empty folder")
+    if not folder.parent.is_dir():
+        raise UsageError(f"--output {folder}: folder {folder.parent} does not exist")
+    t0, info = time.perf_counter(), {}
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name[:64]}.", dir=folder.parent))
+    try:
+        for _ in ray_results(ctx, source, ctx.args.chunk, info, write_to=tmp):
+            pass
+        os.replace(tmp, folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    seconds = time.perf_counter() - t0
+    return ({"rows": source.rows, "chunk": ctx.args.chunk, "file_name": Path(ctx.args.obs_file).name,
+             "output": str(folder.resolve()), "seconds": seconds, "throughput_per_s": source.rows / seconds,
+             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, **info, **ctx.base()}, True)
 
 
 def ray_unreachable(address: str) -> Optional[str]:
@@ -4650,7 +4679,8 @@ def build_parser() -> argparse.ArgumentParser:
     option(obs, "--chunk", type=whole_number(1, 1 << 24), default=16384, modes=("batch",),
            help="rows per call with --obs-file (default 16384)")
     option(obs, "--output", modes=("batch", "export-onnx"),
-           help="batch: .npy (continuous actions), .npz or .parquet (continuous_actions, discrete_actions, memory); "
+           help="batch: .npy (continuous actions), .npz or .parquet (continuous_actions, discrete_actions, memory), "
+                "or with --ray a folder (no suffix: Ray Data's write_parquet); "
                 "export-onnx: .onnx (default assets/huggy_rebuilt.onnx)")
     option(obs, "--ray", metavar="local|ADDRESS", modes=("batch",),
            help="batch over Parquet through Ray Data: on a local Ray instance, or on the cluster at ADDRESS "

@@ -91,6 +91,25 @@ def test_local_ray_lstm_masks_memory_and_a_bad_row(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["lstm.parquet", "plain.parquet", "ray.parquet"]
 
 
+def test_local_ray_into_a_folder(tmp_path):
+    """An --output without suffix: Ray Data's workers write a folder of Parquet files (renamed into
+    place at the end); together they hold every row, equal to the run without Ray."""
+    huggy_dataset(tmp_path / "data", rows=3000, files=2)
+    common = ["--obs-file", tmp_path / "data", "--keep-columns", "id", "--chunk", "500", "--model-dir", BUNDLED]
+    batch(*common, "--output", tmp_path / "plain.parquet")
+    out = batch(*common, "--output", tmp_path / "results", "--ray", "local")
+    assert out["output"] == str(tmp_path / "results") and out["rows"] == 3000
+    files = sorted((tmp_path / "results").glob("*.parquet"))
+    assert files and sorted(p.name for p in tmp_path.iterdir()) == ["data", "plain.parquet", "results"]
+    written = pa.concat_tables([pq.read_table(f) for f in files]).sort_by("id")
+    assert written.equals(pq.read_table(tmp_path / "plain.parquet"))
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("keep")
+    result = cli("--mode", "batch", *common, "--output", tmp_path / "full", "--ray", "local")
+    assert result.returncode == 2 and "exists and is not an empty folder" in result.stderr
+    assert (tmp_path / "full" / "x").read_text() == "keep"
+
+
 def test_ray_refusals(tmp_path):
     np.save(tmp_path / "obs.npy", np.zeros((4, 59), np.float32))
     result = cli("--mode", "batch", "--obs-file", tmp_path / "obs.npy", "--ray", "local", "--model-dir", BUNDLED)
