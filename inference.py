@@ -3440,10 +3440,10 @@ def ray_results(ctx: Context, source: "ParquetSource", chunk: int, info: dict, w
              "expect_sha256": args.expect_sha256, "goal_input": args.goal_input, "device": device.type,
              "dtype": args.dtype, "engine": ctx.engine_name, "graphs": args.graphs == "on"}
     ctx.settings  # (checked here before any worker starts)
-    # a CPU actor asks for half a CPU and a read task for a quarter: with whole ones, actors on every CPU
-    # would leave none to read_parquet's tasks (a deadlock, e.g. on nodes of one CPU each)
+    # a CPU actor reserves no CPU in Ray's books (SPREAD places them): reserved ones would leave no
+    # whole CPU to read_parquet's file listing on nodes of one or two CPUs, and the job would wait forever
     resources = ({"num_gpus": 1} if device.type == "cuda" else {"resources": {"NPU": 1}} if device.type == "npu"
-                 else {"num_cpus": 0.5})
+                 else {"num_cpus": 0})
     with tempfile.TemporaryDirectory(prefix="inference-ray-") as code, warnings.catch_warnings(), \
             contextlib.redirect_stdout(sys.stderr):  # stdout holds the result alone (--json)
         warnings.simplefilter("ignore")  # Ray Data's advice on block counts and deprecations
@@ -3461,8 +3461,7 @@ def ray_results(ctx: Context, source: "ParquetSource", chunk: int, info: dict, w
             context.enable_progress_bars = False
             logging.getLogger("ray.data").setLevel(logging.CRITICAL)  # (a worker's error: our one line says it)
             blocks = max(len(source.files), 2 * args.ray_actors)  # (one file would feed one actor only)
-            dataset = ray.data.read_parquet([str(f.resolve()) for f in source.files], override_num_blocks=blocks,
-                                            num_cpus=0.25)
+            dataset = ray.data.read_parquet([str(f.resolve()) for f in source.files], override_num_blocks=blocks)
             results = dataset.select_columns(source.schema.names).map_batches(
                 mod.PolicyActor, fn_constructor_args=(model, source.columns, source.keep), batch_size=chunk,
                 batch_format="pyarrow", concurrency=args.ray_actors, max_restarts=0, scheduling_strategy="SPREAD", **resources)

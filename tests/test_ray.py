@@ -190,8 +190,6 @@ def two_node_cluster():
         shutil.rmtree(temp, ignore_errors=True)
 
 
-@pytest.mark.skip(reason="open: on this machine (Ray 2.60, nodes of one CPU each on 127.0.0.1) the job never "
-                         "finishes; the fixture starts and stops the cluster cleanly")
 def test_two_node_loopback_cluster(tmp_path, two_node_cluster):
     obs = huggy_dataset(tmp_path / "data", rows=4000, files=4)
     common = ["--obs-file", tmp_path / "data", "--keep-columns", "id", "--chunk", "800", "--model-dir", BUNDLED]
