@@ -3415,6 +3415,171 @@ def open_obs_file(path: Path, settings: PolicySettings) -> dict:
     return out
 
 
+def array_chunks(data: dict, chunk: int):
+    """What batch_file runs from open_obs_file's arrays: (first row, inputs, action masks, memory,
+    kept columns (none)), `chunk` rows at a time."""
+    for start in range(0, data["rows"], chunk):
+        def take(array):
+            return None if array is None else np.asarray(array[start:start + chunk])
+        yield start, [take(a) for a in data["inputs"]], take(data["action_masks"]), take(data["memory"]), None
+
+
+def import_pyarrow():
+    """pyarrow, an optional dependency: imported on the Parquet path only."""
+    try:
+        import pyarrow
+        import pyarrow.compute  # noqa: F401
+        import pyarrow.parquet  # noqa: F401
+    except ImportError:
+        raise UsageError("Parquet files need pyarrow, which is not installed: pip install pyarrow")
+    return pyarrow
+
+
+def parquet_files(path: Path) -> list:
+    """A .parquet file, or the .parquet files of a folder in name order (their rows in that order)."""
+    if not path.exists():
+        raise UsageError(f"--obs-file {path}: no such file or folder")
+    if not path.is_dir():
+        return [path]
+    files = sorted(p for p in path.iterdir() if p.suffix.lower() == ".parquet" and not p.name.startswith("."))
+    if not files:
+        raise UsageError(f"--obs-file {path}: a folder without .parquet files")
+    return files
+
+
+def parquet_layout(type_, shape: tuple, pa) -> Optional[list]:
+    """The list lengths a column of this Arrow type holds per row, checked against an input of
+    `shape`: one list level of prod(shape) values (flattened, channel-first for an image) or one
+    level per dimension (nested lists). None when the type cannot hold it (not lists of numbers,
+    another nesting, a fixed size that differs)."""
+    sizes = []
+    while pa.types.is_list(type_) or pa.types.is_large_list(type_) or pa.types.is_fixed_size_list(type_):
+        sizes.append(type_.list_size if pa.types.is_fixed_size_list(type_) else None)
+        type_ = type_.value_type
+    if not (pa.types.is_floating(type_) or pa.types.is_integer(type_)):
+        return None
+    want = [int(np.prod(shape))] if len(sizes) == 1 else list(shape)
+    if len(sizes) != len(want) or any(s is not None and s != w for s, w in zip(sizes, want)):
+        return None
+    return want
+
+
+def parquet_values(column, layout: list, shape: tuple, what: str, first_row: Optional[int]) -> np.ndarray:
+    """One column of a record batch as float32 [rows, *shape]; UsageError naming the row that is
+    null or holds another number of values."""
+    import pyarrow.compute as pc
+    if hasattr(column, "combine_chunks"):  # a table's column (Ray's batches)
+        column = column.combine_chunks()
+    rows, stride = len(column), 1
+
+    def row(i: int) -> str:  # (Ray's batches do not know where they start)
+        return f"row {first_row + i // stride}" if first_row is not None else "a row"
+    for size in layout:
+        if column.null_count:
+            raise UsageError(f"{what}: {row(int(np.argmin(column.is_valid().to_numpy(zero_copy_only=False))))} is null")
+        lengths = pc.list_value_length(column).to_numpy(zero_copy_only=False)
+        bad = np.flatnonzero(lengths != size)
+        if bad.size:
+            raise UsageError(f"{what}: {row(int(bad[0]))} holds {int(lengths[bad[0]])} values "
+                             f"where {size} belong")
+        column, stride = column.flatten(), stride * size
+    if column.null_count:
+        raise UsageError(f"{what}: {row(int(np.argmin(column.is_valid().to_numpy(zero_copy_only=False))))} holds a null")
+    with np.errstate(over="ignore"):  # beyond float32 -> inf, refused with the row named
+        return column.to_numpy(zero_copy_only=False).astype(np.float32, copy=False).reshape(rows, *shape)
+
+
+@dataclass
+class ParquetSource:
+    """A Parquet dataset read one record batch at a time: obs_0 ... obs_k (or obs), optional
+    action_masks and memory, and the columns --keep-columns copies through."""
+    files: list
+    columns: dict       # input name (obs_0 ..., action_masks, memory) -> (column, list layout, shape)
+    keep: list          # column names copied through
+    schema: object      # pyarrow schema of the columns read
+    rows: int
+
+    @classmethod
+    def open(cls, path: Path, settings: PolicySettings, keep: Sequence[str] = ()) -> "ParquetSource":
+        pa = import_pyarrow()
+        files = parquet_files(path)
+        shapes = {i.name: tuple(i.shape) for i in settings.inputs}
+        if settings.discrete_branches:
+            shapes["action_masks"] = (sum(settings.discrete_branches),)
+        if settings.memory_size:
+            shapes["memory"] = (settings.memory_size,)
+        first, rows = None, 0
+        for file in files:
+            try:
+                meta = pa.parquet.ParquetFile(file)
+                schema, rows = meta.schema_arrow, rows + meta.metadata.num_rows
+            except (pa.ArrowException, OSError) as exc:
+                raise UsageError(f"--obs-file {file}: not a readable Parquet file ({str(exc).splitlines()[0][:120]})")
+            if first is None:
+                first = schema
+            elif not schema.equals(first):
+                raise UsageError(f"--obs-file {file}: its columns differ from those of {files[0].name}")
+        names = list(first.names)
+        if not rows:
+            raise UsageError(f"--obs-file {path}: holds no rows")
+        one = len(settings.inputs) == 1
+        if one and "obs" in names and settings.inputs[0].name in names:
+            raise UsageError(f"--obs-file {path}: holds both obs and {settings.inputs[0].name}; keep one")
+        accepted = (["obs"] if one else []) + list(shapes)
+        absent = [k for k in keep if k not in names]
+        if absent:
+            raise UsageError(f"--keep-columns: no column {absent[0]!r} in {path}; it holds {', '.join(names[:8])}")
+        unknown = [n for n in names if n not in accepted and n not in keep]
+        if unknown:
+            raise UsageError(f"--obs-file {path}: unknown column(s) {', '.join(unknown[:6])}; accepted: "
+                             f"{', '.join(accepted)} (name others in --keep-columns to copy them through)")
+        clash = [k for k in keep if k in ("continuous_actions", "discrete_actions", "memory")]
+        if clash:
+            raise UsageError(f"--keep-columns: {clash[0]} is a result column's name")
+        columns = {}
+        for name, shape in shapes.items():
+            column = "obs" if one and name == settings.inputs[0].name and "obs" in names else name
+            if column not in names:
+                if name in ("action_masks", "memory"):
+                    continue
+                raise UsageError(f"--obs-file {path}: no column {name}; it holds {', '.join(names[:8])} and the "
+                                 f"policy takes {', '.join(i.name for i in settings.inputs)}")
+            layout = parquet_layout(first.field(column).type, shape, pa)
+            if layout is None:
+                raise UsageError(f"--obs-file {path}: column {column} is {first.field(column).type}; expected lists "
+                                 f"of {int(np.prod(shape))} numbers (fixed_size_list<float>"
+                                 f"{', or nested ' + ' x '.join(map(str, shape)) if len(shape) > 1 else ''})")
+            columns[name] = (column, layout, shape)
+        read = [c for c, _, _ in columns.values()] + [k for k in keep if k not in columns]
+        return cls(files, columns, list(keep), pa.schema([first.field(c) for c in read]), rows)
+
+    def batches(self, chunk: int):
+        """(first row, record batch) in file order, `chunk` rows at most."""
+        import pyarrow as pa
+        start, read = 0, self.schema.names
+        for file in self.files:
+            try:
+                for batch in pa.parquet.ParquetFile(file).iter_batches(batch_size=chunk, columns=read):
+                    yield start, batch
+                    start += batch.num_rows
+            except (pa.ArrowException, OSError) as exc:
+                raise UsageError(f"--obs-file {file}: unreadable after row {start} ({str(exc).splitlines()[0][:120]})")
+
+    def arrays(self, batch, settings: PolicySettings, start: int) -> tuple:
+        """A record batch as (inputs, action masks, memory) arrays."""
+        def values(name):
+            if name not in self.columns:
+                return None
+            column, layout, shape = self.columns[name]
+            return parquet_values(batch.column(column), layout, shape, f"--obs-file column {column}", start)
+        return [values(i.name) for i in settings.inputs], values("action_masks"), values("memory")
+
+    def chunks(self, chunk: int, settings: PolicySettings):
+        """What batch_file runs: (first row, inputs, action masks, memory, kept columns)."""
+        for start, batch in self.batches(chunk):
+            yield (start, *self.arrays(batch, settings, start), batch.select(self.keep) if self.keep else None)
+
+
 # =========================================================================================
 # Output: numbers as text, signals deferred while a file is written, space reserved, atomic writes
 # =========================================================================================
@@ -4061,6 +4226,40 @@ def output_writer(path: Path, settings: PolicySettings, arrays: dict) -> Callabl
     return lambda tmp: np.savez(tmp, **arrays)
 
 
+def result_table(out: dict, kept=None):
+    """A chunk's results as a pyarrow table: fixed-size list columns continuous_actions (float32),
+    discrete_actions (int64) and memory (float32) as the policy has them, then the kept columns."""
+    import pyarrow as pa
+    columns = {}
+    for name, dtype in (("continuous_actions", np.float32), ("discrete_actions", np.int64), ("memory", np.float32)):
+        if name in out:
+            values = np.ascontiguousarray(out[name], dtype)
+            columns[name] = pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1)), values.shape[1])
+    for name in kept.schema.names if kept is not None else ():
+        columns[name] = kept.column(name)
+    return pa.table(columns)
+
+
+def parquet_sink(run_chunks: Callable) -> Callable[[Path], None]:
+    """atomic_write's writer of a Parquet result: one row group per chunk, in input order."""
+    def write(tmp: Path) -> None:
+        import pyarrow.parquet as pq
+        writer = None
+
+        def sink(start: int, out: dict, kept) -> None:
+            nonlocal writer
+            table = result_table(out, kept)
+            if writer is None:
+                writer = pq.ParquetWriter(tmp, table.schema)
+            writer.write_table(table)
+        try:
+            run_chunks(sink)
+        finally:
+            if writer is not None:
+                writer.close()
+    return write
+
+
 def mode_batch(ctx: Context):
     """--batch N random observations in memory, or --obs-file in chunks to --output."""
     if ctx.args.obs_file:
@@ -4118,17 +4317,37 @@ def show_batch(r: dict) -> list:
     return lines
 
 
+def is_parquet(path: Path) -> bool:
+    return path.suffix.lower() == ".parquet" or path.is_dir()
+
+
 def batch_file(ctx: Context):
-    """A dataset-sized batch: memory-mapped input (.npy), chunked inference, results written
-    atomically (.npy through a memory map for continuous-only policies, else .npz), progress on stderr."""
+    """A dataset-sized batch: memory-mapped input (.npy) or Parquet read a record batch at a time,
+    chunked inference, results written atomically (.npy through a memory map for continuous-only
+    policies, .parquet a row group per chunk, else .npz), progress on stderr."""
     import resource
     s, args = ctx.settings, ctx.args
     path = Path(args.obs_file)
-    output = check_output_path(args.output, (".npy", ".npz")) if args.output else None
-    data = open_obs_file(path, s)
-    if output is not None:
-        refuse_same_file(output, [path])
-    rows, chunk, policy = data["rows"], args.chunk, ctx.policy
+    folder = Path(args.output) if args.ray and args.output and not Path(args.output).suffix else None
+    output = check_output_path(args.output, (".npy", ".npz", ".parquet")) if args.output and not folder else None
+    if output is not None and output.suffix.lower() == ".parquet":
+        import_pyarrow()  # refused before any work when it is missing
+    keep = args.keep_columns or []
+    if keep and not (is_parquet(path) and (folder is not None or output is not None and is_parquet(output))):
+        raise UsageError("--keep-columns: copies columns from a Parquet --obs-file to a Parquet --output")
+    if args.ray and not is_parquet(path):
+        raise UsageError(f"--ray: reads Parquet datasets (a .parquet file or a folder of them), not {path.name}")
+    if is_parquet(path):
+        source = ParquetSource.open(path, s, keep)
+        rows, chunks = source.rows, lambda size: source.chunks(size, s)
+    else:
+        data = open_obs_file(path, s)
+        rows, chunks = data["rows"], lambda size: array_chunks(data, size)
+    if output is not None or folder is not None:
+        refuse_same_file(output or folder, [path])
+    if folder is not None:
+        return ray_to_folder(ctx, source, folder)
+    chunk = args.chunk
     check_rows_fit(min(chunk, rows), s, "--chunk")
     npy = output is not None and output.suffix.lower() == ".npy"
     if npy and not continuous_only(s):
@@ -4142,11 +4361,9 @@ def batch_file(ctx: Context):
     summary = {"min": np.inf, "max": -np.inf, "first": None}
     t0 = time.perf_counter()
 
-    def run_chunks(sink: Callable[[int, dict], None]) -> None:
-        for start in range(0, rows, chunk):
-            block = [np.asarray(a[start:start + chunk]) for a in data["inputs"]]
-            masks = None if data["action_masks"] is None else np.asarray(data["action_masks"][start:start + chunk])
-            memory = None if data["memory"] is None else np.asarray(data["memory"][start:start + chunk])
+    def local_results():
+        policy = ctx.policy
+        for start, block, masks, memory, kept in chunks(chunk):
             for spec, values in zip(s.inputs, block):  # name the bad row as the file counts it
                 if values.dtype.kind == "f":
                     finite_float32(values, f"--obs-file {path} ({spec.name})", "row", start)
@@ -4154,34 +4371,41 @@ def batch_file(ctx: Context):
                 out = policy.act(block if len(block) > 1 else block[0], masks, memory=memory)
             except UsageError as exc:
                 raise UsageError(f"--obs-file {path}: rows {start}-{start + len(block[0]) - 1}: {exc}")
-            sink(start, out)
+            yield start, out, kept
+
+    def run_chunks(sink: Callable[[int, dict, object], None]) -> None:
+        for start, out, kept in (ray_results(ctx, source, chunk, ray_info) if args.ray else local_results()):
+            sink(start, out, kept)
             if "continuous_actions" in out:
                 summary["min"] = min(summary["min"], float(out["continuous_actions"].min()))
                 summary["max"] = max(summary["max"], float(out["continuous_actions"].max()))
             if summary["first"] is None:
                 summary["first"] = {k: v[0] for k, v in out.items()}
             if bar is not None:
-                bar.update(len(block[0]))
+                bar.update(len(next(iter(out.values()))))
 
     collected: dict = {}
+    ray_info: dict = {}
 
-    def collect(start: int, out: dict) -> None:
+    def collect(start: int, out: dict, kept) -> None:
         for key, value in out.items():
             collected.setdefault(key, []).append(value)
 
     try:
         if output is None:
-            run_chunks(lambda start, out: None)
+            run_chunks(lambda start, out, kept: None)
         elif npy:
             def write(tmp: Path) -> None:
                 target = open_npy_memmap(tmp, (rows, s.continuous_size), np.float32)
 
-                def sink(start: int, out: dict) -> None:
+                def sink(start: int, out: dict, kept) -> None:
                     target[start:start + len(out["continuous_actions"])] = out["continuous_actions"]
                 run_chunks(sink)
                 target.flush()
                 del target
             atomic_write(output, write)
+        elif output.suffix.lower() == ".parquet":
+            atomic_write(output, parquet_sink(run_chunks))
         else:
             run_chunks(collect)
             arrays = {k: np.concatenate(v) for k, v in collected.items()}
@@ -4198,7 +4422,7 @@ def batch_file(ctx: Context):
              "min_action": summary["min"], "max_action": summary["max"],
              **{"first_" + k: v for k, v in action_fields(s, first).items()},
              **({"first_action": floats(first["continuous_actions"])} if "continuous_actions" in first else {}),
-             **ctx.base()}, ok)
+             **ray_info, **ctx.base()}, ok)
 
 
 def show_batch_file(r: dict) -> list:
@@ -4208,10 +4432,152 @@ def show_batch_file(r: dict) -> list:
         lines.append(f"  output range = [{r['min_action']:.4f}, {r['max_action']:.4f}]")
     if "first_discrete_actions" in r:
         lines.append(f"  first row discrete_actions = {r['first_discrete_actions']}")
+    if "ray_nodes" in r:
+        lines.append(f"  Ray Data: {r['ray_actors']} policy actor(s) on {r['ray_nodes']} node(s)")
     lines.append(f"  time = {r['seconds']:.3f} s | throughput = {r['throughput_per_s']:,.0f} observations/s | "
                  f"peak RSS = {r['peak_rss_mb']:.0f} MB")
     lines.append(f"  written: {r['output']}" if r["output"] else "  (no --output: actions not saved)")
     return lines
+
+
+class PolicyActor:
+    """Ray Data's worker: loads the policy once, then turns record batches (pyarrow tables) of
+    observations into result tables (result_table) with the kept columns, as batch_file would."""
+
+    def __init__(self, model: dict, columns: dict, keep: list):
+        checkpoint = load_checkpoint(Path(model["checkpoint"]), model["onnx"] and Path(model["onnx"]),
+                                     model["model_dir"] and Path(model["model_dir"]), model["behavior"],
+                                     model["expect_sha256"], model["goal_input"])
+        self.policy = Policy(checkpoint, model["device"], model["dtype"], model["engine"], model["graphs"])
+        self.source = ParquetSource([], columns, keep, None, 0)
+
+    def __call__(self, table):
+        s = self.policy.settings
+        block, masks, memory = self.source.arrays(table, s, None)
+        out = self.policy.act(block if len(block) > 1 else block[0], masks, memory=memory)
+        return result_table(out, table.select(self.source.keep) if self.source.keep else None)
+
+
+def table_results(table) -> dict:
+    """A result table's list columns back as [rows, width] arrays."""
+    return {name: table.column(name).combine_chunks().flatten().to_numpy(zero_copy_only=False).reshape(table.num_rows, -1)
+            for name in ("continuous_actions", "discrete_actions", "memory") if name in table.column_names}
+
+
+def ray_results(ctx: Context, source: "ParquetSource", chunk: int, info: dict, write_to: Optional[Path] = None):
+    """(first row, results, kept columns) in input order from Ray Data: read_parquet, then
+    map_batches over --ray-actors PolicyActors (each takes a GPU, or an NPU, when the policy runs
+    on one). The workers import this file from Ray's working_dir (a copy of it alone); the
+    checkpoint and the dataset are read at the same paths on every node. Fills info with the
+    cluster's size. With write_to, the workers write the results there (write_parquet) instead."""
+    try:
+        import ray
+        import ray.data
+    except ImportError:
+        raise UsageError("--ray needs Ray Data, which is not installed: pip install -r requirements-ray.txt")
+    import importlib
+    import logging
+    import shutil
+    unreachable = ray_unreachable(ctx.args.ray)
+    if unreachable:
+        raise UsageError(f"--ray {ctx.args.ray}: no Ray cluster there ({unreachable})")
+    mod = importlib.import_module("inference")  # (pickled by reference: the class as workers import it)
+    args, src = ctx.args, ctx.source
+    device = ctx.device
+    model = {"checkpoint": str(Path(src.checkpoint).resolve()), "onnx": args.onnx and str(Path(args.onnx).resolve()),
+             "model_dir": src.model_dir and str(Path(src.model_dir).resolve()), "behavior": src.behavior,
+             "expect_sha256": args.expect_sha256, "goal_input": args.goal_input, "device": device.type,
+             "dtype": args.dtype, "engine": ctx.engine_name, "graphs": args.graphs == "on"}
+    ctx.settings  # (checked here before any worker starts)
+    # a CPU actor reserves no CPU in Ray's books (SPREAD places them): reserved ones would leave no
+    # whole CPU to read_parquet's file listing on nodes of one or two CPUs, and the job would wait forever
+    resources = ({"num_gpus": 1} if device.type == "cuda" else {"resources": {"NPU": 1}} if device.type == "npu"
+                 else {"num_cpus": 0})
+    with tempfile.TemporaryDirectory(prefix="inference-ray-") as code, warnings.catch_warnings(), \
+            contextlib.redirect_stdout(sys.stderr):  # stdout holds the result alone (--json)
+        warnings.simplefilter("ignore")  # Ray Data's advice on block counts and deprecations
+        shutil.copy(Path(mod.__file__), Path(code) / "inference.py")
+        try:
+            local = {"_node_ip_address": "127.0.0.1"} if args.ray == "local" else {}  # a local instance: on loopback only
+            ray.init(address="local" if args.ray == "local" else args.ray, runtime_env={"working_dir": code},
+                     include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR, **local)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise UsageError(f"--ray {args.ray}: no Ray cluster there ({str(exc).splitlines()[0][:160]})")
+        try:
+            info.update(ray_nodes=sum(1 for node in ray.nodes() if node.get("Alive")), ray_actors=args.ray_actors)
+            context = ray.data.DataContext.get_current()
+            context.execution_options.preserve_order = True  # rows come back in input order
+            context.enable_progress_bars = False
+            logging.getLogger("ray.data").setLevel(logging.CRITICAL)  # (a worker's error: our one line says it)
+            blocks = max(len(source.files), 2 * args.ray_actors)  # (one file would feed one actor only)
+            dataset = ray.data.read_parquet([str(f.resolve()) for f in source.files], override_num_blocks=blocks)
+            results = dataset.select_columns(source.schema.names).map_batches(
+                mod.PolicyActor, fn_constructor_args=(model, source.columns, source.keep), batch_size=chunk,
+                batch_format="pyarrow", concurrency=args.ray_actors, max_restarts=0, scheduling_strategy="SPREAD", **resources)
+            if write_to is not None:
+                results.write_parquet(str(write_to))
+                return
+            start = 0
+            for table in results.iter_batches(batch_size=chunk, batch_format="pyarrow"):
+                kept = table.select(source.keep) if source.keep else None
+                yield start, table_results(table), kept
+                start += table.num_rows
+        except Exception as exc:
+            raise UsageError(f"--ray: {ray_failure(exc)}") from None
+        finally:
+            ray.shutdown()
+
+
+def ray_to_folder(ctx: Context, source: "ParquetSource", folder: Path):
+    """--ray with an --output folder: Ray Data's write_parquet from the workers, into a temporary
+    folder beside it renamed at the end (an existing folder must be empty)."""
+    import resource
+    import shutil
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise UsageError(f"--output {folder}: exists and is not an empty folder")
+    if not folder.parent.is_dir():
+        raise UsageError(f"--output {folder}: folder {folder.parent} does not exist")
+    t0, info = time.perf_counter(), {}
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name[:64]}.", dir=folder.parent))
+    try:
+        for _ in ray_results(ctx, source, ctx.args.chunk, info, write_to=tmp):
+            pass
+        os.replace(tmp, folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    seconds = time.perf_counter() - t0
+    return ({"rows": source.rows, "chunk": ctx.args.chunk, "file_name": Path(ctx.args.obs_file).name,
+             "output": str(folder.resolve()), "seconds": seconds, "throughput_per_s": source.rows / seconds,
+             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, **info, **ctx.base()}, True)
+
+
+def ray_unreachable(address: str) -> Optional[str]:
+    """Why nothing answers at a HOST:PORT --ray address (ray.init would wait for minutes), else None."""
+    import socket
+    host, _, port = address.rpartition(":")
+    if address == "local" or "://" in address or not port.isdigit():
+        return None
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=5).close()
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
+
+
+def ray_failure(exc: BaseException) -> str:
+    """The one line a failure inside Ray comes down to: a worker's UsageError as it was raised
+    (Ray wraps it, with the worker's traceback in the text), else the failure's last line."""
+    seen, texts = exc, []
+    while seen is not None and len(texts) < 20:
+        if "UsageError" in [c.__name__ for c in type(seen).__mro__] and not hasattr(seen, "cause"):
+            return str(seen).splitlines()[0]
+        texts.append(str(seen))
+        seen = getattr(seen, "cause", None) or seen.__cause__ or seen.__context__
+    found = re.search(r"UsageError: (.+)", "\n".join(texts))
+    if found:
+        return found.group(1).strip()
+    lines = [l for l in texts[0].splitlines() if l.strip()]
+    return (lines[-1] if lines else type(exc).__name__)[:300]
 
 
 def compare(test: np.ndarray, ref: np.ndarray) -> dict:
@@ -4965,6 +5331,14 @@ class AgentMemories(dict):
         self.nbytes += self.cost(key, memory)
 
 
+def engine_failure(policy: Policy, exc: Exception) -> str:
+    """A stream line's error answer for the engine's own failure on it."""
+    reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, MemoryError) or "alloc" in str(exc).lower():
+        reason = "out of memory; send fewer rows per line"
+    return f"the {policy.engine_name} engine failed on this line ({reason})"
+
+
 def stream_answer(policy: Policy, msg, memories: AgentMemories) -> dict:
     """One stream line's answer (raises UsageError for a bad line, and for a line the engine
     fails on: out of memory, say)."""
@@ -5030,10 +5404,7 @@ def stream_answer(policy: Policy, msg, memories: AgentMemories) -> dict:
     except UsageError:
         raise
     except Exception as exc:  # the engine's own failure (an allocation, say) ends this line, not the stream
-        reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-        if isinstance(exc, MemoryError) or "alloc" in str(exc).lower():
-            reason = "out of memory; send fewer rows per line"
-        raise UsageError(f"the {policy.engine_name} engine failed on this line ({reason})")
+        raise UsageError(engine_failure(policy, exc))
     for value in out.values():
         if not np.isfinite(np.asarray(value, np.float64)).all():
             raise UsageError("the observation drives the network beyond float32 (non-finite actions)")
@@ -5079,65 +5450,237 @@ def stream_array(spec: InputSpec, value: list) -> np.ndarray:
 
 
 def mode_stream(ctx: Context):
-    """JSON lines on stdin -> JSON lines on stdout, one answer per line, flushed at once.
+    """JSON lines on stdin -> JSON lines on stdout, one answer per line, in order, flushed as soon
+    as the lines already waiting are answered (answer_waiting: one engine call for them).
     In:  {"obs": [...] | [[...], ...]} for a one-input policy, or {"obs_0": ..., "obs_1": ...};
          optional "action_masks", "memory" (LSTM; else the id's last memory, zeros for a new id),
          "reset": true (episode end: start this id from zeros), "id", "stochastic", "seed".
     Out: {"id": ..., "continuous_actions": [...], "discrete_actions": [...], "memory": [...]}
          ("actions" too for a continuous-only policy) or {"id": ..., "error": "..."}."""
     policy = ctx.policy
-    read, write, flush = sys.stdin.buffer.readline, sys.stdout.write, sys.stdout.flush
-    dumps, loads = json.dumps, json.loads
+    write, flush = sys.stdout.write, sys.stdout.flush
+    loads, dumps = json_codec()
     lines = errors = 0
     latencies: list = []
     memories = AgentMemories()
     clock = time.perf_counter
     limit = ctx.args.max_line_bytes
     with np.errstate(over="ignore"):  # an observation beyond float32 becomes inf, answered with an error
-        while True:
-            raw = read(limit + 1)
-            if not raw:
-                break
-            too_long = len(raw) > limit and not raw.endswith(b"\n")
-            if too_long:
-                while True:  # skip the rest of the line, a block at a time
-                    more = read(1 << 16)
-                    if not more or more.endswith(b"\n"):
-                        break
-            elif not raw.strip():
-                continue
+        for group in waiting_lines(sys.stdin.buffer, limit):
             t0 = clock()
-            lines += 1
-            ident = None
-            try:
-                if too_long:
-                    raise UsageError(f"line longer than {limit} bytes (--max-line-bytes)")
+            texts = []
+            for answer in answer_waiting(policy, group, memories, loads, limit):
                 try:
-                    msg = loads(raw)
-                except (ValueError, RecursionError):
-                    raise UsageError("line is not JSON (or nested too deep)")
-                ident = echoed_id(msg)
-                answer = stream_answer(policy, msg, memories)
-            except UsageError as exc:
-                errors += 1
-                answer = {"id": ident, "error": str(exc)}
-            except MemoryError:  # reading the line itself: that line fails, the stream goes on
-                errors += 1
-                answer = {"id": ident, "error": "out of memory on this line; send fewer rows per line"}
-            try:
-                text = dumps(answer, allow_nan=False)
-            except ValueError:  # a non-finite number slipped through: strict JSON or nothing
-                errors += 1
-                text = dumps({"id": ident, "error": "the answer holds non-finite numbers"})
-            write(text + "\n")
+                    texts.append(dumps(answer))
+                except (TypeError, ValueError):  # a non-finite number slipped through: strict JSON or nothing
+                    answer = {"id": answer.get("id"), "error": "the answer holds non-finite numbers"}
+                    texts.append(dumps(answer))
+                errors += "error" in answer
+            write(b"\n".join(texts).decode() + "\n")
             flush()
+            lines += len(texts)
             if len(latencies) < 1_000_000:  # bounded: a day-long stream keeps the first million
-                latencies.append((clock() - t0) * 1e3)
+                latencies += [(clock() - t0) * 1e3] * len(texts)
     if ctx.args.stream_stats:
         p = percentiles(latencies) if latencies else {"p50_ms": float("nan"), "p99_ms": float("nan")}
         print(f"[stream] lines={lines} errors={errors} p50={p['p50_ms']:.4f}ms p99={p['p99_ms']:.4f}ms "
               f"engine={ctx.engine_name} device={ctx.device}", file=sys.stderr)
     return None, True
+
+# -- stream lines already waiting, answered together (one engine call per waiting group)
+
+NUMBER_TYPES = {float, int}
+
+
+def waiting_lines(stream, limit: int):
+    """Groups of stream lines (bytes without the newline; None for a line longer than `limit`):
+    every complete line already waiting on `stream`. A group is what one read returns plus what
+    is still waiting right after (select with a zero timeout): a line is never held back to
+    gather others. Blank lines are dropped."""
+    import select
+    read = getattr(stream, "read1", None) or getattr(stream, "read", None) or stream.readline  # (a stand-in with readline alone)
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # (io.UnsupportedOperation is an OSError)
+        fd = None
+    pending, skipping = b"", False
+    while True:
+        data = read(1 << 16)
+        while data and fd is not None and len(data) < (1 << 20) and select.select([fd], [], [], 0)[0]:
+            more = read(1 << 16)
+            if not more:
+                break
+            data += more
+        if not data:  # end of input: a last line without its newline is a line too
+            if pending.strip() and not skipping:
+                yield [pending]
+            return
+        *complete, tail = (pending + data).split(b"\n")
+        group = []
+        for line in complete:
+            if skipping:  # the end of a line already answered as too long
+                skipping = False
+            elif len(line) > limit:
+                group.append(None)
+            elif line.strip():
+                group.append(line)
+        if skipping or len(tail) > limit:  # a too-long line is answered at once, its rest skipped
+            if not skipping:
+                group.append(None)
+            skipping, tail = True, b""
+        pending = tail
+        if group:
+            yield group
+
+
+def quick_request(policy: Policy, msg) -> Optional[tuple]:
+    """The plain stream line, checked cheaply: one observation of each vector input, as a flat
+    list of JSON numbers, a deterministic step, optional "id", "reset", "memory", "action_masks".
+    Returns (id, inputs, masks, memory, reset) or None: anything else (and every error) goes
+    through stream_answer, whose rules and messages stay the only ones."""
+    s = policy.settings
+    if type(msg) is not dict or msg.get("stochastic", False) is not False or type(msg.get("reset", False)) is not bool:
+        return None
+    ident = msg.get("id")
+    if ident is not None and echoed_id(msg) is None:  # (stream_answer refuses it, naming why)
+        return None
+    seed = msg.get("seed", 0)
+    if type(seed) is not int or not 0 <= seed < 2**63:
+        return None
+    names = ["obs"] if len(s.inputs) == 1 and "obs" in msg else [i.name for i in s.inputs]
+    if any(k not in STREAM_KEYS and k not in names for k in msg) or (names == ["obs"] and s.inputs[0].name in msg):
+        return None
+    inputs = []
+    for spec, name in zip(s.inputs, names):
+        value = msg.get(name)
+        if spec.kind != "vector" or type(value) is not list or len(value) != spec.shape[0] \
+                or not set(map(type, value)) <= NUMBER_TYPES:
+            return None
+        try:
+            array = np.array(value, np.float32)
+        except OverflowError:
+            return None
+        if not np.isfinite(array).all():
+            return None
+        inputs.append(array)
+    masks, memory = msg.get("action_masks"), msg.get("memory")
+    try:
+        if masks is not None:
+            if type(masks) is not list or not set(map(type, masks)) <= NUMBER_TYPES:
+                return None
+            masks = shape_masks(masks, s.discrete_branches, 1, False)[0] if s.discrete_branches else None
+            if masks is None:
+                return None
+        if memory is not None:
+            if not s.memory_size or type(memory) is not list or not set(map(type, memory)) <= NUMBER_TYPES:
+                return None
+            memory = shape_memory(memory, s.memory_size, 1, False)[0, 0]
+    except (UsageError, OverflowError):
+        return None
+    return ident, inputs, masks, memory, msg.get("reset", False)
+
+
+def answer_waiting(policy: Policy, lines: list, memories: AgentMemories, loads: Callable, limit: int) -> list:
+    """Answers to a group of waiting lines, in order, each what it would have been alone: plain
+    lines (quick_request) share one engine call (onnxruntime, whose rows do not depend on the
+    batch they are in); any other line, and a second line of an id already in the call, first
+    lets the call run, then goes through stream_answer. Bad lines get their error in place."""
+    s = policy.settings
+    answers: list = [None] * len(lines)
+    batch: list = []  # (index, id, memory key, inputs, masks, memory)
+    together = policy.engine_name == "onnxruntime"
+
+    def run_batch() -> None:
+        if not batch:
+            return
+        rows = len(batch)
+        flat = [np.stack([b[3][k] for b in batch]) for k in range(len(s.inputs))]
+        if s.discrete_branches:
+            flat.append(np.stack([np.ones(sum(s.discrete_branches), np.float32) if b[4] is None else b[4] for b in batch]))
+        if s.memory_size:
+            flat.append(np.stack([np.zeros(s.memory_size, np.float32) if b[5] is None else b[5]
+                                  for b in batch])[:, None])
+        try:
+            out = policy.run(flat, rows)
+        except Exception as exc:  # noqa: BLE001 - the engine's failure (out of memory, say) is a line's answer
+            waiting = batch[:]
+            batch.clear()
+            if rows == 1:
+                answers[waiting[0][0]] = {"id": waiting[0][1], "error": engine_failure(policy, exc)}
+            for entry in waiting if rows > 1 else ():  # each line alone, so that it is the failing line's
+                batch.append(entry)
+                run_batch()
+            return
+        finite = np.ones(rows, bool)
+        for value in out.values():
+            finite &= np.isfinite(np.asarray(value, np.float64).reshape(rows, -1)).all(axis=1)
+        for j, (i, ident, key, _, _, _) in enumerate(batch):
+            if not finite[j]:
+                answers[i] = {"id": ident, "error": "the observation drives the network beyond float32 (non-finite actions)"}
+                continue
+            if key is not None:
+                memories.keep(key, out["memory"][j].reshape(-1, s.memory_size))
+            answer = {"id": ident}
+            for name, value in out.items():
+                answer[name] = value[j].tolist()
+            if continuous_only(s):
+                answer["actions"] = answer["continuous_actions"]
+            answers[i] = answer
+        batch.clear()
+
+    for i, raw in enumerate(lines):
+        ident = None
+        try:
+            if raw is None:
+                raise UsageError(f"line longer than {limit} bytes (--max-line-bytes)")
+            try:
+                msg = loads(raw)
+            except (ValueError, RecursionError):
+                raise UsageError("line is not JSON (or nested too deep)")
+            quick = quick_request(policy, msg) if together else None
+            key = None
+            if quick is not None:
+                ident, inputs, masks, memory, reset = quick
+                key = json.dumps(ident) if s.memory_size and ident is not None else None
+                if key is not None and any(b[2] == key for b in batch):
+                    run_batch()  # this id's memory comes from the line before
+                if key is not None and memory is None and not reset and key in memories:
+                    if len(memories[key]) != 1:
+                        quick = None  # (stream_answer tells the agent count that differs)
+                    else:
+                        memory = memories[key][0]
+            if quick is None:
+                run_batch()
+                ident = echoed_id(msg)
+                answers[i] = stream_answer(policy, msg, memories)
+            else:
+                batch.append((i, ident, key, inputs, masks, memory))
+        except UsageError as exc:
+            answers[i] = {"id": ident, "error": str(exc)}
+        except MemoryError:  # reading the line itself: that line fails, the stream goes on
+            answers[i] = {"id": ident, "error": "out of memory on this line; send fewer rows per line"}
+    run_batch()
+    return answers
+
+
+def json_codec() -> tuple:
+    """(loads, dumps to bytes): orjson where installed (several times faster), else the standard
+    library; answers strict JSON either way. A line orjson refuses is read again by the standard
+    library, so that every line gets the answer it got before (NaN in an observation: that
+    error, with the line's id)."""
+    def strict_dumps(obj) -> bytes:
+        return json.dumps(obj, allow_nan=False, separators=(",", ":")).encode()
+    try:
+        import orjson
+    except ImportError:
+        return json.loads, strict_dumps
+
+    def loads(raw: bytes):
+        try:
+            return orjson.loads(raw)
+        except ValueError:
+            return json.loads(raw)
+    return loads, orjson.dumps
 
 
 MODES: dict = {  # mode -> (computes the result, renders its human lines from that result)
@@ -5187,6 +5730,13 @@ def input_indices(text: str) -> tuple:
     """An argparse type: 'N' or 'N,M,...', input indices."""
     parse = whole_number(0)
     return tuple(parse(part.strip()) for part in text.split(","))
+
+
+def column_names(text: str) -> list:
+    names = [n.strip() for n in text.split(",")]
+    if not all(names) or len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"expected distinct comma-separated column names, got {text!r}")
+    return names
 
 
 def positive_float(text: str) -> float:
@@ -5252,12 +5802,20 @@ def build_parser() -> argparse.ArgumentParser:
            help="rows per call (batch: 32, onnx-compare: 64, benchmark: 1)")
     option(obs, "--obs-file", modes=("batch",),
            help="batch: .npy (memory-mapped) or .csv of [rows, obs_dim], or .npz with obs_0 ... obs_k "
-                "(+ action_masks, memory)")
+                "(+ action_masks, memory), or a .parquet file or folder of them with those columns (needs pyarrow)")
+    option(obs, "--keep-columns", type=column_names, default=None, metavar="A,B", modes=("batch",),
+           help="batch, Parquet in and out: columns copied through to --output (ids, timestamps)")
     option(obs, "--chunk", type=whole_number(1, 1 << 24), default=16384, modes=("batch",),
            help="rows per call with --obs-file (default 16384)")
     option(obs, "--output", modes=("batch", "export-onnx"),
-           help="batch: .npy (continuous actions) or .npz (continuous_actions, discrete_actions, memory); "
+           help="batch: .npy (continuous actions), .npz or .parquet (continuous_actions, discrete_actions, memory), "
+                "or with --ray a folder (no suffix: Ray Data's write_parquet); "
                 "export-onnx: .onnx (default assets/huggy_rebuilt.onnx)")
+    option(obs, "--ray", metavar="local|ADDRESS", modes=("batch",),
+           help="batch over Parquet through Ray Data: on a local Ray instance, or on the cluster at ADDRESS "
+                "(ray start --head ...); needs pip install -r requirements-ray.txt")
+    option(obs, "--ray-actors", type=whole_number(1, 4096), default=2, modes=("batch",),
+           help="--ray: policy actors, each loading the policy once (one GPU or NPU each on accelerators; default 2)")
     option(obs, "--progress", action="store_true", modes=("batch",),
            help="show the --obs-file progress bar even when stderr is not a terminal")
     chk = p.add_argument_group("checks and measurements")

@@ -1,0 +1,203 @@
+"""batch --ray: the same Parquet batch through Ray Data, on a real local Ray instance and on a real
+two-node cluster on this machine (head and worker on 127.0.0.1, one CPU each). No mocks. The output
+must equal the run without Ray bit for bit, row for row, and ML-Agents' ONNX within 1e-5.
+
+A marked group (`-m ray`), deselected by default (pytest.ini): it needs requirements-ray.txt, and
+each Ray start takes tens of seconds on a small machine. CI: pip install -r requirements-ray.txt &&
+python -m pytest -q -m ray."""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import BUNDLED, BUNDLED_ONNX, EXAMPLES, child_env, cli, ort_deterministic
+
+pytestmark = pytest.mark.ray
+ray = pytest.importorskip("ray", reason="the ray group needs: pip install -r requirements-ray.txt")
+import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
+RAY_BIN = Path(sys.executable).parent / "ray"
+
+
+def fixed(values: np.ndarray):
+    values = np.ascontiguousarray(values, np.float32).reshape(len(values), -1)
+    return pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1)), values.shape[1])
+
+
+def huggy_dataset(folder: Path, rows=6000, files=3) -> np.ndarray:
+    folder.mkdir()
+    obs = (np.random.RandomState(11).randn(rows, 59) * 2).astype(np.float32)
+    bounds = np.linspace(0, rows, files + 1).astype(int)
+    for n, (a, b) in enumerate(zip(bounds, bounds[1:])):
+        pq.write_table(pa.table({"id": np.arange(a, b), "obs": fixed(obs[a:b])}), folder / f"part-{n}.parquet",
+                       row_group_size=700)
+    return obs
+
+
+def batch(*args, timeout=600, env=None):
+    result = cli("--mode", "batch", *args, "--json", timeout=timeout, env=env)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 1, result.stdout  # --json: one object on stdout, whatever Ray prints
+    return json.loads(lines[0])
+
+
+def test_local_ray_output_is_the_output_without_ray(tmp_path):
+    obs = huggy_dataset(tmp_path / "data")
+    plain, on_ray = tmp_path / "plain.parquet", tmp_path / "ray.parquet"
+    common = ["--obs-file", tmp_path / "data", "--keep-columns", "id", "--chunk", "1000", "--model-dir", BUNDLED]
+    batch(*common, "--output", plain)
+    out = batch(*common, "--output", on_ray, "--ray", "local", "--ray-actors", "2")
+    assert out["rows"] == 6000 and out["ray_nodes"] == 1
+    a, b = pq.read_table(plain), pq.read_table(on_ray)
+    assert a.column_names == b.column_names == ["continuous_actions", "id"]
+    assert a.equals(b)  # bit for bit, rows in input order
+    actions = np.stack(b.column("continuous_actions").to_numpy(zero_copy_only=False))
+    assert np.abs(actions - ort_deterministic(BUNDLED_ONNX, obs)).max() <= 1e-5
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "plain.parquet", "ray.parquet"]
+
+
+def test_local_ray_lstm_masks_memory_and_a_bad_row(tmp_path):
+    """Discrete actions and memory through Ray equal the run without it; a row holding NaN inside a
+    Ray worker ends in one line, exit 2, the existing output untouched."""
+    rng = np.random.RandomState(5)
+    rows = 900
+    obs, memory = rng.randn(rows, 10).astype(np.float32), (rng.randn(rows, 32) * 0.5).astype(np.float32)
+    masks = np.ones((rows, 4), np.float32)
+    masks[::3, 1] = 0
+    path = tmp_path / "lstm.parquet"
+    pq.write_table(pa.table({"obs_0": fixed(obs), "action_masks": fixed(masks), "memory": fixed(memory)}), path)
+    common = ["--obs-file", path, "--chunk", "250", "--model-dir", EXAMPLES / "lstm"]
+    batch(*common, "--output", tmp_path / "plain.parquet")
+    batch(*common, "--output", tmp_path / "ray.parquet", "--ray", "local", "--ray-actors", "1")
+    assert pq.read_table(tmp_path / "plain.parquet").equals(pq.read_table(tmp_path / "ray.parquet"))
+    obs[777, 3] = np.nan
+    pq.write_table(pa.table({"obs_0": fixed(obs), "action_masks": fixed(masks), "memory": fixed(memory)}), path)
+    before = (tmp_path / "ray.parquet").read_bytes()
+    result = cli("--mode", "batch", *common, "--output", tmp_path / "ray.parquet", "--ray", "local", timeout=600)
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "nan" in result.stderr and result.stderr.startswith("error: --ray: ")
+    assert (tmp_path / "ray.parquet").read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lstm.parquet", "plain.parquet", "ray.parquet"]
+
+
+def test_local_ray_into_a_folder(tmp_path):
+    """An --output without suffix: Ray Data's workers write a folder of Parquet files (renamed into
+    place at the end); together they hold every row, equal to the run without Ray."""
+    huggy_dataset(tmp_path / "data", rows=3000, files=2)
+    common = ["--obs-file", tmp_path / "data", "--keep-columns", "id", "--chunk", "500", "--model-dir", BUNDLED]
+    batch(*common, "--output", tmp_path / "plain.parquet")
+    out = batch(*common, "--output", tmp_path / "results", "--ray", "local")
+    assert out["output"] == str(tmp_path / "results") and out["rows"] == 3000
+    files = sorted((tmp_path / "results").glob("*.parquet"))
+    assert files and sorted(p.name for p in tmp_path.iterdir()) == ["data", "plain.parquet", "results"]
+    written = pa.concat_tables([pq.read_table(f) for f in files]).sort_by("id")
+    assert written.equals(pq.read_table(tmp_path / "plain.parquet"))
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("keep")
+    result = cli("--mode", "batch", *common, "--output", tmp_path / "full", "--ray", "local")
+    assert result.returncode == 2 and "exists and is not an empty folder" in result.stderr
+    assert (tmp_path / "full" / "x").read_text() == "keep"
+
+
+def test_ray_refusals(tmp_path):
+    np.save(tmp_path / "obs.npy", np.zeros((4, 59), np.float32))
+    result = cli("--mode", "batch", "--obs-file", tmp_path / "obs.npy", "--ray", "local", "--model-dir", BUNDLED)
+    assert result.returncode == 2 and "--ray: reads Parquet datasets" in result.stderr
+    pq.write_table(pa.table({"obs": fixed(np.zeros((4, 59)))}), tmp_path / "obs.parquet")
+    port = free_port()  # nothing listens there
+    result = cli("--mode", "batch", "--obs-file", tmp_path / "obs.parquet", "--ray", f"127.0.0.1:{port}",
+                 "--model-dir", BUNDLED, timeout=300)
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert f"--ray 127.0.0.1:{port}: no Ray cluster there" in result.stderr
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ray_start(*args) -> subprocess.Popen:
+    """`ray start ... --block` in its own session: ending that session ends the node (no `ray stop`,
+    which would stop every Ray node of this user on the machine)."""
+    ports = ["--node-manager-port", free_port(), "--object-manager-port", free_port(),
+             "--dashboard-agent-listen-port", free_port(), "--dashboard-agent-grpc-port", free_port(),
+             "--runtime-env-agent-port", free_port(), "--metrics-export-port", free_port(),
+             "--min-worker-port", 0, "--max-worker-port", 0]
+    return subprocess.Popen([str(RAY_BIN), "start", "--block", "--node-ip-address", "127.0.0.1", "--num-cpus", "1",
+                             "--disable-usage-stats", *map(str, ports), *map(str, args)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                            env=cluster_env())
+
+
+def cluster_env() -> dict:
+    """A loopback test cluster without Ray's token authentication (on by default for `ray start`
+    since Ray 2.5x; a real cluster keeps it and its drivers get the token: see README)."""
+    return child_env(RAY_AUTH_MODE="disabled", RAY_ADDRESS="")
+
+
+def end_session(proc: subprocess.Popen) -> None:
+    for sig, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            continue
+        time.sleep(1)  # the children of the session, after their parent
+    with_pgid = subprocess.run(["ps", "-eo", "pgid="], capture_output=True, text=True).stdout.split()
+    if str(proc.pid) in with_pgid:
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+@pytest.fixture()
+def two_node_cluster():
+    """A head and a worker node on 127.0.0.1, one CPU each, stopped afterwards within a minute."""
+    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # (short: Ray's socket paths must fit in 107 bytes)
+    port = free_port()
+    head = ray_start("--head", "--port", port, "--include-dashboard", "false", "--temp-dir", temp)
+    nodes = [head]
+    try:
+        address = f"127.0.0.1:{port}"
+        deadline = time.time() + 120
+        while subprocess.run([str(RAY_BIN), "status", "--address", address], capture_output=True,
+                             env=cluster_env()).returncode != 0:
+            assert time.time() < deadline and head.poll() is None, "the head node did not start"
+            time.sleep(2)
+        nodes.append(ray_start("--address", address))
+        while "2 node" not in (status := subprocess.run([str(RAY_BIN), "status", "--address", address],
+                                                        capture_output=True, text=True, env=cluster_env()).stdout) \
+                and status.count("node_") < 2:
+            assert time.time() < deadline, f"the worker node did not join:\n{status}"
+            time.sleep(2)
+        yield address
+    finally:
+        for node in reversed(nodes):
+            end_session(node)
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def test_two_node_loopback_cluster(tmp_path, two_node_cluster):
+    obs = huggy_dataset(tmp_path / "data", rows=4000, files=4)
+    common = ["--obs-file", tmp_path / "data", "--keep-columns", "id", "--chunk", "800", "--model-dir", BUNDLED]
+    batch(*common, "--output", tmp_path / "plain.parquet")
+    out = batch(*common, "--output", tmp_path / "cluster.parquet", "--ray", two_node_cluster, "--ray-actors", "2",
+                env=cluster_env())
+    assert out["ray_nodes"] == 2 and out["rows"] == 4000
+    a, b = pq.read_table(tmp_path / "plain.parquet"), pq.read_table(tmp_path / "cluster.parquet")
+    assert a.equals(b)
+    actions = np.stack(b.column("continuous_actions").to_numpy(zero_copy_only=False))
+    assert np.abs(actions - ort_deterministic(BUNDLED_ONNX, obs)).max() <= 1e-5

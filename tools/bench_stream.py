@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Stream mode's speed, measured as a controller sees it (a benchmark, not a test):
+
+1. piped: N single-observation Huggy lines written at once; lines/s from the first answer to the last;
+2. one at a time: send a line, wait for its answer, repeat; round-trip p50/p99;
+3. 64 LSTM agents (examples/lstm), one line per agent id per step, memory kept per id by the
+   stream; agent-steps/s;
+beside a bare onnxruntime session on ML-Agents' own ONNX (batch 1 per call, and batch 64).
+
+    python tools/bench_stream.py [--lines 50000] [--steps 300] [--inference path/to/inference.py]
+"""
+import argparse
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def start(inference: str, model_dir: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, inference, "--mode", "stream", "--model-dir", str(model_dir)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+
+
+def piped(inference: str, lines: int) -> float:
+    obs = np.random.RandomState(0).randn(lines, 59).astype(np.float32)
+    payload = b"".join(json.dumps({"id": i, "obs": obs[i].tolist()}).encode() + b"\n" for i in range(lines))
+    proc = start(inference, ROOT / "assets" / "ppo-Huggy-sample")
+    proc.stdin.write(json.dumps({"id": -1, "obs": [0.0] * 59}).encode() + b"\n")  # warm up: the first answer
+    proc.stdin.flush()
+    reader = proc.stdout
+    reader.readline()
+    writer = threading.Thread(target=lambda: (proc.stdin.write(payload), proc.stdin.close()))
+    t0 = time.perf_counter()
+    writer.start()
+    first = None
+    for n in range(lines):
+        line = reader.readline()
+        if first is None:
+            first = time.perf_counter()
+        assert b"error" not in line, line
+    seconds = time.perf_counter() - first
+    writer.join()
+    proc.wait(timeout=60)
+    return (lines - 1) / seconds
+
+
+def one_at_a_time(inference: str, n: int) -> dict:
+    proc = start(inference, ROOT / "assets" / "ppo-Huggy-sample")
+    obs = np.random.RandomState(1).randn(n + 200, 59).astype(np.float32)
+    times = []
+    for i in range(n + 200):
+        line = json.dumps({"id": "a", "obs": obs[i].tolist()}).encode() + b"\n"
+        t0 = time.perf_counter()
+        proc.stdin.write(line)
+        proc.stdin.flush()
+        answer = proc.stdout.readline()
+        if i >= 200:  # after warm-up
+            times.append((time.perf_counter() - t0) * 1e3)
+        assert b"error" not in answer, answer
+    proc.stdin.close()
+    proc.wait(timeout=60)
+    return {"p50_ms": float(np.percentile(times, 50)), "p99_ms": float(np.percentile(times, 99))}
+
+
+def lstm_agents(inference: str, steps: int, agents: int = 64) -> float:
+    proc = start(inference, ROOT / "examples" / "lstm")
+    rng = np.random.RandomState(2)
+    t0 = None
+    for step in range(steps + 20):
+        if step == 20:
+            t0 = time.perf_counter()
+        obs = rng.randn(agents, 10).astype(np.float32)
+        proc.stdin.write(b"".join(json.dumps({"id": a, "obs": obs[a].tolist()}).encode() + b"\n"
+                                  for a in range(agents)))
+        proc.stdin.flush()
+        for _ in range(agents):
+            answer = proc.stdout.readline()
+            assert b"error" not in answer, answer
+    seconds = time.perf_counter() - t0
+    proc.stdin.close()
+    proc.wait(timeout=60)
+    return steps * agents / seconds
+
+
+def bare(onnx: Path, feeds, n: int) -> float:
+    import onnxruntime as ort
+    session = ort.InferenceSession(str(onnx), providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs() if o.name.startswith("deterministic") or o.name == "recurrent_out"]
+    for _ in range(50):
+        session.run(names, feeds)
+    t0 = time.perf_counter()
+    for _ in range(n):
+        session.run(names, feeds)
+    return n * len(next(iter(feeds.values()))) / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--lines", type=int, default=50_000)
+    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--inference", default=str(ROOT / "inference.py"))
+    args = p.parse_args()
+    huggy = ROOT / "assets" / "ppo-Huggy-sample" / "Huggy.onnx"
+    if not huggy.exists():
+        huggy = ROOT / "assets" / "ppo-Huggy-sample" / "Huggy" / "Huggy-600017.onnx"
+    lstm = ROOT / "examples" / "lstm" / "Memory.onnx"
+    x1 = {"obs_0": np.zeros((1, 59), np.float32)}
+    lstm64 = {"obs_0": np.zeros((64, 10), np.float32), "action_masks": np.ones((64, 4), np.float32),
+              "recurrent_in": np.zeros((64, 1, 32), np.float32)}
+    result = {
+        "piped_lines_per_s": piped(args.inference, args.lines),
+        "one_at_a_time": one_at_a_time(args.inference, 2000),
+        "lstm_64_agent_steps_per_s": lstm_agents(args.inference, args.steps),
+        "bare_onnxruntime_huggy_batch1_per_s": bare(huggy, x1, 5000),
+        "bare_onnxruntime_lstm_batch64_agent_steps_per_s": bare(lstm, lstm64, 2000),
+    }
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
