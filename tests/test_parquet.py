@@ -136,7 +136,7 @@ def hostile_tables(obs):
          ["unknown column(s) who, when", "accepted: obs, obs_0"]),
         ({"obs": wrong_width}, ["column obs is fixed_size_list", "expected lists of 59 numbers"]),
         ({"obs": ragged}, ["column obs: row 3 holds 50 values where 59 belong"]),
-        ({"obs": fixed(with_nan)}, ["row 4", "nan or inf"]),
+        ({"obs": fixed(with_nan)}, ["row 4", "holds nan, inf"]),
         ({"obs": pa.array([row.tolist() for row in huge])}, ["row 5", "beyond float32"]),
         ({"obs": pa.array([[str(v) for v in row] for row in obs[:, :3]] * 1)}, ["column obs is list<", "string>"]),
         ({"obs": pa.array([f"{i}" for i in range(len(obs))])}, ["column obs is string"]),
