@@ -4287,7 +4287,8 @@ def mode_batch(ctx: Context):
     if output:
         size = npy_size(out["continuous_actions"].shape) if output.suffix.lower() == ".npy" else None
         atomic_write(output, output_writer(output, s, out), size=size)
-    result = {"batch": rows, "seed": ctx.args.seed, **action_fields(s, out), "cold_ms": cold_ms, "warm_ms": warm_ms,
+    result = {"input": "random", "rows": rows, "batch": rows, "seed": ctx.args.seed, **action_fields(s, out),
+              "cold_ms": cold_ms, "warm_ms": warm_ms,
               "warm_calls": len(warm), "repeat_identical": stable,
               "output": str(output.resolve()) if output else None, "throughput_per_s": rows / (warm_ms / 1e3),
               **kind_fields(s), **ctx.base()}
@@ -4297,7 +4298,7 @@ def mode_batch(ctx: Context):
 
 
 def show_batch(r: dict) -> list:
-    if "rows" in r:
+    if r["input"] != "random":
         return show_batch_file(r)
     rows = r["batch"]
     lines = [header(r, f"batch inference (batch={rows}, seed={r['seed']})"),
@@ -4417,7 +4418,7 @@ def batch_file(ctx: Context):
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (1 << 20 if sys.platform == "darwin" else 1024)  # bytes on macOS, KiB on Linux
     first = summary["first"]
     ok = s.tanh_squash or not s.continuous_size or -1.0 <= summary["min"] <= summary["max"] <= 1.0
-    return ({"rows": rows, "chunk": chunk, "file_name": path.name, "output": str(output.resolve()) if output else None,
+    return ({"input": path.name, "rows": rows, "chunk": chunk, "output": str(output.resolve()) if output else None,
              "seconds": seconds, "throughput_per_s": rows / seconds, "peak_rss_mb": peak_mb,
              "min_action": summary["min"], "max_action": summary["max"],
              **{"first_" + k: v for k, v in action_fields(s, first).items()},
@@ -4426,7 +4427,7 @@ def batch_file(ctx: Context):
 
 
 def show_batch_file(r: dict) -> list:
-    lines = [header(r, f"file batch ({r['file_name']}: {r['rows']:,} rows, chunk={r['chunk']:,})")]
+    lines = [header(r, f"file batch ({r['input']}: {r['rows']:,} rows, chunk={r['chunk']:,})")]
     if "first_continuous_actions" in r:
         lines.append(f"  first row actions[:6] = {fmt(r['first_continuous_actions'][:6])}")
         lines.append(f"  output range = [{r['min_action']:.4f}, {r['max_action']:.4f}]")
@@ -4546,7 +4547,7 @@ def ray_to_folder(ctx: Context, source: "ParquetSource", folder: Path):
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     seconds = time.perf_counter() - t0
-    return ({"rows": source.rows, "chunk": ctx.args.chunk, "file_name": Path(ctx.args.obs_file).name,
+    return ({"input": Path(ctx.args.obs_file).name, "rows": source.rows, "chunk": ctx.args.chunk,
              "output": str(folder.resolve()), "seconds": seconds, "throughput_per_s": source.rows / seconds,
              "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, **info, **ctx.base()}, True)
 
