@@ -169,7 +169,7 @@ def _status_warning(path: Path, problem: str) -> dict:
     if str(path) not in _STATUS_WARNED:
         _STATUS_WARNED.add(str(path))
         with contextlib.suppress(Exception):  # a closed stderr must not stop the run
-            print(f"[warn] {short_path(path)}: {problem}; ignored", file=sys.stderr)
+            print(f"[warn] {_short_path(path)}: {problem}; ignored", file=sys.stderr)
     return {}
 
 
@@ -293,19 +293,19 @@ def _host_port(option: str, text: str, default_scheme: str = "https") -> tuple:
     return url.scheme, host, port or {"http": 80, "https": 443}.get(url.scheme, 1080)
 
 
-def hub_endpoint() -> tuple:
+def _hub_endpoint() -> tuple:
     """(scheme, host, port) of $HF_ENDPOINT (default https://huggingface.co), checked before
     huggingface_hub, which raises a ValueError from deep inside on a malformed one."""
     return _host_port("HF_ENDPOINT", os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
 
 
-def hub_unreachable(timeout: float = 3.0) -> Optional[str]:
+def _hub_unreachable(timeout: float = 3.0) -> Optional[str]:
     """Why the Hub endpoint ($HF_ENDPOINT, default huggingface.co) cannot be reached, or None:
     a plain TCP connection, no HTTP, to the endpoint or to the proxy the environment puts in
     front of it (huggingface_hub would retry a dead one for ~25 s, a line on stderr each time)."""
     import socket
     import urllib.request
-    scheme, host, port = hub_endpoint()
+    scheme, host, port = _hub_endpoint()
     proxies = urllib.request.getproxies_environment()
     proxy = proxies.get(scheme) or proxies.get("all")
     what = f"{host}:{port}"
@@ -322,7 +322,7 @@ def hub_unreachable(timeout: float = 3.0) -> Optional[str]:
 def download_from_hub(repo_id: str) -> Path:
     """The repo's folder through huggingface_hub: its cache first, then the Hub (or HF_ENDPOINT's
     mirror) unless HF_HUB_OFFLINE is set. Raises UsageError with the reason when unavailable."""
-    hub_endpoint()
+    _hub_endpoint()
     try:
         from huggingface_hub import HfApi, snapshot_download
     except ImportError:
@@ -335,7 +335,7 @@ def download_from_hub(repo_id: str) -> Path:
         pass
     if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
         raise UsageError(f"{repo_id}: not in the Hugging Face cache and HF_HUB_OFFLINE is set")
-    unreachable = hub_unreachable()
+    unreachable = _hub_unreachable()
     if unreachable:  # huggingface_hub would retry for ~25 s before giving up
         raise UsageError(f"{repo_id}: not in the Hugging Face cache and {unreachable}")
     import logging
@@ -362,7 +362,7 @@ def _path_kind(option: str, path: Path) -> Optional[str]:
         return None
     except (OSError, ValueError) as exc:  # ValueError: an embedded NUL byte
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise UsageError(f"{option} {short_path(path)}: {reason}")
+        raise UsageError(f"{option} {_short_path(path)}: {reason}")
     return "dir" if stat.S_ISDIR(mode) else "file" if stat.S_ISREG(mode) else "other"
 
 
@@ -371,7 +371,7 @@ def regular_file(option: str, path) -> Path:
     path = Path(path)
     kind = _path_kind(option, path)
     if kind != "file":
-        raise UsageError(f"{option} {short_path(path)}: " + ("no such file" if kind is None else
+        raise UsageError(f"{option} {_short_path(path)}: " + ("no such file" if kind is None else
                                                             "is a folder" if kind == "dir" else "not a regular file"))
     return path
 
@@ -390,8 +390,8 @@ def locate_model(checkpoint: Optional[str], model_dir: Optional[str], repo_id: O
         if kind == "dir":
             raise UsageError(f"--checkpoint {path}: is a folder; use --model-dir for a folder")
         if kind != "file":
-            raise UsageError(f"--checkpoint {short_path(path)}: no such file" if kind is None else
-                             f"--checkpoint {short_path(path)}: not a regular file")
+            raise UsageError(f"--checkpoint {_short_path(path)}: no such file" if kind is None else
+                             f"--checkpoint {_short_path(path)}: not a regular file")
         try:
             folder, behavior = path.resolve().parent.parent, path.resolve().parent.name
             if not list_checkpoints(folder, behavior):
@@ -403,13 +403,13 @@ def locate_model(checkpoint: Optional[str], model_dir: Optional[str], repo_id: O
         if value:
             folder = Path(value)
             if _path_kind(origin, folder) != "dir":
-                raise UsageError(f"{origin} {short_path(folder)}: no such folder")
+                raise UsageError(f"{origin} {_short_path(folder)}: no such folder")
             try:
                 behavior = find_behavior(folder)
             except UsageError:  # a folder that holds only <Behavior>.onnx: the ONNX alone
                 alone = sorted(folder.glob("*.onnx"))
                 if len(alone) > 1 and not any(folder.glob("*/*.pt")):
-                    raise UsageError(f"{origin} {short_path(folder)}: no checkpoint, and several ONNX files "
+                    raise UsageError(f"{origin} {_short_path(folder)}: no checkpoint, and several ONNX files "
                                      f"({', '.join(p.name for p in alone[:4])}); choose one with --onnx FILE.onnx")
                 if len(alone) != 1 or any(folder.glob("*/*.pt")):
                     raise
@@ -423,7 +423,7 @@ def locate_model(checkpoint: Optional[str], model_dir: Optional[str], repo_id: O
         if repo_id:  # the user asked for this repo: no silent substitute
             raise
         if not BUNDLED_MODEL_DIR.is_dir():  # installed with pip, or copied alone
-            raise UsageError(f"no model: {exc}; no bundled sample beside {short_path(HERE)}; pass --model-dir DIR")
+            raise UsageError(f"no model: {exc}; no bundled sample beside {_short_path(HERE)}; pass --model-dir DIR")
         behavior = find_behavior(BUNDLED_MODEL_DIR)
         return ModelSource(default_checkpoint(BUNDLED_MODEL_DIR, behavior), BUNDLED_MODEL_DIR, behavior,
                            "bundled sample", f"{BUNDLED_NOTE} ({exc})")
@@ -436,9 +436,9 @@ def file_sha256(path: Path) -> str:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(block)
     except IsADirectoryError:
-        raise UsageError(f"{short_path(path)}: is a folder, not a checkpoint file")
+        raise UsageError(f"{_short_path(path)}: is a folder, not a checkpoint file")
     except OSError as exc:  # permission denied, I/O error, name too long
-        raise UsageError(f"{short_path(path)}: cannot read ({exc.strerror or exc})")
+        raise UsageError(f"{_short_path(path)}: cannot read ({exc.strerror or exc})")
     return digest.hexdigest()
 
 
@@ -448,7 +448,7 @@ def check_sha256(path: Path, expected: Optional[str]) -> str:
     sha = file_sha256(path)
     want = expected.strip().lower() if expected else None
     if want and sha != want:
-        raise UsageError(f"{short_path(path)}: sha256 is {sha}, not the expected {want}; refusing it")
+        raise UsageError(f"{_short_path(path)}: sha256 is {sha}, not the expected {want}; refusing it")
     return sha
 
 
@@ -501,7 +501,7 @@ def validate_tensors(obj, path: Optional[Path] = None, max_storage_bytes: Option
              torch.int32, torch.int64, torch.uint8, torch.bool}
 
     def bad(where: str, problem: str) -> UsageError:
-        return UsageError(f"{short_path(path) + ': ' if path else ''}refused, nothing in it was run "
+        return UsageError(f"{_short_path(path) + ': ' if path else ''}refused, nothing in it was run "
                           f"(tensor {where} {problem}); expected an ML-Agents .pt written by mlagents-learn")
 
     stack, seen, items = [("", obj)], set(), 0
@@ -623,11 +623,11 @@ class VectorInput(Module):
         return self.normalizer(inputs) if self.normalizer is not None else inputs
 
 
-def conv_side(side: int, kernel: int, stride: int = 1, padding: int = 0) -> int:
+def _conv_side(side: int, kernel: int, stride: int = 1, padding: int = 0) -> int:
     return (side + 2 * padding - kernel) // stride + 1
 
 
-def pool_side(side: int) -> int:
+def _pool_side(side: int) -> int:
     return (side - 3) // 2 + 1
 
 
@@ -643,7 +643,7 @@ class _ConvEncoder(Module):
     @classmethod
     def flat_size(cls, channels: int, height: int, width: int) -> int:
         for out, kernel, stride in cls.CONVS:
-            height, width, channels = conv_side(height, kernel, stride), conv_side(width, kernel, stride), out
+            height, width, channels = _conv_side(height, kernel, stride), _conv_side(width, kernel, stride), out
         return channels * height * width
 
     def __init__(self, height: int, width: int, initial_channels: int, output_size: int):
@@ -705,7 +705,7 @@ class ResNetVisualEncoder(Module):
     @classmethod
     def flat_size(cls, channels: int, height: int, width: int) -> int:
         for _ in cls.CHANNELS:
-            height, width = pool_side(height), pool_side(width)
+            height, width = _pool_side(height), _pool_side(width)
         return cls.CHANNELS[-1] * height * width
 
     def __init__(self, height: int, width: int, initial_channels: int, output_size: int):
@@ -1066,7 +1066,7 @@ class EngineHeads(Module):
 
     def outputs(self, flat, cast=None) -> dict:
         """The outputs by name, cast to float32 (or by `cast`: the float64 reference keeps its precision)."""
-        s, cast = self.actor.settings, cast or as_float32
+        s, cast = self.actor.settings, cast or _as_float32
         dtype = self.actor.network_body.observation_encoder.compute_dtype
         inputs = list(flat[:self.n_inputs])
         masks = flat[self.n_inputs].to(dtype) if self.discrete else None
@@ -1086,7 +1086,7 @@ class EngineHeads(Module):
         return out
 
 
-def as_float32(x: torch.Tensor) -> torch.Tensor:
+def _as_float32(x: torch.Tensor) -> torch.Tensor:
     """x in float32 (no Cast node in an export where it already is)."""
     return x if x.dtype == torch.float32 else x.float()
 
@@ -1519,7 +1519,7 @@ def check_onnx_shapes(shapes: list, path: Path) -> None:
         problem = ("a size below 1" if any(d < 1 for d in dims) else
                    f"more than {MAX_ENTITIES} entities" if len(dims) == 2 and dims[0] > MAX_ENTITIES else None)
         if problem:
-            raise UsageError(f"{short_path(path)}: input {i} is declared {list(dims)}, {problem}; "
+            raise UsageError(f"{_short_path(path)}: input {i} is declared {list(dims)}, {problem}; "
                              f"not a usable ML-Agents policy ONNX")
 
 
@@ -1732,7 +1732,7 @@ SETTINGS_KEYS = ("version_number", "memory_size_vector", "is_continuous_int_depr
                  "discrete_act_size_vector", "act_size_vector_deprecated")  # derived from the settings, not weights
 
 
-def onnx_attrs(node) -> dict:
+def _onnx_attrs(node) -> dict:
     import onnx
     return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
 
@@ -1770,8 +1770,8 @@ class OnnxGraph:
         minus = {}  # x - c, for ML-Agents' attention's "key -= 1; key += 1" (a Barracuda work-around): x again
         for original in model.graph.node:  # Identity and Cast looked through, a repeated computation read once
             ins = [alias.get(i, i) for i in original.input]
-            if original.op_type == "Constant" and "value" in onnx_attrs(original):
-                self.consts[original.output[0]] = numpy_helper.to_array(onnx_attrs(original)["value"])
+            if original.op_type == "Constant" and "value" in _onnx_attrs(original):
+                self.consts[original.output[0]] = numpy_helper.to_array(_onnx_attrs(original)["value"])
             if original.op_type in ("Identity", "Cast") and len(ins) == 1 and original.output[0] not in self.outputs:
                 alias[original.output[0]] = ins[0]
                 continue
@@ -1780,7 +1780,7 @@ class OnnxGraph:
             if original.op_type == "Add" and len(ins) == 2 and ins[0] in minus and minus[ins[0]][1] == scalar(ins[1]):
                 alias[original.output[0]] = minus[ins[0]][0]
                 continue
-            key = (original.op_type, tuple(ins), repr(sorted(onnx_attrs(original).items())))
+            key = (original.op_type, tuple(ins), repr(sorted(_onnx_attrs(original).items())))
             if key in seen and original.op_type not in ("RandomNormalLike", "Multinomial") and \
                     not set(original.output) & set(self.outputs):
                 alias.update(zip(original.output, seen[key].output))
@@ -1799,7 +1799,7 @@ class OnnxGraph:
                 with np.errstate(all="ignore"):
                     self.consts[node.output[0]] = np.asarray(ONNX_FOLD[node.op_type](*(self.consts[i] for i in node.input)))
             elif node.op_type == "Transpose" and node.input[0] in self.consts:
-                self.consts[node.output[0]] = np.transpose(self.consts[node.input[0]], onnx_attrs(node).get("perm"))
+                self.consts[node.output[0]] = np.transpose(self.consts[node.input[0]], _onnx_attrs(node).get("perm"))
 
     def refuse(self, node, problem: str) -> UsageError:
         label = f"node '{node.name or node.output[0]}' ({node.op_type})" if node is not None else "the graph"
@@ -1824,7 +1824,7 @@ class OnnxGraph:
     def weight_nodes(self, deps: dict) -> list:
         out, self.absorbed = [], set()  # absorbed: a MatMul's bias Add, part of its linear layer
         for node in self.nodes:
-            op, ins, a = node.op_type, list(node.input), onnx_attrs(node)
+            op, ins, a = node.op_type, list(node.input), _onnx_attrs(node)
             if id(node) in self.absorbed:
                 continue
             if op == "Gemm" and len(ins) > 1 and self.weight(ins[1]):
@@ -1859,7 +1859,7 @@ class OnnxGraph:
     def lstm_node(self, node, deps: dict) -> WeightNode:
         """ONNX's W [1, 4h, in], R [1, 4h, h], B [1, 8h] (gates i, o, f, c) as torch's weight_ih_l0,
         weight_hh_l0, bias_ih_l0, bias_hh_l0 (gates i, f, c, o)."""
-        ins, a = list(node.input) + [""] * 8, onnx_attrs(node)
+        ins, a = list(node.input) + [""] * 8, _onnx_attrs(node)
         if not (self.weight(ins[1]) and self.weight(ins[2]) and self.weight(ins[3])) or ins[4] or \
                 a.get("direction", b"forward") not in (b"forward", "forward") or \
                 set(a) - {"hidden_size", "direction"}:
@@ -1887,7 +1887,7 @@ class OnnxGraph:
             else:
                 scalars = tuple(float(np.round(self.consts[i], 6)) for i in node.input if i in self.consts
                                 and self.consts[i].ndim == 0 and self.consts[i].dtype.kind == "f")
-                attrs = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in onnx_attrs(node).items()
+                attrs = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in _onnx_attrs(node).items()
                                      if not hasattr(v, "dims")))
                 key = (node.op_type, attrs, scalars)
             count[key] = count.get(key, 0) + 1
@@ -1909,7 +1909,7 @@ def onnx_slices(g: OnnxGraph, name: str, width: int) -> list:
     """(start, end, output) of the Slice nodes that cut input `name` along its features, which
     must be consecutive parts of all of it (1.x sensors of vector_observation, mask branches)."""
     cuts = sorted((a["starts"][0], min(a["ends"][0], width or 0), n.output[0]) for n in g.consumers.get(name, [])
-                  for a in [onnx_attrs(n)] if n.op_type == "Slice" and a.get("axes", [0]) in ([1], [-1])
+                  for a in [_onnx_attrs(n)] if n.op_type == "Slice" and a.get("axes", [0]) in ([1], [-1])
                   and len(a.get("starts", [])) == 1)
     if cuts and ([c[0] for c in cuts] != [0] + [c[1] for c in cuts[:-1]] or cuts[-1][1] != width):
         raise g.refuse(None, f"slices {name} as {[c[:2] for c in cuts]}, not into consecutive parts")
@@ -1935,7 +1935,7 @@ def onnx_sensors(g: OnnxGraph) -> list:
             others += [OnnxSensor(t, "vector", (end - start,), name) for start, end, t in cuts]
         elif re.fullmatch(r"visual_observation_\d+", name) and len(shape) == 3:
             users = g.consumers.get(name, [])
-            if len(users) == 1 and users[0].op_type == "Transpose" and list(onnx_attrs(users[0]).get("perm", [])) == [0, 3, 1, 2]:
+            if len(users) == 1 and users[0].op_type == "Transpose" and list(_onnx_attrs(users[0]).get("perm", [])) == [0, 3, 1, 2]:
                 others.append(OnnxSensor(users[0].output[0], "visual", (shape[2], shape[0], shape[1]), name))
             else:
                 others.append(OnnxSensor(name, "visual", shape, name))
@@ -2116,7 +2116,7 @@ def file_named_inputs(g: OnnxGraph, sensors: list, settings: PolicySettings, sta
         raise g.refuse(None, "is a 1.x file with a goal signal, which ML-Agents' 1.x serializer never wrote")
     feeds = list(dict.fromkeys(s.feed for s in sorted(sensors, key=lambda s: list(g.inputs).index(s.feed))))
     vectors = sorted((i for i, s in enumerate(sensors) if s.feed == "vector_observation"),
-                     key=lambda i: onnx_attrs(g.producer[sensors[i].tensor]).get("starts", [0])[0]
+                     key=lambda i: _onnx_attrs(g.producer[sensors[i].tensor]).get("starts", [0])[0]
                      if sensors[i].tensor in g.producer else 0)
     groups = [vectors if feed == "vector_observation" else [next(i for i, s in enumerate(sensors) if s.feed == feed)]
               for feed in feeds]
@@ -2157,7 +2157,7 @@ def onnx_alone_source(option: str, path: Path, folder: Optional[Path] = None) ->
     """A model given as its ML-Agents ONNX alone (--onnx with no checkpoint, a folder holding
     only <Behavior>.onnx)."""
     if _path_kind(option, path) != "file":
-        raise UsageError(f"{option} {short_path(path)}: no such file")
+        raise UsageError(f"{option} {_short_path(path)}: no such file")
     return ModelSource(path, folder, path.stem, option)
 
 
@@ -2199,7 +2199,7 @@ def parse_device(text: str) -> tuple[str, Optional[int]]:
     return m.group(1), int(m.group(2)) if m.group(2) is not None else None
 
 
-def import_torch_npu():
+def _import_torch_npu():
     """Import torch_npu quietly, as the original NPU adaptation does; None when it is not installed."""
     import importlib.util
     if importlib.util.find_spec("torch_npu") is None:
@@ -2212,7 +2212,7 @@ def import_torch_npu():
 
 
 def npu_count() -> int:
-    if import_torch_npu() is None:
+    if _import_torch_npu() is None:
         return 0
     try:
         return torch.npu.device_count() if torch.npu.is_available() else 0
@@ -2220,7 +2220,7 @@ def npu_count() -> int:
         return 0
 
 
-def cuda_count() -> int:
+def _cuda_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
@@ -2236,13 +2236,13 @@ def select_device(text: str, npus: Callable[[], int], cudas: Callable[[], int]) 
     count = npus() if kind == "npu" else cudas()
     what = "NPU" if kind == "npu" else "CUDA GPU"
     if count == 0:
-        raise UsageError(f"--device {text}: no {what} is available ({missing_backend(kind)})")
+        raise UsageError(f"--device {text}: no {what} is available ({_missing_backend(kind)})")
     if index >= count:
         raise UsageError(f"--device {text}: {what} {index} does not exist ({count} available)")
     return f"{kind}:{index}"
 
 
-def missing_backend(kind: str) -> str:
+def _missing_backend(kind: str) -> str:
     """Why a device kind is absent, in words."""
     import importlib.util
     if kind == "npu":
@@ -2253,7 +2253,7 @@ def missing_backend(kind: str) -> str:
 
 def resolve_device(text: str):
     """A torch.device for --device, checking that it exists."""
-    device = torch.device(select_device(text, npu_count, cuda_count))
+    device = torch.device(select_device(text, npu_count, _cuda_count))
     full_float32(device)
     return device
 
@@ -2648,7 +2648,7 @@ class Policy:
         s = self.settings
         if s.discrete_branches:
             key = (rows, None, masks.dtype, masks.shape, masks.tobytes()) \
-                if type(masks) is np.ndarray and masks.nbytes <= MASK_KEY_BYTES else mask_key(masks, rows)
+                if type(masks) is np.ndarray and masks.nbytes <= MASK_KEY_BYTES else _mask_key(masks, rows)
             checked = self._checked_masks.get(key) if key is not None else None
             if checked is None:
                 return None
@@ -2718,7 +2718,7 @@ class Policy:
         """The action masks as the engine takes them, float32 [rows, sum(branches)], 1 = allowed, from
         any form the class docstring lists (shape_masks). A small mask is checked once: a later call
         with the same bytes reuses the checked array."""
-        key = mask_key(masks, rows)
+        key = _mask_key(masks, rows)
         checked = self._checked_masks.get(key) if key is not None else None
         if checked is None:
             checked = shape_masks(masks, self.settings.discrete_branches, rows, batched)
@@ -2745,7 +2745,7 @@ class Policy:
         given (that call alone reproduces), from `generator` when one is given (sequences), else
         from the policy's own generator (fresh noise on every call): randn(rows, continuous size),
         then rand(rows, branches) — so the same seed gives the same actions on every device."""
-        observations, action_masks, memory = check_act_arguments(observations, action_masks, memory, deterministic,
+        observations, action_masks, memory = _check_act_arguments(observations, action_masks, memory, deterministic,
                                                                  seed, generator)
         flat, rows, batched = self.prepare(observations, action_masks, memory)
         if not rows:  # a batch of 0 observations (an environment step where no agent decides): 0 actions
@@ -2889,7 +2889,7 @@ def _host_array(value):
     return value
 
 
-def check_act_arguments(observations, action_masks, memory, deterministic, seed, generator) -> tuple:
+def _check_act_arguments(observations, action_masks, memory, deterministic, seed, generator) -> tuple:
     """act()'s arguments, each checked (UsageError naming it) before any work; torch tensors
     come back as CPU numpy arrays: (observations, action_masks, memory)."""
     if not isinstance(deterministic, (bool, np.bool_)):
@@ -2913,7 +2913,7 @@ ENGINES = ("auto", "torch", "onnxruntime")
 SHA256_HEX = re.compile(r"[0-9a-fA-F]{64}")
 
 
-def check_load_arguments(path, device, dtype, engine, expect_sha256):
+def _check_load_arguments(path, device, dtype, engine, expect_sha256):
     """load()'s arguments, each checked (UsageError naming it) before the checkpoint is read;
     returns the torch.device (checked to exist) for `device`."""
     if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
@@ -2939,7 +2939,7 @@ def load(path, device="cpu", dtype: str = "float32", engine: str = "auto", goal_
     """An ML-Agents run folder (or one .pt checkpoint) as a Policy. UsageError says what is wrong.
     `seed` seeds the policy's own sampling generator (None: from the OS); `onnx` names the
     checkpoint's ML-Agents ONNX (NotThisPolicy, a CheckFailed, when it belongs to another policy)."""
-    device = check_load_arguments(path, device, dtype, engine, expect_sha256)
+    device = _check_load_arguments(path, device, dtype, engine, expect_sha256)
     path = Path(path)
     if path.is_dir():
         source = locate_model(None, str(path), None)
@@ -3061,7 +3061,7 @@ def shape_masks(masks, branches: list, rows: int, batched: bool) -> np.ndarray:
 MASK_KEY_BYTES = 1024  # masks up to this size are checked once per distinct value (a batch-1 mask: a few bytes)
 
 
-def mask_key(masks, rows: int) -> Optional[tuple]:
+def _mask_key(masks, rows: int) -> Optional[tuple]:
     """A small mask's identity (rows, form, and each array's dtype, shape and bytes), for checking it
     once (Policy.mask_array); None for a large one or one not made of numpy arrays."""
     if type(masks) is np.ndarray:  # (Policy._ready makes this key itself, the same way)
@@ -3243,7 +3243,7 @@ def read_input_file(path: Path, spec: InputSpec) -> np.ndarray:
     channels, height, width = spec.chw
     try:
         with Image.open(path) as image:
-            problem = image_refusal(image)
+            problem = _image_refusal(image)
             if problem:
                 raise UsageError(f"--obs {spec.name}: {path.name} {problem}")
             if image.size != (width, height):
@@ -3257,7 +3257,7 @@ def read_input_file(path: Path, spec: InputSpec) -> np.ndarray:
     return pixels if spec.channels_last else pixels.transpose(2, 0, 1).copy()
 
 
-def image_refusal(image) -> Optional[str]:
+def _image_refusal(image) -> Optional[str]:
     """Why an opened image file cannot be read as one camera frame as it is, or None: several
     frames (an animation, a multi-page file: which one?), 16 bits per channel (Pillow would cut
     them to 8), an EXIF orientation other than 1 (stored turned or mirrored: upright for a photo
@@ -3302,7 +3302,7 @@ def image_pixels(image, channels: int, what: str) -> np.ndarray:
     raise UsageError(f"{what}: a {channels}-channel input cannot come from an image file; use .npy")
 
 
-def parse_numbers(text: str, what: str, count: int) -> np.ndarray:
+def _parse_numbers(text: str, what: str, count: int) -> np.ndarray:
     """Comma-separated numbers (exactly `count`), or 'zeros'."""
     if text.strip().lower() == "zeros":
         return np.zeros(count, np.float32)
@@ -3424,7 +3424,7 @@ def array_chunks(data: dict, chunk: int):
         yield start, [take(a) for a in data["inputs"]], take(data["action_masks"]), take(data["memory"]), None
 
 
-def import_pyarrow():
+def _import_pyarrow():
     """pyarrow, an optional dependency: imported on the Parquet path only."""
     try:
         import pyarrow
@@ -3435,7 +3435,7 @@ def import_pyarrow():
     return pyarrow
 
 
-def parquet_files(path: Path) -> list:
+def _parquet_files(path: Path) -> list:
     """A .parquet file, or the .parquet files of a folder in name order (their rows in that order)."""
     if not path.exists():
         raise UsageError(f"--obs-file {path}: no such file or folder")
@@ -3447,7 +3447,7 @@ def parquet_files(path: Path) -> list:
     return files
 
 
-def parquet_layout(type_, shape: tuple, pa) -> Optional[list]:
+def _parquet_layout(type_, shape: tuple, pa) -> Optional[list]:
     """The list lengths a column of this Arrow type holds per row, checked against an input of
     `shape`: one list level of prod(shape) values (flattened, channel-first for an image) or one
     level per dimension (nested lists). None when the type cannot hold it (not lists of numbers,
@@ -3464,7 +3464,7 @@ def parquet_layout(type_, shape: tuple, pa) -> Optional[list]:
     return want
 
 
-def parquet_values(column, layout: list, shape: tuple, what: str, first_row: Optional[int]) -> np.ndarray:
+def _parquet_values(column, layout: list, shape: tuple, what: str, first_row: Optional[int]) -> np.ndarray:
     """One column of a record batch as float32 [rows, *shape]; UsageError naming the row that is
     null or holds another number of values."""
     import pyarrow.compute as pc
@@ -3501,8 +3501,8 @@ class ParquetSource:
 
     @classmethod
     def open(cls, path: Path, settings: PolicySettings, keep: Sequence[str] = ()) -> "ParquetSource":
-        pa = import_pyarrow()
-        files = parquet_files(path)
+        pa = _import_pyarrow()
+        files = _parquet_files(path)
         shapes = {i.name: tuple(i.shape) for i in settings.inputs}
         if settings.discrete_branches:
             shapes["action_masks"] = (sum(settings.discrete_branches),)
@@ -3544,7 +3544,7 @@ class ParquetSource:
                     continue
                 raise UsageError(f"--obs-file {path}: no column {name}; it holds {', '.join(names[:8])} and the "
                                  f"policy takes {', '.join(i.name for i in settings.inputs)}")
-            layout = parquet_layout(first.field(column).type, shape, pa)
+            layout = _parquet_layout(first.field(column).type, shape, pa)
             if layout is None:
                 raise UsageError(f"--obs-file {path}: column {column} is {first.field(column).type}; expected lists "
                                  f"of {int(np.prod(shape))} numbers (fixed_size_list<float>"
@@ -3571,7 +3571,7 @@ class ParquetSource:
             if name not in self.columns:
                 return None
             column, layout, shape = self.columns[name]
-            return parquet_values(batch.column(column), layout, shape, f"--obs-file column {column}", start)
+            return _parquet_values(batch.column(column), layout, shape, f"--obs-file column {column}", start)
         return [values(i.name) for i in settings.inputs], values("action_masks"), values("memory")
 
     def chunks(self, chunk: int, settings: PolicySettings):
@@ -3598,24 +3598,24 @@ def floats(values) -> list:
     return np.asarray(values, np.float32).astype(np.float64).tolist()
 
 
-def cosine(a: np.ndarray, b: np.ndarray) -> float:
+def _cosine(a: np.ndarray, b: np.ndarray) -> float:
     a, b = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
     denom = np.linalg.norm(a) * np.linalg.norm(b)
     return float(a @ b / denom) if denom else float(np.array_equal(a, b))
 
 
-def short_path(path) -> str:
+def _short_path(path) -> str:
     """A path for a one-line message: control characters escaped, the middle of a very long
     one elided."""
     text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(path))
     return text if len(text) <= 160 else f"{text[:60]}...{text[-80:]} ({len(text)} characters)"
 
 
-def describe_os_error(exc: OSError, skip: Optional[str] = None) -> str:
+def _describe_os_error(exc: OSError, skip: Optional[str] = None) -> str:
     """'<path>: <reason>' (both paths for a rename), or the reason alone; names whose last part
     starts with `skip` (temporary files the user never named) are left out."""
     reason = exc.strerror or str(exc) or type(exc).__name__
-    names = [short_path(f) for f in (exc.filename, exc.filename2)
+    names = [_short_path(f) for f in (exc.filename, exc.filename2)
              if f is not None and not (skip and os.path.basename(os.fsdecode(f)).startswith(skip))]
     return f"{' -> '.join(names)}: {reason}" if names else reason
 
@@ -3642,9 +3642,9 @@ def _on_signal(signum, frame) -> None:
     raise Interrupted(signum)
 
 
-def install_signal_handlers() -> dict:
+def _install_signal_handlers() -> dict:
     """SIGINT, SIGTERM and SIGHUP raise Interrupted (main thread only); returns the handlers
-    they replace, for restore_signal_handlers."""
+    they replace, for _restore_signal_handlers."""
     import signal
     _SIGNAL_STATE.update(deferred=0, pending=None, stopping=False)
     previous = {}
@@ -3659,7 +3659,7 @@ def install_signal_handlers() -> dict:
     return previous
 
 
-def restore_signal_handlers(previous: dict) -> None:
+def _restore_signal_handlers(previous: dict) -> None:
     import signal
     for signum, handler in previous.items():
         with contextlib.suppress(ValueError, OSError, TypeError):
@@ -3667,7 +3667,7 @@ def restore_signal_handlers(previous: dict) -> None:
 
 
 @contextlib.contextmanager
-def signals_deferred():
+def _signals_deferred():
     """A signal arriving inside is raised when the block ends, so a step such as "create the
     temporary file and remember its name" is never cut in half."""
     state = _SIGNAL_STATE
@@ -3699,7 +3699,7 @@ def _new_file_mode(path: Path) -> tuple[int, Optional[os.stat_result]]:
     return 0o666 & ~umask, None
 
 
-def reserve_space(fd: int, size: int) -> None:
+def _reserve_space(fd: int, size: int) -> None:
     """Allocate `size` bytes for an open file now (posix_fallocate), so that a full disk or an
     exhausted quota is an OSError here, not a SIGBUS in a memory-mapped write later. File
     systems without fallocate are left to fail, if they do, at write time."""
@@ -3725,7 +3725,7 @@ def open_npy_memmap(path: Path, shape: tuple[int, ...], dtype=np.float32) -> np.
         np.lib.format.write_array_header_1_0(fh, header)
         offset = fh.tell()
         nbytes = offset + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        reserve_space(fh.fileno(), nbytes)
+        _reserve_space(fh.fileno(), nbytes)
         fh.truncate(nbytes)
     if nbytes == offset:  # no rows: nothing to map
         return np.empty(shape, dtype)
@@ -3761,7 +3761,7 @@ def atomic_write(path: Path, write: Callable[[Path], None], size: Optional[int] 
     mode, existing = _new_file_mode(path)
     tmp = handle = None
     try:
-        with signals_deferred():  # created and remembered as one step
+        with _signals_deferred():  # created and remembered as one step
             handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:64]}.",
                                             suffix=f".tmp{path.suffix.lower()}")
             tmp = Path(name)
@@ -3770,7 +3770,7 @@ def atomic_write(path: Path, write: Callable[[Path], None], size: Optional[int] 
             with contextlib.suppress(OSError):
                 os.fchown(handle, existing.st_uid, existing.st_gid)
         if size:
-            reserve_space(handle, size)
+            _reserve_space(handle, size)
         handle = os.close(handle)  # (None)
         write(tmp)
         fd = os.open(tmp, os.O_RDONLY)
@@ -3787,14 +3787,14 @@ def atomic_write(path: Path, write: Callable[[Path], None], size: Optional[int] 
                 if fs.f_bavail * fs.f_frsize < (1 << 20):
                     exc = OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)}: {exc}")
         if tmp is not None:
-            with signals_deferred():
+            with _signals_deferred():
                 if handle is not None:
                     with contextlib.suppress(OSError):
                         os.close(handle)
                 with contextlib.suppress(OSError):
                     tmp.unlink()
         if isinstance(exc, OSError):
-            raise UsageError(f"{short_path(path)}: not written ({describe_os_error(exc, skip=f'.{path.name[:64]}.')}); "
+            raise UsageError(f"{_short_path(path)}: not written ({_describe_os_error(exc, skip=f'.{path.name[:64]}.')}); "
                              f"{'the existing file is unchanged' if existing is not None else 'nothing was left behind'}") from exc
         raise
 
@@ -3803,10 +3803,10 @@ def check_output_path(path, suffixes: tuple[str, ...], option: str = "--output")
     """Refuse, before any work, an --output that cannot be written (given as typed: a name that
     ends in "/" means a folder, which Path() would silently drop)."""
     if str(path).endswith(("/", os.sep)):
-        raise UsageError(f"{option} {short_path(path)}: names a folder (it ends in /); give a file name")
+        raise UsageError(f"{option} {_short_path(path)}: names a folder (it ends in /); give a file name")
     path = Path(path)
     if path.suffix.lower() not in suffixes:
-        raise UsageError(f"{option} {short_path(path)}: expected a {' or '.join(suffixes)} file")
+        raise UsageError(f"{option} {_short_path(path)}: expected a {' or '.join(suffixes)} file")
     parent = path.parent if str(path.parent) else Path(".")
     try:
         if path.is_dir():
@@ -3822,9 +3822,9 @@ def check_output_path(path, suffixes: tuple[str, ...], option: str = "--output")
         if path.exists() and not os.access(path, os.W_OK):
             raise UsageError(f"{option} {path}: the existing file is read-only")
     except OSError as exc:  # a name too long, permission denied on a folder above, a symlink loop
-        raise UsageError(f"{option} {short_path(path)}: {exc.strerror or exc}")
+        raise UsageError(f"{option} {_short_path(path)}: {exc.strerror or exc}")
     except ValueError as exc:  # an embedded NUL byte
-        raise UsageError(f"{option} {short_path(path)}: {exc}")
+        raise UsageError(f"{option} {_short_path(path)}: {exc}")
     return path
 
 
@@ -3843,11 +3843,11 @@ def refuse_same_file(output: Optional[Path], inputs: list) -> None:
         with contextlib.suppress(OSError, ValueError):
             same = same or os.path.realpath(output) == os.path.realpath(source)
         if same:
-            raise UsageError(f"--output {short_path(output)}: is the input file {short_path(source)}; "
+            raise UsageError(f"--output {_short_path(output)}: is the input file {_short_path(source)}; "
                              f"writing it would destroy the input; choose another output name")
 
 
-def process_start_time() -> float:
+def _process_start_time() -> float:
     """Seconds since the epoch when this process started (Linux /proc), else import time."""
     try:
         ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
@@ -3930,26 +3930,26 @@ class Context:
             return None
         if not self.settings.discrete_branches:
             raise UsageError("--mask: this policy has no discrete actions")
-        return parse_numbers(self.args.mask, "--mask", sum(self.settings.discrete_branches))
+        return _parse_numbers(self.args.mask, "--mask", sum(self.settings.discrete_branches))
 
     def memory(self) -> Optional[np.ndarray]:
         if self.args.memory is None:
             return None
         if not self.settings.memory_size:
             raise UsageError("--memory: this policy has no memory (LSTM)")
-        return parse_numbers(self.args.memory, "--memory", self.settings.memory_size)
+        return _parse_numbers(self.args.memory, "--memory", self.settings.memory_size)
 
 
-def continuous_only(settings: PolicySettings) -> bool:
+def _continuous_only(settings: PolicySettings) -> bool:
     return bool(settings.continuous_size) and not settings.discrete_branches and not settings.memory_size
 
 
-def action_fields(settings: PolicySettings, out: dict) -> dict:
+def _action_fields(settings: PolicySettings, out: dict) -> dict:
     """An action result for JSON: ML-Agents' output names; a continuous-only policy keeps 'actions'."""
     fields = {}
     if "continuous_actions" in out:
         fields["continuous_actions"] = floats(out["continuous_actions"])
-        if continuous_only(settings):
+        if _continuous_only(settings):
             fields["actions"] = fields["continuous_actions"]
     if "discrete_actions" in out:
         fields["discrete_actions"] = np.asarray(out["discrete_actions"]).tolist()
@@ -3958,7 +3958,7 @@ def action_fields(settings: PolicySettings, out: dict) -> dict:
     return fields
 
 
-def actions_ok(settings: PolicySettings, out: dict, deterministic: bool = True) -> bool:
+def _actions_ok(settings: PolicySettings, out: dict, deterministic: bool = True) -> bool:
     """Finite, continuous in [-1, 1] (except SAC's deterministic raw mu), discrete within each branch."""
     ok = True
     if "continuous_actions" in out:
@@ -3976,7 +3976,7 @@ def header(r: dict, title: str) -> str:
     return f"===== {title} (device={r['device']}, dtype={r['dtype']}, engine={r['engine']}) ====="
 
 
-def action_lines(r: dict, prefix: str = "", label: str = "action") -> list:
+def _action_lines(r: dict, prefix: str = "", label: str = "action") -> list:
     """The human lines of one action (the continuous lines keep the original NPU adaptation's labels)."""
     lines = []
     if prefix + "continuous_actions" in r:
@@ -3991,7 +3991,7 @@ def action_lines(r: dict, prefix: str = "", label: str = "action") -> list:
     return lines
 
 
-def kind_fields(s: PolicySettings) -> dict:
+def _kind_fields(s: PolicySettings) -> dict:
     """What the renderers need to know about the policy's actions."""
     return {"discrete_branches": list(s.discrete_branches), "sac": s.tanh_squash}
 
@@ -4000,7 +4000,7 @@ def mode_info(ctx: Context):
     """Environment, model and one deterministic action (the original adaptation's case 1)."""
     import shutil
     import subprocess
-    v, npus, cudas, health = versions(), npu_count(), cuda_count(), None
+    v, npus, cudas, health = versions(), npu_count(), _cuda_count(), None
     if shutil.which("npu-smi"):
         try:
             text = subprocess.run(["npu-smi", "info"], capture_output=True, text=True, timeout=10).stdout
@@ -4015,7 +4015,7 @@ def mode_info(ctx: Context):
         log_sigma = ckpt.actor.action_model._continuous_distribution.log_sigma.detach().reshape(-1).numpy()
     obs = random_inputs(s, ctx.args.seed)
     out = ctx.policy.act(obs)
-    first_action_s = time.time() - process_start_time()
+    first_action_s = time.time() - _process_start_time()
     result = {**ctx.policy.info, "obs_dim": sum(int(np.prod(i.shape)) for i in s.inputs), "action_dim": s.continuous_size,
               "normalize": s.normalize, "normalization_steps": int(norms[0].normalization_steps) if norms else None,
               "log_sigma": floats(log_sigma) if log_sigma is not None else None, **ctx.base(), "versions": v,
@@ -4023,8 +4023,8 @@ def mode_info(ctx: Context):
               "architecture": architecture(s), "inputs_described": [i.describe() for i in s.inputs],
               "seed": ctx.args.seed, "obs": floats(obs[0].reshape(-1)[:6]),
               **({"deterministic_actions": floats(out["continuous_actions"])} if "continuous_actions" in out else {}),
-              **action_fields(s, out), "time_to_first_action_s": first_action_s}
-    return result, actions_ok(s, out)
+              **_action_fields(s, out), "time_to_first_action_s": first_action_s}
+    return result, _actions_ok(s, out)
 
 
 def show_info(r: dict) -> list:
@@ -4082,7 +4082,7 @@ def mode_checkpoints(ctx: Context):
     """Every <Behavior>-<step>.pt sorted by step, with reward from run_logs/training_status.json."""
     src = ctx.source
     if src.checkpoint.suffix.lower() == ".onnx":
-        raise UsageError(f"{short_path(src.checkpoint)}: a policy given as its ONNX alone has no checkpoints to list")
+        raise UsageError(f"{_short_path(src.checkpoint)}: a policy given as its ONNX alone has no checkpoints to list")
     check_sha256(src.checkpoint, ctx.args.expect_sha256)
     if src.model_dir is None:
         raise UsageError(f"{src.checkpoint}: not inside an ML-Agents run folder; use --model-dir")
@@ -4125,15 +4125,15 @@ def mode_action(ctx: Context):
     out = ctx.policy.act(obs, masks, memory=memory)
     obs_json = floats(obs[0].reshape(-1)) if len(obs) == 1 and obs[0].ndim == 1 else \
         {spec.name: np.asarray(v, np.float32).astype(np.float64).tolist() for spec, v in zip(s.inputs, obs)}
-    return {"obs": obs_json, "obs_label": obs_label(ctx), "seed": ctx.args.seed, **action_fields(s, out),
-            **kind_fields(s), **ctx.base()}, actions_ok(s, out)
+    return {"obs": obs_json, "obs_label": obs_label(ctx), "seed": ctx.args.seed, **_action_fields(s, out),
+            **_kind_fields(s), **ctx.base()}, _actions_ok(s, out)
 
 
 def show_action(r: dict) -> list:
     lines = [header(r, f"deterministic action (obs={r['obs_label']}, seed={r['seed']})")]
     for name, value in (r["obs"].items() if isinstance(r["obs"], dict) else [("obs", r["obs"])]):
         lines.append(f"  {name + '[:8]':<14} = {fmt(np.asarray(value).reshape(-1)[:8])}")
-    lines += action_lines(r)
+    lines += _action_lines(r)
     if "continuous_actions" in r:
         lines.append(f"  action L2 norm = {np.linalg.norm(np.asarray(r['continuous_actions'], np.float64)):.4f}")
     return lines
@@ -4148,7 +4148,7 @@ def mode_sample(ctx: Context):
     obs_json = floats(obs[0].reshape(-1)) if len(obs) == 1 and obs[0].ndim == 1 else \
         {spec.name: np.asarray(v, np.float32).astype(np.float64).tolist() for spec, v in zip(s.inputs, obs)}
     result = {"obs": obs_json, "obs_head": floats(obs[0].reshape(-1)[:8]),
-              "obs_label": obs_label(ctx), "seed": ctx.args.seed, "identical": same, **kind_fields(s)}
+              "obs_label": obs_label(ctx), "seed": ctx.args.seed, "identical": same, **_kind_fields(s)}
     if s.continuous_size:
         result.update(deterministic=floats(det["continuous_actions"]), sampled=floats(first["continuous_actions"]),
                       sampled_again=floats(second["continuous_actions"]))
@@ -4157,8 +4157,8 @@ def mode_sample(ctx: Context):
                       sampled_discrete_again=second["discrete_actions"].tolist())
     if ctx.policy.sigma is not None:
         result["sigma"] = floats(ctx.policy.sigma)
-    result.update({("sampled_" + k if k != "memory" else k): v for k, v in action_fields(s, first).items() if k != "actions"})
-    return {**result, **ctx.base()}, same and actions_ok(s, first, False) and actions_ok(s, det)
+    result.update({("sampled_" + k if k != "memory" else k): v for k, v in _action_fields(s, first).items() if k != "actions"})
+    return {**result, **ctx.base()}, same and _actions_ok(s, first, False) and _actions_ok(s, det)
 
 
 def show_sample(r: dict) -> list:
@@ -4216,17 +4216,17 @@ def available_memory() -> int:
     return have
 
 
-def output_writer(path: Path, settings: PolicySettings, arrays: dict) -> Callable:
+def _output_writer(path: Path, settings: PolicySettings, arrays: dict) -> Callable:
     """How to write a batch's results: .npy (the continuous actions; continuous-only policies)
     or .npz (continuous_actions, discrete_actions, memory)."""
     if path.suffix.lower() == ".npy":
-        if not continuous_only(settings):
+        if not _continuous_only(settings):
             raise UsageError(f"--output {path}: this policy's results are not continuous actions alone; use a .npz file")
         return lambda tmp: np.save(tmp, arrays["continuous_actions"])
     return lambda tmp: np.savez(tmp, **arrays)
 
 
-def result_table(out: dict, kept=None):
+def _result_table(out: dict, kept=None):
     """A chunk's results as a pyarrow table: fixed-size list columns continuous_actions (float32),
     discrete_actions (int64) and memory (float32) as the policy has them, then the kept columns."""
     import pyarrow as pa
@@ -4240,7 +4240,7 @@ def result_table(out: dict, kept=None):
     return pa.table(columns)
 
 
-def parquet_sink(run_chunks: Callable) -> Callable[[Path], None]:
+def _parquet_sink(run_chunks: Callable) -> Callable[[Path], None]:
     """atomic_write's writer of a Parquet result: one row group per chunk, in input order."""
     def write(tmp: Path) -> None:
         import pyarrow.parquet as pq
@@ -4248,7 +4248,7 @@ def parquet_sink(run_chunks: Callable) -> Callable[[Path], None]:
 
         def sink(start: int, out: dict, kept) -> None:
             nonlocal writer
-            table = result_table(out, kept)
+            table = _result_table(out, kept)
             if writer is None:
                 writer = pq.ParquetWriter(tmp, table.schema)
             writer.write_table(table)
@@ -4266,7 +4266,7 @@ def mode_batch(ctx: Context):
         return batch_file(ctx)
     s, rows = ctx.settings, ctx.args.batch
     output = check_output_path(ctx.args.output, (".npy", ".npz")) if ctx.args.output else None
-    if output is not None and output.suffix.lower() == ".npy" and not continuous_only(s):
+    if output is not None and output.suffix.lower() == ".npy" and not _continuous_only(s):
         raise UsageError(f"--output {output}: this policy's results are not continuous actions alone; use a .npz file")
     check_rows_fit(rows, s)
     obs = random_inputs(s, ctx.args.seed, rows)
@@ -4286,15 +4286,15 @@ def mode_batch(ctx: Context):
     stable = all(np.array_equal(out[k], repeat[k]) for k in out)
     if output:
         size = npy_size(out["continuous_actions"].shape) if output.suffix.lower() == ".npy" else None
-        atomic_write(output, output_writer(output, s, out), size=size)
-    result = {"input": "random", "rows": rows, "batch": rows, "seed": ctx.args.seed, **action_fields(s, out),
+        atomic_write(output, _output_writer(output, s, out), size=size)
+    result = {"input": "random", "rows": rows, "batch": rows, "seed": ctx.args.seed, **_action_fields(s, out),
               "cold_ms": cold_ms, "warm_ms": warm_ms,
               "warm_calls": len(warm), "repeat_identical": stable,
               "output": str(output.resolve()) if output else None, "throughput_per_s": rows / (warm_ms / 1e3),
-              **kind_fields(s), **ctx.base()}
+              **_kind_fields(s), **ctx.base()}
     if "mu" in raw:
         result["mu_abs_max"] = float(np.abs(raw["mu"][: min(rows, 4096)]).max())
-    return result, actions_ok(s, out) and stable
+    return result, _actions_ok(s, out) and stable
 
 
 def show_batch(r: dict) -> list:
@@ -4318,7 +4318,7 @@ def show_batch(r: dict) -> list:
     return lines
 
 
-def is_parquet(path: Path) -> bool:
+def _is_parquet(path: Path) -> bool:
     return path.suffix.lower() == ".parquet" or path.is_dir()
 
 
@@ -4332,13 +4332,13 @@ def batch_file(ctx: Context):
     folder = Path(args.output) if args.ray and args.output and not Path(args.output).suffix else None
     output = check_output_path(args.output, (".npy", ".npz", ".parquet")) if args.output and not folder else None
     if output is not None and output.suffix.lower() == ".parquet":
-        import_pyarrow()  # refused before any work when it is missing
+        _import_pyarrow()  # refused before any work when it is missing
     keep = args.keep_columns or []
-    if keep and not (is_parquet(path) and (folder is not None or output is not None and is_parquet(output))):
+    if keep and not (_is_parquet(path) and (folder is not None or output is not None and _is_parquet(output))):
         raise UsageError("--keep-columns: copies columns from a Parquet --obs-file to a Parquet --output")
-    if args.ray and not is_parquet(path):
+    if args.ray and not _is_parquet(path):
         raise UsageError(f"--ray: reads Parquet datasets (a .parquet file or a folder of them), not {path.name}")
-    if is_parquet(path):
+    if _is_parquet(path):
         source = ParquetSource.open(path, s, keep)
         rows, chunks = source.rows, lambda size: source.chunks(size, s)
     else:
@@ -4351,7 +4351,7 @@ def batch_file(ctx: Context):
     chunk = args.chunk
     check_rows_fit(min(chunk, rows), s, "--chunk")
     npy = output is not None and output.suffix.lower() == ".npy"
-    if npy and not continuous_only(s):
+    if npy and not _continuous_only(s):
         raise UsageError(f"--output {output}: this policy's results are not continuous actions alone; use a .npz file")
     try:
         from tqdm import tqdm
@@ -4359,11 +4359,11 @@ def batch_file(ctx: Context):
                    disable=rows < 4 * chunk or not sys.stderr.isatty() and not args.progress, mininterval=0.5)
     except ImportError:
         bar = None
+    policy = None if args.ray else ctx.policy  # loaded before any output is opened (Ray's actors load their own)
     summary = {"min": np.inf, "max": -np.inf, "first": None}
     t0 = time.perf_counter()
 
     def local_results():
-        policy = ctx.policy
         for start, block, masks, memory, kept in chunks(chunk):
             for spec, values in zip(s.inputs, block):  # name the bad row as the file counts it
                 if values.dtype.kind == "f":
@@ -4406,7 +4406,7 @@ def batch_file(ctx: Context):
                 del target
             atomic_write(output, write)
         elif output.suffix.lower() == ".parquet":
-            atomic_write(output, parquet_sink(run_chunks))
+            atomic_write(output, _parquet_sink(run_chunks))
         else:
             run_chunks(collect)
             arrays = {k: np.concatenate(v) for k, v in collected.items()}
@@ -4421,7 +4421,7 @@ def batch_file(ctx: Context):
     return ({"input": path.name, "rows": rows, "chunk": chunk, "output": str(output.resolve()) if output else None,
              "seconds": seconds, "throughput_per_s": rows / seconds, "peak_rss_mb": peak_mb,
              "min_action": summary["min"], "max_action": summary["max"],
-             **{"first_" + k: v for k, v in action_fields(s, first).items()},
+             **{"first_" + k: v for k, v in _action_fields(s, first).items()},
              **({"first_action": floats(first["continuous_actions"])} if "continuous_actions" in first else {}),
              **ray_info, **ctx.base()}, ok)
 
@@ -4443,7 +4443,7 @@ def show_batch_file(r: dict) -> list:
 
 class PolicyActor:
     """Ray Data's worker: loads the policy once, then turns record batches (pyarrow tables) of
-    observations into result tables (result_table) with the kept columns, as batch_file would."""
+    observations into result tables (_result_table) with the kept columns, as batch_file would."""
 
     def __init__(self, model: dict, columns: dict, keep: list):
         checkpoint = load_checkpoint(Path(model["checkpoint"]), model["onnx"] and Path(model["onnx"]),
@@ -4456,10 +4456,10 @@ class PolicyActor:
         s = self.policy.settings
         block, masks, memory = self.source.arrays(table, s, None)
         out = self.policy.act(block if len(block) > 1 else block[0], masks, memory=memory)
-        return result_table(out, table.select(self.source.keep) if self.source.keep else None)
+        return _result_table(out, table.select(self.source.keep) if self.source.keep else None)
 
 
-def table_results(table) -> dict:
+def _table_results(table) -> dict:
     """A result table's list columns back as [rows, width] arrays."""
     return {name: table.column(name).combine_chunks().flatten().to_numpy(zero_copy_only=False).reshape(table.num_rows, -1)
             for name in ("continuous_actions", "discrete_actions", "memory") if name in table.column_names}
@@ -4479,7 +4479,7 @@ def ray_results(ctx: Context, source: "ParquetSource", chunk: int, info: dict, w
     import importlib
     import logging
     import shutil
-    unreachable = ray_unreachable(ctx.args.ray)
+    unreachable = _ray_unreachable(ctx.args.ray)
     if unreachable:
         raise UsageError(f"--ray {ctx.args.ray}: no Ray cluster there ({unreachable})")
     mod = importlib.import_module("inference")  # (pickled by reference: the class as workers import it)
@@ -4521,10 +4521,10 @@ def ray_results(ctx: Context, source: "ParquetSource", chunk: int, info: dict, w
             start = 0
             for table in results.iter_batches(batch_size=chunk, batch_format="pyarrow"):
                 kept = table.select(source.keep) if source.keep else None
-                yield start, table_results(table), kept
+                yield start, _table_results(table), kept
                 start += table.num_rows
         except Exception as exc:
-            raise UsageError(f"--ray: {ray_failure(exc)}") from None
+            raise UsageError(f"--ray: {_ray_failure(exc)}") from None
         finally:
             ray.shutdown()
 
@@ -4552,7 +4552,7 @@ def ray_to_folder(ctx: Context, source: "ParquetSource", folder: Path):
              "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, **info, **ctx.base()}, True)
 
 
-def ray_unreachable(address: str) -> Optional[str]:
+def _ray_unreachable(address: str) -> Optional[str]:
     """Why nothing answers at a HOST:PORT --ray address (ray.init would wait for minutes), else None."""
     import socket
     host, _, port = address.rpartition(":")
@@ -4565,7 +4565,7 @@ def ray_unreachable(address: str) -> Optional[str]:
     return None
 
 
-def ray_failure(exc: BaseException) -> str:
+def _ray_failure(exc: BaseException) -> str:
     """The one line a failure inside Ray comes down to: a worker's UsageError as it was raised
     (Ray wraps it, with the worker's traceback in the text), else the failure's last line."""
     seen, texts = exc, []
@@ -4584,7 +4584,7 @@ def ray_failure(exc: BaseException) -> str:
 def compare(test: np.ndarray, ref: np.ndarray) -> dict:
     diff = np.abs(test.astype(np.float64) - ref.astype(np.float64))
     rel = diff / np.maximum(np.abs(ref.astype(np.float64)), 1e-6)
-    return {"cos": cosine(test, ref), "max_abs_err": float(diff.max()), "mean_abs_err": float(diff.mean()),
+    return {"cos": _cosine(test, ref), "max_abs_err": float(diff.max()), "mean_abs_err": float(diff.mean()),
             "max_rel_err": float(rel.max()),
             "bitwise_equal_ratio": float(np.mean(test.astype(np.float32) == ref.astype(np.float32)))}
 
@@ -4656,7 +4656,7 @@ class MLAgentsOnnx:
         try:
             outputs, model = self.iface.outputs, onnx.load(str(path))
         except Exception as exc:  # external data outside its folder, missing or damaged
-            raise UsageError(f"{short_path(path)}: cannot read its weights "
+            raise UsageError(f"{_short_path(path)}: cannot read its weights "
                              f"({str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__})")
         self.fetch, self.logit_names, exposed = [], [], []
         if settings.continuous_size:
@@ -4724,7 +4724,7 @@ class MLAgentsOnnx:
         try:
             values = dict(zip(self.fetch, self.session.run(self.fetch, self.feed(flat))))
         except Exception as exc:  # e.g. an input declared wider than the checkpoint's
-            raise UsageError(f"{short_path(self.path)}: onnxruntime cannot run it "
+            raise UsageError(f"{_short_path(self.path)}: onnxruntime cannot run it "
                              f"({str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__})")
         want = {"deterministic_continuous_actions": (rows, s.continuous_size),
                 "deterministic_discrete_actions": (rows, len(s.discrete_branches)),
@@ -4784,7 +4784,7 @@ def parity(s: PolicySettings, ours: dict, theirs: dict) -> dict:
 PARITY_MIN_COS = 0.999999  # onnx-compare: the rebuilt policy's continuous actions against ML-Agents' ONNX
 
 
-def parity_holds(p: dict, tol: float) -> bool:
+def _parity_holds(p: dict, tol: float) -> bool:
     return (p.get("max_abs_err", 0.0) < tol and p.get("cos", 1.0) >= PARITY_MIN_COS
             and p.get("discrete_mismatches", 0) == 0 and p.get("memory_max_rel_err", 0.0) < tol)
 
@@ -4814,13 +4814,13 @@ def compare_with_reference(ctx: Context, reference: MLAgentsOnnx, result: dict):
     flat, _, _ = policy.prepare(obs, masks, memory)
     ours, theirs = policy.run(flat, rows), reference.deterministic(flat)
     stats, tol = parity(s, ours, theirs), ctx.args.tol
-    passed = parity_holds(stats, tol)
+    passed = _parity_holds(stats, tol)
     if "continuous_actions" in ours:
         result.update(reference_first=floats(theirs["continuous_actions"][0, :6]),
                       rebuilt_first=floats(ours["continuous_actions"][0, :6]))
     if "memory" in ours:
         stats["rollout"] = memory_rollout(policy, reference, s, ctx.args.seed, ctx.args.steps)
-        passed = passed and parity_holds(stats["rollout"], tol)
+        passed = passed and _parity_holds(stats["rollout"], tol)
     result.update({k: stats.get(k) for k in ("max_abs_err", "mean_abs_err", "cos")},
                   **{k: v for k, v in stats.items() if k not in ("max_abs_err", "mean_abs_err", "cos")},
                   tol=tol, min_cos=PARITY_MIN_COS, legacy_interface=reference.iface.legacy, passed=passed)
@@ -4952,7 +4952,7 @@ def rollout_sequence(ctx: Context, seed: int, steps: int, deterministic: bool) -
     return {k: np.stack(v) for k, v in seq.items()}
 
 
-def sequence_digest(seq: dict) -> str:
+def _sequence_digest(seq: dict) -> str:
     digest = hashlib.sha256()
     for key in ("continuous_actions", "discrete_actions", "memory"):
         if key in seq:
@@ -4965,15 +4965,15 @@ def mode_fingerprint(ctx: Context):
     a, s = ctx.args, ctx.settings
     check_rows_fit(a.steps, s, "--steps")
     runs = [rollout_sequence(ctx, a.seed, a.steps, a.deterministic) for _ in range(2)]
-    digests = [sequence_digest(r) for r in runs]
+    digests = [_sequence_digest(r) for r in runs]
     identical = digests[0] == digests[1] and all(np.array_equal(runs[0][k], runs[1][k]) for k in runs[0])
     key = "continuous_actions" if "continuous_actions" in runs[0] else "discrete_actions"
     first = {k: v[0] for k, v in runs[0].items()}
     return ({"sha256": digests[0], "identical": identical, "first_action": floats(first[key]),
              "first_action_run2": floats(runs[1][key][0]),
-             **{"first_" + k: v for k, v in action_fields(s, first).items() if k != "actions"},
+             **{"first_" + k: v for k, v in _action_fields(s, first).items() if k != "actions"},
              "steps": a.steps, "seed": a.seed, "deterministic": a.deterministic, **ctx.base()},
-            identical and actions_ok(s, runs[0], a.deterministic))
+            identical and _actions_ok(s, runs[0], a.deterministic))
 
 
 def show_fingerprint(r: dict) -> list:
@@ -5002,12 +5002,12 @@ def mode_stats(ctx: Context):
             out = policy.act(obs, deterministic=a.deterministic, memory=memory, generator=generator)
             times.append(time.perf_counter() - t0)
             memory = out.get("memory")
-            feedback = action_feedback(s, out)
+            feedback = _action_feedback(s, out)
             seq.append(out)
-            obs = [synthetic_step(spec, x, feedback, rng) for spec, x in zip(s.inputs, obs)]
-        ok = all(actions_ok(s, o, a.deterministic) for o in seq)
-        row = {"rollout": r, "steps": a.steps, "mean_abs_action": float(np.mean([np.abs(action_feedback(s, o)).mean() for o in seq])),
-               "max_abs_action": float(np.max([np.abs(action_feedback(s, o)).max() for o in seq])), "all_in_range": ok,
+            obs = [_synthetic_step(spec, x, feedback, rng) for spec, x in zip(s.inputs, obs)]
+        ok = all(_actions_ok(s, o, a.deterministic) for o in seq)
+        row = {"rollout": r, "steps": a.steps, "mean_abs_action": float(np.mean([np.abs(_action_feedback(s, o)).mean() for o in seq])),
+               "max_abs_action": float(np.max([np.abs(_action_feedback(s, o)).max() for o in seq])), "all_in_range": ok,
                "mean_step_ms": float(np.mean(times) * 1e3)}
         rollouts.append(row)
     all_in = all(r["all_in_range"] for r in rollouts)
@@ -5026,7 +5026,7 @@ def show_stats(r: dict) -> list:
                     "  (synthetic dynamics for a stability and range check, not the policy's Unity environment)"]
 
 
-def action_feedback(s: PolicySettings, out: dict) -> np.ndarray:
+def _action_feedback(s: PolicySettings, out: dict) -> np.ndarray:
     parts = []
     if "continuous_actions" in out:
         parts.append(np.clip(np.asarray(out["continuous_actions"], np.float64), -1, 1))
@@ -5036,7 +5036,7 @@ def action_feedback(s: PolicySettings, out: dict) -> np.ndarray:
     return np.concatenate(parts)
 
 
-def synthetic_step(spec: InputSpec, x: np.ndarray, feedback: np.ndarray, rng) -> np.ndarray:
+def _synthetic_step(spec: InputSpec, x: np.ndarray, feedback: np.ndarray, rng) -> np.ndarray:
     count = int(np.prod(spec.shape))
     push = np.tile(feedback, -(-count // feedback.size))[:count].reshape(spec.shape)
     new = 0.9 * x + 0.5 * push + 0.1 * rng.randn(*spec.shape)
@@ -5045,7 +5045,7 @@ def synthetic_step(spec: InputSpec, x: np.ndarray, feedback: np.ndarray, rng) ->
     return new.astype(np.float32)
 
 
-def percentiles(times_ms: list) -> dict:
+def _percentiles(times_ms: list) -> dict:
     t = np.asarray(times_ms)
     return {"avg_ms": float(t.mean()), "p50_ms": float(np.percentile(t, 50)), "p95_ms": float(np.percentile(t, 95)),
             "p99_ms": float(np.percentile(t, 99)), "max_ms": float(t.max())}
@@ -5063,7 +5063,7 @@ answer, ask = os.fdopen(os.dup(1), "wb"), sys.stdin.buffer
 os.dup2(2, 1)  # stray prints go to stderr, not into the answers
 
 
-def settle(limit_s=1.0):  # (settle_threads below, for this process of its own)
+def settle(limit_s=1.0):  # (_settle_threads below, for this process of its own)
     end = time.perf_counter() + limit_s
     while time.perf_counter() < end:
         cpu, t0 = time.process_time(), time.perf_counter()
@@ -5109,7 +5109,7 @@ while True:
 '''
 
 
-def settle_threads(limit_s: float = 1.0) -> None:
+def _settle_threads(limit_s: float = 1.0) -> None:
     """Return once this process's threads are idle (this thread sleeping, no other using more than
     5 % of a core), at most limit_s: onnxruntime's pool (and OpenMP's) spins a while after a run."""
     end = time.perf_counter() + limit_s
@@ -5188,7 +5188,7 @@ def bare_onnxruntime_job(ctx: Context, flat: list) -> tuple:
     return reference.model, list(reference.fetch), reference.feed(flat), path.name
 
 
-def timed_calls(fn: Callable, n: int) -> list:
+def _timed_calls(fn: Callable, n: int) -> list:
     """n latencies (ms) of fn, after one untimed call that wakes the threads after a pause."""
     fn()
     times, perf = [], time.perf_counter
@@ -5219,9 +5219,9 @@ def mode_benchmark(ctx: Context):
         policy.act(obs, masks)
 
     def ours_block(n: int) -> list:
-        times = timed_calls(ours, n)
+        times = _timed_calls(ours, n)
         synchronize(ctx.device)  # (each timed call ends by copying actions to the host, which waits too)
-        settle_threads()
+        _settle_threads()
         return times
 
     bare, bare_name = None, None
@@ -5248,12 +5248,12 @@ def mode_benchmark(ctx: Context):
     finally:
         if bare is not None:
             bare.close()
-    ours_t = percentiles(times["engine"])
+    ours_t = _percentiles(times["engine"])
     result = {"runs": a.runs, "warmup": warmup, "batch": a.batch, **ours_t,
               "throughput_per_s": a.batch / (ours_t["avg_ms"] / 1e3), **ctx.base(),
               "onnxruntime_p50_ms": None, "ratio_to_onnxruntime": None, "throughput_ratio_to_onnxruntime": None}
     if bare is not None:
-        bare_t = percentiles(times["onnxruntime"])
+        bare_t = _percentiles(times["onnxruntime"])
         result.update(onnxruntime_p50_ms=bare_t["p50_ms"], onnxruntime_avg_ms=bare_t["avg_ms"],
                       onnxruntime_throughput_per_s=a.batch / (bare_t["avg_ms"] / 1e3),
                       ratio_to_onnxruntime=ours_t["p50_ms"] / bare_t["p50_ms"],
@@ -5261,7 +5261,7 @@ def mode_benchmark(ctx: Context):
                       onnxruntime_process="separate", turns=turns, turn_runs=block,
                       paired_ratio_to_onnxruntime=float(np.median(paired)))
     if a.plot:
-        plot_latencies(Path(a.plot), times, a)
+        _plot_latencies(Path(a.plot), times, a)
     result["plot"] = str(Path(a.plot).resolve()) if a.plot else None
     return result, True
 
@@ -5286,7 +5286,7 @@ def show_benchmark(r: dict) -> list:
     return lines
 
 
-def plot_latencies(path: Path, times: dict, args) -> None:
+def _plot_latencies(path: Path, times: dict, args) -> None:
     check_output_path(path, (".png",), "--plot")
     try:
         import matplotlib
@@ -5332,7 +5332,7 @@ class AgentMemories(dict):
         self.nbytes += self.cost(key, memory)
 
 
-def engine_failure(policy: Policy, exc: Exception) -> str:
+def _engine_failure(policy: Policy, exc: Exception) -> str:
     """A stream line's error answer for the engine's own failure on it."""
     reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
     if isinstance(exc, MemoryError) or "alloc" in str(exc).lower():
@@ -5367,7 +5367,7 @@ def stream_answer(policy: Policy, msg, memories: AgentMemories) -> dict:
     for spec, value in zip(s.inputs, values):
         if not isinstance(value, list) or (spec.kind != "entities" and not value):
             raise UsageError(f'"{spec.name if len(names) > 1 else "obs"}" must be a list of numbers or a list of such lists')
-        if not json_numbers_only(value):
+        if not _json_numbers_only(value):
             raise UsageError(f'"{spec.name if len(names) > 1 else "obs"}" must hold numbers only')
         arrays.append(stream_array(spec, value))
     stochastic = msg.get("stochastic", False)
@@ -5380,10 +5380,10 @@ def stream_answer(policy: Policy, msg, memories: AgentMemories) -> dict:
     if not isinstance(reset, bool):
         raise UsageError('"reset" must be true or false')
     masks = msg.get("action_masks")
-    if masks is not None and not json_numbers_only(masks):
+    if masks is not None and not _json_numbers_only(masks):
         raise UsageError('"action_masks" must hold numbers (0 or 1) only')
     memory = msg.get("memory")
-    if memory is not None and not json_numbers_only(memory):
+    if memory is not None and not _json_numbers_only(memory):
         raise UsageError('"memory" must hold numbers only')
     # one memory per agent id (a line without "id" keeps none: it starts from its "memory" or zeros)
     key = json.dumps(ident) if s.memory_size and ident is not None else None
@@ -5405,7 +5405,7 @@ def stream_answer(policy: Policy, msg, memories: AgentMemories) -> dict:
     except UsageError:
         raise
     except Exception as exc:  # the engine's own failure (an allocation, say) ends this line, not the stream
-        raise UsageError(engine_failure(policy, exc))
+        raise UsageError(_engine_failure(policy, exc))
     for value in out.values():
         if not np.isfinite(np.asarray(value, np.float64)).all():
             raise UsageError("the observation drives the network beyond float32 (non-finite actions)")
@@ -5414,12 +5414,12 @@ def stream_answer(policy: Policy, msg, memories: AgentMemories) -> dict:
     answer = {"id": ident}
     for name, value in out.items():
         answer[name] = np.asarray(value).tolist()
-    if continuous_only(s):
+    if _continuous_only(s):
         answer["actions"] = answer["continuous_actions"]
     return answer
 
 
-def echoed_id(msg):
+def _echoed_id(msg):
     """The "id" a line's answer repeats, error answers too: a string of at most STREAM_ID_CHARS
     characters or an integer within +-2^53 (what every JSON reader keeps exact); else null."""
     ident = msg.get("id") if isinstance(msg, dict) else None
@@ -5429,12 +5429,12 @@ def echoed_id(msg):
     return None
 
 
-def json_numbers_only(value, depth: int = 0) -> bool:
+def _json_numbers_only(value, depth: int = 0) -> bool:
     """JSON numbers (no strings, booleans or null) in lists nested at most 4 deep."""
     if depth > 4:
         return False
     if type(value) is list:
-        return all(json_numbers_only(v, depth + 1) for v in value)
+        return all(_json_numbers_only(v, depth + 1) for v in value)
     return type(value) is float or type(value) is int
 
 
@@ -5460,7 +5460,7 @@ def mode_stream(ctx: Context):
          ("actions" too for a continuous-only policy) or {"id": ..., "error": "..."}."""
     policy = ctx.policy
     write, flush = sys.stdout.write, sys.stdout.flush
-    loads, dumps = json_codec()
+    loads, dumps = _json_codec()
     lines = errors = 0
     latencies: list = []
     memories = AgentMemories()
@@ -5483,7 +5483,7 @@ def mode_stream(ctx: Context):
             if len(latencies) < 1_000_000:  # bounded: a day-long stream keeps the first million
                 latencies += [(clock() - t0) * 1e3] * len(texts)
     if ctx.args.stream_stats:
-        p = percentiles(latencies) if latencies else {"p50_ms": float("nan"), "p99_ms": float("nan")}
+        p = _percentiles(latencies) if latencies else {"p50_ms": float("nan"), "p99_ms": float("nan")}
         print(f"[stream] lines={lines} errors={errors} p50={p['p50_ms']:.4f}ms p99={p['p99_ms']:.4f}ms "
               f"engine={ctx.engine_name} device={ctx.device}", file=sys.stderr)
     return None, True
@@ -5534,7 +5534,7 @@ def waiting_lines(stream, limit: int):
             yield group
 
 
-def quick_request(policy: Policy, msg) -> Optional[tuple]:
+def _quick_request(policy: Policy, msg) -> Optional[tuple]:
     """The plain stream line, checked cheaply: one observation of each vector input, as a flat
     list of JSON numbers, a deterministic step, optional "id", "reset", "memory", "action_masks".
     Returns (id, inputs, masks, memory, reset) or None: anything else (and every error) goes
@@ -5543,7 +5543,7 @@ def quick_request(policy: Policy, msg) -> Optional[tuple]:
     if type(msg) is not dict or msg.get("stochastic", False) is not False or type(msg.get("reset", False)) is not bool:
         return None
     ident = msg.get("id")
-    if ident is not None and echoed_id(msg) is None:  # (stream_answer refuses it, naming why)
+    if ident is not None and _echoed_id(msg) is None:  # (stream_answer refuses it, naming why)
         return None
     seed = msg.get("seed", 0)
     if type(seed) is not int or not 0 <= seed < 2**63:
@@ -5583,7 +5583,7 @@ def quick_request(policy: Policy, msg) -> Optional[tuple]:
 
 def answer_waiting(policy: Policy, lines: list, memories: AgentMemories, loads: Callable, limit: int) -> list:
     """Answers to a group of waiting lines, in order, each what it would have been alone: plain
-    lines (quick_request) share one engine call (onnxruntime, whose rows do not depend on the
+    lines (_quick_request) share one engine call (onnxruntime, whose rows do not depend on the
     batch they are in); any other line, and a second line of an id already in the call, first
     lets the call run, then goes through stream_answer. Bad lines get their error in place."""
     s = policy.settings
@@ -5607,7 +5607,7 @@ def answer_waiting(policy: Policy, lines: list, memories: AgentMemories, loads: 
             waiting = batch[:]
             batch.clear()
             if rows == 1:
-                answers[waiting[0][0]] = {"id": waiting[0][1], "error": engine_failure(policy, exc)}
+                answers[waiting[0][0]] = {"id": waiting[0][1], "error": _engine_failure(policy, exc)}
             for entry in waiting if rows > 1 else ():  # each line alone, so that it is the failing line's
                 batch.append(entry)
                 run_batch()
@@ -5624,7 +5624,7 @@ def answer_waiting(policy: Policy, lines: list, memories: AgentMemories, loads: 
             answer = {"id": ident}
             for name, value in out.items():
                 answer[name] = value[j].tolist()
-            if continuous_only(s):
+            if _continuous_only(s):
                 answer["actions"] = answer["continuous_actions"]
             answers[i] = answer
         batch.clear()
@@ -5638,7 +5638,7 @@ def answer_waiting(policy: Policy, lines: list, memories: AgentMemories, loads: 
                 msg = loads(raw)
             except (ValueError, RecursionError):
                 raise UsageError("line is not JSON (or nested too deep)")
-            quick = quick_request(policy, msg) if together else None
+            quick = _quick_request(policy, msg) if together else None
             key = None
             if quick is not None:
                 ident, inputs, masks, memory, reset = quick
@@ -5652,7 +5652,7 @@ def answer_waiting(policy: Policy, lines: list, memories: AgentMemories, loads: 
                         memory = memories[key][0]
             if quick is None:
                 run_batch()
-                ident = echoed_id(msg)
+                ident = _echoed_id(msg)
                 answers[i] = stream_answer(policy, msg, memories)
             else:
                 batch.append((i, ident, key, inputs, masks, memory))
@@ -5664,7 +5664,7 @@ def answer_waiting(policy: Policy, lines: list, memories: AgentMemories, loads: 
     return answers
 
 
-def json_codec() -> tuple:
+def _json_codec() -> tuple:
     """(loads, dumps to bytes): orjson where installed (several times faster), else the standard
     library; answers strict JSON either way. A line orjson refuses is read again by the standard
     library, so that every line gets the answer it got before (NaN in an observation: that
@@ -5709,7 +5709,7 @@ class OneLineParser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see --help)")
 
 
-def whole_number(low: int, high: Optional[int] = None) -> Callable[[str], int]:
+def _whole_number(low: int, high: Optional[int] = None) -> Callable[[str], int]:
     """An argparse type: a whole number in [low, high)."""
     def parse(text: str) -> int:
         try:
@@ -5723,13 +5723,13 @@ def whole_number(low: int, high: Optional[int] = None) -> Callable[[str], int]:
     return parse
 
 
-positive_int = whole_number(1)
-seed_int = whole_number(0, 2**32)  # what np.random.RandomState accepts
+positive_int = _whole_number(1)
+seed_int = _whole_number(0, 2**32)  # what np.random.RandomState accepts
 
 
-def input_indices(text: str) -> tuple:
+def _input_indices(text: str) -> tuple:
     """An argparse type: 'N' or 'N,M,...', input indices."""
-    parse = whole_number(0)
+    parse = _whole_number(0)
     return tuple(parse(part.strip()) for part in text.split(","))
 
 
@@ -5740,7 +5740,7 @@ def column_names(text: str) -> list:
     return names
 
 
-def positive_float(text: str) -> float:
+def _positive_float(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
@@ -5778,7 +5778,7 @@ def build_parser() -> argparse.ArgumentParser:
     option(src, "--onnx", help="the policy's ML-Agents ONNX: the reference of onnx-compare/export-onnx/benchmark and "
                                "the source of input shapes the checkpoint does not hold (default: the checkpoint's own); "
                                "with no --checkpoint/--model-dir/--model, the policy itself (ONNX alone)")
-    option(src, "--goal-input", type=input_indices, default=None, metavar="N[,N...]",
+    option(src, "--goal-input", type=_input_indices, default=None, metavar="N[,N...]",
            help="goal-conditioned policies: which inputs (obs_N) are the goal signal, when the shapes do not tell")
     run = p.add_argument_group("device and precision")
     option(run, "--device", default="auto", help="auto (npu, else cuda, else cpu) | cpu | cuda[:N] | npu[:N]")
@@ -5806,7 +5806,7 @@ def build_parser() -> argparse.ArgumentParser:
                 "(+ action_masks, memory), or a .parquet file or folder of them with those columns (needs pyarrow)")
     option(obs, "--keep-columns", type=column_names, default=None, metavar="A,B", modes=("batch",),
            help="batch, Parquet in and out: columns copied through to --output (ids, timestamps)")
-    option(obs, "--chunk", type=whole_number(1, 1 << 24), default=16384, modes=("batch",),
+    option(obs, "--chunk", type=_whole_number(1, 1 << 24), default=16384, modes=("batch",),
            help="rows per call with --obs-file (default 16384)")
     option(obs, "--output", modes=("batch", "export-onnx"),
            help="batch: .npy (continuous actions), .npz or .parquet (continuous_actions, discrete_actions, memory), "
@@ -5815,14 +5815,14 @@ def build_parser() -> argparse.ArgumentParser:
     option(obs, "--ray", metavar="local|ADDRESS", modes=("batch",),
            help="batch over Parquet through Ray Data: on a local Ray instance, or on the cluster at ADDRESS "
                 "(ray start --head ...); needs pip install -r requirements-ray.txt")
-    option(obs, "--ray-actors", type=whole_number(1, 4096), default=2, modes=("batch",),
+    option(obs, "--ray-actors", type=_whole_number(1, 4096), default=2, modes=("batch",),
            help="--ray: policy actors, each loading the policy once (one GPU or NPU each on accelerators; default 2)")
     option(obs, "--progress", action="store_true", modes=("batch",),
            help="show the --obs-file progress bar even when stderr is not a terminal")
     chk = p.add_argument_group("checks and measurements")
     option(chk, "--samples", type=positive_int, default=100, modes=("precision",),
            help="precision: observations compared (default 100)")
-    option(chk, "--tol", type=positive_float, default=None, modes=("precision", "onnx-compare"),
+    option(chk, "--tol", type=_positive_float, default=None, modes=("precision", "onnx-compare"),
            per_mode={"precision": 0.01, "*": 1e-4},
            help="precision: max abs error allowed (default 0.01); onnx-compare: max abs error of the continuous "
                 "actions and max relative error of the memory allowed (default 1e-4)")
@@ -5836,13 +5836,13 @@ def build_parser() -> argparse.ArgumentParser:
            help="benchmark: draw the latency distribution (needs matplotlib)")
     option(chk, "--stream-stats", "--stats", action="store_true", modes=("stream",),
            help="stream: print line count, errors and latency to stderr at the end (--stats: its former name)")
-    option(chk, "--max-line-bytes", type=whole_number(64, 1 << 31), default=16 << 20, modes=("stream",),
+    option(chk, "--max-line-bytes", type=_whole_number(64, 1 << 31), default=16 << 20, modes=("stream",),
            help="stream: a longer line is answered with an error and skipped (default 16 MiB)")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout instead of text")
     return p
 
 
-def glue_option_values(argv: list, options=("--obs", "--memory")) -> list:
+def _glue_option_values(argv: list, options=("--obs", "--memory")) -> list:
     """Let `--obs -0.5` and `--obs -2.0,-1.93,...` work without '=' (argparse would take a
     leading minus for an option)."""
     out, i = [], 0
@@ -5858,7 +5858,7 @@ def glue_option_values(argv: list, options=("--obs", "--memory")) -> list:
 
 def parse_args(argv: list) -> argparse.Namespace:
     parser = build_parser()
-    args = parser.parse_args(glue_option_values(argv))
+    args = parser.parse_args(_glue_option_values(argv))
     for dest, defaults in OPTION_DEFAULTS.items():
         if getattr(args, dest) is None:
             setattr(args, dest, defaults.get(args.mode, defaults["*"]))
@@ -5882,7 +5882,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     143) after cleanup. The result line (SUCCESS or JSON) is flushed inside, so a full or
     closed stdout is an error, not a silent success."""
     argv = sys.argv[1:] if argv is None else argv
-    previous = install_signal_handlers()
+    previous = _install_signal_handlers()
     args = None
     quiet = warnings.catch_warnings()  # torch's and numpy's warnings would print beside the one line that tells
     quiet.__enter__()
@@ -5958,7 +5958,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                 return 0  # the controller went away: stream mode's normal end
             tell(f"error: cannot write to standard output ({exc.strerror or exc}); the result was not delivered")
         else:
-            tell(f"error: {describe_os_error(exc)}")
+            tell(f"error: {_describe_os_error(exc)}")
         return 2
     except MemoryError:
         tell("error: out of memory; use a smaller --batch or --chunk, or a machine with more memory")
@@ -5968,7 +5968,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 2
     finally:
         quiet.__exit__(None, None, None)
-        restore_signal_handlers(previous)
+        _restore_signal_handlers(previous)
 
 
 if __name__ == "__main__":
