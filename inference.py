@@ -2375,8 +2375,10 @@ def onnx_session(model_or_path, tuned: bool = True, threads: Optional[int] = Non
     """An onnxruntime CPU session; `tuned` enables every graph optimisation."""
     try:
         import onnxruntime as ort
-    except ImportError:
-        raise UsageError("onnxruntime is not installed (pip install onnxruntime)")
+    except ImportError as exc:  # (installed but broken is said as such, not as "not installed")
+        import importlib.util
+        raise UsageError("onnxruntime is not installed (pip install onnxruntime)" if importlib.util.find_spec("onnxruntime")
+                         is None else f"onnxruntime cannot be imported ({str(exc).splitlines()[0][:160] if str(exc) else exc})")
     options = ort.SessionOptions()
     options.log_severity_level = 4  # its warnings and errors would print beside ours (its errors raise, and are told)
     if tuned:
