@@ -3582,6 +3582,91 @@ class ParquetSource:
             yield (start, *self.arrays(batch, settings, start), batch.select(self.keep) if self.keep else None)
 
 
+# -- stream lines: what a line may hold, and its numbers read cheaply (mode_stream answers them)
+
+STREAM_KEYS = {"obs", "id", "stochastic", "seed", "action_masks", "memory", "reset"}
+STREAM_ID_CHARS = 256  # the longest text "id"
+NUMBER_TYPES = {float, int}
+
+
+def _echoed_id(msg):
+    """The "id" a line's answer repeats, error answers too: a string of at most STREAM_ID_CHARS
+    characters or an integer within +-2^53 (what every JSON reader keeps exact); else null."""
+    ident = msg.get("id") if isinstance(msg, dict) else None
+    if isinstance(ident, str) and len(ident) <= STREAM_ID_CHARS or \
+            isinstance(ident, int) and not isinstance(ident, bool) and abs(ident) <= 2**53:
+        return ident
+    return None
+
+
+def _json_numbers_only(value, depth: int = 0) -> bool:
+    """JSON numbers (no strings, booleans or null) in lists nested at most 4 deep."""
+    if depth > 4:
+        return False
+    if type(value) is list:
+        return all(_json_numbers_only(v, depth + 1) for v in value)
+    return type(value) is float or type(value) is int
+
+
+def stream_array(spec: InputSpec, value: list) -> np.ndarray:
+    """One input of a stream line as float32. A batch of entity buffers may be ragged (each
+    agent sees its own number of entities): each is padded with absent (zero) rows."""
+    if spec.kind == "entities" and value and all(type(v) is list and (not v or type(v[0]) is list) for v in value):
+        most = max(len(v) for v in value)
+        value = [v + [[0.0] * spec.shape[1]] * (most - len(v)) for v in value]
+    try:
+        return finite_float32(value, f'"{spec.name}"')
+    except (ValueError, TypeError, OverflowError):
+        raise UsageError(f'"{spec.name}": rows of different lengths')
+
+
+def _quick_request(policy: Policy, msg) -> Optional[tuple]:
+    """The plain stream line, checked cheaply: one observation of each vector input, as a flat
+    list of JSON numbers, a deterministic step, optional "id", "reset", "memory", "action_masks".
+    Returns (id, inputs, masks, memory, reset) or None: anything else (and every error) goes
+    through stream_answer, whose rules and messages stay the only ones."""
+    s = policy.settings
+    if type(msg) is not dict or msg.get("stochastic", False) is not False or type(msg.get("reset", False)) is not bool:
+        return None
+    ident = msg.get("id")
+    if ident is not None and _echoed_id(msg) is None:  # (stream_answer refuses it, naming why)
+        return None
+    seed = msg.get("seed", 0)
+    if type(seed) is not int or not 0 <= seed < 2**63:
+        return None
+    names = ["obs"] if len(s.inputs) == 1 and "obs" in msg else [i.name for i in s.inputs]
+    if any(k not in STREAM_KEYS and k not in names for k in msg) or (names == ["obs"] and s.inputs[0].name in msg):
+        return None
+    inputs = []
+    for spec, name in zip(s.inputs, names):
+        value = msg.get(name)
+        if spec.kind != "vector" or type(value) is not list or len(value) != spec.shape[0] \
+                or not set(map(type, value)) <= NUMBER_TYPES:
+            return None
+        try:
+            array = np.array(value, np.float32)
+        except OverflowError:
+            return None
+        if not np.isfinite(array).all():
+            return None
+        inputs.append(array)
+    masks, memory = msg.get("action_masks"), msg.get("memory")
+    try:
+        if masks is not None:
+            if type(masks) is not list or not set(map(type, masks)) <= NUMBER_TYPES:
+                return None
+            masks = shape_masks(masks, s.discrete_branches, 1, False)[0] if s.discrete_branches else None
+            if masks is None:
+                return None
+        if memory is not None:
+            if not s.memory_size or type(memory) is not list or not set(map(type, memory)) <= NUMBER_TYPES:
+                return None
+            memory = shape_memory(memory, s.memory_size, 1, False)[0, 0]
+    except (UsageError, OverflowError):
+        return None
+    return ident, inputs, masks, memory, msg.get("reset", False)
+
+
 # =========================================================================================
 # Output: numbers as text, signals deferred while a file is written, space reserved, atomic writes
 # =========================================================================================
@@ -5307,10 +5392,6 @@ def _plot_latencies(path: Path, times: dict, args) -> None:
     atomic_write(path, lambda tmp: fig.savefig(tmp, format="png"))
 
 
-STREAM_KEYS = {"obs", "id", "stochastic", "seed", "action_masks", "memory", "reset"}
-STREAM_ID_CHARS = 256  # the longest text "id"
-
-
 class AgentMemories(dict):
     """The stream's LSTM memory per agent id (its JSON text), least recently answered first, at
     most `max_ids` ids and `max_bytes` bytes (arrays and ids); the least recently answered id's
@@ -5421,37 +5502,6 @@ def stream_answer(policy: Policy, msg, memories: AgentMemories) -> dict:
     return answer
 
 
-def _echoed_id(msg):
-    """The "id" a line's answer repeats, error answers too: a string of at most STREAM_ID_CHARS
-    characters or an integer within +-2^53 (what every JSON reader keeps exact); else null."""
-    ident = msg.get("id") if isinstance(msg, dict) else None
-    if isinstance(ident, str) and len(ident) <= STREAM_ID_CHARS or \
-            isinstance(ident, int) and not isinstance(ident, bool) and abs(ident) <= 2**53:
-        return ident
-    return None
-
-
-def _json_numbers_only(value, depth: int = 0) -> bool:
-    """JSON numbers (no strings, booleans or null) in lists nested at most 4 deep."""
-    if depth > 4:
-        return False
-    if type(value) is list:
-        return all(_json_numbers_only(v, depth + 1) for v in value)
-    return type(value) is float or type(value) is int
-
-
-def stream_array(spec: InputSpec, value: list) -> np.ndarray:
-    """One input of a stream line as float32. A batch of entity buffers may be ragged (each
-    agent sees its own number of entities): each is padded with absent (zero) rows."""
-    if spec.kind == "entities" and value and all(type(v) is list and (not v or type(v[0]) is list) for v in value):
-        most = max(len(v) for v in value)
-        value = [v + [[0.0] * spec.shape[1]] * (most - len(v)) for v in value]
-    try:
-        return finite_float32(value, f'"{spec.name}"')
-    except (ValueError, TypeError, OverflowError):
-        raise UsageError(f'"{spec.name}": rows of different lengths')
-
-
 def mode_stream(ctx: Context):
     """JSON lines on stdin -> JSON lines on stdout, one answer per line, in order, flushed as soon
     as the lines already waiting are answered (answer_waiting: one engine call for them).
@@ -5490,10 +5540,8 @@ def mode_stream(ctx: Context):
               f"engine={ctx.engine_name} device={ctx.device}", file=sys.stderr)
     return None, True
 
+
 # -- stream lines already waiting, answered together (one engine call per waiting group)
-
-NUMBER_TYPES = {float, int}
-
 
 def waiting_lines(stream, limit: int):
     """Groups of stream lines (bytes without the newline; None for a line longer than `limit`):
@@ -5534,53 +5582,6 @@ def waiting_lines(stream, limit: int):
         pending = tail
         if group:
             yield group
-
-
-def _quick_request(policy: Policy, msg) -> Optional[tuple]:
-    """The plain stream line, checked cheaply: one observation of each vector input, as a flat
-    list of JSON numbers, a deterministic step, optional "id", "reset", "memory", "action_masks".
-    Returns (id, inputs, masks, memory, reset) or None: anything else (and every error) goes
-    through stream_answer, whose rules and messages stay the only ones."""
-    s = policy.settings
-    if type(msg) is not dict or msg.get("stochastic", False) is not False or type(msg.get("reset", False)) is not bool:
-        return None
-    ident = msg.get("id")
-    if ident is not None and _echoed_id(msg) is None:  # (stream_answer refuses it, naming why)
-        return None
-    seed = msg.get("seed", 0)
-    if type(seed) is not int or not 0 <= seed < 2**63:
-        return None
-    names = ["obs"] if len(s.inputs) == 1 and "obs" in msg else [i.name for i in s.inputs]
-    if any(k not in STREAM_KEYS and k not in names for k in msg) or (names == ["obs"] and s.inputs[0].name in msg):
-        return None
-    inputs = []
-    for spec, name in zip(s.inputs, names):
-        value = msg.get(name)
-        if spec.kind != "vector" or type(value) is not list or len(value) != spec.shape[0] \
-                or not set(map(type, value)) <= NUMBER_TYPES:
-            return None
-        try:
-            array = np.array(value, np.float32)
-        except OverflowError:
-            return None
-        if not np.isfinite(array).all():
-            return None
-        inputs.append(array)
-    masks, memory = msg.get("action_masks"), msg.get("memory")
-    try:
-        if masks is not None:
-            if type(masks) is not list or not set(map(type, masks)) <= NUMBER_TYPES:
-                return None
-            masks = shape_masks(masks, s.discrete_branches, 1, False)[0] if s.discrete_branches else None
-            if masks is None:
-                return None
-        if memory is not None:
-            if not s.memory_size or type(memory) is not list or not set(map(type, memory)) <= NUMBER_TYPES:
-                return None
-            memory = shape_memory(memory, s.memory_size, 1, False)[0, 0]
-    except (UsageError, OverflowError):
-        return None
-    return ident, inputs, masks, memory, msg.get("reset", False)
 
 
 def answer_waiting(policy: Policy, lines: list, memories: AgentMemories, loads: Callable, limit: int) -> list:
