@@ -57,6 +57,13 @@ def call(capsys, *args):
     return code, (json.loads(lines[-1]) if lines and code in (0, 1) else None), err
 
 
+def strict(text: str):
+    """A stream answer read as strict JSON (NaN, Infinity refused)."""
+    def refuse(constant):
+        raise ValueError(f"non-strict JSON constant {constant}")
+    return json.loads(text, parse_constant=refuse)
+
+
 def ort_deterministic(onnx_path, obs) -> np.ndarray:
     """ML-Agents' own ONNX through a bare onnxruntime session: the reference."""
     import onnxruntime as ort

@@ -13,13 +13,7 @@ import numpy as np
 import pytest
 
 import inference as I
-from conftest import BUNDLED, BUNDLED_ONNX, EXAMPLES, ROOT, child_env, ort_deterministic
-
-
-def strict(text: str):
-    def refuse(constant):
-        raise ValueError(f"non-strict JSON constant {constant}")
-    return json.loads(text, parse_constant=refuse)
+from conftest import BUNDLED, BUNDLED_ONNX, EXAMPLES, ROOT, child_env, ort_deterministic, strict
 
 
 @pytest.fixture(scope="module")

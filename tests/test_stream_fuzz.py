@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import inference as I
-from conftest import BUNDLED, EXAMPLES
+from conftest import BUNDLED, EXAMPLES, strict
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.text(max_size=8),
                     st.floats(allow_nan=True, allow_infinity=True))
@@ -26,12 +26,6 @@ lines = st.lists(st.one_of(any_json.map(lambda v: json.dumps(v)), near_miss.map(
                            st.binary(max_size=30).map(lambda b: b.decode("latin-1")),
                            st.integers(1, 3000).map(lambda n: "[" * n + "]" * n)),
                  min_size=1, max_size=6)
-
-
-def strict(text: str):
-    def refuse(constant):
-        raise ValueError(f"non-strict JSON constant {constant}")
-    return json.loads(text, parse_constant=refuse)
 
 
 @pytest.fixture(scope="module")
