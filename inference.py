@@ -5423,6 +5423,19 @@ def _engine_failure(policy: Policy, exc: Exception) -> str:
     return f"the {policy.engine_name} engine failed on this line ({reason})"
 
 
+def _stream_reply(policy: Policy, ident, key: Optional[str], out: dict, memories: AgentMemories) -> dict:
+    """A line's answer from its actions (UsageError when they are not finite); the id's next memory kept."""
+    for value in out.values():
+        if not np.isfinite(np.asarray(value, np.float64)).all():
+            raise UsageError("the observation drives the network beyond float32 (non-finite actions)")
+    if key is not None:
+        memories.keep(key, np.asarray(out["memory"]).reshape(-1, policy.settings.memory_size))
+    answer = {"id": ident, **{name: np.asarray(value).tolist() for name, value in out.items()}}
+    if _continuous_only(policy.settings):
+        answer["actions"] = answer["continuous_actions"]
+    return answer
+
+
 def stream_answer(policy: Policy, msg, memories: AgentMemories) -> dict:
     """One stream line's answer (raises UsageError for a bad line, and for a line the engine
     fails on: out of memory, say)."""
@@ -5489,17 +5502,7 @@ def stream_answer(policy: Policy, msg, memories: AgentMemories) -> dict:
         raise
     except Exception as exc:  # the engine's own failure (an allocation, say) ends this line, not the stream
         raise UsageError(_engine_failure(policy, exc))
-    for value in out.values():
-        if not np.isfinite(np.asarray(value, np.float64)).all():
-            raise UsageError("the observation drives the network beyond float32 (non-finite actions)")
-    if key is not None:
-        memories.keep(key, np.asarray(out["memory"]).reshape(-1, s.memory_size))
-    answer = {"id": ident}
-    for name, value in out.items():
-        answer[name] = np.asarray(value).tolist()
-    if _continuous_only(s):
-        answer["actions"] = answer["continuous_actions"]
-    return answer
+    return _stream_reply(policy, ident, key, out, memories)
 
 
 def mode_stream(ctx: Context):
@@ -5615,21 +5618,11 @@ def answer_waiting(policy: Policy, lines: list, memories: AgentMemories, loads: 
                 batch.append(entry)
                 run_batch()
             return
-        finite = np.ones(rows, bool)
-        for value in out.values():
-            finite &= np.isfinite(np.asarray(value, np.float64).reshape(rows, -1)).all(axis=1)
         for j, (i, ident, key, _, _, _) in enumerate(batch):
-            if not finite[j]:
-                answers[i] = {"id": ident, "error": "the observation drives the network beyond float32 (non-finite actions)"}
-                continue
-            if key is not None:
-                memories.keep(key, out["memory"][j].reshape(-1, s.memory_size))
-            answer = {"id": ident}
-            for name, value in out.items():
-                answer[name] = value[j].tolist()
-            if _continuous_only(s):
-                answer["actions"] = answer["continuous_actions"]
-            answers[i] = answer
+            try:
+                answers[i] = _stream_reply(policy, ident, key, {name: value[j] for name, value in out.items()}, memories)
+            except UsageError as exc:
+                answers[i] = {"id": ident, "error": str(exc)}
         batch.clear()
 
     for i, raw in enumerate(lines):
