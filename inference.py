@@ -2516,7 +2516,6 @@ def find_checkpoint_onnx(path: Path, model_dir: Optional[Path], behavior: Option
     return None
 
 
-MEMORIES_LIMIT = 100_000  # agent ids whose memory get_action keeps (the stream: AgentMemories)
 FLOAT32 = np.dtype(np.float32)
 
 
@@ -2581,7 +2580,7 @@ class Policy:
         # sampling noise when a call names no seed: fresh on every call, reproducible through load(seed=)
         self.generator = torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little") >> 1
                                                        if seed is None else int(seed))
-        self.memories: dict = {}         # get_action: agent id -> its LSTM memory [memory_size]
+        self.memories = AgentMemories(max_bytes=math.inf)  # get_action: agent id -> its LSTM memory [memory_size]
         self._shapes = [tuple(i.shape) for i in self.settings.inputs]
         self._checked_masks: dict = {}   # small masks already checked (their bytes) -> the engine's array
         self._zeros: dict = {}           # (shape) -> read-only float32 zeros
@@ -2776,7 +2775,7 @@ class Policy:
         s = self.settings
         if terminal_steps is not None and self.memories:
             for agent in np.asarray(terminal_steps.agent_id).reshape(-1).tolist():
-                self.memories.pop(agent, None)
+                self.memories.forget(agent)
         ids = np.asarray(decision_steps.agent_id).reshape(-1).tolist()
         rows = len(ids)
         if not rows:  # (get_steps often holds no agent)
@@ -2801,9 +2800,8 @@ class Policy:
             raise UsageError(f"decision_steps: {rows} agent id(s) but {got} observation(s)")
         out = self.run(flat, rows, deterministic)
         if s.memory_size:
-            self.memories.update(zip(ids, out["memory"]))
-            while len(self.memories) > MEMORIES_LIMIT:  # agents gone without a terminal step: the oldest goes
-                self.memories.pop(next(iter(self.memories)))
+            for agent, memory in zip(ids, out["memory"]):  # past 100,000 ids the least recently seen goes
+                self.memories.keep(agent, memory)
         return self._action_tuple(out, rows)
 
     def _action_tuple(self, out: dict, rows: int):
@@ -2819,7 +2817,7 @@ class Policy:
             self.memories.clear()
         else:
             for agent in np.asarray(agent_ids).reshape(-1).tolist():
-                self.memories.pop(agent, None)
+                self.memories.forget(agent)
 
     def check_spec(self, behavior_spec) -> None:
         """UsageError naming the first difference between mlagents_envs' BehaviorSpec (or anything
@@ -5393,26 +5391,32 @@ def _plot_latencies(path: Path, times: dict, args) -> None:
 
 
 class AgentMemories(dict):
-    """The stream's LSTM memory per agent id (its JSON text), least recently answered first, at
-    most `max_ids` ids and `max_bytes` bytes (arrays and ids); the least recently answered id's
-    memory makes room (that id starts again from zeros)."""
+    """LSTM memory per agent id (the stream's: the id's JSON text; get_action's: the agent id),
+    least recently answered first, at most `max_ids` ids and `max_bytes` bytes (arrays and ids);
+    the least recently answered id's memory makes room (that id starts again from zeros)."""
 
-    def __init__(self, max_ids: int = 100_000, max_bytes: int = 256 << 20):
+    def __init__(self, max_ids: int = 100_000, max_bytes: float = 256 << 20):
         super().__init__()
         self.max_ids, self.max_bytes, self.nbytes = max_ids, max_bytes, 0
 
     @staticmethod
-    def cost(key: str, memory: np.ndarray) -> int:
-        return len(key) + memory.nbytes + 256  # (+ the dict entry, string and array objects)
+    def cost(key, memory: np.ndarray) -> int:
+        return (len(key) if isinstance(key, str) else 8) + memory.nbytes + 256  # (+ the dict entry and objects)
 
-    def keep(self, key: str, memory: np.ndarray) -> None:
-        if key in self:
-            self.nbytes -= self.cost(key, self.pop(key))
+    def keep(self, key, memory: np.ndarray) -> None:
+        self.forget(key)
         while self and (len(self) >= self.max_ids or self.nbytes + self.cost(key, memory) > self.max_bytes):
-            oldest = next(iter(self))
-            self.nbytes -= self.cost(oldest, self.pop(oldest))
+            self.forget(next(iter(self)))
         self[key] = memory
         self.nbytes += self.cost(key, memory)
+
+    def forget(self, key) -> None:
+        if key in self:
+            self.nbytes -= self.cost(key, self.pop(key))
+
+    def clear(self) -> None:
+        super().clear()
+        self.nbytes = 0
 
 
 def _engine_failure(policy: Policy, exc: Exception) -> str:
