@@ -2746,8 +2746,10 @@ class Policy:
         given (that call alone reproduces), from `generator` when one is given (sequences), else
         from the policy's own generator (fresh noise on every call): randn(rows, continuous size),
         then rand(rows, branches) — so the same seed gives the same actions on every device."""
-        observations, action_masks, memory = _check_act_arguments(observations, action_masks, memory, deterministic,
-                                                                 seed, generator)
+        if not (deterministic is True and seed is None and generator is None and type(action_masks) in _PLAIN
+                and type(memory) in _PLAIN and _plain_arrays(observations)):  # (a control loop's plain call: as is)
+            observations, action_masks, memory = _check_act_arguments(observations, action_masks, memory,
+                                                                     deterministic, seed, generator)
         flat, rows, batched = self.prepare(observations, action_masks, memory)
         if not rows:  # a batch of 0 observations (an environment step where no agent decides): 0 actions
             return self.no_actions()
@@ -2883,10 +2885,27 @@ class Policy:
 
 def _host_array(value):
     """A torch tensor as a CPU numpy array (detached: one that requires grad is fine); else `value`."""
+    if value is None or type(value) is np.ndarray:  # (the usual case, before torch's slower isinstance)
+        return value
     if torch is not None and isinstance(value, torch.Tensor):
         value = value.detach().cpu()
         return (value.float() if value.dtype == torch.bfloat16 else value).numpy()
     return value
+
+
+_PLAIN = (np.ndarray, type(None))  # act() arguments that need neither a check nor a conversion
+
+
+def _plain_arrays(observations) -> bool:
+    """Whether act()'s observations are numpy arrays already: one, or a list of them."""
+    if type(observations) is np.ndarray:
+        return True
+    if type(observations) is not list:
+        return False
+    for value in observations:
+        if type(value) is not np.ndarray:
+            return False
+    return True
 
 
 def _check_act_arguments(observations, action_masks, memory, deterministic, seed, generator) -> tuple:
@@ -2904,7 +2923,7 @@ def _check_act_arguments(observations, action_masks, memory, deterministic, seed
         if wrong is not None:
             raise UsageError(f"observations: input names are text such as 'obs_0', not {wrong!r}")
         observations = {k: _host_array(v) for k, v in observations.items()}
-    elif isinstance(observations, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in observations):
+    elif type(observations) in (list, tuple) and not all(type(v) is np.ndarray for v in observations):
         observations = [_host_array(v) for v in observations]
     return _host_array(observations), _host_array(action_masks), _host_array(memory)
 
