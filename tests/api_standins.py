@@ -16,8 +16,7 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 try:  # pip install --no-deps --ignore-requires-python mlagents-envs==1.1.0 attrs cattrs
-    from mlagents_envs.base_env import (ActionSpec, ActionTuple, BehaviorSpec, DecisionSteps, DimensionProperty,
-                                        ObservationSpec, ObservationType, TerminalSteps)
+    from mlagents_envs.base_env import ActionSpec, ActionTuple, BehaviorSpec, DecisionSteps, DimensionProperty, ObservationSpec, ObservationType, TerminalSteps
     REAL_MLAGENTS = True
 except Exception:  # not installed: the same attributes
     REAL_MLAGENTS = False

@@ -10,12 +10,23 @@ import json
 import numpy as np
 import pytest
 import torch
-
-import inference as I
-from api_standins import (REAL_MLAGENTS, ActionTuple, BehaviorSpec, DecisionSteps, StandInUnityEnvironment,
-                          behavior_spec, decision_steps, mlagents_mask, observation, terminal_steps)
+from api_standins import (
+    REAL_MLAGENTS,
+    ActionTuple,
+    BehaviorSpec,
+    DecisionSteps,
+    StandInUnityEnvironment,
+    behavior_spec,
+    decision_steps,
+    mlagents_mask,
+    observation,
+    terminal_steps,
+)
 from conftest import BUNDLED, EXAMPLES, call
 from mlagents_reference import OnnxReference, discrete_mismatches, max_rel_err
+
+import inference as I
+from mlagents_inference.observations import AgentMemories
 
 TOL = 1e-5
 
@@ -334,14 +345,14 @@ def test_the_own_onnx_and_an_earlier_step_of_the_same_run_are_not_refused(capsys
 def test_agent_memories_forget_and_clear_keep_the_byte_count():
     """get_action and the stream share AgentMemories: forgetting an id (a terminal step, reset) gives its bytes
     back, and past max_ids the least recently kept id goes, not the first ever kept."""
-    memories = I.AgentMemories(max_ids=2)
+    memories = AgentMemories(max_ids=2)
     memories.keep(1, np.zeros(4, np.float32))
     memories.keep(2, np.zeros(4, np.float32))
     memories.keep(1, np.ones(4, np.float32))  # agent 1 acts again
     memories.keep(3, np.zeros(4, np.float32))  # agent 2, idle longest, makes room
-    assert list(memories) == [1, 3] and memories.nbytes == 2 * I.AgentMemories.cost(1, np.zeros(4, np.float32))
+    assert list(memories) == [1, 3] and memories.nbytes == 2 * AgentMemories.cost(1, np.zeros(4, np.float32))
     memories.forget(1)
     memories.forget(99)
-    assert list(memories) == [3] and memories.nbytes == I.AgentMemories.cost(3, np.zeros(4, np.float32))
+    assert list(memories) == [3] and memories.nbytes == AgentMemories.cost(3, np.zeros(4, np.float32))
     memories.clear()
     assert memories == {} and memories.nbytes == 0

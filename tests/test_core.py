@@ -8,9 +8,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import AGENT, BUNDLED, BUNDLED_ONNX, BUNDLED_PT, call, cli, ort_deterministic, ort_mu
 
 import inference as I
-from conftest import AGENT, BUNDLED, BUNDLED_ONNX, BUNDLED_PT, call, cli, ort_deterministic, ort_mu
+from mlagents_inference import engines
+from mlagents_inference.engines import choose_engine, full_float32, parse_device, resolve_device, select_device
+from mlagents_inference.obs_files import parse_obs
+from mlagents_inference.observations import random_inputs
+from mlagents_inference.policy import load_checkpoint
+from mlagents_inference.sources import default_checkpoint, file_sha256, find_behavior, list_checkpoints, locate_model, pick_hub_files
 
 CASES = [  # (model folder, checkpoint, its ML-Agents ONNX)
     pytest.param("bundled", "Huggy/Huggy-600017.pt", "Huggy/Huggy-600017.onnx", id="bundled-huggy-final"),
@@ -50,7 +56,7 @@ def observations(policy, rows=32) -> np.ndarray:
     """Normal draws, the named observations, and values far outside the normalizer's range."""
     width = policy.settings.inputs[0].shape[0]
     rng = np.random.RandomState(1234)
-    named = [np.zeros(width), np.ones(width), -np.ones(width), I.parse_obs("boundary", policy, 0)[0],
+    named = [np.zeros(width), np.ones(width), -np.ones(width), parse_obs("boundary", policy, 0)[0],
              np.full(width, 1e4), np.full(width, -1e4)]
     return np.vstack([rng.randn(rows, width) * 3, *named]).astype(np.float32)
 
@@ -83,14 +89,14 @@ def test_float64_reference_close_to_onnx(request, where, pt, onnx_file):
 
 
 def test_architecture_inferred_from_shapes():
-    huggy = I.load_checkpoint(BUNDLED_PT)
+    huggy = load_checkpoint(BUNDLED_PT)
     s = huggy.settings
     assert ([i.shape for i in s.inputs], s.continuous_size, s.hidden_units, s.num_layers) == ([(59,)], 21, 512, 3)
     assert huggy.parameters == 566_805  # the original NPU adaptation's figure for Huggy
     normalizer = huggy.actor.network_body.observation_encoder.processors[0].normalizer
     assert s.normalize and int(normalizer.normalization_steps) == 600_018 and huggy.global_step == 600_017
     assert I.load(BUNDLED_PT).info["parameters"] == 566_805
-    small = I.load_checkpoint(AGENT / "Vector" / "Vector-100000.pt")
+    small = load_checkpoint(AGENT / "Vector" / "Vector-100000.pt")
     t = small.settings
     assert ([i.shape for i in t.inputs], t.continuous_size, t.hidden_units, t.num_layers) == ([(8,)], 2, 32, 2)
     assert not t.normalize and small.parameters == 8 * 32 + 32 + 32 * 32 + 32 + 32 * 2 + 2
@@ -117,11 +123,11 @@ def test_low_precision_keeps_normalizer_float32():
 def test_random_observation_convention(policy):
     obs = rs_obs(0)
     assert np.allclose(obs[:3], [1.7640524, 0.4001572, 0.9787380], atol=1e-6)  # the original NPU adaptation's obs[:3]
-    random = I.parse_obs("random", policy, 0)
+    random = parse_obs("random", policy, 0)
     assert len(random) == 1 and random[0].dtype == np.float32 and np.array_equal(random[0], obs)
-    single, = I.random_inputs(policy.settings, 0)
+    single, = random_inputs(policy.settings, 0)
     assert single.shape == (59,) and np.array_equal(single, obs)
-    batch, = I.random_inputs(policy.settings, 0, 8)
+    batch, = random_inputs(policy.settings, 0, 8)
     assert batch.shape == (8, 59) and np.array_equal(batch, rs_obs(0, 8))
     assert np.array_equal(batch[0], obs)  # row 0 of a batch is the single observation
 
@@ -181,7 +187,7 @@ def policy():
 
 def test_named_observations(policy):
     def one(text, seed=0):
-        values = I.parse_obs(text, policy, seed)
+        values = parse_obs(text, policy, seed)
         assert len(values) == 1 and values[0].dtype == np.float32 and values[0].shape == (59,)
         return values[0]
     assert np.array_equal(one("zeros"), np.zeros(59, np.float32))
@@ -192,7 +198,7 @@ def test_named_observations(policy):
 
 
 def test_boundary_sits_on_the_clip_edges(policy):
-    obs = I.parse_obs("boundary", policy, 0)[0].astype(np.float64)
+    obs = parse_obs("boundary", policy, 0)[0].astype(np.float64)
     prefix = "network_body.observation_encoder.processors.0.normalizer."
     steps = int(STATE[prefix + "normalization_steps"])
     std = np.sqrt(STATE[prefix + "running_variance"].numpy().astype(np.float64) / steps)
@@ -204,7 +210,7 @@ def test_boundary_sits_on_the_clip_edges(policy):
 def test_comma_list(policy):
     values = np.linspace(-2, 2, 59)
     text = ",".join(f"{v:.2f}" for v in values)
-    assert np.allclose(I.parse_obs(text, policy, 0)[0], np.round(values, 2), atol=1e-6)
+    assert np.allclose(parse_obs(text, policy, 0)[0], np.round(values, 2), atol=1e-6)
 
 
 @pytest.mark.parametrize("text,words", [
@@ -214,7 +220,7 @@ def test_comma_list(policy):
 ])
 def test_bad_observations_refused(policy, text, words):
     with pytest.raises(I.UsageError, match=words):
-        I.parse_obs(text, policy, 0)
+        parse_obs(text, policy, 0)
 
 
 def test_negative_values_typed_without_equals(capsys):
@@ -232,13 +238,13 @@ def test_negative_values_typed_without_equals(capsys):
 @pytest.mark.parametrize("text,expected", [("auto", ("auto", None)), ("cpu", ("cpu", None)), ("CUDA", ("cuda", None)),
                                            ("cuda:1", ("cuda", 1)), ("npu", ("npu", None)), ("npu:7", ("npu", 7))])
 def test_parse_device(text, expected):
-    assert I.parse_device(text) == expected
+    assert parse_device(text) == expected
 
 
 @pytest.mark.parametrize("text", ["tpu", "cpu:0", "cuda:-1", "npu:x", "", "auto:1", "cuda:1:2"])
 def test_parse_device_refuses(text):
     with pytest.raises(I.UsageError):
-        I.parse_device(text)
+        parse_device(text)
 
 
 @pytest.mark.parametrize("npus,cudas,text,expected", [
@@ -246,7 +252,7 @@ def test_parse_device_refuses(text):
     (0, 2, "cuda:1", "cuda:1"), (2, 2, "cpu", "cpu"), (1, 0, "npu", "npu:0"),
 ])
 def test_select_device(npus, cudas, text, expected):
-    assert I.select_device(text, lambda: npus, lambda: cudas) == expected
+    assert select_device(text, lambda: npus, lambda: cudas) == expected
 
 
 @pytest.mark.parametrize("npus,cudas,text,words", [
@@ -255,12 +261,12 @@ def test_select_device(npus, cudas, text, expected):
 ])
 def test_select_device_refuses(npus, cudas, text, words):
     with pytest.raises(I.UsageError, match=words):
-        I.select_device(text, lambda: npus, lambda: cudas)
+        select_device(text, lambda: npus, lambda: cudas)
 
 
 def test_npu_not_probed_for_cpu(monkeypatch):
-    monkeypatch.setattr(I, "npu_count", lambda: pytest.fail("probed torch_npu for --device cpu"))
-    assert str(I.resolve_device("cpu")) == "cpu"
+    monkeypatch.setattr(engines, "npu_count", lambda: pytest.fail("probed torch_npu for --device cpu"))
+    assert str(resolve_device("cpu")) == "cpu"
 
 
 def test_full_float32_on_accelerators(monkeypatch):
@@ -270,25 +276,25 @@ def test_full_float32_on_accelerators(monkeypatch):
     npu = SimpleNamespace(conv=SimpleNamespace(allow_hf32=True), matmul=SimpleNamespace(allow_hf32=True),
                           aclnn=SimpleNamespace(allow_hf32=True))
     monkeypatch.setattr(torch, "npu", npu, raising=False)
-    I.full_float32(SimpleNamespace(type="npu"))
+    full_float32(SimpleNamespace(type="npu"))
     assert npu.conv.allow_hf32 is False and npu.matmul.allow_hf32 is False and npu.aclnn.allow_hf32 is False
     saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
     try:
         torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = True
-        I.full_float32(torch.device("cuda"))
+        full_float32(torch.device("cuda"))
         assert torch.backends.cudnn.allow_tf32 is False and torch.backends.cuda.matmul.allow_tf32 is False
     finally:
         torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
     monkeypatch.setattr(torch, "npu", SimpleNamespace(), raising=False)  # an old torch_npu: no flags
-    I.full_float32(SimpleNamespace(type="npu"))
+    full_float32(SimpleNamespace(type="npu"))
 
 
 def test_engine_choice():
     cpu = torch.device("cpu")
-    assert I.choose_engine("auto", cpu, "float32") == "onnxruntime"
-    assert I.choose_engine("auto", cpu, "float16") == "torch"
+    assert choose_engine("auto", cpu, "float32") == "onnxruntime"
+    assert choose_engine("auto", cpu, "float16") == "torch"
     with pytest.raises(I.UsageError, match="float32 only"):
-        I.choose_engine("onnxruntime", cpu, "bfloat16")
+        choose_engine("onnxruntime", cpu, "bfloat16")
 
 
 # --- finding the model ------------------------------------------------------------------------
@@ -296,11 +302,11 @@ def test_engine_choice():
 def test_model_search_order(monkeypatch, tmp_path):
     agent = AGENT
     monkeypatch.setenv("HUGGY_MODEL_DIR", str(agent))
-    src = I.locate_model(None, None, None)
+    src = locate_model(None, None, None)
     assert src.origin == "HUGGY_MODEL_DIR" and src.checkpoint.name == "Vector-100000.pt" and src.behavior == "Vector"
-    src = I.locate_model(None, str(BUNDLED), None)
+    src = locate_model(None, str(BUNDLED), None)
     assert src.origin == "--model-dir" and src.checkpoint.name == "Huggy-600017.pt"
-    src = I.locate_model(str(agent / "Vector" / "Vector-50000.pt"), str(BUNDLED), None)
+    src = locate_model(str(agent / "Vector" / "Vector-50000.pt"), str(BUNDLED), None)
     assert src.origin == "--checkpoint" and src.checkpoint.name == "Vector-50000.pt" and src.model_dir == agent.resolve()
 
 
@@ -308,13 +314,13 @@ def test_highest_step_is_default_then_checkpoint_pt(tmp_path):
     (tmp_path / "Dog").mkdir()
     for name in ("Dog-999.pt", "Dog-1000.pt", "Dog-20.pt", "checkpoint.pt"):
         (tmp_path / "Dog" / name).write_bytes(b"")
-    assert I.find_behavior(tmp_path) == "Dog"
-    assert I.default_checkpoint(tmp_path, "Dog").name == "Dog-1000.pt"
-    assert [p.name for p, _ in I.list_checkpoints(tmp_path, "Dog")] == ["Dog-20.pt", "Dog-999.pt", "Dog-1000.pt",
+    assert find_behavior(tmp_path) == "Dog"
+    assert default_checkpoint(tmp_path, "Dog").name == "Dog-1000.pt"
+    assert [p.name for p, _ in list_checkpoints(tmp_path, "Dog")] == ["Dog-20.pt", "Dog-999.pt", "Dog-1000.pt",
                                                                         "checkpoint.pt"]
     for name in ("Dog-999.pt", "Dog-1000.pt", "Dog-20.pt"):
         (tmp_path / "Dog" / name).unlink()
-    assert I.default_checkpoint(tmp_path, "Dog").name == "checkpoint.pt"
+    assert default_checkpoint(tmp_path, "Dog").name == "checkpoint.pt"
 
 
 def test_offline_falls_back_to_bundled_sample_with_a_note(capsys):
@@ -340,7 +346,7 @@ def test_hub_uses_cache_when_offline(monkeypatch, tmp_path):
         calls.append((repo_id, local_files_only))
         return str(snapshot)
     monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot)
-    src = I.locate_model(None, None, "PaulVialard/ppo-Huggy")
+    src = locate_model(None, None, "PaulVialard/ppo-Huggy")
     assert src.origin == "hub:PaulVialard/ppo-Huggy" and src.checkpoint.name == "Huggy-2000049.pt"
     assert calls == [("PaulVialard/ppo-Huggy", True)]
 
@@ -349,10 +355,10 @@ def test_pick_hub_files_takes_only_the_final_checkpoint():
     files = ["Huggy.onnx", "README.md", "config.json", "configuration.yaml", "run_logs/training_status.json",
              "run_logs/Player-0.log", "Huggy/Huggy-1999992.pt", "Huggy/Huggy-1999992.onnx", "Huggy/Huggy-2000049.pt",
              "Huggy/Huggy-2000049.onnx", "Huggy/Huggy-199990.pt", "Huggy/checkpoint.pt", "Huggy/events.out"]
-    assert I.pick_hub_files(files) == sorted(["Huggy.onnx", "config.json", "configuration.yaml",
+    assert pick_hub_files(files) == sorted(["Huggy.onnx", "config.json", "configuration.yaml",
                                               "run_logs/training_status.json", "Huggy/Huggy-2000049.pt",
                                               "Huggy/Huggy-2000049.onnx"])
-    assert "Dog/checkpoint.pt" in I.pick_hub_files(["Dog.onnx", "Dog/checkpoint.pt"])
+    assert "Dog/checkpoint.pt" in pick_hub_files(["Dog.onnx", "Dog/checkpoint.pt"])
 
 
 # --- output and exit codes --------------------------------------------------------------------
@@ -365,7 +371,7 @@ def test_info_json_fields(capsys):
         assert key in out, key
     assert out["parameters"] == 566_805 and out["device"] == "cpu" and out["normalization_steps"] == 600_018
     assert set(out["versions"]) >= {"torch", "torch_npu", "numpy", "onnxruntime"}
-    assert out["sha256"] == I.file_sha256(BUNDLED_PT) and len(out["log_sigma"]) == 21
+    assert out["sha256"] == file_sha256(BUNDLED_PT) and len(out["log_sigma"]) == 21
     reference = ort_deterministic(BUNDLED_ONNX, rs_obs(0)[None])[0]
     assert np.abs(np.array(out["deterministic_actions"]) - reference).max() <= 1e-5
 

@@ -7,10 +7,8 @@ from __future__ import annotations
 import re
 import sys
 
-import numpy as np
-import pytest
-
 import api_standins
+import pytest
 from conftest import ROOT
 
 PAGE = ROOT / "docs" / "python-api.md"

@@ -12,11 +12,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import BUNDLED, BUNDLED_ONNX, BUNDLED_PT, call, cli, ort_deterministic
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import inference as I
-from conftest import BUNDLED, BUNDLED_ONNX, BUNDLED_PT, call, cli, ort_deterministic
+from mlagents_inference.obs_files import parse_obs
+from mlagents_inference.sources import file_sha256
 
 
 class RunsCode:
@@ -124,7 +126,7 @@ def test_batch_too_large_refused_before_allocating(capsys):
 
 
 def test_expect_sha256(capsys):
-    good = I.file_sha256(BUNDLED_PT)
+    good = file_sha256(BUNDLED_PT)
     code, out, _ = call(capsys, "--mode", "info", "--model-dir", BUNDLED, "--expect-sha256", good.upper())
     assert code == 0 and out["sha256"] == good
     code, _, err = call(capsys, "--mode", "info", "--model-dir", BUNDLED, "--expect-sha256", "0" * 64)
@@ -314,7 +316,7 @@ def test_fuzzed_checkpoints_load_correctly_or_are_refused(changes):
                       .map(lambda xs: ",".join(repr(x) for x in xs))))
 def test_fuzzed_observations_parse_or_refuse(text):
     try:
-        obs = I.parse_obs(text, FUZZ_POLICY, 0)
+        obs = parse_obs(text, FUZZ_POLICY, 0)
     except I.UsageError as exc:
         assert str(exc).startswith("--obs")
         return
@@ -324,7 +326,7 @@ def test_fuzzed_observations_parse_or_refuse(text):
 @settings(max_examples=100, deadline=None)
 @given(values=st.lists(st.floats(allow_nan=False, allow_infinity=False, width=32), min_size=59, max_size=59))
 def test_fuzzed_lists_round_trip(values):
-    obs = I.parse_obs(",".join(repr(v) for v in values), FUZZ_POLICY, 0)
+    obs = parse_obs(",".join(repr(v) for v in values), FUZZ_POLICY, 0)
     assert len(obs) == 1 and np.array_equal(obs[0], np.asarray(values, np.float32))
 
 
@@ -353,6 +355,7 @@ def test_a_machine_without_torch_gets_one_line_saying_how_to_install_it(tmp_path
     listing the checkpoints still works."""
     import subprocess
     import sys
+
     from conftest import ROOT, child_env
     program = ("import runpy, sys; sys.modules['torch'] = None; "
                f"sys.argv = ['inference.py', '--mode', {mode!r}]; runpy.run_path({str(ROOT / 'inference.py')!r}, run_name='__main__')")

@@ -16,9 +16,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import BUNDLED, EXAMPLES, ort_deterministic
 
 import inference as I
-from conftest import BUNDLED, EXAMPLES, ort_deterministic
+from mlagents_inference import context
+from mlagents_inference.context import check_rows_fit
+from mlagents_inference.observations import AgentMemories
+from mlagents_inference.spec import InputSpec, PolicySettings
+from mlagents_inference.stream import stream_answer
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -183,8 +188,8 @@ def attention_line(rows: int, ident) -> dict:
 @pytest.mark.parametrize("failure", [MemoryError(), RuntimeError("DefaultCPUAllocator: can't allocate memory"),
                                      RuntimeError("[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : something else")])
 def test_an_engine_failure_on_one_line_is_that_lines_answer(attention_policy, monkeypatch, failure):
-    memories = I.AgentMemories()
-    good = I.stream_answer(attention_policy, attention_line(2, "a"), memories)
+    memories = AgentMemories()
+    good = stream_answer(attention_policy, attention_line(2, "a"), memories)
     calls = []
 
     def fail_once(flat, names=None):
@@ -193,37 +198,37 @@ def test_an_engine_failure_on_one_line_is_that_lines_answer(attention_policy, mo
     with monkeypatch.context() as patch:
         patch.setattr(attention_policy.engine, "run", fail_once)
         with pytest.raises(I.UsageError) as info:
-            I.stream_answer(attention_policy, attention_line(2, "a"), memories)
+            stream_answer(attention_policy, attention_line(2, "a"), memories)
     assert calls and "failed on this line" in str(info.value)
     if not str(failure) or "alloc" in str(failure):
         assert "out of memory" in str(info.value)
-    assert I.stream_answer(attention_policy, attention_line(2, "a"), memories) == good
+    assert stream_answer(attention_policy, attention_line(2, "a"), memories) == good
 
 
 def test_a_line_with_more_rows_than_memory_allows_is_refused(attention_policy, monkeypatch):
-    monkeypatch.setattr(I, "available_memory", lambda: 64 << 20)
+    monkeypatch.setattr(context, "available_memory", lambda: 64 << 20)
     with pytest.raises(I.UsageError, match="would need about .* GiB"):
-        I.stream_answer(attention_policy, attention_line(3000, 1), I.AgentMemories())
-    assert "discrete_actions" in I.stream_answer(attention_policy, attention_line(3, 1), I.AgentMemories())
+        stream_answer(attention_policy, attention_line(3000, 1), AgentMemories())
+    assert "discrete_actions" in stream_answer(attention_policy, attention_line(3, 1), AgentMemories())
 
 
 def test_the_entity_attention_counts_in_the_memory_estimate(attention_policy, monkeypatch):
     """4 heads of N x N scores per row: a buffer of N entities needs more than N times one entity."""
-    monkeypatch.setattr(I, "available_memory", lambda: 1 << 40)
+    monkeypatch.setattr(context, "available_memory", lambda: 1 << 40)
     s = attention_policy.settings
-    many = I.PolicySettings([I.InputSpec("obs_0", "entities", (4000, 5))] + s.inputs[1:], s.hidden_units,
+    many = PolicySettings([InputSpec("obs_0", "entities", (4000, 5))] + s.inputs[1:], s.hidden_units,
                             s.num_layers, s.normalize, discrete_branches=s.discrete_branches)
     with pytest.raises(I.UsageError, match="GiB"):
-        I.check_rows_fit(10_000, many, "per line")  # 10,000 x 4 x 4000^2 floats: 2.5 TB
+        check_rows_fit(10_000, many, "per line")  # 10,000 x 4 x 4000^2 floats: 2.5 TB
 
 
 def test_a_long_id_is_refused_and_the_stream_answers_on(lstm_policy):
-    memories = I.AgentMemories()
+    memories = AgentMemories()
     line = {"obs": [0.1] * 10}
     with pytest.raises(I.UsageError, match="longer than 256"):
-        I.stream_answer(lstm_policy, {**line, "id": "x" * 257}, memories)
+        stream_answer(lstm_policy, {**line, "id": "x" * 257}, memories)
     assert len(memories) == 0
-    assert "memory" in I.stream_answer(lstm_policy, {**line, "id": "x" * 256}, memories)
+    assert "memory" in stream_answer(lstm_policy, {**line, "id": "x" * 256}, memories)
     assert list(memories) == [json.dumps("x" * 256)]
 
 
@@ -242,10 +247,10 @@ def test_a_long_id_is_not_echoed(capsys, monkeypatch):
 def test_stream_memory_is_bounded_in_bytes(lstm_policy):
     """Batch ids of 200 rows (200 x 32 floats = 25.6 kB each) against a 256 kB budget: the bytes
     kept never pass it; the id answered last is always kept."""
-    memories = I.AgentMemories(max_ids=1000, max_bytes=256 << 10)
+    memories = AgentMemories(max_ids=1000, max_bytes=256 << 10)
     batch = {"obs": [[0.1] * 10] * 200}
     for i in range(40):
-        I.stream_answer(lstm_policy, {**batch, "id": i}, memories)
+        stream_answer(lstm_policy, {**batch, "id": i}, memories)
         kept = sum(len(k) + v.nbytes for k, v in memories.items())
         assert kept <= memories.max_bytes and memories.nbytes >= kept
         assert json.dumps(i) in memories
@@ -253,10 +258,10 @@ def test_stream_memory_is_bounded_in_bytes(lstm_policy):
 
 
 def test_stream_memory_drops_the_least_recently_answered_id(lstm_policy):
-    memories = I.AgentMemories(max_ids=3)
+    memories = AgentMemories(max_ids=3)
     line = {"obs": [0.1] * 10}
     for ident in ["a", "b", "c", "a", "d"]:  # "a" answered again: "b" is the oldest when "d" comes
-        I.stream_answer(lstm_policy, {**line, "id": ident}, memories)
+        stream_answer(lstm_policy, {**line, "id": ident}, memories)
     assert list(memories) == ['"c"', '"a"', '"d"']
 
 

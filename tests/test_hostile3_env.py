@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from conftest import BUNDLED, BUNDLED_PT, EXAMPLES, ROOT, child_env, cli
 from test_hostile3 import one_line, wider_outputs
 

@@ -13,8 +13,8 @@ subprocess; the rest through inference.main([...]) in this process.
 from __future__ import annotations
 
 import errno
-import json
 import functools
+import json
 import os
 import shutil
 import signal
@@ -28,11 +28,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import BUNDLED, BUNDLED_PT, EXAMPLES, FIXTURES, ROOT, child_env, cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import inference as I
-from conftest import BUNDLED, BUNDLED_PT, EXAMPLES, FIXTURES, ROOT, child_env, cli
+from mlagents_inference import cli as command_line
+from mlagents_inference.checkpoint import read_checkpoint, validate_tensors
+from mlagents_inference.outputs import Interrupted, atomic_write, npy_size, open_npy_memmap, refuse_same_file
+from mlagents_inference.sources import check_sha256, file_sha256, final_step, status_entry, training_status
 
 LONG = "x" * 300  # one path component longer than NAME_MAX (255)
 
@@ -84,7 +88,7 @@ def umask():
 def test_new_file_gets_the_umask_mode(tmp_path, umask, mask, mode):
     umask(mask)
     target = tmp_path / "a.npy"
-    I.atomic_write(target, lambda tmp: np.save(tmp, np.arange(3)))
+    atomic_write(target, lambda tmp: np.save(tmp, np.arange(3)))
     assert stat.S_IMODE(target.stat().st_mode) == mode
     plain = tmp_path / "plain"
     plain.write_text("x")  # what open(..., "w") gives, for comparison
@@ -96,7 +100,7 @@ def test_existing_file_keeps_its_mode(tmp_path, umask):
     target = tmp_path / "a.npy"
     target.write_bytes(b"old")
     target.chmod(0o640)
-    I.atomic_write(target, lambda tmp: np.save(tmp, np.arange(3)))
+    atomic_write(target, lambda tmp: np.save(tmp, np.arange(3)))
     assert stat.S_IMODE(target.stat().st_mode) == 0o640
     assert np.array_equal(np.load(target), np.arange(3))
 
@@ -114,7 +118,7 @@ def test_symlinked_output_is_written_through(tmp_path):
     real.write_bytes(b"old")
     link = tmp_path / "link.npy"
     link.symlink_to(real)
-    I.atomic_write(link, lambda tmp: np.save(tmp, np.arange(4)))
+    atomic_write(link, lambda tmp: np.save(tmp, np.arange(4)))
     assert link.is_symlink() and np.array_equal(np.load(real), np.arange(4))
 
 
@@ -137,7 +141,7 @@ def test_upper_case_npy_output_holds_the_result(capsys, tmp_path, name):
 ])
 def test_writers_that_append_a_suffix(tmp_path, name, save, load):
     target = tmp_path / name
-    I.atomic_write(target, save)
+    atomic_write(target, save)
     assert np.array_equal(load(target), np.arange(5))
     assert [p.name for p in tmp_path.iterdir()] == [name]
 
@@ -149,7 +153,7 @@ def test_upper_case_onnx(tmp_path):
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
     model = helper.make_model(graph)
-    I.atomic_write(tmp_path / "m.ONNX", lambda tmp: onnx.save(model, str(tmp)))
+    atomic_write(tmp_path / "m.ONNX", lambda tmp: onnx.save(model, str(tmp)))
     assert onnx.load(str(tmp_path / "m.ONNX")).graph.node[0].op_type == "Identity"
     assert [p.name for p in tmp_path.iterdir()] == ["m.ONNX"]
 
@@ -159,7 +163,7 @@ def test_upper_case_png(tmp_path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, _ = plt.subplots()
-    I.atomic_write(tmp_path / "p.PNG", lambda tmp: fig.savefig(tmp, format="png"))
+    atomic_write(tmp_path / "p.PNG", lambda tmp: fig.savefig(tmp, format="png"))
     plt.close(fig)
     assert (tmp_path / "p.PNG").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert [p.name for p in tmp_path.iterdir()] == ["p.PNG"]
@@ -178,7 +182,7 @@ def test_reservation_failure_is_clean(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "posix_fallocate", full)
     called = []
     with pytest.raises(I.UsageError, match="No space left on device") as info:
-        I.atomic_write(target, lambda tmp: called.append(tmp), size=10**6)
+        atomic_write(target, lambda tmp: called.append(tmp), size=10**6)
     assert "\n" not in str(info.value) and ".tmp" not in str(info.value)
     assert not called and target.read_bytes() == b"keep me" and leftovers(tmp_path) == []
 
@@ -191,7 +195,7 @@ def test_writer_os_error_is_a_usage_error(tmp_path):
         Path(tmp).write_bytes(b"half")
         raise OSError(errno.EDQUOT, "Disk quota exceeded", str(tmp))
     with pytest.raises(I.UsageError, match="Disk quota exceeded"):
-        I.atomic_write(target, half_then_full)
+        atomic_write(target, half_then_full)
     assert target.read_bytes() == b"keep me" and leftovers(tmp_path) == []
 
 
@@ -200,14 +204,14 @@ def test_open_npy_memmap_round_trip(tmp_path):
         target = tmp_path / f"m{shape[0]}.npy"
 
         def write(tmp):
-            out = I.open_npy_memmap(tmp, shape, np.float32)
+            out = open_npy_memmap(tmp, shape, np.float32)
             out[:] = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
             if isinstance(out, np.memmap):
                 out.flush()
             del out
-        I.atomic_write(target, write, size=I.npy_size(shape, np.float32))
+        atomic_write(target, write, size=npy_size(shape, np.float32))
         assert np.array_equal(np.load(target), np.arange(np.prod(shape), dtype=np.float32).reshape(shape))
-        assert target.stat().st_size == I.npy_size(shape, np.float32)
+        assert target.stat().st_size == npy_size(shape, np.float32)
 
 
 @pytest.fixture()
@@ -252,7 +256,7 @@ def test_full_disk_export_onnx(full_disk):
 def test_full_disk_memory_mapped_file_batch(full_disk, tmp_path):
     """The file batch writes through a memory map: without its space reserved first, a full
     disk is a SIGBUS (exit -7 / 135) that leaves the temporary file behind. Needs batch_file to
-    write through I.open_npy_memmap (not np.lib.format.open_memmap, which makes a sparse file)."""
+    write through open_npy_memmap (not np.lib.format.open_memmap, which makes a sparse file)."""
     obs = np.lib.format.open_memmap(tmp_path / "in.npy", mode="w+", dtype=np.float32, shape=(20000, 59))
     del obs  # 20000 x 21 float32 actions = 1.7 MB > 1 MiB
     (full_disk / "out.npy").write_bytes(b"keep me")
@@ -307,11 +311,11 @@ def test_os_error_and_memory_error_reaching_main(capsys, monkeypatch):
 
     def no_memory(ctx):
         raise MemoryError()
-    monkeypatch.setitem(I.MODES, "info", (denied, None))
+    monkeypatch.setattr(command_line, "mode_functions", lambda mode: (denied, None))
     code, out, err = run_main(capsys, "--mode", "info")
     assert code == 2
     one_line(err, "/some/where/file.bin", "Permission denied")
-    monkeypatch.setitem(I.MODES, "info", (no_memory, None))
+    monkeypatch.setattr(command_line, "mode_functions", lambda mode: (no_memory, None))
     code, out, err = run_main(capsys, "--mode", "info")
     assert code == 2
     one_line(err, "out of memory")
@@ -461,9 +465,9 @@ def test_atomic_write_interrupted_in_the_writer(tmp_path):
 
     def interrupted(tmp):
         Path(tmp).write_bytes(b"half")
-        raise I.Interrupted(signal.SIGTERM)
+        raise Interrupted(signal.SIGTERM)
     with pytest.raises(KeyboardInterrupt):
-        I.atomic_write(target, interrupted)
+        atomic_write(target, interrupted)
     assert target.read_bytes() == b"keep me" and leftovers(tmp_path) == []
 
 
@@ -491,10 +495,10 @@ def test_output_onto_the_input_is_refused(capsys, tmp_path):
 def test_refuse_same_file_helper(tmp_path):
     a, b = tmp_path / "a.npy", tmp_path / "b.npy"
     a.write_bytes(b"a")
-    I.refuse_same_file(b, [a])  # different, and b does not exist yet
-    I.refuse_same_file(None, [a])
+    refuse_same_file(b, [a])  # different, and b does not exist yet
+    refuse_same_file(None, [a])
     with pytest.raises(I.UsageError, match="is the input file"):
-        I.refuse_same_file(a, [b, a])
+        refuse_same_file(a, [b, a])
 
 
 # --- 7. crafted status files and checkpoints --------------------------------------------------
@@ -552,10 +556,10 @@ def test_status_odd_but_valid_values(sample):
     write_status(sample, '{"Huggy": {"checkpoints": [{"steps": 600017, "reward": NaN, "auxillary_file_paths": null,'
                          ' "file_path": "x/Huggy-600017.onnx", "extra": {"a": [1]}}], "final_checkpoint": '
                          '{"steps": 600017, "reward": 2}}, "metadata": 5}')
-    status = I.training_status(sample, "Huggy")
-    assert I.status_entry(status, Path("Huggy-600017.pt"), 600017)["reward"] is None  # NaN: no reward yet
-    assert I.final_step(sample, "Huggy") == 600017
-    assert I.training_status(sample, "Other") == {}
+    status = training_status(sample, "Huggy")
+    assert status_entry(status, Path("Huggy-600017.pt"), 600017)["reward"] is None  # NaN: no reward yet
+    assert final_step(sample, "Huggy") == 600017
+    assert training_status(sample, "Other") == {}
 
 
 @pytest.fixture(scope="module")
@@ -595,7 +599,7 @@ def test_crafted_tensors_refused_before_their_data_is_read(capsys, tmp_path, pol
 def test_crafted_tensor_outside_the_policy_is_refused_too(tmp_path, policy_checkpoint):
     path = crafted(tmp_path, policy_checkpoint, "w", torch.zeros(1).expand(10**10), where="Optimizer:critic")
     with pytest.raises(I.UsageError, match="elements over a storage"):
-        I.read_checkpoint(path)
+        read_checkpoint(path)
 
 
 def test_validate_tensors_walks_deep_and_cyclic_structures():
@@ -606,10 +610,10 @@ def test_validate_tensors_walks_deep_and_cyclic_structures():
         inner = inner[0]
     inner.append(torch.zeros(1).expand(100))
     with pytest.raises(I.UsageError, match="elements over a storage"):
-        I.validate_tensors({"Policy": {}, "x": deep})
+        validate_tensors({"Policy": {}, "x": deep})
     cyclic: list = [torch.zeros(3)]
     cyclic.append(cyclic)
-    I.validate_tensors({"Policy": {"a": cyclic}})  # terminates, nothing to refuse
+    validate_tensors({"Policy": {"a": cyclic}})  # terminates, nothing to refuse
 
 
 def test_nan_in_continuous_act_size_vector(capsys, tmp_path, policy_checkpoint):
@@ -624,7 +628,7 @@ def test_legacy_format_checkpoint_still_loads(tmp_path, policy_checkpoint):
     """Not a zip: loaded without mmap, validated the same way."""
     path = tmp_path / "Huggy-600017.pt"
     torch.save(policy_checkpoint, path, _use_new_zipfile_serialization=False)
-    obj = I.read_checkpoint(path)
+    obj = read_checkpoint(path)
     assert torch.equal(obj["Policy"][MU_BIAS], policy_checkpoint["Policy"][MU_BIAS])
 
 
@@ -632,26 +636,26 @@ def test_every_fixture_checkpoint_passes_validation():
     files = sorted(EXAMPLES.rglob("*.pt")) + (sorted(FIXTURES.rglob("*.pt")) if FIXTURES.exists() else [])
     assert len(files) >= 19
     for path in files:
-        obj = I.read_checkpoint(path)  # memory-mapped zip, validated
+        obj = read_checkpoint(path)  # memory-mapped zip, validated
         assert isinstance(obj["Policy"], dict), path
 
 
 # --- 8. --expect-sha256 -------------------------------------------------------------------------
 
 def test_check_sha256(tmp_path):
-    good = I.file_sha256(BUNDLED_PT)
-    assert I.check_sha256(BUNDLED_PT, None) == good
-    assert I.check_sha256(BUNDLED_PT, " " + good.upper() + " ") == good
+    good = file_sha256(BUNDLED_PT)
+    assert check_sha256(BUNDLED_PT, None) == good
+    assert check_sha256(BUNDLED_PT, " " + good.upper() + " ") == good
     with pytest.raises(I.UsageError, match="refusing it"):
-        I.check_sha256(BUNDLED_PT, "0" * 64)
+        check_sha256(BUNDLED_PT, "0" * 64)
     with pytest.raises(I.UsageError, match="cannot read|no such|is a folder"):
-        I.check_sha256(tmp_path / "absent.pt", "0" * 64)
+        check_sha256(tmp_path / "absent.pt", "0" * 64)
 
 
 def test_checkpoints_mode_honours_expect_sha256(capsys):
     """Needs mode_checkpoints to call check_sha256(<the checkpoint it reports as default>,
     args.expect_sha256) before listing."""
-    good = I.file_sha256(BUNDLED_PT)
+    good = file_sha256(BUNDLED_PT)
     code, out, err = run_main(capsys, "--mode", "checkpoints", "--model-dir", BUNDLED, "--expect-sha256", good)
     assert code == 0, err
     code, out, err = run_main(capsys, "--mode", "checkpoints", "--model-dir", BUNDLED, "--expect-sha256", "0" * 64)
@@ -706,18 +710,18 @@ deep = st.integers(1, 200_000).map(lambda n: "[" * n + "]" * n)
 def test_fuzzed_status_files(fuzz_dir, content):
     (fuzz_dir / "run_logs" / "training_status.json").write_bytes(content if isinstance(content, bytes)
                                                                   else content.encode())
-    status = I.training_status(fuzz_dir, "Huggy")  # must not raise, whatever the file holds
+    status = training_status(fuzz_dir, "Huggy")  # must not raise, whatever the file holds
     for ckpt, step in ((Path("Huggy-600017.pt"), 600017), (Path("checkpoint.pt"), None)):
-        entry = I.status_entry(status, ckpt, step)
+        entry = status_entry(status, ckpt, step)
         assert entry == {} or {"steps", "file_path", "auxillary_file_paths"} <= set(entry), entry
         reward = entry.get("reward")
         assert reward is None or (type(reward) in (int, float) and np.isfinite(reward))
-    final = I.final_step(fuzz_dir, "Huggy")
+    final = final_step(fuzz_dir, "Huggy")
     assert final is None or (type(final) is int and final >= 0)
 
 
 @settings(max_examples=200, deadline=None)
 @given(status=st.one_of(any_json, status_like), step=st.one_of(st.none(), st.integers(-5, 10**7)))
 def test_fuzzed_status_entry_on_raw_structures(status, step):
-    entry = I.status_entry(status, Path("Huggy-600017.pt"), step)
+    entry = status_entry(status, Path("Huggy-600017.pt"), step)
     assert entry == {} or {"steps", "file_path", "auxillary_file_paths"} <= set(entry), entry

@@ -1,6 +1,7 @@
-"""Installable as what it is: `pip install .` gives the one module `inference` with its
-`__version__`, the dependencies of requirements-ascend.txt and the command `mlagents-infer`;
-inference.py copied alone still runs, and says what it lacks."""
+"""Installable as what it is: `pip install .` gives the package `mlagents_inference` with its
+`__version__`, the door `inference`, the dependencies of requirements-ascend.txt and the command
+`mlagents-infer`; inference.py copied without its package says so in one line (the one file to
+copy is the .pyz: tests/test_architecture.py)."""
 import ast
 import importlib.util
 import re
@@ -11,7 +12,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from conftest import EXAMPLES, ROOT, child_env
 
 tomllib = pytest.importorskip("tomllib")  # Python 3.11+
@@ -28,7 +28,7 @@ def pyproject() -> dict:
 
 def source_version() -> str:
     """`__version__` as setuptools reads it: a literal in the source, found without importing."""
-    tree = ast.parse((ROOT / "inference.py").read_text())
+    tree = ast.parse((ROOT / "mlagents_inference" / "__init__.py").read_text())
     found = [node.value.value for node in tree.body if isinstance(node, ast.Assign)
              and [getattr(t, "id", None) for t in node.targets] == ["__version__"]
              and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)]
@@ -36,13 +36,13 @@ def source_version() -> str:
     return found[0]
 
 
-def test_pyproject_installs_one_module_its_command_and_the_ascend_requirements():
+def test_pyproject_installs_the_package_the_door_its_command_and_the_ascend_requirements():
     meta = pyproject()
     assert meta["tool"]["setuptools"]["py-modules"] == ["inference"]
-    assert "packages" not in meta["tool"]["setuptools"]  # examples/, tests/, tools/ stay in the clone
-    assert meta["project"]["scripts"] == {"mlagents-infer": "inference:main"}
+    assert meta["tool"]["setuptools"]["packages"] == ["mlagents_inference"]  # examples/, tests/, tools/ stay in the clone
+    assert meta["project"]["scripts"] == {"mlagents-infer": "mlagents_inference.cli:main"}
     assert meta["project"]["dynamic"] == ["version"]
-    assert meta["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "inference.__version__"}
+    assert meta["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "mlagents_inference.__version__"}
     assert meta["project"]["dependencies"] == requirement_lines(ROOT / "requirements-ascend.txt")
     assert not any(d.lower().startswith("torch") for d in meta["project"]["dependencies"])  # CANN's stays
     assert [d for d in meta["project"]["optional-dependencies"]["torch"] if d.startswith("torch")]
@@ -79,6 +79,7 @@ def installed(tmp_path_factory):
     source.mkdir()
     for name in ("pyproject.toml", "inference.py", "README.md"):
         shutil.copy(ROOT / name, source / name)
+    shutil.copytree(ROOT / "mlagents_inference", source / "mlagents_inference", ignore=shutil.ignore_patterns("__pycache__"))
     (source / "examples").mkdir()  # a folder beside the module must not end up in the wheel
     (source / "examples" / "__init__.py").write_text("")
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
@@ -92,19 +93,20 @@ def installed(tmp_path_factory):
     return wheel, site
 
 
-def test_the_wheel_holds_the_one_module_its_version_dependencies_and_command(installed):
+def test_the_wheel_holds_the_package_the_door_its_version_dependencies_and_command(installed):
     wheel, _ = installed
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
         metadata = archive.read(f"{info}/METADATA").decode()
         entry_points = archive.read(f"{info}/entry_points.txt").decode()
-    assert [n for n in names if not n.startswith(info + "/")] == ["inference.py"]
+    package = sorted(f"mlagents_inference/{p.name}" for p in (ROOT / "mlagents_inference").glob("*.py"))
+    assert sorted(n for n in names if not n.startswith(info + "/")) == sorted(["inference.py", *package])
     assert re.search(rf"^Version: {re.escape(source_version())}$", metadata, re.M)
     requires = re.findall(r"^Requires-Dist: (.+)$", metadata, re.M)
     assert [r for r in requires if "extra ==" not in r] == requirement_lines(ROOT / "requirements-ascend.txt")
     assert any(r.startswith("torch") and 'extra == "torch"' in r for r in requires)
-    assert re.search(r"^mlagents-infer = inference:main$", entry_points, re.M)
+    assert re.search(r"^mlagents-infer = mlagents_inference.cli:main$", entry_points, re.M)
 
 
 def test_the_installed_module_imports_from_another_folder(installed, tmp_path):
@@ -138,9 +140,15 @@ def test_the_installed_command_is_inference_py(installed, tmp_path):
     assert line.startswith("error: no model:") and "no bundled sample" in line and "--model-dir" in line
 
 
-def test_inference_py_copied_alone_runs_and_says_what_it_lacks(tmp_path):
+def test_inference_py_copied_without_its_package_says_so(tmp_path):
     alone = tmp_path / "inference.py"
     shutil.copy(ROOT / "inference.py", alone)
+    ran = subprocess.run([sys.executable, str(alone), "--mode", "info", "--model-dir", str(EXAMPLES / "vector")],
+                         cwd=tmp_path, env=child_env(), capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 2 and not ran.stdout
+    line, = ran.stderr.strip().splitlines()
+    assert line.startswith("error: inference.py needs the folder mlagents_inference/ beside it") and "build_pyz" in line
+    shutil.copytree(ROOT / "mlagents_inference", tmp_path / "mlagents_inference")  # with it, it runs
     ran = subprocess.run([sys.executable, str(alone), "--mode", "info", "--model-dir", str(EXAMPLES / "vector")],
                          cwd=tmp_path, env=child_env(), capture_output=True, text=True, timeout=300)
     assert ran.returncode == 0 and ran.stdout.rstrip().endswith("SUCCESS"), ran.stderr

@@ -21,11 +21,29 @@ from typing import Optional
 
 import numpy as np
 import pytest
+from conftest import BUNDLED, EXAMPLES, FIXTURES, need
+from mlagents_reference import (
+    TRAINED_SPLITS,
+    OnnxReference,
+    branch_slices,
+    chosen_allowed,
+    continuous_pit,
+    discrete_mismatches,
+    entity_obs,
+    image_obs,
+    ks_uniform,
+    max_err,
+    max_rel_err,
+    one_hot_board,
+    random_masks,
+    vector_obs,
+)
 
 import inference as I
-from conftest import BUNDLED, EXAMPLES, FIXTURES, need
-from mlagents_reference import (TRAINED_SPLITS, OnnxReference, branch_slices, chosen_allowed, continuous_pit,
-                                discrete_mismatches, entity_obs, ks_uniform, image_obs, max_err, max_rel_err, one_hot_board, random_masks, vector_obs)
+from mlagents_inference.checkpoint import pick_goal
+from mlagents_inference.observations import random_inputs
+from mlagents_inference.policy import load_checkpoint
+from mlagents_inference.spec import InputSpec
 
 ZOO = EXAMPLES  # the in-repository examples carry the development zoo's kinds under the same names
 TRAINED = FIXTURES / "trained"
@@ -320,7 +338,7 @@ def test_tied_actions_go_to_the_first_allowed_one(engine):
     action is the first allowed one (ML-Agents' torch.argmax and the ONNX ArgMax both take the first)."""
     kind = KINDS["discrete-multi"]
     need(kind.folder)
-    checkpoint = I.load_checkpoint(next(kind.folder.glob("*/*.pt")))
+    checkpoint = load_checkpoint(next(kind.folder.glob("*/*.pt")))
     for weight in checkpoint.actor.action_model._discrete_distribution.branches.parameters():
         weight.data.zero_()
     rng = np.random.RandomState(3)
@@ -798,20 +816,20 @@ def test_goal_inputs_that_do_not_make_the_goal_are_refused(goal_input, says):
 
 def test_goal_signal_that_the_widths_cannot_single_out_is_refused():
     """Goal 3 wide: obs_0 alone, or obs_1 + obs_2, fit; nothing in the files says which."""
-    inputs = [I.InputSpec("obs_0", "vector", (3,)), I.InputSpec("obs_1", "vector", (2,)),
-              I.InputSpec("obs_2", "vector", (1,)), I.InputSpec("obs_3", "visual", (3, 20, 20), encoder="simple")]
+    inputs = [InputSpec("obs_0", "vector", (3,)), InputSpec("obs_1", "vector", (2,)),
+              InputSpec("obs_2", "vector", (1,)), InputSpec("obs_3", "visual", (3, 20, 20), encoder="simple")]
     with pytest.raises(I.UsageError, match=r"these fit: obs_0; obs_1\+obs_2 3 wide.*--goal-input"):
-        I.pick_goal(inputs, 3, None, 16, Path("P.pt"))
-    I.pick_goal(inputs, 18, None, 16, Path("P.pt"))  # the camera's 16-wide encoding + obs_1, and nothing else
+        pick_goal(inputs, 3, None, 16, Path("P.pt"))
+    pick_goal(inputs, 18, None, 16, Path("P.pt"))  # the camera's 16-wide encoding + obs_1, and nothing else
     assert [s.goal for s in inputs] == [False, True, False, True]
 
 
 def test_random_entity_buffers_hold_every_count_of_present_rows():
     """--obs random / onnx-compare's inputs: every count 0..N of present entities, zero rows after."""
     settings = policy("attention").settings
-    entities = I.random_inputs(settings, 11, 700)[0]
+    entities = random_inputs(settings, 11, 700)[0]
     present = (np.sum(entities ** 2, axis=2) >= 0.01)
     counts = present.sum(axis=1)
     assert set(counts.tolist()) == set(range(7)), sorted(set(counts.tolist()))
     assert all(not present[r, c:].any() for r, c in enumerate(counts)), "a present row after an absent one"
-    assert np.array_equal(I.random_inputs(settings, 11)[0], entities[0])  # row 0 is the unbatched draw
+    assert np.array_equal(random_inputs(settings, 11)[0], entities[0])  # row 0 is the unbatched draw

@@ -7,16 +7,15 @@ from __future__ import annotations
 import io
 import json
 import sys
-from pathlib import Path
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import EXAMPLES, call, need
+from mlagents_reference import OnnxReference, chosen_allowed, discrete_mismatches, entity_obs, image_obs, max_err, max_rel_err, random_masks, vector_obs
 
 import inference as I
-from conftest import EXAMPLES, call, need
-from mlagents_reference import (OnnxReference, chosen_allowed, discrete_mismatches, entity_obs,
-                                image_obs, max_err, max_rel_err, random_masks, vector_obs)
 
 ZOO = EXAMPLES  # the in-repository examples carry the development zoo's kinds under the same names
 CONT_TOL = 1e-5
@@ -586,6 +585,7 @@ def test_export_onnx_without_an_mlagents_onnx_is_held_to_float64_and_still_agree
     """No ONNX beside the checkpoint: export-onnx verifies against the float64 rebuild; the file it
     writes still gives ML-Agents' own ONNX's (kept elsewhere) discrete actions."""
     import shutil
+
     import onnxruntime as ort
     name = "discrete-multi"
     source = folder(name) / KINDS[name][0]

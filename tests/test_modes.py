@@ -6,9 +6,11 @@ import shutil
 import numpy as np
 import onnx
 import pytest
+from conftest import AGENT, BUNDLED, BUNDLED_ONNX, BUNDLED_PT, call, cli, ort_deterministic
 
 import inference as I
-from conftest import AGENT, BUNDLED, BUNDLED_ONNX, BUNDLED_PT, call, cli, ort_deterministic
+from mlagents_inference.cli import parse_args
+from mlagents_inference.sources import DEFAULT_EXPORT, HERE
 
 
 def rs_obs(seed: int, rows: int) -> np.ndarray:
@@ -143,8 +145,8 @@ def test_export_default_path_and_human_output(capsys, tmp_path):
     assert stdout.strip().splitlines()[-1] == "SUCCESS"
     assert "max_abs_err" in stdout and f"written: {(tmp_path / 'h.onnx').resolve()}" in stdout
     assert (tmp_path / "h.onnx").is_file()
-    args = I.parse_args(["--mode", "export-onnx"])
-    assert args.output is None and I.DEFAULT_EXPORT == I.HERE / "assets" / "huggy_rebuilt.onnx"
+    args = parse_args(["--mode", "export-onnx"])
+    assert args.output is None and DEFAULT_EXPORT == HERE / "assets" / "huggy_rebuilt.onnx"
 
 
 def test_fingerprint_reproducible_across_processes(capsys):

@@ -2,17 +2,26 @@
 bundled Huggy.onnx, the older 1.x interface (vector_observation, visual_observation_k) built from
 them with ML-Agents' own graph after the inputs, and Unity's trained 1.x files when present.
 The reference is a bare onnxruntime session on the file itself (tests/mlagents_reference.py)."""
-import json
 import shutil
 
 import numpy as np
 import onnx
 import pytest
+from conftest import BUNDLED, EXAMPLES, FIXTURES, call, need
+from mlagents_reference import (
+    TRAINED_SPLITS,
+    OnnxReference,
+    discrete_mismatches,
+    entity_obs,
+    image_obs,
+    max_err,
+    max_rel_err,
+    random_masks,
+    vector_obs,
+    with_legacy_inputs,
+)
 
 import inference
-from conftest import BUNDLED, EXAMPLES, FIXTURES, call, need
-from mlagents_reference import (TRAINED_SPLITS, OnnxReference, discrete_mismatches, entity_obs, image_obs, max_err,
-                                max_rel_err, random_masks, vector_obs, with_legacy_inputs)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 ONNX_ONLY = "settings and weights from the ONNX (no checkpoint)"

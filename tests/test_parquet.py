@@ -7,12 +7,10 @@ import subprocess
 import sys
 
 import numpy as np
-import pytest
-
-from conftest import BUNDLED, BUNDLED_ONNX, EXAMPLES, ROOT, call, child_env, cli, ort_deterministic
-
 import pyarrow as pa  # requirements.txt installs it for the tests (inference.py imports it on the Parquet path only)
 import pyarrow.parquet as pq
+import pytest
+from conftest import BUNDLED, BUNDLED_ONNX, EXAMPLES, ROOT, call, child_env, cli, ort_deterministic
 
 
 def fixed(values: np.ndarray):

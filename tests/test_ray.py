@@ -18,7 +18,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import BUNDLED, BUNDLED_ONNX, EXAMPLES, child_env, cli, ort_deterministic
 
 pytestmark = pytest.mark.ray

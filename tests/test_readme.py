@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, child_env
 
 README = ROOT / "README.md"
@@ -85,6 +84,7 @@ RUN_MAIN = r"""
 import contextlib, io, json, os, sys, time
 sys.path.insert(0, sys.argv[1])
 import inference
+
 results = []
 for argv in json.load(sys.stdin):
     out, err, t0 = io.StringIO(), io.StringIO(), time.perf_counter()

@@ -5,7 +5,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import ROOT
 
 CHECKER = re.search(r"<<'PYEOF'\n(.*?)\nPYEOF", (ROOT / "run_tests.sh").read_text(), re.S).group(1)

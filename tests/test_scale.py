@@ -3,9 +3,10 @@ import importlib.util
 
 import numpy as np
 import pytest
-
-import inference as I
 from conftest import BUNDLED, BUNDLED_ONNX, EXAMPLES, call, cli, ort_deterministic
+
+from mlagents_inference.engines import choose_engine
+from mlagents_inference.sources import HERE
 
 BENCH_FIELDS = ("runs", "warmup", "batch", "avg_ms", "p50_ms", "p95_ms", "p99_ms", "max_ms", "throughput_per_s",
                 "engine", "onnxruntime_p50_ms", "ratio_to_onnxruntime")
@@ -52,11 +53,11 @@ def test_engine_auto_is_onnxruntime_on_cpu_and_lazy_imports():
     this one has imported them all."""
     import torch
     cpu = torch.device("cpu")
-    assert I.choose_engine("auto", cpu, "float32") == "onnxruntime"
-    assert I.choose_engine("auto", cpu, "bfloat16") == I.choose_engine("torch", cpu, "float32") == "torch"
+    assert choose_engine("auto", cpu, "float32") == "onnxruntime"
+    assert choose_engine("auto", cpu, "bfloat16") == choose_engine("torch", cpu, "float32") == "torch"
     code = ("import sys; sys.path.insert(0, %r); import inference; "
             "print(sorted(m for m in ('onnx', 'onnxruntime', 'huggingface_hub', 'matplotlib', 'yaml', 'PIL') "
-            "if m in sys.modules))" % str(I.HERE))
+            "if m in sys.modules))" % str(HERE))
     import subprocess
     import sys
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -11,9 +11,9 @@ import sys
 import numpy as np
 import pytest
 import torch
+from conftest import BUNDLED, BUNDLED_ONNX, BUNDLED_PT, ROOT, child_env, ort_deterministic, ort_mu
 
 import inference as I
-from conftest import BUNDLED, BUNDLED_ONNX, BUNDLED_PT, ROOT, child_env, ort_deterministic, ort_mu
 
 
 def start(*extra):

@@ -11,9 +11,10 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from conftest import BUNDLED, BUNDLED_ONNX, EXAMPLES, ROOT, child_env, ort_deterministic, strict
 
 import inference as I
-from conftest import BUNDLED, BUNDLED_ONNX, EXAMPLES, ROOT, child_env, ort_deterministic, strict
+from mlagents_inference.stream import mode_stream, waiting_lines
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +29,7 @@ def run_stream(policy, text: str, monkeypatch, max_line_bytes=1 << 20) -> list:
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
     out = io.StringIO()
     monkeypatch.setattr(sys, "stdout", out)
-    I.mode_stream(ctx)
+    mode_stream(ctx)
     return [strict(line) for line in out.getvalue().splitlines()]
 
 
@@ -147,11 +148,11 @@ class Trickle(io.RawIOBase):
 def test_waiting_lines_splits_long_and_partial_lines():
     data = b'{"a": 1}\n\n' + b"x" * 50 + b"\n" + b'{"b": 2}\n' + b"y" * 80 + b'\n{"c"'
     for piece in (1, 7, 64, 1000):
-        groups = list(I.waiting_lines(Trickle(data, piece), limit=40))
+        groups = list(waiting_lines(Trickle(data, piece), limit=40))
         flat = [line for group in groups for line in group]
         assert flat == [b'{"a": 1}', None, b'{"b": 2}', None, b'{"c"'], (piece, flat)
         assert all(groups)
-    assert [l for g in I.waiting_lines(Trickle(b"z" * 100, 9), limit=40) for l in g] == [None]
+    assert [l for g in waiting_lines(Trickle(b"z" * 100, 9), limit=40) for l in g] == [None]
 
 
 def test_a_line_is_never_held_back(tmp_path):

@@ -8,11 +8,13 @@ import sys
 from types import SimpleNamespace
 
 import pytest
+from conftest import BUNDLED, EXAMPLES, strict
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import inference as I
-from conftest import BUNDLED, EXAMPLES, strict
+from mlagents_inference.policy import load_checkpoint
+from mlagents_inference.stream import mode_stream
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.text(max_size=8),
                     st.floats(allow_nan=True, allow_infinity=True))
@@ -30,7 +32,7 @@ lines = st.lists(st.one_of(any_json.map(lambda v: json.dumps(v)), near_miss.map(
 
 @pytest.fixture(scope="module")
 def policies():
-    out = {"huggy": I.Policy(I.load_checkpoint(BUNDLED / "Huggy" / "Huggy-600017.pt"))}
+    out = {"huggy": I.Policy(load_checkpoint(BUNDLED / "Huggy" / "Huggy-600017.pt"))}
     out["lstm"] = I.load(EXAMPLES / "lstm")
     return out
 
@@ -41,7 +43,7 @@ def run_stream(policy, text: str, monkeypatch) -> list:
     stdin, stdout = io.TextIOWrapper(io.BytesIO(text.encode("utf-8", "surrogatepass"))), io.StringIO()
     monkeypatch.setattr(sys, "stdin", stdin)
     monkeypatch.setattr(sys, "stdout", stdout)
-    I.mode_stream(ctx)  # must not raise; the answers it wrote are what the callers check
+    mode_stream(ctx)  # must not raise; the answers it wrote are what the callers check
     return stdout.getvalue().splitlines()
 
 

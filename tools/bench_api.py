@@ -47,16 +47,24 @@ class Steps:
         self.obs, self.agent_id, self.action_mask = obs, agent_id, action_mask
 
 
+def _internal(inference, module: str, name: str):
+    """A helper of the version measured: in the package beside its inference.py, or (an older,
+    single-file inference.py) in that file itself."""
+    if hasattr(inference, name):
+        return getattr(inference, name)
+    return getattr(importlib.import_module(f"mlagents_inference.{module}"), name)
+
+
 def contenders(inference, model_dir: Path, seed: int) -> dict:
     import onnxruntime as ort
     policy = inference.load(model_dir)
     s = policy.settings
-    behavior = inference.find_behavior(model_dir)
+    behavior = _internal(inference, "sources", "find_behavior")(model_dir)
     session = ort.InferenceSession(str(model_dir / f"{behavior}.onnx"), providers=["CPUExecutionProvider"])
     rng = np.random.RandomState(seed)
     obs = [(rng.rand(1, *i.shape) if i.kind == "visual" else rng.randn(1, *i.shape)).astype(np.float32)
            for i in s.inputs]
-    masks = inference.random_masks(s, seed, 1)
+    masks = _internal(inference, "observations", "random_masks")(s, seed, 1)
     memory = None
     if s.memory_size:
         half = s.memory_size // 2

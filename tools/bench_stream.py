@@ -36,7 +36,6 @@ def piped(inference: str, lines: int) -> float:
     reader = proc.stdout
     reader.readline()
     writer = threading.Thread(target=lambda: (proc.stdin.write(payload), proc.stdin.close()))
-    t0 = time.perf_counter()
     writer.start()
     first = None
     for n in range(lines):

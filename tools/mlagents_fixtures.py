@@ -27,21 +27,24 @@ import time
 
 import numpy as np
 import yaml
-
-from mlagents.torch_utils import torch
 from mlagents.plugins.trainer_type import get_default_trainer_types
+from mlagents.torch_utils import torch
 
 get_default_trainer_types()
 
-from mlagents_envs.base_env import (  # noqa: E402
-    ActionSpec, BehaviorSpec, DimensionProperty, ObservationSpec, ObservationType,
-)
-from mlagents.trainers.settings import RunOptions  # noqa: E402
-from mlagents.trainers.policy.torch_policy import TorchPolicy  # noqa: E402
-from mlagents.trainers.torch_entities.networks import SimpleActor, SharedActorCritic  # noqa: E402
-from mlagents.trainers.torch_entities.layers import LinearEncoder  # noqa: E402,F401
-from mlagents.trainers.torch_entities.encoders import VectorInput, Normalizer  # noqa: E402
 from mlagents.trainers.model_saver.torch_model_saver import TorchModelSaver  # noqa: E402
+from mlagents.trainers.policy.torch_policy import TorchPolicy  # noqa: E402
+from mlagents.trainers.settings import RunOptions  # noqa: E402
+from mlagents.trainers.torch_entities.encoders import Normalizer, VectorInput  # noqa: E402
+from mlagents.trainers.torch_entities.layers import LinearEncoder  # noqa: E402,F401
+from mlagents.trainers.torch_entities.networks import SharedActorCritic, SimpleActor  # noqa: E402
+from mlagents_envs.base_env import (  # noqa: E402
+    ActionSpec,
+    BehaviorSpec,
+    DimensionProperty,
+    ObservationSpec,
+    ObservationType,
+)
 
 NONE = DimensionProperty.NONE
 TE = DimensionProperty.TRANSLATIONAL_EQUIVARIANCE

@@ -1,0 +1,398 @@
+"""batch: random rows, or a dataset (arrays, CSV, .npz, Parquet) in chunks into an output file;
+Ray Data (--ray) past one machine.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+import tempfile
+import time
+import warnings
+import zipfile
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+
+from .context import Context, _action_fields, _actions_ok, _continuous_only, _kind_fields, check_rows_fit, header
+from .errors import UsageError
+from .obs_files import ParquetSource, _import_pyarrow, array_chunks, open_obs_file
+from .observations import finite_float32, random_inputs, random_masks
+from .outputs import atomic_write, check_output_path, floats, fmt, npy_size, open_npy_memmap, refuse_same_file
+from .policy import Policy, load_checkpoint
+from .spec import PolicySettings
+
+
+def _output_writer(path: Path, settings: PolicySettings, arrays: dict) -> Callable:
+    """How to write a batch's results: .npy (the continuous actions; continuous-only policies)
+    or .npz (continuous_actions, discrete_actions, memory)."""
+    if path.suffix.lower() == ".npy":
+        if not _continuous_only(settings):
+            raise UsageError(f"--output {path}: this policy's results are not continuous actions alone; use a .npz file")
+        return lambda tmp: np.save(tmp, arrays["continuous_actions"])
+    return lambda tmp: np.savez(tmp, **arrays)
+
+
+def _result_table(out: dict, kept=None):
+    """A chunk's results as a pyarrow table: fixed-size list columns continuous_actions (float32),
+    discrete_actions (int64) and memory (float32) as the policy has them, then the kept columns."""
+    import pyarrow as pa
+    columns = {}
+    for name, dtype in (("continuous_actions", np.float32), ("discrete_actions", np.int64), ("memory", np.float32)):
+        if name in out:
+            values = np.ascontiguousarray(out[name], dtype)
+            columns[name] = pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1)), values.shape[1])
+    for name in kept.schema.names if kept is not None else ():
+        columns[name] = kept.column(name)
+    return pa.table(columns)
+
+
+def _parquet_sink(run_chunks: Callable) -> Callable[[Path], None]:
+    """atomic_write's writer of a Parquet result: one row group per chunk, in input order."""
+    def write(tmp: Path) -> None:
+        import pyarrow.parquet as pq
+        writer = None
+
+        def sink(start: int, out: dict, kept) -> None:
+            nonlocal writer
+            table = _result_table(out, kept)
+            if writer is None:
+                writer = pq.ParquetWriter(tmp, table.schema)
+            writer.write_table(table)
+        try:
+            run_chunks(sink)
+        finally:
+            if writer is not None:
+                writer.close()
+    return write
+
+
+def mode_batch(ctx: Context):
+    """--batch N random observations in memory, or --obs-file in chunks to --output."""
+    if ctx.args.obs_file:
+        return batch_file(ctx)
+    s, rows = ctx.settings, ctx.args.batch
+    output = check_output_path(ctx.args.output, (".npy", ".npz")) if ctx.args.output else None
+    if output is not None and output.suffix.lower() == ".npy" and not _continuous_only(s):
+        raise UsageError(f"--output {output}: this policy's results are not continuous actions alone; use a .npz file")
+    check_rows_fit(rows, s)
+    obs = random_inputs(s, ctx.args.seed, rows)
+    masks = random_masks(s, ctx.args.seed, rows) if ctx.args.mask is None else ctx.masks()
+    policy = ctx.policy
+    flat, _, _ = policy.prepare(obs, masks)
+    t0 = time.perf_counter()
+    raw = policy.engine.run(flat)  # first (cold) call
+    cold_ms = (time.perf_counter() - t0) * 1e3
+    warm = []
+    for _ in range(10 if rows <= 4096 else 3):
+        t0 = time.perf_counter()
+        again = policy.engine.run(flat)
+        warm.append((time.perf_counter() - t0) * 1e3)
+    warm_ms = float(np.median(warm))
+    out, repeat = policy.decide(raw, rows), policy.decide(again, rows)
+    stable = all(np.array_equal(out[k], repeat[k]) for k in out)
+    if output:
+        size = npy_size(out["continuous_actions"].shape) if output.suffix.lower() == ".npy" else None
+        atomic_write(output, _output_writer(output, s, out), size=size)
+    result = {"input": "random", "rows": rows, "batch": rows, "seed": ctx.args.seed, **_action_fields(s, out),
+              "cold_ms": cold_ms, "warm_ms": warm_ms,
+              "warm_calls": len(warm), "repeat_identical": stable,
+              "output": str(output.resolve()) if output else None, "throughput_per_s": rows / (warm_ms / 1e3),
+              **_kind_fields(s), **ctx.base()}
+    if "mu" in raw:
+        result["mu_abs_max"] = float(np.abs(raw["mu"][: min(rows, 4096)]).max())
+    return result, _actions_ok(s, out) and stable
+
+
+def show_batch(r: dict) -> list:
+    if r["input"] != "random":
+        return show_batch_file(r)
+    rows = r["batch"]
+    lines = [header(r, f"batch inference (batch={rows}, seed={r['seed']})"),
+             f"  first (cold) call = {r['cold_ms']:.4f} ms | steady (warm, median of {r['warm_calls']}) = {r['warm_ms']:.4f} ms",
+             f"  throughput (warm) = {r['throughput_per_s']:,.0f} observations/s"]
+    if "continuous_actions" in r:
+        actions = np.asarray(r["continuous_actions"], np.float32)
+        lines.append("  deterministic[:5, :6] =")
+        lines += [f"    batch[{i}] {fmt(actions[i, :6])}" for i in range(min(5, rows))]
+        lines.append(f"  |mu| max (first {min(rows, 4096)} rows) = {r['mu_abs_max']:.4f}")
+        lines.append(f"  output range = [{actions.min():.4f}, {actions.max():.4f}]")
+    if "discrete_actions" in r:
+        lines.append(f"  discrete_actions[:5] = {r['discrete_actions'][:5]} (random masks, seed {r['seed']})")
+    lines.append(f"  repeated calls identical = {'yes' if r['repeat_identical'] else 'NO'}")
+    if r["output"]:
+        lines.append(f"  written: {r['output']}")
+    return lines
+
+
+def _is_parquet(path: Path) -> bool:
+    return path.suffix.lower() == ".parquet" or path.is_dir()
+
+
+def batch_file(ctx: Context):
+    """A dataset-sized batch: memory-mapped input (.npy) or Parquet read a record batch at a time,
+    chunked inference, results written atomically (.npy through a memory map for continuous-only
+    policies, .parquet a row group per chunk, else .npz), progress on stderr."""
+    import resource
+    s, args = ctx.settings, ctx.args
+    path = Path(args.obs_file)
+    folder = Path(args.output) if args.ray and args.output and not Path(args.output).suffix else None
+    output = check_output_path(args.output, (".npy", ".npz", ".parquet")) if args.output and not folder else None
+    if output is not None and output.suffix.lower() == ".parquet":
+        _import_pyarrow()  # refused before any work when it is missing
+    keep = args.keep_columns or []
+    if keep and not (_is_parquet(path) and (folder is not None or output is not None and _is_parquet(output))):
+        raise UsageError("--keep-columns: copies columns from a Parquet --obs-file to a Parquet --output")
+    if args.ray and not _is_parquet(path):
+        raise UsageError(f"--ray: reads Parquet datasets (a .parquet file or a folder of them), not {path.name}")
+    if _is_parquet(path):
+        source = ParquetSource.open(path, s, keep)
+        rows, chunks = source.rows, lambda size: source.chunks(size, s)
+    else:
+        data = open_obs_file(path, s)
+        rows, chunks = data["rows"], lambda size: array_chunks(data, size)
+    if output is not None or folder is not None:
+        refuse_same_file(output or folder, [path])
+    if folder is not None:
+        return ray_to_folder(ctx, source, folder)
+    chunk = args.chunk
+    check_rows_fit(min(chunk, rows), s, "--chunk")
+    npy = output is not None and output.suffix.lower() == ".npy"
+    if npy and not _continuous_only(s):
+        raise UsageError(f"--output {output}: this policy's results are not continuous actions alone; use a .npz file")
+    try:
+        from tqdm import tqdm
+        bar = tqdm(total=rows, unit="obs", unit_scale=True, file=sys.stderr,
+                   disable=rows < 4 * chunk or not sys.stderr.isatty() and not args.progress, mininterval=0.5)
+    except ImportError:
+        bar = None
+    policy = None if args.ray else ctx.policy  # loaded before any output is opened (Ray's actors load their own)
+    summary = {"min": np.inf, "max": -np.inf, "first": None}
+    t0 = time.perf_counter()
+
+    def local_results():
+        for start, block, masks, memory, kept in chunks(chunk):
+            for spec, values in zip(s.inputs, block):  # name the bad row as the file counts it
+                if values.dtype.kind == "f":
+                    finite_float32(values, f"--obs-file {path} ({spec.name})", "row", start)
+            try:
+                out = policy.act(block if len(block) > 1 else block[0], masks, memory=memory)
+            except UsageError as exc:
+                raise UsageError(f"--obs-file {path}: rows {start}-{start + len(block[0]) - 1}: {exc}")
+            yield start, out, kept
+
+    def run_chunks(sink: Callable[[int, dict, object], None]) -> None:
+        for start, out, kept in (ray_results(ctx, source, chunk, ray_info) if args.ray else local_results()):
+            sink(start, out, kept)
+            if "continuous_actions" in out:
+                summary["min"] = min(summary["min"], float(out["continuous_actions"].min()))
+                summary["max"] = max(summary["max"], float(out["continuous_actions"].max()))
+            if summary["first"] is None:
+                summary["first"] = {k: v[0] for k, v in out.items()}
+            if bar is not None:
+                bar.update(len(next(iter(out.values()))))
+
+    collected: dict = {}
+    ray_info: dict = {}
+
+    def collect(start: int, out: dict, kept) -> None:
+        for key, value in out.items():
+            collected.setdefault(key, []).append(value)
+
+    try:
+        if output is None:
+            run_chunks(lambda start, out, kept: None)
+        elif npy:
+            def write(tmp: Path) -> None:
+                target = open_npy_memmap(tmp, (rows, s.continuous_size), np.float32)
+
+                def sink(start: int, out: dict, kept) -> None:
+                    target[start:start + len(out["continuous_actions"])] = out["continuous_actions"]
+                run_chunks(sink)
+                target.flush()
+                del target
+            atomic_write(output, write)
+        elif output.suffix.lower() == ".parquet":
+            atomic_write(output, _parquet_sink(run_chunks))
+        else:
+            run_chunks(collect)
+            arrays = {k: np.concatenate(v) for k, v in collected.items()}
+            atomic_write(output, lambda tmp: np.savez(tmp, **arrays))
+    finally:
+        if bar is not None:
+            bar.close()
+    seconds = time.perf_counter() - t0
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (1 << 20 if sys.platform == "darwin" else 1024)  # bytes on macOS, KiB on Linux
+    first = summary["first"]
+    ok = s.tanh_squash or not s.continuous_size or -1.0 <= summary["min"] <= summary["max"] <= 1.0
+    return ({"input": path.name, "rows": rows, "chunk": chunk, "output": str(output.resolve()) if output else None,
+             "seconds": seconds, "throughput_per_s": rows / seconds, "peak_rss_mb": peak_mb,
+             "min_action": summary["min"], "max_action": summary["max"],
+             **{"first_" + k: v for k, v in _action_fields(s, first).items()},
+             **({"first_action": floats(first["continuous_actions"])} if "continuous_actions" in first else {}),
+             **ray_info, **ctx.base()}, ok)
+
+
+def show_batch_file(r: dict) -> list:
+    lines = [header(r, f"file batch ({r['input']}: {r['rows']:,} rows, chunk={r['chunk']:,})")]
+    if "first_continuous_actions" in r:
+        lines.append(f"  first row actions[:6] = {fmt(r['first_continuous_actions'][:6])}")
+        lines.append(f"  output range = [{r['min_action']:.4f}, {r['max_action']:.4f}]")
+    if "first_discrete_actions" in r:
+        lines.append(f"  first row discrete_actions = {r['first_discrete_actions']}")
+    if "ray_nodes" in r:
+        lines.append(f"  Ray Data: {r['ray_actors']} policy actor(s) on {r['ray_nodes']} node(s)")
+    lines.append(f"  time = {r['seconds']:.3f} s | throughput = {r['throughput_per_s']:,.0f} observations/s | "
+                 f"peak RSS = {r['peak_rss_mb']:.0f} MB")
+    lines.append(f"  written: {r['output']}" if r["output"] else "  (no --output: actions not saved)")
+    return lines
+
+
+class PolicyActor:
+    """Ray Data's worker: loads the policy once, then turns record batches (pyarrow tables) of
+    observations into result tables (_result_table) with the kept columns, as batch_file would."""
+
+    def __init__(self, model: dict, columns: dict, keep: list):
+        checkpoint = load_checkpoint(Path(model["checkpoint"]), model["onnx"] and Path(model["onnx"]),
+                                     model["model_dir"] and Path(model["model_dir"]), model["behavior"],
+                                     model["expect_sha256"], model["goal_input"])
+        self.policy = Policy(checkpoint, model["device"], model["dtype"], model["engine"], model["graphs"])
+        self.source = ParquetSource([], columns, keep, None, 0)
+
+    def __call__(self, table):
+        s = self.policy.settings
+        block, masks, memory = self.source.arrays(table, s, None)
+        out = self.policy.act(block if len(block) > 1 else block[0], masks, memory=memory)
+        return _result_table(out, table.select(self.source.keep) if self.source.keep else None)
+
+
+def _table_results(table) -> dict:
+    """A result table's list columns back as [rows, width] arrays."""
+    return {name: table.column(name).combine_chunks().flatten().to_numpy(zero_copy_only=False).reshape(table.num_rows, -1)
+            for name in ("continuous_actions", "discrete_actions", "memory") if name in table.column_names}
+
+
+def ray_results(ctx: Context, source: "ParquetSource", chunk: int, info: dict, write_to: Optional[Path] = None):
+    """(first row, results, kept columns) in input order from Ray Data: read_parquet, then
+    map_batches over --ray-actors PolicyActors (each takes a GPU, or an NPU, when the policy runs
+    on one). The workers import this package from Ray's working_dir (a copy of it); the
+    checkpoint and the dataset are read at the same paths on every node. Fills info with the
+    cluster's size. With write_to, the workers write the results there (write_parquet) instead."""
+    try:
+        import ray
+        import ray.data
+    except ImportError:
+        raise UsageError("--ray needs Ray Data, which is not installed: pip install -r requirements-ray.txt")
+    import logging
+    unreachable = _ray_unreachable(ctx.args.ray)
+    if unreachable:
+        raise UsageError(f"--ray {ctx.args.ray}: no Ray cluster there ({unreachable})")
+    args, src = ctx.args, ctx.source
+    device = ctx.device
+    model = {"checkpoint": str(Path(src.checkpoint).resolve()), "onnx": args.onnx and str(Path(args.onnx).resolve()),
+             "model_dir": src.model_dir and str(Path(src.model_dir).resolve()), "behavior": src.behavior,
+             "expect_sha256": args.expect_sha256, "goal_input": args.goal_input, "device": device.type,
+             "dtype": args.dtype, "engine": ctx.engine_name, "graphs": args.graphs == "on"}
+    ctx.settings  # (checked here before any worker starts)
+    # a CPU actor reserves no CPU in Ray's books (SPREAD places them): reserved ones would leave no
+    # whole CPU to read_parquet's file listing on nodes of one or two CPUs, and the job would wait forever
+    resources = ({"num_gpus": 1} if device.type == "cuda" else {"resources": {"NPU": 1}} if device.type == "npu"
+                 else {"num_cpus": 0})
+    with tempfile.TemporaryDirectory(prefix="inference-ray-") as code, warnings.catch_warnings(), \
+            contextlib.redirect_stdout(sys.stderr):  # stdout holds the result alone (--json)
+        warnings.simplefilter("ignore")  # Ray Data's advice on block counts and deprecations
+        _copy_package(Path(code))  # (PolicyActor is pickled by reference: the workers import it from there)
+        try:
+            local = {"_node_ip_address": "127.0.0.1"} if args.ray == "local" else {}  # a local instance: on loopback only
+            ray.init(address="local" if args.ray == "local" else args.ray, runtime_env={"working_dir": code},
+                     include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR, **local)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise UsageError(f"--ray {args.ray}: no Ray cluster there ({str(exc).splitlines()[0][:160]})")
+        try:
+            info.update(ray_nodes=sum(1 for node in ray.nodes() if node.get("Alive")), ray_actors=args.ray_actors)
+            context = ray.data.DataContext.get_current()
+            context.execution_options.preserve_order = True  # rows come back in input order
+            context.enable_progress_bars = False
+            logging.getLogger("ray.data").setLevel(logging.CRITICAL)  # (a worker's error: our one line says it)
+            blocks = max(len(source.files), 2 * args.ray_actors)  # (one file would feed one actor only)
+            dataset = ray.data.read_parquet([str(f.resolve()) for f in source.files], override_num_blocks=blocks)
+            results = dataset.select_columns(source.schema.names).map_batches(
+                PolicyActor, fn_constructor_args=(model, source.columns, source.keep), batch_size=chunk,
+                batch_format="pyarrow", concurrency=args.ray_actors, max_restarts=0, scheduling_strategy="SPREAD", **resources)
+            if write_to is not None:
+                results.write_parquet(str(write_to))
+                return
+            start = 0
+            for table in results.iter_batches(batch_size=chunk, batch_format="pyarrow"):
+                kept = table.select(source.keep) if source.keep else None
+                yield start, _table_results(table), kept
+                start += table.num_rows
+        except Exception as exc:
+            raise UsageError(f"--ray: {_ray_failure(exc)}") from None
+        finally:
+            ray.shutdown()
+
+
+def _copy_package(folder: Path) -> None:
+    """This package's source into folder/mlagents_inference: from its folder, or from the .pyz it runs from."""
+    import shutil
+    package = Path(__file__).resolve().parent
+    if package.is_dir():
+        shutil.copytree(package, folder / package.name, ignore=shutil.ignore_patterns("__pycache__"))
+        return
+    with zipfile.ZipFile(package.parent) as pyz:
+        pyz.extractall(folder, [m for m in pyz.namelist() if m.startswith(package.name + "/")])
+
+
+def ray_to_folder(ctx: Context, source: "ParquetSource", folder: Path):
+    """--ray with an --output folder: Ray Data's write_parquet from the workers, into a temporary
+    folder beside it renamed at the end (an existing folder must be empty)."""
+    import resource
+    import shutil
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise UsageError(f"--output {folder}: exists and is not an empty folder")
+    if not folder.parent.is_dir():
+        raise UsageError(f"--output {folder}: folder {folder.parent} does not exist")
+    t0, info = time.perf_counter(), {}
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name[:64]}.", dir=folder.parent))
+    try:
+        for _ in ray_results(ctx, source, ctx.args.chunk, info, write_to=tmp):
+            pass
+        os.replace(tmp, folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    seconds = time.perf_counter() - t0
+    return ({"input": Path(ctx.args.obs_file).name, "rows": source.rows, "chunk": ctx.args.chunk,
+             "output": str(folder.resolve()), "seconds": seconds, "throughput_per_s": source.rows / seconds,
+             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, **info, **ctx.base()}, True)
+
+
+def _ray_unreachable(address: str) -> Optional[str]:
+    """Why nothing answers at a HOST:PORT --ray address (ray.init would wait for minutes), else None."""
+    import socket
+    host, _, port = address.rpartition(":")
+    if address == "local" or "://" in address or not port.isdigit():
+        return None
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=5).close()
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
+
+
+def _ray_failure(exc: BaseException) -> str:
+    """The one line a failure inside Ray comes down to: a worker's UsageError as it was raised
+    (Ray wraps it, with the worker's traceback in the text), else the failure's last line."""
+    seen, texts = exc, []
+    while seen is not None and len(texts) < 20:
+        if "UsageError" in [c.__name__ for c in type(seen).__mro__] and not hasattr(seen, "cause"):
+            return str(seen).splitlines()[0]
+        texts.append(str(seen))
+        seen = getattr(seen, "cause", None) or seen.__cause__ or seen.__context__
+    found = re.search(r"UsageError: (.+)", "\n".join(texts))
+    if found:
+        return found.group(1).strip()
+    lines = [l for l in texts[0].splitlines() if l.strip()]
+    return (lines[-1] if lines else type(exc).__name__)[:300]

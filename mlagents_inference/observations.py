@@ -1,0 +1,346 @@
+"""Observations, masks and memories as arrays: the one finite/float32 check behind every door,
+shapes, both mask conventions, per-agent memories (AgentMemories), seeded random inputs and
+the cheap reading of stream lines.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+import numpy as np
+
+from .errors import UsageError
+from .spec import InputSpec, PolicySettings
+
+if TYPE_CHECKING:  # (annotations only: the module above imports this one)
+    from .policy import Policy
+
+
+def _is_array_list(value) -> bool:
+    return isinstance(value, (list, tuple)) and len(value) > 0 and all(isinstance(v, np.ndarray) for v in value)
+
+
+def finite_float32(values, what: str, unit: Optional[str] = None, first: int = 0) -> np.ndarray:
+    """The one check every door for numbers makes (the API, --obs, files, stream lines): the values
+    as float32 (beyond its range they become inf) and finite, else a UsageError naming `what` and,
+    for [rows, ...] values, the first bad `unit` (row numbers counted from `first`)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = np.ascontiguousarray(values, np.float32)
+    ok = np.isfinite(out).reshape(len(out), -1).all(axis=1) if unit and out.size else np.isfinite(out).all()
+    if not np.all(ok):
+        where = f": {unit} {first + int(np.argmin(ok))}" if unit else ""
+        raise UsageError(f"{what}{where} holds nan, inf or values beyond float32")
+    return out
+
+
+def shape_input(spec: InputSpec, value) -> tuple:
+    """One input as float32 [rows, *shape] (entity buffers padded with absent rows), and whether it
+    came batched; UsageError naming the input, the expected and the given shape. A uint8 array for
+    a camera is pixels: scaled by 1/255 as image_pixels scales a file; other numbers are taken as given."""
+    try:
+        array = np.asarray(value)
+    except (ValueError, TypeError):
+        raise UsageError(f"{spec.name}: not an array of numbers (ragged or mixed values)")
+    if array.dtype.kind not in "fiub" or array.dtype.kind == "b" and spec.kind != "vector":
+        raise UsageError(f"{spec.name}: holds {array.dtype} values, expected numbers")
+    if spec.kind == "visual" and array.dtype == np.uint8:  # pixels, read as image files are read
+        array = array.astype(np.float32) / np.float32(255)
+    want = tuple(spec.shape)
+    if spec.kind == "entities":
+        n, f = want
+        if array.ndim == 2 and array.shape[1] == f or array.ndim == 1 and array.size == 0:
+            array, batched = array.reshape(1, -1, f), False
+        elif array.ndim == 3 and array.shape[2] == f:
+            batched = True
+        else:
+            raise UsageError(f"{spec.name}: expected up to {n} entities of {f} features ([entities, {f}] or "
+                             f"[batch, entities, {f}]), got shape {list(array.shape)}")
+        if n and array.shape[1] > n:
+            raise UsageError(f"{spec.name}: {array.shape[1]} entities, this policy takes at most {n}")
+        if n and array.shape[1] < n:  # absent entities are zero rows, as Unity's buffer sensor pads them
+            array = np.concatenate([array, np.zeros((array.shape[0], n - array.shape[1], f), array.dtype)], axis=1)
+    elif array.shape == want:
+        array, batched = array[None], False
+    elif array.ndim == len(want) + 1 and array.shape[1:] == want:
+        batched = True
+    else:
+        raise UsageError(f"{spec.name}: expected shape [{', '.join(map(str, want))}] "
+                         f"(or [batch, {', '.join(map(str, want))}]), got {list(array.shape)}")
+    return finite_float32(array, spec.name, "observation"), batched
+
+
+BOOL_MASK = ("a single bool array is ambiguous (ML-Agents' masks are True = masked, gymnasium's 1 = "
+             "allowed): give ML-Agents' DecisionSteps.action_mask as its list of per-branch bool arrays, or "
+             "0/1 numbers with 1 = allowed (e.g. mask.astype(np.int8))")
+
+
+def shape_masks(masks, branches: list, rows: int, batched: bool) -> np.ndarray:
+    """Action masks as float32 [rows, sum(branches)] of 0/1 (1 = allowed); all allowed when None.
+    Numbers are gymnasium's convention, 1 = allowed: one array [sum(branches)] or [rows, sum(branches)],
+    or a per-branch list ([size] or [rows, size] each; gymnasium's MultiDiscrete masks). A per-branch
+    list of bool arrays is ML-Agents' DecisionSteps.action_mask: True = masked. A single bool array is
+    refused, the two conventions reading it oppositely. A branch that allows nothing is refused."""
+    width = sum(branches)
+    if masks is None:
+        return np.ones((rows, width), np.float32)
+    masked_is_true = False
+    if isinstance(masks, (list, tuple)) and len(masks) == len(branches) and _is_array_list(masks) and (
+            any(m.dtype == bool for m in masks) or all(m.shape[-1:] == (size,) for m, size in zip(masks, branches))):
+        masked_is_true = masks[0].dtype == bool
+        if any((m.dtype == bool) != masked_is_true for m in masks):
+            raise UsageError("action_masks: the per-branch arrays mix bool (ML-Agents: True = masked) and "
+                             "numbers (1 = allowed)")
+        parts = []
+        for b, (part, size) in enumerate(zip(masks, branches)):
+            if part.ndim not in (1, 2) or part.shape[-1] != size or part.ndim == 2 and part.shape[0] != rows:
+                raise UsageError(f"action_masks: branch {b} has shape {list(part.shape)}, expected [{size}] or "
+                                 f"[{rows}, {size}] (branches {branches})")
+            parts.append(np.broadcast_to(part.reshape(-1, size), (rows, size)))
+        array = np.concatenate(parts, axis=1)
+        if masked_is_true:
+            array = ~array
+        masks = array
+    try:
+        array = np.asarray(masks)
+        if array.dtype == bool and not masked_is_true:
+            raise UsageError(f"action_masks: {BOOL_MASK}")
+        array = array.astype(np.float64)
+    except (ValueError, TypeError):
+        raise UsageError(f"action_masks: expected {width} values of 0 or 1 per observation")
+    if array.ndim == 1 and array.shape[0] == width:
+        array = np.broadcast_to(array, (rows, width))
+    if array.shape != (rows, width):
+        raise UsageError(f"action_masks: expected shape [{rows}, {width}] (branches {branches}), got {list(array.shape)}")
+    if not np.isin(array, (0.0, 1.0)).all():
+        raise UsageError("action_masks: values must be 0 (forbidden) or 1 (allowed)")
+    start = 0
+    for b, size in enumerate(branches):
+        empty = ~array[:, start:start + size].any(axis=1)
+        if empty.any():
+            raise UsageError(f"action_masks: branch {b} allows no action (row {int(np.argmax(empty))}"
+                             f"{', ML-Agents mask: True = masked' if masked_is_true else ''}); "
+                             f"at least one action per branch must be allowed")
+        start += size
+    return np.ascontiguousarray(array, np.float32)
+
+
+MASK_KEY_BYTES = 1024  # masks up to this size are checked once per distinct value (a batch-1 mask: a few bytes)
+
+
+def _mask_key(masks, rows: int) -> Optional[tuple]:
+    """A small mask's identity (rows, form, and each array's dtype, shape and bytes), for checking it
+    once (Policy.mask_array); None for a large one or one not made of numpy arrays."""
+    if type(masks) is np.ndarray:  # (Policy._ready makes this key itself, the same way)
+        return (rows, None, masks.dtype, masks.shape, masks.tobytes()) if masks.nbytes <= MASK_KEY_BYTES else None
+    if masks is None:
+        return (rows,)
+    parts = masks if type(masks) in (list, tuple) else ()
+    key, size = [rows], 0
+    for part in parts:
+        size += part.nbytes if type(part) is np.ndarray else MASK_KEY_BYTES + 1
+        if size > MASK_KEY_BYTES:
+            return None
+        key += (part.dtype, part.shape, part.tobytes())
+    return tuple(key) if parts else None
+
+
+def shape_memory(memory, size: int, rows: int, batched: bool) -> np.ndarray:
+    """An LSTM memory [rows, size] = [h, c] as the engine wants it, [rows, 1, size]; zeros when None."""
+    if memory is None:
+        return np.zeros((rows, 1, size), np.float32)
+    try:
+        array = np.asarray(memory, dtype=np.float64)
+    except (ValueError, TypeError):
+        raise UsageError(f"memory: expected {size} numbers per observation")
+    if array.ndim == 1 and array.shape[0] == size and rows == 1:
+        array = array[None]
+    if array.ndim == 3 and array.shape[1] == 1:
+        array = array[:, 0]
+    if array.shape != (rows, size):
+        want = f"[{size}] or [1, {size}]" if rows == 1 and not batched else f"[{rows}, {size}]"
+        raise UsageError(f"memory: expected shape {want} ([h, c], {size // 2} each), got {list(array.shape)}")
+    return finite_float32(array, "memory", "row")[:, None, :]
+
+
+def branch_draw(probs: np.ndarray, branches: list, u: np.ndarray) -> np.ndarray:
+    """One draw per branch from its masked probabilities by inverse CDF with uniforms u [rows, branches];
+    a forbidden action (probability 0) is never drawn."""
+    out, start = np.empty((probs.shape[0], len(branches)), np.int64), 0
+    for b, size in enumerate(branches):
+        p = probs[:, start:start + size].astype(np.float64)
+        cdf = np.cumsum(p, axis=1)
+        target = u[:, b] * cdf[:, -1]
+        pick = (cdf <= target[:, None]).sum(axis=1)
+        last_allowed = size - 1 - np.argmax(p[:, ::-1] > 0, axis=1)
+        out[:, b] = np.minimum(pick, last_allowed)
+        start += size
+    return out
+
+
+def random_inputs(settings: PolicySettings, seed: int, rows: Optional[int] = None) -> list:
+    """One np.random.RandomState(seed) for all inputs, in input order: randn(*shape) for vectors
+    and entity buffers, rand(*shape) for images (uniform in [0, 1), the range camera pixels have).
+    A one-input vector policy gets RandomState(seed).randn(n). In an entity buffer each observation
+    keeps its first k rows, k uniform in 0..N from RandomState(seed + 104729), and the rest are zero
+    (absent), so that the attention's padding is exercised too."""
+    rng, counts = np.random.RandomState(seed), np.random.RandomState(seed + 104729)
+    lead = () if rows is None else (rows,)
+    out = []
+    for spec in settings.inputs:
+        x = (rng.rand(*lead, *spec.shape) if spec.kind == "visual" else rng.randn(*lead, *spec.shape)).astype(np.float32)
+        if spec.kind == "entities":
+            present = counts.randint(0, spec.shape[0] + 1, size=1 if rows is None else rows)
+            x.reshape(-1, *spec.shape)[np.arange(spec.shape[0])[None, :] >= present[:, None]] = 0.0
+        out.append(x)
+    return out
+
+
+def random_masks(settings: PolicySettings, seed: int, rows: int) -> Optional[np.ndarray]:
+    """Random action masks (each action allowed with probability 0.7, at least one per branch)."""
+    if not settings.discrete_branches:
+        return None
+    rng = np.random.RandomState(seed + 7919)
+    masks = (rng.rand(rows, sum(settings.discrete_branches)) < 0.7).astype(np.float32)
+    start = 0
+    for size in settings.discrete_branches:
+        block = masks[:, start:start + size]
+        empty = np.flatnonzero(~block.any(axis=1))
+        block[empty, rng.randint(size, size=len(empty))] = 1.0
+        start += size
+    return masks
+
+
+def _parse_numbers(text: str, what: str, count: int) -> np.ndarray:
+    """Comma-separated numbers (exactly `count`), or 'zeros'."""
+    if text.strip().lower() == "zeros":
+        return np.zeros(count, np.float32)
+    items = [p.strip() for p in text.split(",")]
+    if len(items) > 1 and items[-1] == "":
+        items.pop()  # tolerate one trailing comma (as --obs does); an empty item elsewhere is refused
+    if "" in items:
+        raise UsageError(f"{what}: an empty item (item {items.index('') + 1}); expected {count} comma-separated numbers")
+    bad = next((p for p in items if not _is_float(p)), None)
+    if bad is not None or len(items) != count:
+        raise UsageError(f"{what}: expected {count} comma-separated numbers, got "
+                         f"{repr(bad[:40]) + ' (not a number)' if bad is not None else len(items)}")
+    return np.asarray([float(p) for p in items], np.float64)
+
+
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
+# -- stream lines: what a line may hold, and its numbers read cheaply (mode_stream answers them)
+STREAM_KEYS = {"obs", "id", "stochastic", "seed", "action_masks", "memory", "reset"}
+STREAM_ID_CHARS = 256  # the longest text "id"
+NUMBER_TYPES = {float, int}
+
+
+def _echoed_id(msg):
+    """The "id" a line's answer repeats, error answers too: a string of at most STREAM_ID_CHARS
+    characters or an integer within +-2^53 (what every JSON reader keeps exact); else null."""
+    ident = msg.get("id") if isinstance(msg, dict) else None
+    if isinstance(ident, str) and len(ident) <= STREAM_ID_CHARS or \
+            isinstance(ident, int) and not isinstance(ident, bool) and abs(ident) <= 2**53:
+        return ident
+    return None
+
+
+def _json_numbers_only(value, depth: int = 0) -> bool:
+    """JSON numbers (no strings, booleans or null) in lists nested at most 4 deep."""
+    if depth > 4:
+        return False
+    if type(value) is list:
+        return all(_json_numbers_only(v, depth + 1) for v in value)
+    return type(value) is float or type(value) is int
+
+
+def stream_array(spec: InputSpec, value: list) -> np.ndarray:
+    """One input of a stream line as float32. A batch of entity buffers may be ragged (each
+    agent sees its own number of entities): each is padded with absent (zero) rows."""
+    if spec.kind == "entities" and value and all(type(v) is list and (not v or type(v[0]) is list) for v in value):
+        most = max(len(v) for v in value)
+        value = [v + [[0.0] * spec.shape[1]] * (most - len(v)) for v in value]
+    try:
+        return finite_float32(value, f'"{spec.name}"')
+    except (ValueError, TypeError, OverflowError):
+        raise UsageError(f'"{spec.name}": rows of different lengths')
+
+
+def _quick_request(policy: Policy, msg) -> Optional[tuple]:
+    """The plain stream line, checked cheaply: one observation of each vector input, as a flat
+    list of JSON numbers, a deterministic step, optional "id", "reset", "memory", "action_masks".
+    Returns (id, inputs, masks, memory, reset) or None: anything else (and every error) goes
+    through stream_answer, whose rules and messages stay the only ones."""
+    s = policy.settings
+    if type(msg) is not dict or msg.get("stochastic", False) is not False or type(msg.get("reset", False)) is not bool:
+        return None
+    ident = msg.get("id")
+    if ident is not None and _echoed_id(msg) is None:  # (stream_answer refuses it, naming why)
+        return None
+    seed = msg.get("seed", 0)
+    if type(seed) is not int or not 0 <= seed < 2**63:
+        return None
+    names = ["obs"] if len(s.inputs) == 1 and "obs" in msg else [i.name for i in s.inputs]
+    if any(k not in STREAM_KEYS and k not in names for k in msg) or (names == ["obs"] and s.inputs[0].name in msg):
+        return None
+    inputs = []
+    for spec, name in zip(s.inputs, names):
+        value = msg.get(name)
+        if spec.kind != "vector" or type(value) is not list or len(value) != spec.shape[0] \
+                or not set(map(type, value)) <= NUMBER_TYPES:
+            return None
+        try:
+            array = np.array(value, np.float32)
+        except OverflowError:
+            return None
+        if not np.isfinite(array).all():
+            return None
+        inputs.append(array)
+    masks, memory = msg.get("action_masks"), msg.get("memory")
+    try:
+        if masks is not None:
+            if type(masks) is not list or not set(map(type, masks)) <= NUMBER_TYPES:
+                return None
+            masks = shape_masks(masks, s.discrete_branches, 1, False)[0] if s.discrete_branches else None
+            if masks is None:
+                return None
+        if memory is not None:
+            if not s.memory_size or type(memory) is not list or not set(map(type, memory)) <= NUMBER_TYPES:
+                return None
+            memory = shape_memory(memory, s.memory_size, 1, False)[0, 0]
+    except (UsageError, OverflowError):
+        return None
+    return ident, inputs, masks, memory, msg.get("reset", False)
+
+
+class AgentMemories(dict):
+    """LSTM memory per agent id (the stream's: the id's JSON text; get_action's: the agent id),
+    least recently answered first, at most `max_ids` ids and `max_bytes` bytes (arrays and ids);
+    the least recently answered id's memory makes room (that id starts again from zeros)."""
+
+    def __init__(self, max_ids: int = 100_000, max_bytes: float = 256 << 20):
+        super().__init__()
+        self.max_ids, self.max_bytes, self.nbytes = max_ids, max_bytes, 0
+
+    @staticmethod
+    def cost(key, memory: np.ndarray) -> int:
+        return (len(key) if isinstance(key, str) else 8) + memory.nbytes + 256  # (+ the dict entry and objects)
+
+    def keep(self, key, memory: np.ndarray) -> None:
+        self.forget(key)
+        while self and (len(self) >= self.max_ids or self.nbytes + self.cost(key, memory) > self.max_bytes):
+            self.forget(next(iter(self)))
+        self[key] = memory
+        self.nbytes += self.cost(key, memory)
+
+    def forget(self, key) -> None:
+        if key in self:
+            self.nbytes -= self.cost(key, self.pop(key))
+
+    def clear(self) -> None:
+        super().clear()
+        self.nbytes = 0

@@ -1,0 +1,489 @@
+"""The policy: load once, act many times (the Python API; every mode goes through it).
+load(), Policy (act, get_action, check_spec, reset, sampling, the float64 reference).
+"""
+from __future__ import annotations
+
+import copy
+import math
+import os
+import time
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import torch
+
+from .checkpoint import LoadedCheckpoint, build_actor, global_step, infer_settings, onnx_difference, policy_needs_onnx, read_checkpoint, trainer_of
+from .engines import OnnxRuntimeEngine, TorchEngine, cast_actor, choose_engine, resolve_device
+from .errors import NotThisPolicy, UsageError
+from .networks import EngineHeads
+from .observations import MASK_KEY_BYTES, AgentMemories, _is_array_list, _mask_key, branch_draw, shape_input, shape_masks, shape_memory
+from .onnx_reader import onnx_input_shapes, read_onnx_interface
+from .serializer import load_onnx_alone
+from .sources import SHA256_HEX, check_sha256, find_checkpoint_onnx, locate_model, read_config, regular_file
+from .spec import DTYPES, ENGINES, FLOAT32, GoalInput, action_tuple, clipped_action, step_outputs
+
+
+def load_checkpoint(path: Path, onnx_path: Optional[Path] = None, model_dir: Optional[Path] = None,
+                    behavior: Optional[str] = None, expect_sha256: Optional[str] = None,
+                    goal_input: GoalInput = None) -> LoadedCheckpoint:
+    """Read, validate and rebuild one checkpoint (sha256 checked before unpickling)."""
+    t0 = time.perf_counter()
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"{path}: no such checkpoint file")
+    if path.suffix.lower() == ".onnx":  # no checkpoint: the ONNX alone
+        return load_onnx_alone(path, expect_sha256, goal_input)
+    sha = check_sha256(path, expect_sha256)
+    obj = read_checkpoint(path)
+    state = obj["Policy"]
+    step = global_step(obj)
+    given = onnx_path is not None  # named by the user: it must be this policy's (NotThisPolicy)
+    onnx_path = onnx_path or find_checkpoint_onnx(path, model_dir, behavior, step)
+    needs = onnx_path is not None and policy_needs_onnx(state)
+    onnx_iface = read_onnx_interface(onnx_path) if needs or given else None
+    needed = onnx_iface if needs else None
+
+    def rebuild(iface):
+        settings = infer_settings(state, path, iface, read_config(model_dir, behavior), trainer_of(obj), goal_input)
+        return settings, build_actor(settings, state, path)
+    try:
+        settings, actor = rebuild(needed)
+    except UsageError:
+        if not given or needed is None:
+            raise
+        rebuild(None)  # the checkpoint stands without that ONNX: the ONNX is what does not fit
+        shapes = onnx_input_shapes(onnx_iface)
+        raise NotThisPolicy(f"{onnx_path.name} takes inputs {[list(s) for s in shapes or []]}, which the checkpoint's "
+                            f"layers do not fit: not this policy")
+    difference = onnx_difference(onnx_iface, state, settings) if given else None
+    if difference:
+        raise NotThisPolicy(f"{onnx_path.name} {difference}: not this policy")
+    return LoadedCheckpoint(path, settings, actor, onnx_iface if needed is not None else None, step, sha,
+                            time.perf_counter() - t0)
+
+
+class Policy:
+    """A loaded ML-Agents policy on one device and engine (docs/python-api.md drives it from
+    mlagents_envs and from gymnasium-style loops).
+
+        policy = inference.load("ppo-Huggy", device="cpu")
+        out = policy.act(obs)                      # {"continuous_actions": ..., "discrete_actions": ..., "memory": ...}
+        actions = policy.get_action(decision_steps, terminal_steps)   # mlagents_envs: an ActionTuple
+
+    Observations are float32 as ML-Agents hands them to a policy: a camera channel-first
+    [C, H, W] with values in [0, 1]; a uint8 camera frame is pixels, scaled by 1/255 as image files
+    are (other dtypes are taken as given). Action masks: numbers are 1 = allowed (gymnasium's
+    convention), one array [sum(branches)] or [rows, sum(branches)], or a per-branch list (gymnasium's
+    MultiDiscrete masks); a per-branch list of bool arrays is ML-Agents' DecisionSteps.action_mask,
+    True = masked; a single bool array is refused (the two conventions read it oppositely).
+    Sampling draws fresh noise on every call from the policy's own generator (load(seed=...));
+    seed= on a call reproduces that call alone.
+    """
+
+    def __init__(self, checkpoint: LoadedCheckpoint, device="cpu", dtype: str = "float32", engine: str = "auto",
+                 graphs: bool = True, seed: Optional[int] = None):
+        self.checkpoint, self.settings = checkpoint, checkpoint.settings
+        self.device = device if isinstance(device, torch.device) else resolve_device(str(device))
+        if dtype not in DTYPES:
+            raise UsageError(f"dtype {dtype!r}: expected one of {', '.join(DTYPES)}")
+        if seed is not None and (not isinstance(seed, (int, np.integer)) or isinstance(seed, bool)
+                                 or not 0 <= seed < 2**63):
+            raise UsageError(f"seed {seed!r}: expected a non-negative integer (or None: from the OS)")
+        self.dtype = dtype
+        self.engine_name = choose_engine(engine, self.device, dtype)
+        self.engine = (OnnxRuntimeEngine(checkpoint.actor) if self.engine_name == "onnxruntime"
+                       else TorchEngine(checkpoint.actor, self.device, dtype, graphs))
+        # the engine outputs each kind of step needs (no host copy of the others)
+        self.fetch = {deterministic: step_outputs(self.settings, deterministic) for deterministic in (True, False)}
+        continuous = checkpoint.actor.action_model._continuous_distribution
+        self.sigma = (torch.exp(continuous.log_sigma.detach()).reshape(-1).numpy()
+                      if continuous is not None and not self.settings.conditional_sigma else None)
+        # sampling noise when a call names no seed: fresh on every call, reproducible through load(seed=)
+        self.generator = torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little") >> 1
+                                                       if seed is None else int(seed))
+        self.memories = AgentMemories(max_bytes=math.inf)  # get_action: agent id -> its LSTM memory [memory_size]
+        self._shapes = [tuple(i.shape) for i in self.settings.inputs]
+        self._checked_masks: dict = {}   # small masks already checked (their bytes) -> the engine's array
+        self._zeros: dict = {}           # (shape) -> read-only float32 zeros
+
+    # -- what the policy is
+    @property
+    def info(self) -> dict:
+        s, c = self.settings, self.checkpoint
+        return {"behavior": c.path.stem if c.path.suffix.lower() == ".onnx" else c.path.parent.name, "trainer": s.trainer, "shared_critic": bool(s.value_streams),
+                "inputs": [{"name": i.name, "kind": i.kind, "shape": list(i.shape), "normalized": i.normalized,
+                            "encoder": i.encoder, "goal": i.goal} for i in s.inputs],
+                "continuous_size": s.continuous_size, "discrete_branches": list(s.discrete_branches),
+                "memory_size": s.memory_size, "hidden_units": s.hidden_units, "num_layers": s.num_layers,
+                "body": "hypernetwork (goal-conditioned)" if s.hyper else "mlp",
+                "continuous_head": None if not s.continuous_size else
+                ("state-dependent sigma, tanh squash (SAC)" if s.tanh_squash else "fixed log_sigma, clip(±3)/3"),
+                "parameters": c.parameters, "settings_source": s.source, "checkpoint": str(c.path),
+                "sha256": c.sha256, "global_step": c.global_step, "device": str(self.device), "dtype": self.dtype,
+                "engine": self.engine_name}
+
+    # -- inputs
+    def prepare(self, observations, action_masks=None, memory=None) -> tuple:
+        """Check and batch the inputs: (engine inputs, rows, batched). UsageError names what is wrong."""
+        ready = self._ready(observations, action_masks, memory)
+        if ready is not None:
+            return ready
+        s = self.settings
+        arrays, rows, batched = self.observation_arrays(observations)
+        if s.discrete_branches:
+            arrays.append(self.mask_array(action_masks, rows, batched))
+        elif action_masks is not None:
+            raise UsageError("action masks given, but this policy has no discrete actions")
+        if s.memory_size:
+            arrays.append(self.memory_array(memory, rows, batched))
+        elif memory is not None:
+            raise UsageError("a memory given, but this policy has no memory (LSTM)")
+        self._remember_sizes(arrays)
+        return arrays, rows, batched
+
+    def _ready(self, observations, masks, memory) -> Optional[tuple]:
+        """The fast path, the same checks made cheaply (one function: at batch 1 each call costs):
+        observations that already are what the engine takes (float32, C-contiguous, [rows, *shape] or
+        one observation [*shape]) with every value finite (x * 0 is 0 for a finite x, nan for nan or
+        ±inf: one dot product with zeros tells), a mask this policy has checked before (its bytes), a
+        memory float32 [rows, memory_size] with finite values: (arrays, rows, batched), nothing
+        copied. None sends anything else (and anything wrong) through the full checks and their
+        messages, which also make the zeros this path needs for those sizes."""
+        if type(observations) is np.ndarray:
+            observations = (observations,)
+        elif type(observations) not in (list, tuple) or len(observations) != len(self._shapes):
+            return None
+        zeros, arrays, rows, batched = self._zeros, [], None, None
+        for x, shape in zip(observations, self._shapes):
+            if type(x) is not np.ndarray or x.dtype is not FLOAT32 or not x.flags.c_contiguous:
+                return None
+            one = x.shape == shape
+            if not one and x.shape[1:] != shape or batched is not None and batched == one:
+                return None
+            batched = not one
+            x = x[None] if one else x
+            rows = x.shape[0] if rows is None else rows
+            z = zeros.get(x.size)
+            if x.shape[0] != rows or z is None or np.vdot(x, z) != 0:
+                return None
+            arrays.append(x)
+        s = self.settings
+        if s.discrete_branches:
+            key = (rows, None, masks.dtype, masks.shape, masks.tobytes()) \
+                if type(masks) is np.ndarray and masks.nbytes <= MASK_KEY_BYTES else _mask_key(masks, rows)
+            checked = self._checked_masks.get(key) if key is not None else None
+            if checked is None:
+                return None
+            arrays.append(checked)
+        elif masks is not None:
+            return None
+        if s.memory_size:
+            if memory is None:
+                memory = zeros.get((rows, 1, s.memory_size))
+                if memory is None:
+                    return None
+                arrays.append(memory)
+            else:
+                z = zeros.get(memory.size) if type(memory) is np.ndarray else None
+                if z is None or memory.dtype is not FLOAT32 or memory.shape != (rows, s.memory_size) or \
+                        not memory.flags.c_contiguous or np.vdot(memory, z) != 0:
+                    return None
+                arrays.append(memory[:, None])
+        elif memory is not None:
+            return None
+        return arrays, rows, batched
+
+    def observation_arrays(self, observations) -> tuple:
+        """The observations as float32 [rows, *shape] in input order: (arrays, rows, batched)."""
+        s = self.settings
+        if isinstance(observations, dict):
+            unknown = sorted(set(observations) - {i.name for i in s.inputs})
+            if unknown:
+                raise UsageError(f"unknown input {unknown[0]!r}; this policy takes {', '.join(i.name for i in s.inputs)}")
+            missing = [i.name for i in s.inputs if i.name not in observations]
+            if missing:
+                raise UsageError(f"input {missing[0]} is missing; this policy takes {', '.join(i.name for i in s.inputs)}")
+            observations = [observations[i.name] for i in s.inputs]
+        elif not isinstance(observations, (list, tuple)) or (len(s.inputs) == 1 and not _is_array_list(observations)):
+            observations = [observations]
+        if len(observations) != len(s.inputs):
+            raise UsageError(f"expected {len(s.inputs)} input(s) ({', '.join(i.name for i in s.inputs)}), "
+                             f"got {len(observations)}")
+        arrays, rows, batched = [], None, None
+        for spec, value in zip(s.inputs, observations):
+            array, is_batch = shape_input(spec, value)
+            if rows is not None and (array.shape[0] != rows or is_batch != batched):
+                raise UsageError(f"{spec.name}: {array.shape[0] if is_batch else 'one'} observation(s), but "
+                                 f"{s.inputs[0].name} has {rows if batched else 'one'}")
+            rows, batched = array.shape[0], is_batch
+            arrays.append(array)
+        return arrays, rows, batched
+
+    def _remember_sizes(self, arrays: list) -> None:
+        """The zeros the fast path's finite-values check needs to take arrays of these sizes next time
+        (small ones only: beyond, the call's own work dwarfs the full check)."""
+        for array in arrays:
+            if array.size <= 4096:
+                self._zeros_of(array.size)
+
+    def _zeros_of(self, shape) -> np.ndarray:
+        """Read-only float32 zeros of a size (the fast path's finite-values check) or shape (memories)."""
+        zeros = self._zeros.get(shape)
+        if zeros is None:
+            if len(self._zeros) >= 64:
+                self._zeros.clear()
+            zeros = self._zeros[shape] = np.zeros(shape, np.float32)
+            zeros.flags.writeable = False
+        return zeros
+
+    def mask_array(self, masks, rows: int, batched: bool) -> np.ndarray:
+        """The action masks as the engine takes them, float32 [rows, sum(branches)], 1 = allowed, from
+        any form the class docstring lists (shape_masks). A small mask is checked once: a later call
+        with the same bytes reuses the checked array."""
+        key = _mask_key(masks, rows)
+        checked = self._checked_masks.get(key) if key is not None else None
+        if checked is None:
+            checked = shape_masks(masks, self.settings.discrete_branches, rows, batched)
+            if key is not None:
+                if len(self._checked_masks) >= 1024:  # (at most ~2 MB of keys and arrays)
+                    self._checked_masks.clear()
+                checked.flags.writeable = False  # (prepare() hands it out)
+                self._checked_masks[key] = checked
+        return checked
+
+    def memory_array(self, memory, rows: int, batched: bool) -> np.ndarray:
+        """An LSTM memory as the engine takes it, [rows, 1, memory_size]; zeros when None."""
+        size = self.settings.memory_size
+        if memory is None:
+            return self._zeros_of((rows, 1, size))
+        return shape_memory(memory, size, rows, batched)
+
+    # -- acting
+    def act(self, observations, action_masks=None, deterministic: bool = True, seed: Optional[int] = None,
+            memory=None, generator=None) -> dict:
+        """Actions for one observation or a batch (see the class docstring for the conventions).
+        `action_masks`: 1 = allowed (numbers), or ML-Agents' per-branch bool list (True = masked).
+        Sampling draws its noise on the CPU: from torch.Generator().manual_seed(seed) when a seed is
+        given (that call alone reproduces), from `generator` when one is given (sequences), else
+        from the policy's own generator (fresh noise on every call): randn(rows, continuous size),
+        then rand(rows, branches) — so the same seed gives the same actions on every device."""
+        if not (deterministic is True and seed is None and generator is None and type(action_masks) in _PLAIN
+                and type(memory) in _PLAIN and _plain_arrays(observations)):  # (a control loop's plain call: as is)
+            observations, action_masks, memory = _check_act_arguments(observations, action_masks, memory,
+                                                                     deterministic, seed, generator)
+        flat, rows, batched = self.prepare(observations, action_masks, memory)
+        if not rows:  # a batch of 0 observations (an environment step where no agent decides): 0 actions
+            return self.no_actions()
+        out = self.decide(self.engine.run(flat, self.fetch[deterministic]), rows, deterministic, seed, generator)
+        return out if batched else {k: v[0] for k, v in out.items()}
+
+    def no_actions(self) -> dict:
+        """act()'s answer for 0 observations: each output with 0 rows and its width."""
+        s, out = self.settings, {}
+        if s.continuous_size:
+            out["continuous_actions"] = np.zeros((0, s.continuous_size), np.float32)
+        if s.discrete_branches:
+            out["discrete_actions"] = np.zeros((0, len(s.discrete_branches)), np.int64)
+        if s.memory_size:
+            out["memory"] = np.zeros((0, s.memory_size), np.float32)
+        return out
+
+    def get_action(self, decision_steps, terminal_steps=None, deterministic: bool = True):
+        """ML-Agents' Python API: actions for exactly the agents of `decision_steps` (mlagents_envs'
+        DecisionSteps, or anything with its `obs`, `agent_id` and `action_mask`), in their order, as
+        mlagents_envs' ActionTuple (Actions, with the same fields, where it is not installed).
+        The mask is ML-Agents' (True = masked). An LSTM policy keeps each agent's memory here: zeros
+        for a new id, forgotten for the ids in `terminal_steps` before acting (their next episode
+        starts from zeros, as in ML-Agents)."""
+        s = self.settings
+        if terminal_steps is not None and self.memories:
+            for agent in np.asarray(terminal_steps.agent_id).reshape(-1).tolist():
+                self.memories.forget(agent)
+        ids = np.asarray(decision_steps.agent_id).reshape(-1).tolist()
+        rows = len(ids)
+        if not rows:  # (get_steps often holds no agent)
+            return self._action_tuple(self.no_actions(), 0)
+        masks = decision_steps.action_mask if s.discrete_branches else None
+        if masks is not None and not (type(masks) in (list, tuple) and masks and
+                                      all(type(m) is np.ndarray and m.dtype == bool for m in masks)):
+            raise UsageError("decision_steps.action_mask: expected ML-Agents' list of per-branch bool arrays "
+                             "(True = masked) or None")
+        memory = None  # (zeros)
+        if s.memory_size and rows == 1:
+            known = self.memories.get(ids[0])
+            memory = None if known is None else known[None]
+        elif s.memory_size:
+            memory = np.zeros((rows, s.memory_size), np.float32)
+            for row, agent in enumerate(ids):
+                known = self.memories.get(agent)
+                if known is not None:
+                    memory[row] = known
+        flat, got, _ = self.prepare(list(decision_steps.obs), masks, memory)
+        if got != rows:
+            raise UsageError(f"decision_steps: {rows} agent id(s) but {got} observation(s)")
+        out = self.run(flat, rows, deterministic)
+        if s.memory_size:
+            for agent, memory in zip(ids, out["memory"]):  # past 100,000 ids the least recently seen goes
+                self.memories.keep(agent, memory)
+        return self._action_tuple(out, rows)
+
+    def _action_tuple(self, out: dict, rows: int):
+        """act()'s answer as ML-Agents' ActionTuple: continuous float32, discrete int32, zero-width when none."""
+        s = self.settings
+        return action_tuple(out["continuous_actions"] if s.continuous_size else np.zeros((rows, 0), np.float32),
+                            out["discrete_actions"].astype(np.int32) if s.discrete_branches else
+                            np.zeros((rows, 0), np.int32))
+
+    def reset(self, agent_ids=None) -> None:
+        """Forget the LSTM memories get_action keeps: every agent's, or those of `agent_ids`."""
+        if agent_ids is None:
+            self.memories.clear()
+        else:
+            for agent in np.asarray(agent_ids).reshape(-1).tolist():
+                self.memories.forget(agent)
+
+    def check_spec(self, behavior_spec) -> None:
+        """UsageError naming the first difference between mlagents_envs' BehaviorSpec (or anything
+        with its `observation_specs` and `action_spec`) and this policy: the number of observations,
+        an observation's shape, the continuous size, the discrete branches. Returns None when they agree."""
+        s = self.settings
+        specs = list(behavior_spec.observation_specs)
+        names = ", ".join(f"{i.name} {list(i.shape)}" for i in s.inputs)
+        if len(specs) != len(s.inputs):
+            raise UsageError(f"the behavior has {len(specs)} observation(s), this policy takes {len(s.inputs)} ({names})")
+        for i, (spec, obs) in enumerate(zip(s.inputs, specs)):
+            shape = tuple(int(d) for d in obs.shape)
+            if shape != tuple(spec.shape):
+                label = f" ({obs.name})" if getattr(obs, "name", None) else ""
+                raise UsageError(f"observation {i}{label} has shape {list(shape)}, this policy's {spec.name} "
+                                 f"takes {list(spec.shape)}")
+        actions = behavior_spec.action_spec
+        if int(actions.continuous_size) != s.continuous_size:
+            raise UsageError(f"the behavior has {int(actions.continuous_size)} continuous action(s), this policy "
+                             f"{s.continuous_size}")
+        if [int(b) for b in actions.discrete_branches] != list(s.discrete_branches):
+            raise UsageError(f"the behavior has discrete branches {[int(b) for b in actions.discrete_branches]}, "
+                             f"this policy {list(s.discrete_branches)}")
+
+    def run(self, flat: list, rows: int, deterministic: bool = True, seed: Optional[int] = None,
+            generator=None) -> dict:
+        """act() for inputs prepare() has already checked: one engine call, then decide()."""
+        return self.decide(self.engine.run(flat, self.fetch[deterministic]), rows, deterministic, seed, generator)
+
+    def decide(self, raw: dict, rows: int, deterministic: bool = True, seed: Optional[int] = None,
+               generator=None) -> dict:
+        """ML-Agents' action from the engine's outputs: deterministic, or sampled (noise as act() says)."""
+        s, out = self.settings, {}
+        if not deterministic and generator is None:
+            generator = self.generator if seed is None else noise_generator(seed)
+        if s.continuous_size:
+            if deterministic:
+                out["continuous_actions"] = raw["deterministic_continuous_actions"]
+            else:
+                z = torch.randn((rows, s.continuous_size), generator=generator).numpy()
+                mu = raw["mu"]
+                if s.tanh_squash:  # SAC: tanh(mu + exp(clamp(log_sigma, -20, 2)) * z)
+                    out["continuous_actions"] = np.tanh(mu + z * np.exp(raw["log_sigma"]))
+                else:              # PPO/POCA: clip(mu + exp(log_sigma) * z, -3, 3) / 3
+                    out["continuous_actions"] = clipped_action(mu + z * self.sigma)
+        if s.discrete_branches:
+            if deterministic:
+                out["discrete_actions"] = raw["deterministic_discrete_actions"]
+            else:
+                u = torch.rand((rows, len(s.discrete_branches)), generator=generator, dtype=torch.float64).numpy()
+                out["discrete_actions"] = branch_draw(raw["probabilities"], s.discrete_branches, u)
+        if s.memory_size:
+            out["memory"] = raw["recurrent_out"].reshape(rows, s.memory_size)
+        return out
+
+    def reference(self, flat: list) -> dict:
+        """The float64 CPU computation of the same modules (the precision reference)."""
+        heads = EngineHeads(cast_actor(copy.deepcopy(self.checkpoint.actor), torch.float64))
+        with torch.inference_mode():
+            out = heads.outputs([torch.from_numpy(np.asarray(x, np.float64)) for x in flat], cast=lambda x: x)
+        return {name: value.numpy() for name, value in out.items()}
+
+
+def _host_array(value):
+    """A torch tensor as a CPU numpy array (detached: one that requires grad is fine); else `value`."""
+    if value is None or type(value) is np.ndarray:  # (the usual case, before torch's slower isinstance)
+        return value
+    if torch is not None and isinstance(value, torch.Tensor):
+        value = value.detach().cpu()
+        return (value.float() if value.dtype == torch.bfloat16 else value).numpy()
+    return value
+
+
+_PLAIN = (np.ndarray, type(None))  # act() arguments that need neither a check nor a conversion
+
+
+def _plain_arrays(observations) -> bool:
+    """Whether act()'s observations are numpy arrays already: one, or a list of them."""
+    if type(observations) is np.ndarray:
+        return True
+    if type(observations) is not list:
+        return False
+    for value in observations:
+        if type(value) is not np.ndarray:
+            return False
+    return True
+
+
+def _check_act_arguments(observations, action_masks, memory, deterministic, seed, generator) -> tuple:
+    """act()'s arguments, each checked (UsageError naming it) before any work; torch tensors
+    come back as CPU numpy arrays: (observations, action_masks, memory)."""
+    if not isinstance(deterministic, (bool, np.bool_)):
+        raise UsageError(f"deterministic={deterministic!r}: expected True or False")
+    if seed is not None and (not isinstance(seed, (int, np.integer)) or isinstance(seed, (bool, np.bool_))
+                             or not -2**63 <= int(seed) < 2**64):
+        raise UsageError(f"seed={seed!r}: expected a whole number within 64 bits (what torch.Generator takes), or None")
+    if generator is not None and (not isinstance(generator, torch.Generator) or generator.device.type != "cpu"):
+        raise UsageError(f"generator={generator!r}: expected a CPU torch.Generator (the noise is drawn on the CPU), or None")
+    if isinstance(observations, dict):
+        wrong = next((k for k in observations if not isinstance(k, str)), None)
+        if wrong is not None:
+            raise UsageError(f"observations: input names are text such as 'obs_0', not {wrong!r}")
+        observations = {k: _host_array(v) for k, v in observations.items()}
+    elif type(observations) in (list, tuple) and not all(type(v) is np.ndarray for v in observations):
+        observations = [_host_array(v) for v in observations]
+    return _host_array(observations), _host_array(action_masks), _host_array(memory)
+
+
+def _check_load_arguments(path, device, dtype, engine, expect_sha256):
+    """load()'s arguments, each checked (UsageError naming it) before the checkpoint is read;
+    returns the torch.device (checked to exist) for `device`."""
+    if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
+        raise UsageError(f"path {path!r}: expected an ML-Agents run folder or a .pt checkpoint (a str or Path)")
+    if engine not in ENGINES:
+        raise UsageError(f"engine {engine!r}: expected one of {', '.join(ENGINES)}")
+    if dtype not in DTYPES:
+        raise UsageError(f"dtype {dtype!r}: expected one of {', '.join(DTYPES)}")
+    if expect_sha256 is not None and not (isinstance(expect_sha256, str) and SHA256_HEX.fullmatch(expect_sha256.strip())):
+        raise UsageError(f"expect_sha256 {expect_sha256!r}: expected 64 hexadecimal digits")
+    if not isinstance(device, (str, torch.device)):
+        raise UsageError(f"device {device!r}: expected a str such as 'cpu', 'cuda:0', 'npu:0', or a torch.device")
+    return resolve_device(str(device))  # (a torch.device too: 'meta' or an absent GPU is refused)
+
+
+def load(path, device="cpu", dtype: str = "float32", engine: str = "auto", goal_input: GoalInput = None,
+         onnx: Optional[str] = None, expect_sha256: Optional[str] = None, graphs: bool = True,
+         seed: Optional[int] = None) -> Policy:
+    """An ML-Agents run folder (or one .pt checkpoint) as a Policy. UsageError says what is wrong.
+    `seed` seeds the policy's own sampling generator (None: from the OS); `onnx` names the
+    checkpoint's ML-Agents ONNX (NotThisPolicy, a CheckFailed, when it belongs to another policy)."""
+    device = _check_load_arguments(path, device, dtype, engine, expect_sha256)
+    path = Path(path)
+    if path.is_dir():
+        source = locate_model(None, str(path), None)
+    else:
+        source = locate_model(str(path), None, None)
+    onnx = regular_file("onnx", onnx) if onnx else None
+    checkpoint = load_checkpoint(source.checkpoint, onnx, source.model_dir, source.behavior, expect_sha256, goal_input)
+    return Policy(checkpoint, device, dtype, engine, graphs, seed)
+
+
+def noise_generator(seed: int):
+    """The sampling noise's generator for `seed` (act(generator=...)): torch's CPU generator, the
+    convention every seeded sample of this program follows."""
+    return torch.Generator().manual_seed(int(seed))

@@ -1,0 +1,152 @@
+"""onnxruntime, torch-free: sessions, and ML-Agents' own ONNX run as the reference
+(MLAgentsOnnx: 2.x and 1.x interfaces, older files without deterministic outputs).
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from .errors import NotThisPolicy, UsageError
+from .onnx_reader import onnx_input_shapes, read_onnx_interface
+from .outputs import _short_path
+from .spec import PolicySettings, deterministic_continuous, deterministic_discrete
+
+
+def onnx_session(model_or_path, tuned: bool = True, threads: Optional[int] = None):
+    """An onnxruntime CPU session; `tuned` enables every graph optimisation."""
+    try:
+        import onnxruntime as ort
+    except ImportError as exc:  # (installed but broken is said as such, not as "not installed")
+        import importlib.util
+        raise UsageError("onnxruntime is not installed (pip install onnxruntime)" if importlib.util.find_spec("onnxruntime")
+                         is None else f"onnxruntime cannot be imported ({str(exc).splitlines()[0][:160] if str(exc) else exc})")
+    options = ort.SessionOptions()
+    options.log_severity_level = 4  # its warnings and errors would print beside ours (its errors raise, and are told)
+    if tuned:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    if threads:
+        options.intra_op_num_threads = threads
+    source = model_or_path if isinstance(model_or_path, bytes) else str(model_or_path)
+    try:
+        return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+    except Exception as exc:
+        raise UsageError(f"{model_or_path if isinstance(model_or_path, (str, Path)) else 'model'}: "
+                         f"onnxruntime cannot load it ({str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__})")
+
+
+class MLAgentsOnnx:
+    """An ML-Agents ONNX file run by a bare onnxruntime session: the reference. Reads ML-Agents
+    2.x+ files (obs_i inputs, deterministic_* outputs) and older ones (1.x: one vector_observation
+    input; without deterministic_* outputs the action mean and each branch's masked logits are
+    read out of the graph)."""
+
+    def __init__(self, path: Path, settings: PolicySettings):
+        import onnx
+        self.path, self.settings = path, settings
+        self.iface = read_onnx_interface(path)
+        self.direct = [tuple(self.iface.inputs.get(spec.name, ())[1:]) for spec in settings.inputs] == \
+            [tuple(spec.shape) for spec in settings.inputs]  # a policy that takes the file's own inputs
+        shapes = [spec.shape for spec in settings.inputs] if self.direct else \
+            onnx_input_shapes(self.iface, dict(enumerate(settings.inputs)))
+        if shapes is None or len(shapes) != len(settings.inputs) or any(
+                tuple(a) != tuple(spec.shape) for a, spec in zip(shapes, settings.inputs)):
+            raise NotThisPolicy(f"takes inputs {shapes}, the checkpoint {[list(i.shape) for i in settings.inputs]}")
+        try:
+            outputs, model = self.iface.outputs, onnx.load(str(path))
+        except Exception as exc:  # external data outside its folder, missing or damaged
+            raise UsageError(f"{_short_path(path)}: cannot read its weights "
+                             f"({str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__})")
+        self.fetch, self.logit_names, exposed = [], [], []
+        if settings.continuous_size:
+            if "deterministic_continuous_actions" in outputs:
+                self.fetch.append("deterministic_continuous_actions")
+            else:  # older files: expose mu (the Gemm of action_model._continuous_distribution.mu) and clip it here
+                mu = next((n.output[0] for n in model.graph.node if n.op_type == "Gemm"
+                           and any(i.endswith("_continuous_distribution.mu.weight") for i in n.input)), None)
+                if mu is None:
+                    raise UsageError(f"{path}: no deterministic_continuous_actions output and no mu layer to read; "
+                                     f"cannot compare continuous actions with it")
+                self.mu_name = mu
+                exposed.append(mu)
+        if settings.discrete_branches:
+            if "deterministic_discrete_actions" in outputs:
+                self.fetch.append("deterministic_discrete_actions")
+            else:  # older files (1.x: log-probabilities; 2.x: sampled actions): each branch's masked logits
+                self.logit_names = [n.input[0] for n in model.graph.node if n.op_type == "Softmax"
+                                    and any(a.name == "axis" and a.i in (1, -1) for a in n.attribute)]
+                if len(self.logit_names) != len(settings.discrete_branches):
+                    raise UsageError(f"{path}: no deterministic_discrete_actions output and not one Softmax per "
+                                     f"branch to read; cannot compare discrete actions with it")
+                exposed += self.logit_names
+        if settings.memory_size:
+            if "recurrent_out" not in outputs:
+                raise UsageError(f"{path}: no recurrent_out output; cannot compare the memory with it")
+            self.fetch.append("recurrent_out")
+        model.graph.output.extend(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None)
+                                  for name in exposed)
+        self.fetch += exposed
+        self.model = model.SerializeToString() if exposed else str(path)  # what the session runs
+        self.session = onnx_session(self.model, tuned=False)
+
+    def feed(self, flat: list) -> dict:
+        """The file's inputs for engine-layout inputs (a 1.x file: see legacy_input_shapes)."""
+        s, n = self.settings, len(self.settings.inputs)
+        names = self.iface.inputs
+        feed = {}
+        if self.iface.legacy_inputs and not self.direct:
+            rows = len(flat[0])
+            vectors = [x.reshape(rows, -1) for x, spec in zip(flat[:n], s.inputs) if spec.kind == "vector"]
+            if "vector_observation" in names:
+                feed["vector_observation"] = np.ascontiguousarray(np.concatenate(vectors, axis=1)) if vectors else \
+                    np.zeros((rows, 0), np.float32)
+            for i, (x, spec) in enumerate(zip(flat[:n], s.inputs)):
+                if spec.kind == "visual":
+                    name = f"visual_observation_{sum(1 for t in s.inputs[:i] if t.kind == 'visual')}"
+                    channels_last = tuple(names[name][1:]) != tuple(spec.shape)
+                    feed[name] = np.ascontiguousarray(x.transpose(0, 2, 3, 1)) if channels_last else x
+                elif spec.kind == "entities":
+                    feed[spec.name] = x
+        else:
+            feed.update({spec.name: x for spec, x in zip(s.inputs, flat[:n]) if spec.name in names})
+        if s.discrete_branches and "action_masks" in names:
+            feed["action_masks"] = flat[n]
+        if s.memory_size and "recurrent_in" in names:
+            memory = flat[-1]
+            feed["recurrent_in"] = memory if len(names["recurrent_in"]) == 3 else memory[:, 0]
+        return feed
+
+    def deterministic(self, flat: list) -> dict:
+        """ML-Agents' deterministic actions (and next memory) for engine-layout inputs; NotThisPolicy
+        when its answers have other shapes than this checkpoint's."""
+        s, rows = self.settings, len(flat[0])
+        try:
+            values = dict(zip(self.fetch, self.session.run(self.fetch, self.feed(flat))))
+        except Exception as exc:  # e.g. an input declared wider than the checkpoint's
+            raise UsageError(f"{_short_path(self.path)}: onnxruntime cannot run it "
+                             f"({str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__})")
+        want = {"deterministic_continuous_actions": (rows, s.continuous_size),
+                "deterministic_discrete_actions": (rows, len(s.discrete_branches)),
+                "recurrent_out": (rows, 1, s.memory_size),
+                **{name: (rows, size) for name, size in zip(self.logit_names, s.discrete_branches)}}
+        if s.continuous_size and "deterministic_continuous_actions" not in values:
+            want[self.mu_name] = (rows, s.continuous_size)
+        for name, value in values.items():
+            if np.size(value) != math.prod(want[name]):
+                raise NotThisPolicy(f"answers {name} of shape {list(np.shape(value))}, the checkpoint's is {list(want[name])}")
+            values[name] = np.reshape(value, want[name])
+        out = {}
+        if s.continuous_size:
+            out["continuous_actions"] = values["deterministic_continuous_actions"] \
+                if "deterministic_continuous_actions" in values else \
+                deterministic_continuous(values[self.mu_name], s.tanh_squash)
+        if s.discrete_branches:
+            if "deterministic_discrete_actions" in values:
+                out["discrete_actions"] = values["deterministic_discrete_actions"].astype(np.int64)
+            else:
+                out["discrete_actions"] = deterministic_discrete([values[name] for name in self.logit_names])
+        if s.memory_size:
+            out["memory"] = values["recurrent_out"].reshape(len(flat[0]), s.memory_size)
+        return out

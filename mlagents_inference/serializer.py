@@ -1,0 +1,225 @@
+"""The model serializer: export as ML-Agents' ModelSerializer does it (torch.onnx.export, the
+TorchScript exporter, opset 9, its names), and its inverse: ML-Agents' modules with the weights
+of an ML-Agents ONNX alone (no checkpoint).
+
+The ONNX alone: a template of ML-Agents' modules with the file's settings
+(onnx_reader.onnx_settings), every parameter given its own random values, is exported as
+ML-Agents exports it; both graphs are reduced to their weight-bearing nodes (Linear as Gemm or
+MatMul + Add, Conv, LSTM in ONNX gate order, the normaliser's Sub and Div, log_sigma's Add),
+paired by kind, shape and the sensors they depend on, and the template's values say which
+parameter each holds. Every other operator on the way to the actions must be the template's too;
+anything else is refused, naming the node.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import time
+import warnings
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import torch
+
+from .checkpoint import LoadedCheckpoint, build_actor, check_state_dict
+from .errors import UsageError
+from .networks import EngineHeads, SimpleActor
+from .onnx_reader import SETTINGS_KEYS, OnnxGraph, _onnx_attrs, onnx_sensors, onnx_settings, read_onnx_interface
+from .sources import check_sha256
+from .spec import GoalInput, InputSpec, PolicySettings, engine_output_names, input_names, mlagents_output_names
+
+
+def dummy_inputs(settings: PolicySettings, rows: int = 1):
+    """ModelSerializer's dummy input: zeros per observation, all-allowed masks, zero memories."""
+    obs = [torch.zeros((rows, *spec.shape)) for spec in settings.inputs]
+    return obs, torch.ones(rows, sum(settings.discrete_branches)), torch.zeros(rows, 1, settings.memory_size)
+
+
+def _quiet_onnx_export(module, args: tuple, file, **kwargs) -> None:
+    """torch.onnx.export with the TorchScript exporter (ML-Agents' own), its warnings silenced."""
+    import logging
+    previous = logging.getLogger("torch.onnx").level
+    logging.getLogger("torch.onnx").setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            try:
+                torch.onnx.export(module, args, file, dynamo=False, **kwargs)
+            except TypeError:  # a torch without the dynamo switch: the TorchScript exporter is the only one
+                torch.onnx.export(module, args, file, **kwargs)
+    finally:
+        logging.getLogger("torch.onnx").setLevel(previous)
+
+
+def export_mlagents_onnx(actor: "SimpleActor") -> bytes:
+    """The policy with ML-Agents' ONNX interface (opset 9, its input and output names), exactly
+    as mlagents-learn writes <Behavior>.onnx; unused inputs are dropped as there."""
+    s = actor.settings
+    names = input_names(s, exported=True, declared=True)
+    dynamic_axes = {name: {0: "batch"} for name in names + ["continuous_actions", "discrete_actions"]}
+    buffer = io.BytesIO()
+    _quiet_onnx_export(actor, dummy_inputs(s), buffer, opset_version=9, input_names=names,
+                       output_names=mlagents_output_names(s), dynamic_axes=dynamic_axes)
+    return buffer.getvalue()
+
+
+def export_engine_onnx(heads: "EngineHeads") -> bytes:
+    """The deterministic-only graph of the same modules, for the onnxruntime engine."""
+    s = heads.actor.settings
+    obs, masks, memories = dummy_inputs(s)
+    args = tuple(obs) + ((masks,) if s.discrete_branches else ()) + ((memories,) if s.memory_size else ())
+    names, outputs = input_names(s), engine_output_names(s)
+    buffer = io.BytesIO()
+    _quiet_onnx_export(heads, args, buffer, opset_version=13, input_names=names, output_names=outputs,
+                       dynamic_axes={name: {0: "batch"} for name in names + outputs})
+    return buffer.getvalue()
+
+
+def onnx_state_dict(g: OnnxGraph, sensors: list, settings: PolicySettings) -> dict:
+    """The file's weights as the state dict of SimpleActor(settings): paired with a tagged
+    template's export (see the section's head)."""
+    import onnx
+    with torch.device("meta"):
+        wanted = sum(v.numel() for v in SimpleActor(settings).state_dict().values())
+    if wanted > 2 * sum(v.size for v in g.consts.values()) + 4096:
+        raise g.refuse(None, f"declares inputs that need {wanted:,} weights, more than the file holds")
+    template = SimpleActor(settings).eval()
+    generator, canonical, tags = torch.Generator().manual_seed(0), {}, {}
+    with torch.no_grad():
+        for key, value in template.state_dict(keep_vars=True).items():
+            first = canonical.setdefault(value.data_ptr(), key)  # processors.<i> is observation_encoder.processors.<i>
+            if first == key and key.rsplit(".", 1)[-1] not in SETTINGS_KEYS and value.is_floating_point():
+                value.copy_(torch.rand(value.shape, generator=generator) + 0.5)
+                tags[key] = value.detach().numpy().copy()
+    t = OnnxGraph(onnx.load_from_string(export_mlagents_onnx(template)), "template")
+    extra = {"action_masks": "action_masks", "recurrent_in": "recurrent_in"}
+    t_deps = t.dependencies({**{f"obs_{i}": i for i in range(len(sensors))}, **extra})
+    f_deps = g.dependencies({**{s.tensor: i for i, s in enumerate(sensors)}, **extra})
+    t_weights, f_weights = t.weight_nodes(t_deps), g.weight_nodes(f_deps)
+
+    def which(value: np.ndarray) -> tuple:
+        """(parameter, True when the graph holds sqrt(running_variance / normalization_steps), steps 1 here)."""
+        for key, tag in tags.items():
+            if tag.shape == value.shape and np.array_equal(tag, value):
+                return key, False
+        for key, tag in tags.items():
+            if key.endswith("running_variance") and tag.shape == value.shape and \
+                    np.allclose(np.sqrt(tag), value, rtol=1e-6, atol=0):
+                return key, True
+        raise g.refuse(None, "cannot be paired with ML-Agents' modules (a template weight is unaccounted for)")
+
+    groups = {}
+    for side, nodes in ((0, t_weights), (1, f_weights)):
+        for w in nodes:
+            groups.setdefault((w.signature, w.deps), ([], []))[side].append(w)
+    for (signature, _), (mine, theirs) in groups.items():
+        if len(theirs) > len(mine):
+            raise g.refuse(theirs[len(mine)].node, f"holds weights {[list(s) for s in signature[1]]} that no "
+                                                   f"ML-Agents module of these settings has there")
+    found, anchors = {}, ([], [])
+    for (signature, _), (mine, theirs) in groups.items():
+        if len(mine) > len(theirs):
+            key = which(mine[len(theirs)].values[0])[0]
+            raise g.refuse(None, f"has no node for ML-Agents' {key} {list(tags[key].shape)}")
+        for a, b in zip(mine, theirs):
+            for tag, value in zip(a.values, b.values):
+                key, rooted = which(tag)
+                if not np.isfinite(value).all():
+                    raise g.refuse(b.node, "holds NaN or infinite weights")
+                value = np.square(value.astype(np.float64)).astype(np.float32) if rooted else value.astype(np.float32)
+                if key in found and not np.array_equal(found[key], value):
+                    raise g.refuse(b.node, f"gives {key} a second, different value")
+                found[key] = value
+                if key.startswith("action_model."):
+                    anchors[0].append(a.output), anchors[1].append(b.output)
+    for graph, names in zip((t, g), anchors):
+        names += [n.output[0] for n in graph.nodes if n.op_type in ("Softmax", "LSTM")] + \
+                 [n.output[-1] for n in graph.nodes if n.op_type == "LSTM"]
+    (mine, _), (theirs, nodes) = [graph.op_signatures(names, {id(w.node): w for w in weights}) for graph, names, weights
+                                  in ((t, anchors[0], t_weights), (g, anchors[1], f_weights))]
+    if mine != theirs:
+        extra = next((k for k in theirs if theirs[k] > mine.get(k, 0)), None)
+        missing = next((k for k in mine if mine[k] > theirs.get(k, 0)), None)
+        label = lambda k: k and k[0] + (f"({', '.join([f'{a}={v}' for a, v in k[1]] + [str(x) for x in k[2]])})" if len(k) > 1 else "")
+        raise g.refuse(nodes.get(extra), f"computes {label(extra) or 'less'} where ML-Agents' modules compute "
+                                         f"{label(missing) or 'nothing'}")
+    missing = [key for key in tags if key not in found]
+    if missing:
+        raise g.refuse(None, f"has no weights for ML-Agents' {missing[0]}")
+    state = {}
+    for key, value in template.state_dict().items():
+        first = canonical[value.data_ptr()] if value.numel() else key
+        state[key] = torch.from_numpy(found[first].copy()) if first in found else value.clone()
+    return state
+
+
+def file_named_inputs(g: OnnxGraph, sensors: list, settings: PolicySettings, state: dict) -> tuple:
+    """The policy takes the file's own inputs. A 1.x file's vector sensors arrive concatenated in
+    vector_observation: one input whose normaliser is theirs side by side (it works elementwise),
+    the body's first layer taking its columns in the file's order (the same sums)."""
+    if all(s.feed == s.tensor for s in sensors):
+        return settings, state
+    if settings.hyper:
+        raise g.refuse(None, "is a 1.x file with a goal signal, which ML-Agents' 1.x serializer never wrote")
+    feeds = list(dict.fromkeys(s.feed for s in sorted(sensors, key=lambda s: list(g.inputs).index(s.feed))))
+    vectors = sorted((i for i, s in enumerate(sensors) if s.feed == "vector_observation"),
+                     key=lambda i: _onnx_attrs(g.producer[sensors[i].tensor]).get("starts", [0])[0]
+                     if sensors[i].tensor in g.producer else 0)
+    groups = [vectors if feed == "vector_observation" else [next(i for i, s in enumerate(sensors) if s.feed == feed)]
+              for feed in feeds]
+    old = settings.inputs
+    width = lambda i: old[i].shape[0] if old[i].kind == "vector" else settings.hidden_units if old[i].kind == "visual" else 0
+    starts = np.cumsum([0] + [width(i) for i in range(len(old))])
+    columns = [c for group in groups for i in group for c in range(starts[i], starts[i + 1])]
+    inputs, out = [], {}
+    for k, (feed, group) in enumerate(zip(feeds, groups)):
+        spec = old[group[0]]
+        if feed == "vector_observation":
+            spec = InputSpec(feed, "vector", (sum(old[i].shape[0] for i in group),), settings.normalize)
+            if settings.normalize:
+                for prefix in ("network_body.processors", "network_body.observation_encoder.processors"):
+                    part = lambda name: torch.cat([state[f"{prefix}.{i}.normalizer.{name}"] for i in group])
+                    out.update({f"{prefix}.{k}.normalizer.running_mean": part("running_mean"),
+                                f"{prefix}.{k}.normalizer.running_variance": part("running_variance"),
+                                f"{prefix}.{k}.normalizer.normalization_steps": torch.tensor(1)})
+        else:
+            last = spec.kind == "visual" and sensors[group[0]].tensor != feed  # read through a Transpose
+            spec = InputSpec(feed, spec.kind, tuple(g.inputs[feed][1:]) if last else spec.shape, spec.normalized,
+                             spec.encoder, channels_last=last)
+            for key, value in state.items():
+                m = re.match(r"^(network_body\.(?:observation_encoder\.)?processors)\.(\d+)\.(.+)$", key)
+                if m and int(m.group(2)) == group[0]:
+                    out[f"{m.group(1)}.{k}.{m.group(3)}"] = value
+        inputs.append(spec)
+    for key, value in state.items():
+        if re.match(r"^network_body\.(?:observation_encoder\.)?processors\.", key):
+            continue
+        if key in ("network_body._body_endoder.seq_layers.0.weight", "network_body.observation_encoder.x_self_encoder.seq_layers.0.weight"):
+            value = value[:, columns + list(range(len(columns), value.shape[1]))]
+        out[key] = value.contiguous()
+    return PolicySettings(**{**settings.__dict__, "inputs": inputs}), out
+
+
+def load_onnx_alone(path: Path, expect_sha256: Optional[str] = None, goal_input: GoalInput = None) -> LoadedCheckpoint:
+    """A policy from its ML-Agents ONNX alone: ML-Agents' modules with the file's weights, built
+    and loaded (strict) as a checkpoint's are."""
+    import onnx
+    t0 = time.perf_counter()
+    sha = check_sha256(path, expect_sha256)
+    interface = read_onnx_interface(path)
+    model = onnx.load(str(path), load_external_data=False)
+    if any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
+        raise UsageError(f"{path}: keeps weights in external files; refused (ML-Agents writes them inside)")
+    try:
+        g = OnnxGraph(model, path.name)
+        sensors = onnx_sensors(g)
+        settings = onnx_settings(g, sensors, goal_input)
+        settings, state = file_named_inputs(g, sensors, settings, onnx_state_dict(g, sensors, settings))
+    except (KeyError, IndexError, ValueError, TypeError, AttributeError) as exc:  # a structure none of the above knows
+        raise UsageError(f"{path}: its graph is not one ML-Agents writes ({type(exc).__name__}: "
+                         f"{str(exc).splitlines()[0][:120] if str(exc) else ''}); not rebuilt")
+    check_state_dict(state, lambda problem: UsageError(f"{path}: not a usable ML-Agents policy: {problem}"))
+    return LoadedCheckpoint(path, settings, build_actor(settings, state, path), interface, None, sha,
+                            time.perf_counter() - t0)
