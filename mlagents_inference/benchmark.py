@@ -1,8 +1,5 @@
 """benchmark: the policy's act() side by side with a bare onnxruntime session running ML-Agents'
-ONNX in a process of its own.
-"""
-from __future__ import annotations
-
+ONNX in a process of its own."""
 import contextlib
 import math
 import sys
@@ -66,9 +63,7 @@ perf = time.perf_counter
 while True:
     try:
         n = pickle.load(ask)
-    except EOFError:
-        break
-    if n is None:
+    except EOFError:  # the parent closed stdin: no more requests
         break
     run(fetch, feed)  # untimed: wakes the thread pool after the pause
     times = []
@@ -107,12 +102,11 @@ class BareOnnxRuntime:
             raise UsageError(f"benchmark: cannot start the bare onnxruntime process ({exc.strerror or exc})")
         try:
             reply = self._ask({"model": model, "fetch": fetch, "feed": feed})
+            if reply[0] != "ready":
+                raise UsageError(f"benchmark: the bare onnxruntime session cannot run the model ({reply[1]})")
         except BaseException:
             self.close()
             raise
-        if reply[0] != "ready":
-            self.close()
-            raise UsageError(f"benchmark: the bare onnxruntime session cannot run the model ({reply[1]})")
 
     def _ask(self, message):
         try:
@@ -144,9 +138,8 @@ class BareOnnxRuntime:
 
 
 def bare_onnxruntime_job(ctx: Context, flat: list) -> tuple:
-    """What the bare contender runs: (model path or bytes, its deterministic outputs, feed, label).
-    The checkpoint's own ML-Agents ONNX, every input fed as MLAgentsOnnx feeds it; else ML-Agents'
-    export of this checkpoint."""
+    """What the bare contender runs: (model path or bytes, its deterministic outputs, feed, label). The checkpoint's
+    own ML-Agents ONNX, every input fed as MLAgentsOnnx feeds it; else ML-Agents' export of this checkpoint."""
     s = ctx.settings
     try:  # (NotThisPolicy goes through: another policy's ONNX is a failure, not "no ONNX")
         path = checkpoint_onnx(ctx)
@@ -207,16 +200,14 @@ def mode_benchmark(ctx: Context):
         # machine: longer turns dilute that), at least 5 turns each when both run and --runs allows
         block = a.runs if bare is None else max(1, min(math.ceil(a.runs / 5), int(250 / max(max(warm), 1e-3))))
         times, paired = {k: [] for k in contenders}, []
-        done, turns = 0, 0
-        while done < a.runs:
+        for turns, done in enumerate(range(0, a.runs, block), 1):
             n = min(block, a.runs - done)
-            order = list(contenders) if turns % 2 == 0 else list(contenders)[::-1]  # who goes first alternates
+            order = list(contenders) if turns % 2 == 1 else list(contenders)[::-1]  # who goes first alternates
             turn = {key: contenders[key](n) for key in order}
             for key, values in turn.items():
                 times[key] += values
             if bare is not None:
                 paired.append(float(np.median(turn["engine"]) / np.median(turn["onnxruntime"])))
-            done, turns = done + n, turns + 1
     finally:
         if bare is not None:
             bare.close()
@@ -269,9 +260,8 @@ def _plot_latencies(path: Path, times: dict, args) -> None:
     fig, ax = plt.subplots(figsize=(7, 4))
     for key, values in times.items():
         ax.hist(values, bins=60, alpha=0.6, label=f"{key} (p50 {np.percentile(values, 50):.4f} ms)")
-    ax.set_xlabel("latency per call (ms)")
-    ax.set_ylabel("calls")
-    ax.set_title(f"batch={args.batch}, runs={args.runs}, device={args.device}, dtype={args.dtype}")
+    ax.set(xlabel="latency per call (ms)", ylabel="calls",
+           title=f"batch={args.batch}, runs={args.runs}, device={args.device}, dtype={args.dtype}")
     ax.legend()
     fig.tight_layout()
     atomic_write(path, lambda tmp: fig.savefig(tmp, format="png"))

@@ -1,14 +1,12 @@
 """The checkpoint reader: read (weights_only), validate, infer the settings (the ONNX or
-configuration.yaml where the checkpoint is silent) and build the actor with one strict load.
-"""
-from __future__ import annotations
-
+configuration.yaml where the checkpoint is silent) and build the actor with one strict load."""
 import itertools
 import os
+import pickle
 import re
 import warnings
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -24,9 +22,6 @@ from .spec import ATTENTION_EMBEDDING, GoalInput, InputSpec, PolicySettings, goa
 
 def read_checkpoint(path: Path) -> dict:
     """torch.load with weights_only=True: tensors and plain containers only, never code."""
-    import pickle
-
-    import torch
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -67,7 +62,6 @@ def validate_tensors(obj, path: Optional[Path] = None, max_storage_bytes: Option
     (sparse, nested, quantized), not a plain dtype, not on the CPU, a storage larger than the
     file (`max_storage_bytes`), or more elements than their storage holds (stride-0 tricks that
     make 4 bytes look like 10^10 floats). Walks containers without recursion (any depth, cycles)."""
-    import torch
     plain = {torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.int16,
              torch.int32, torch.int64, torch.uint8, torch.bool}
 
@@ -94,10 +88,8 @@ def validate_tensors(obj, path: Optional[Path] = None, max_storage_bytes: Option
             storage = value.untyped_storage().nbytes()
             if max_storage_bytes is not None and storage > max_storage_bytes:
                 raise bad(where, f"declares a storage of {storage:,} bytes in a file of {max_storage_bytes:,}")
-            if value.numel() and (value.numel() * value.element_size() > storage
-                                  or value.storage_offset() * value.element_size() + value.element_size()
-                                  + sum((n - 1) * s * value.element_size() for n, s in zip(value.shape, value.stride()))
-                                  > storage):
+            end = value.storage_offset() + 1 + sum((n - 1) * s for n, s in zip(value.shape, value.stride()))
+            if value.numel() and max(value.numel(), end) * value.element_size() > storage:
                 raise bad(where, f"declares {value.numel():,} elements over a storage of {storage:,} bytes")
             continue
         if isinstance(value, (dict, list, tuple, set, frozenset)):
@@ -230,13 +222,8 @@ def infer_settings(state: dict, path: Path, onnx_iface: Optional[OnnxInterface],
             "are not ML-Agents' (obs_N, or vector_observation and visual_observation_N)" if onnx_shapes is None
             else f"{[list(d) for d in onnx_shapes]} do not fit the checkpoint's")
     if fits:
-        inputs = []
-        for i, dims in enumerate(onnx_shapes):
-            known = seen.get(i)
-            if known is None:
-                inputs.append(InputSpec(f"obs_{i}", "vector", tuple(dims)))
-            else:
-                inputs.append(InputSpec(f"obs_{i}", known.kind, tuple(dims), known.normalized, known.encoder))
+        inputs = [replace(seen[i], shape=tuple(dims)) if i in seen else InputSpec(f"obs_{i}", "vector", tuple(dims))
+                  for i, dims in enumerate(onnx_shapes)]
         needs = any(i not in seen for i in range(len(onnx_shapes))) or any(s.kind != "vector" for s in seen.values())
         source = f"checkpoint + {onnx_iface.path.name}" if needs else "checkpoint"
     else:
@@ -247,8 +234,6 @@ def infer_settings(state: dict, path: Path, onnx_iface: Optional[OnnxInterface],
             source = f"checkpoint (square images assumed: {no_onnx})"
         elif len(inputs) > len(seen):
             source = f"checkpoint (unnormalised inputs taken as one: {no_onnx})"
-        inputs = [InputSpec(s.name, s.kind, s.shape if s.kind != "entities" else (s.shape[0] or 0, s.shape[1]),
-                            s.normalized, s.encoder) for s in inputs]
 
     # -- the goal signal of a hypernetwork body: named nowhere in the files
     if hyper:
@@ -300,25 +285,17 @@ def visual_input_spec(state: dict, prefix: str, i: int, hidden: int, bad) -> Inp
     dense = state.get(f"{prefix}dense.weight" if encoder == "resnet" else f"{prefix}dense.0.weight")
     if not isinstance(dense, torch.Tensor) or dense.dim() != 2:
         raise bad(f"processor {i}: a {encoder} encoder without its dense layer")
-    sides = [s for s in range(VISUAL_ENCODERS[encoder].MIN_SIDE, 1025)
-             if channels and VISUAL_ENCODERS[encoder].flat_size(channels, s, s) == dense.shape[1]]
-    side = sides[0] if sides else None  # the smallest square image that fits; only used when no ONNX tells
+    side = next((s for s in range(VISUAL_ENCODERS[encoder].MIN_SIDE, 1025)  # the smallest square image that fits
+                 if channels and VISUAL_ENCODERS[encoder].flat_size(channels, s, s) == dense.shape[1]), None)
     return InputSpec(f"obs_{i}", "visual", (channels, side, side), encoder=encoder)
 
 
 def inputs_from_checkpoint(seen: dict, body_in: int, hidden: int, bad,
                            hint: str = "put its ML-Agents ONNX beside it or pass --onnx FILE") -> list:
-    """Without an ONNX: every visible input, and the unexplained body width as ONE unnormalised
-    vector input in the first gap (or last). Images are taken as square. `hint` ends the
-    refusals that an ONNX would have avoided."""
-    explained = 0
-    for spec in seen.values():
-        if spec.kind == "vector":
-            explained += spec.shape[0]
-        elif spec.kind == "visual":
-            explained += hidden
-    if any(s.kind == "entities" for s in seen.values()):
-        explained += ATTENTION_EMBEDDING
+    """Without an ONNX: every visible input, and the unexplained body width as ONE unnormalised vector input in the
+    first gap (or last). Images are taken as square. `hint` ends the refusals that an ONNX would have avoided."""
+    explained = sum(s.shape[0] if s.kind == "vector" else hidden for s in seen.values() if s.kind != "entities")
+    explained += ATTENTION_EMBEDDING if any(s.kind == "entities" for s in seen.values()) else 0
     rest = body_in - explained
     if rest < 0:
         raise bad(f"the inputs' encodings are {explained} wide but the body's first layer takes {body_in}")
@@ -337,20 +314,17 @@ def inputs_from_checkpoint(seen: dict, body_in: int, hidden: int, bad,
     inputs = dict(seen)
     if gaps:
         inputs[gaps[0]] = InputSpec(f"obs_{gaps[0]}", "vector", (rest,))
-    out = []
-    for i in sorted(inputs):
-        spec = inputs[i]
+    out = [inputs[i] for i in sorted(inputs)]
+    for spec in out:
         if spec.kind == "visual" and spec.shape[1] is None:
             raise bad(f"{spec.name}: the image size of this visual input cannot be told from the checkpoint; {hint}")
-        out.append(spec)
     return out
 
 
 def pick_goal(inputs: list, goal_width: int, goal_input: GoalInput, hidden: int, path: Path) -> None:
-    """Mark the goal signal: the inputs named by --goal-input, else the only set of inputs whose
-    encodings (a vector's width; a camera's encoder output, `hidden` wide) together are as wide as
-    the hypernetwork's input -- ML-Agents concatenates several goal signals in input order; refuse
-    when no set or more than one fits."""
+    """Mark the goal signal: the inputs named by --goal-input, else the only set of inputs whose encodings (a vector's
+    width; a camera's encoder output, `hidden` wide) together are as wide as the hypernetwork's input -- ML-Agents
+    concatenates several goal signals in input order; refuse when no set or more than one fits."""
     width = lambda i: inputs[i].shape[0] if inputs[i].kind == "vector" else hidden
     eligible = [i for i, s in enumerate(inputs) if s.kind in ("vector", "visual")]
     if goal_input is not None:
@@ -380,29 +354,23 @@ def pick_goal(inputs: list, goal_width: int, goal_input: GoalInput, hidden: int,
 
 def trainer_of(checkpoint: dict) -> Optional[str]:
     """ppo | sac | poca from the optimizer entries saved beside the policy."""
-    keys = set(checkpoint)
-    if "Optimizer:q_network" in keys or "Optimizer:entropy_optimizer" in keys:
+    if "Optimizer:q_network" in checkpoint or "Optimizer:entropy_optimizer" in checkpoint:
         return "sac"
     critic = checkpoint.get("Optimizer:critic")
     if isinstance(critic, dict) and "network_body._current_max_agents" in critic:
         return "poca"
-    if "Optimizer:value_optimizer" in keys or "Optimizer:critic" in keys:
-        return "ppo"
-    return None
+    return "ppo" if "Optimizer:value_optimizer" in checkpoint or "Optimizer:critic" in checkpoint else None
 
 
 def build_actor(settings: PolicySettings, state: dict, path: Path) -> "SimpleActor":
     """ML-Agents' module tree for these settings, loaded with load_state_dict(strict=True)."""
     for spec in settings.inputs:
-        if spec.kind == "visual":
-            side = min(spec.chw[1:])
-            if side < VISUAL_ENCODERS[spec.encoder].MIN_SIDE:
-                raise UsageError(f"{path}: {spec.name} is {spec.chw[1]}x{spec.chw[2]}, smaller than the "
-                                 f"{spec.encoder} encoder accepts ({VISUAL_ENCODERS[spec.encoder].MIN_SIDE})")
+        if spec.kind == "visual" and min(spec.chw[1:]) < VISUAL_ENCODERS[spec.encoder].MIN_SIDE:
+            raise UsageError(f"{path}: {spec.name} is {spec.chw[1]}x{spec.chw[2]}, smaller than the "
+                             f"{spec.encoder} encoder accepts ({VISUAL_ENCODERS[spec.encoder].MIN_SIDE})")
     try:
-        # Built on the meta device (no memory) and given the checkpoint's own tensors: sizes that
-        # the ONNX or a crafted file claims never allocate anything before the strict load
-        # has checked every shape against the checkpoint.
+        # Built on the meta device (no memory) and given the checkpoint's own tensors: sizes that the ONNX or a crafted
+        # file claims never allocate anything before the strict load has checked every shape against the checkpoint.
         with torch.device("meta"):
             actor = SimpleActor(settings)
         actor.load_state_dict({k: v.clone() for k, v in state.items()}, strict=True, assign=True)
@@ -429,18 +397,16 @@ class LoadedCheckpoint:
     def parameters(self) -> int:
         """Weights and biases of the acting network (566,805 for Huggy), normalisers and value heads excluded."""
         return sum(p.numel() for name, p in self.actor.named_parameters()
-                   if not name.endswith("_vector") and not name.endswith("_deprecated")
-                   and not name.startswith("value_heads.") and name != "version_number"
-                   and not (name.endswith("log_sigma") and p.dim() == 2 and not name.endswith("weight")))
+                   if not name.endswith(("_vector", "_deprecated")) and not name.startswith("value_heads.")
+                   and name != "version_number" and not (name.endswith("log_sigma") and p.dim() == 2))
 
 
 def policy_needs_onnx(state: dict) -> bool:
     """Whether the checkpoint leaves input shapes open: inputs without keys (unnormalised vectors),
     images, entity buffers. Huggy-like policies (every input normalised) skip reading the ONNX."""
-    seen = {int(m.group(1)) for k in state for m in [PROCESSOR_KEY.match(k)] if m}
-    if any(not PROCESSOR_KEY.match(k).group(2).startswith("normalizer.") for k in state if PROCESSOR_KEY.match(k)):
-        return True
-    if not seen or sorted(seen) != list(range(len(seen))):
+    matches = [m for m in map(PROCESSOR_KEY.match, state) if m]
+    seen = sorted({int(m.group(1)) for m in matches})
+    if not seen or seen != list(range(len(seen))) or not all(m.group(2).startswith("normalizer.") for m in matches):
         return True
     widths = sum(int(state[f"{ENCODER_KEYS}processors.{i}.normalizer.running_mean"].shape[0]) for i in seen
                  if f"{ENCODER_KEYS}processors.{i}.normalizer.running_mean" in state)

@@ -1,8 +1,5 @@
 """The command line: every option declared once, with its help, default and the modes it applies
-to; main() and its exit codes.
-"""
-from __future__ import annotations
-
+to; main() and its exit codes."""
 import argparse
 import contextlib
 import importlib
@@ -19,7 +16,7 @@ from .context import Context
 from .errors import CheckFailed, NotThisPolicy, UsageError
 from .outputs import _describe_os_error, _install_signal_handlers, _restore_signal_handlers
 from .sources import DEFAULT_REPO, SHA256_HEX
-from .spec import DTYPES
+from .spec import DTYPES, ENGINES
 
 # mode -> (its module, the function that computes the result, the one that renders its human lines).
 # A mode's module is imported when that mode runs: torch comes with the modes that need it.
@@ -71,8 +68,7 @@ seed_int = _whole_number(0, 2**32)  # what np.random.RandomState accepts
 
 def _input_indices(text: str) -> tuple:
     """An argparse type: 'N' or 'N,M,...', input indices."""
-    parse = _whole_number(0)
-    return tuple(parse(part.strip()) for part in text.split(","))
+    return tuple(_whole_number(0)(part.strip()) for part in text.split(","))
 
 
 def column_names(text: str) -> list:
@@ -127,8 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     option(run, "--device", default="auto", help="auto (npu, else cuda, else cpu) | cpu | cuda[:N] | npu[:N]")
     option(run, "--dtype", choices=DTYPES, default="float32",
            help="the network's precision; normalizers stay float32 (default float32, recommended)")
-    option(run, "--engine", choices=("auto", "torch", "onnxruntime"), default="auto",
-           help="auto: onnxruntime on CPU float32, torch elsewhere")
+    option(run, "--engine", choices=ENGINES, default="auto", help="auto: onnxruntime on CPU float32, torch elsewhere")
     option(run, "--graphs", choices=("on", "off"), default="on",
            help="torch engine on CUDA/NPU: capture each batch size as a device graph (default on)")
     obs = p.add_argument_group("inputs")
@@ -154,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     option(obs, "--output", modes=("batch", "export-onnx"),
            help="batch: .npy (continuous actions), .npz or .parquet (continuous_actions, discrete_actions, memory), "
                 "or with --ray a folder (no suffix: Ray Data's write_parquet); "
-                "export-onnx: .onnx (default assets/huggy_rebuilt.onnx)")
+                "export-onnx: .onnx (default huggy_rebuilt.onnx: in assets/ in a clone, else the current folder)")
     option(obs, "--ray", metavar="local|ADDRESS", modes=("batch",),
            help="batch over Parquet through Ray Data: on a local Ray instance, or on the cluster at ADDRESS "
                 "(ray start --head ...); needs pip install -r requirements-ray.txt")
@@ -186,16 +181,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _glue_option_values(argv: list, options=("--obs", "--memory")) -> list:
-    """Let `--obs -0.5` and `--obs -2.0,-1.93,...` work without '=' (argparse would take a
-    leading minus for an option)."""
-    out, i = [], 0
-    while i < len(argv):
-        if argv[i] in options and i + 1 < len(argv):
-            out.append(f"{argv[i]}={argv[i + 1]}")
-            i += 2
-        else:
-            out.append(argv[i])
-            i += 1
+    """Let `--obs -0.5` and `--obs -2.0,-1.93,...` work without '=' (argparse takes a leading minus for an option)."""
+    out, words = [], iter(argv)
+    for word in words:
+        value = next(words, None) if word in options else None
+        out.append(word if value is None else f"{word}={value}")
     return out
 
 
@@ -220,26 +210,20 @@ def parse_args(argv: list) -> argparse.Namespace:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    """Exit codes: 0 success, 1 a check did not hold, 2 bad input, usage or environment (one
-    line on stderr, never a traceback), 128 + N for signal N (SIGINT 130, SIGHUP 129, SIGTERM
-    143) after cleanup. The result line (SUCCESS or JSON) is flushed inside, so a full or
-    closed stdout is an error, not a silent success."""
-    argv = sys.argv[1:] if argv is None else argv
+    """Exit codes: 0 success, 1 a check did not hold, 2 bad input, usage or environment (one line on stderr, never a
+    traceback), 128 + N for signal N (SIGINT 130, SIGHUP 129, SIGTERM 143) after cleanup. The result line (SUCCESS or
+    JSON) is flushed inside, so a full or closed stdout is an error, not a silent success."""
     previous = _install_signal_handlers()
     args = None
-    quiet = warnings.catch_warnings()  # torch's and numpy's warnings would print beside the one line that tells
-    quiet.__enter__()
-    warnings.simplefilter("ignore")
 
     def tell(text: str) -> None:  # one line on stderr, whatever state stderr is in
         with contextlib.suppress(Exception):
             print(str(text).replace("\r", "\\r").replace("\n", "\\n"), file=sys.stderr, flush=True)
 
     def stdout_broken(exc: OSError) -> bool:
-        """Whether `exc` came from writing stdout: a pipe without reader, or a path-less
-        full-disk/I-O error (file errors carry their path; atomic_write turns its own into
-        UsageError); a failing flush confirms. Then stdout's fd is pointed at /dev/null so that
-        the interpreter's final flush does not fail (and print) again."""
+        """Whether `exc` came from writing stdout: a pipe without reader, or a path-less full-disk/I-O error (file
+        errors carry their path; atomic_write turns its own into UsageError); a failing flush confirms. Then stdout's fd
+        is pointed at /dev/null so that the interpreter's final flush does not fail (and print) again."""
         import errno
         broken = (sys.stdout is None or getattr(sys.stdout, "closed", False) or isinstance(exc, BrokenPipeError)
                   or exc.filename is None and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO,
@@ -254,59 +238,53 @@ def main(argv: Optional[list[str]] = None) -> int:
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return broken
 
-    try:
-        if sys.stdout is None:  # started with stdout closed (>&-): results would go nowhere
-            raise UsageError("standard output is closed; redirect it to a file or /dev/null")
-        args = parse_args(argv)
-        compute, show = mode_functions(args.mode)  # (torch is imported here, by the modes that need it)
-        ctx = Context(args)
-        result, passed = compute(ctx)
-        if result is not None:  # (stream mode answers line by line)
-            if args.json:  # the same result, as one JSON object
-                print(json.dumps({"mode": args.mode, "passed": passed, **result}))
-            else:
-                for line in show(result) if show else ():
-                    print(line)
-                print("SUCCESS" if passed else "FAILED: the check above did not hold")
-        sys.stdout.flush()
-        return 0 if result is None or passed else 1
-    except UsageError as exc:
-        tell(f"error: {exc}")
-        return 2
-    except CheckFailed as exc:  # e.g. NotThisPolicy: --onnx belongs to another policy
-        if args is not None and args.json and args.mode != "stream":  # --json still gets its one object
-            with contextlib.suppress(OSError, ValueError):
-                print(json.dumps({"mode": args.mode, "passed": False,
-                                  ("not_this_policy" if isinstance(exc, NotThisPolicy) else "failed"): str(exc)}),
-                      flush=True)
-        tell(f"FAILED: {exc}")
-        return 1
-    except ModuleNotFoundError as exc:  # e.g. torch on a fresh machine
-        tell(f"error: the Python package '{exc.name}' is not installed; run: pip install -r requirements.txt")
-        return 2
-    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP through Interrupted
-        import signal
-        signum = int(getattr(exc, "signum", signal.SIGINT))
+    with warnings.catch_warnings():  # torch's and numpy's warnings would print beside the one line that tells
+        warnings.simplefilter("ignore")
         try:
-            name = signal.Signals(signum).name
-        except ValueError:
-            name = f"signal {signum}"
-        tell("interrupted" if signum == signal.SIGINT else f"interrupted by {name}; stopped cleanly")
-        return 128 + signum
-    except OSError as exc:
-        if stdout_broken(exc):
-            if isinstance(exc, BrokenPipeError) and args is not None and args.mode == "stream":
-                return 0  # the controller went away: stream mode's normal end
-            tell(f"error: cannot write to standard output ({exc.strerror or exc}); the result was not delivered")
-        else:
-            tell(f"error: {_describe_os_error(exc)}")
-        return 2
-    except MemoryError:
-        tell("error: out of memory; use a smaller --batch or --chunk, or a machine with more memory")
-        return 2
-    except RecursionError:
-        tell("error: the input is nested too deeply")
-        return 2
-    finally:
-        quiet.__exit__(None, None, None)
-        _restore_signal_handlers(previous)
+            if sys.stdout is None:  # started with stdout closed (>&-): results would go nowhere
+                raise UsageError("standard output is closed; redirect it to a file or /dev/null")
+            args = parse_args(sys.argv[1:] if argv is None else argv)
+            compute, show = mode_functions(args.mode)  # (torch is imported here, by the modes that need it)
+            result, passed = compute(Context(args))
+            if result is not None:  # (stream mode answers line by line)
+                if args.json:  # the same result, as one JSON object
+                    print(json.dumps({"mode": args.mode, "passed": passed, **result}))
+                else:
+                    for line in show(result) if show else ():
+                        print(line)
+                    print("SUCCESS" if passed else "FAILED: the check above did not hold")
+            sys.stdout.flush()
+            return 0 if result is None or passed else 1
+        except UsageError as exc:
+            tell(f"error: {exc}")
+            return 2
+        except CheckFailed as exc:  # e.g. NotThisPolicy: --onnx belongs to another policy
+            if args is not None and args.json and args.mode != "stream":  # --json still gets its one object
+                with contextlib.suppress(OSError, ValueError):
+                    key = "not_this_policy" if isinstance(exc, NotThisPolicy) else "failed"
+                    print(json.dumps({"mode": args.mode, "passed": False, key: str(exc)}), flush=True)
+            tell(f"FAILED: {exc}")
+            return 1
+        except ModuleNotFoundError as exc:  # e.g. torch on a fresh machine
+            tell(f"error: the Python package '{exc.name}' is not installed; run: pip install -r requirements.txt")
+            return 2
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP through Interrupted
+            import signal
+            signum = int(getattr(exc, "signum", signal.SIGINT))
+            name = {s.value: s.name for s in signal.Signals}.get(signum, f"signal {signum}")
+            tell("interrupted" if signum == signal.SIGINT else f"interrupted by {name}; stopped cleanly")
+            return 128 + signum
+        except OSError as exc:
+            if stdout_broken(exc):
+                if isinstance(exc, BrokenPipeError) and args is not None and args.mode == "stream":
+                    return 0  # the controller went away: stream mode's normal end
+                tell(f"error: cannot write to standard output ({exc.strerror or exc}); the result was not delivered")
+            else:
+                tell(f"error: {_describe_os_error(exc)}")
+            return 2
+        except (MemoryError, RecursionError) as exc:
+            tell("error: out of memory; use a smaller --batch or --chunk, or a machine with more memory"
+                 if isinstance(exc, MemoryError) else "error: the input is nested too deeply")
+            return 2
+        finally:
+            _restore_signal_handlers(previous)

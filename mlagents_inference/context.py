@@ -1,6 +1,5 @@
 """The run context shared by the modes (the source, checkpoint, device, engine and policy of one
-command, each made once) and the small helpers their results share.
-"""
+command, each made once) and the small helpers their results share."""
 from __future__ import annotations
 
 import argparse
@@ -8,7 +7,8 @@ import contextlib
 import math
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
@@ -29,52 +29,43 @@ if TYPE_CHECKING:  # (the torch layer is imported when a mode needs it: `checkpo
 @dataclass
 class Context:
     args: argparse.Namespace
-    _cache: dict = field(default_factory=dict)
 
-    def cached(self, key, make):
-        if key not in self._cache:
-            self._cache[key] = make()
-        return self._cache[key]
-
-    @property
+    @cached_property
     def source(self) -> ModelSource:
         a = self.args
         if a.onnx and not (a.checkpoint or a.model_dir or a.model or os.environ.get("HUGGY_MODEL_DIR")):
-            return self.cached("source", lambda: onnx_alone_source("--onnx", Path(a.onnx)))
-        return self.cached("source", lambda: locate_model(a.checkpoint, a.model_dir, a.model))
+            return onnx_alone_source("--onnx", Path(a.onnx))
+        return locate_model(a.checkpoint, a.model_dir, a.model)
 
-    @property
+    @cached_property
     def checkpoint(self) -> LoadedCheckpoint:
-        def load():
-            src = self.source
-            if src.note:
-                machine_readable = self.args.json or self.args.mode == "stream"  # stdout is JSON only
-                print(f"[note] {src.note}", file=sys.stderr if machine_readable else sys.stdout)
-            onnx = regular_file("--onnx", self.args.onnx) if self.args.onnx else None
-            from .policy import load_checkpoint
-            return load_checkpoint(src.checkpoint, onnx, src.model_dir, src.behavior, self.args.expect_sha256,
-                                   self.args.goal_input)
-        return self.cached("checkpoint", load)
+        src = self.source
+        if src.note:
+            machine_readable = self.args.json or self.args.mode == "stream"  # stdout is JSON only
+            print(f"[note] {src.note}", file=sys.stderr if machine_readable else sys.stdout)
+        onnx = regular_file("--onnx", self.args.onnx) if self.args.onnx else None
+        from .policy import load_checkpoint
+        return load_checkpoint(src.checkpoint, onnx, src.model_dir, src.behavior, self.args.expect_sha256,
+                               self.args.goal_input)
 
     @property
     def settings(self) -> PolicySettings:
         return self.checkpoint.settings
 
-    @property
+    @cached_property
     def device(self):
         from .engines import resolve_device
-        return self.cached("device", lambda: resolve_device(self.args.device))
+        return resolve_device(self.args.device)
 
-    @property
+    @cached_property
     def engine_name(self) -> str:
         from .engines import choose_engine
-        return self.cached("engine_name", lambda: choose_engine(self.args.engine, self.device, self.args.dtype))
+        return choose_engine(self.args.engine, self.device, self.args.dtype)
 
-    @property
+    @cached_property
     def policy(self) -> Policy:
         from .policy import Policy
-        return self.cached("policy", lambda: Policy(self.checkpoint, self.device, self.args.dtype, self.engine_name,
-                                                    self.args.graphs == "on"))
+        return Policy(self.checkpoint, self.device, self.args.dtype, self.engine_name, self.args.graphs == "on")
 
     def base(self) -> dict:
         return {"checkpoint": str(self.checkpoint.path), "source": self.source.origin, "device": str(self.device),
@@ -180,12 +171,10 @@ def check_rows_fit(rows: int, settings: PolicySettings, what: str = "--batch") -
 def available_memory() -> int:
     """The host's available memory, or what this process's cgroup (v2) limit leaves, if less."""
     have = None
-    try:
+    with contextlib.suppress(OSError, ValueError, IndexError):
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemAvailable:"):
                 have = int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
     if have is None:
         have = int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
     with contextlib.suppress(OSError, ValueError, IndexError):

@@ -1,8 +1,4 @@
-"""batch: random rows, or a dataset (arrays, CSV, .npz, Parquet) in chunks into an output file;
-Ray Data (--ray) past one machine.
-"""
-from __future__ import annotations
-
+"""batch: random rows, or a dataset (arrays, CSV, .npz, Parquet) in chunks into an output file; Ray Data (--ray)."""
 import contextlib
 import os
 import re
@@ -12,7 +8,7 @@ import time
 import warnings
 import zipfile
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 import numpy as np
 
@@ -26,11 +22,9 @@ from .spec import PolicySettings
 
 
 def _output_writer(path: Path, settings: PolicySettings, arrays: dict) -> Callable:
-    """How to write a batch's results: .npy (the continuous actions; continuous-only policies)
-    or .npz (continuous_actions, discrete_actions, memory)."""
+    """How to write a batch's results: .npy (the continuous actions; mode_batch refused it for other
+    policies) or .npz (continuous_actions, discrete_actions, memory)."""
     if path.suffix.lower() == ".npy":
-        if not _continuous_only(settings):
-            raise UsageError(f"--output {path}: this policy's results are not continuous actions alone; use a .npz file")
         return lambda tmp: np.save(tmp, arrays["continuous_actions"])
     return lambda tmp: np.savez(tmp, **arrays)
 
@@ -49,20 +43,17 @@ def _result_table(out: dict, kept=None):
     return pa.table(columns)
 
 
-def _parquet_sink(run_chunks: Callable) -> Callable[[Path], None]:
-    """atomic_write's writer of a Parquet result: one row group per chunk, in input order."""
+def _parquet_sink(results: Callable) -> Callable[[Path], None]:
+    """atomic_write's writer of a Parquet result: one row group per chunk of results(), in input order."""
     def write(tmp: Path) -> None:
         import pyarrow.parquet as pq
         writer = None
-
-        def sink(start: int, out: dict, kept) -> None:
-            nonlocal writer
-            table = _result_table(out, kept)
-            if writer is None:
-                writer = pq.ParquetWriter(tmp, table.schema)
-            writer.write_table(table)
         try:
-            run_chunks(sink)
+            for _, out, kept in results():
+                table = _result_table(out, kept)
+                if writer is None:
+                    writer = pq.ParquetWriter(tmp, table.schema)
+                writer.write_table(table)
         finally:
             if writer is not None:
                 writer.close()
@@ -78,10 +69,9 @@ def mode_batch(ctx: Context):
     if output is not None and output.suffix.lower() == ".npy" and not _continuous_only(s):
         raise UsageError(f"--output {output}: this policy's results are not continuous actions alone; use a .npz file")
     check_rows_fit(rows, s)
-    obs = random_inputs(s, ctx.args.seed, rows)
     masks = random_masks(s, ctx.args.seed, rows) if ctx.args.mask is None else ctx.masks()
     policy = ctx.policy
-    flat, _, _ = policy.prepare(obs, masks)
+    flat, _, _ = policy.prepare(random_inputs(s, ctx.args.seed, rows), masks)
     t0 = time.perf_counter()
     raw = policy.engine.run(flat)  # first (cold) call
     cold_ms = (time.perf_counter() - t0) * 1e3
@@ -97,8 +87,7 @@ def mode_batch(ctx: Context):
         size = npy_size(out["continuous_actions"].shape) if output.suffix.lower() == ".npy" else None
         atomic_write(output, _output_writer(output, s, out), size=size)
     result = {"input": "random", "rows": rows, "batch": rows, "seed": ctx.args.seed, **_action_fields(s, out),
-              "cold_ms": cold_ms, "warm_ms": warm_ms,
-              "warm_calls": len(warm), "repeat_identical": stable,
+              "cold_ms": cold_ms, "warm_ms": warm_ms, "warm_calls": len(warm), "repeat_identical": stable,
               "output": str(output.resolve()) if output else None, "throughput_per_s": rows / (warm_ms / 1e3),
               **_kind_fields(s), **ctx.base()}
     if "mu" in raw:
@@ -153,8 +142,7 @@ def batch_file(ctx: Context):
     else:
         data = open_obs_file(path, s)
         rows, chunks = data["rows"], lambda size: array_chunks(data, size)
-    if output is not None or folder is not None:
-        refuse_same_file(output or folder, [path])
+    refuse_same_file(output or folder, [path])
     if folder is not None:
         return ray_to_folder(ctx, source, folder)
     chunk = args.chunk
@@ -183,9 +171,9 @@ def batch_file(ctx: Context):
                 raise UsageError(f"--obs-file {path}: rows {start}-{start + len(block[0]) - 1}: {exc}")
             yield start, out, kept
 
-    def run_chunks(sink: Callable[[int, dict, object], None]) -> None:
+    def results() -> Iterator[tuple]:  # (first row, results, kept columns); summary and bar follow each chunk written
         for start, out, kept in (ray_results(ctx, source, chunk, ray_info) if args.ray else local_results()):
-            sink(start, out, kept)
+            yield start, out, kept
             if "continuous_actions" in out:
                 summary["min"] = min(summary["min"], float(out["continuous_actions"].min()))
                 summary["max"] = max(summary["max"], float(out["continuous_actions"].max()))
@@ -194,30 +182,26 @@ def batch_file(ctx: Context):
             if bar is not None:
                 bar.update(len(next(iter(out.values()))))
 
-    collected: dict = {}
     ray_info: dict = {}
-
-    def collect(start: int, out: dict, kept) -> None:
-        for key, value in out.items():
-            collected.setdefault(key, []).append(value)
-
     try:
         if output is None:
-            run_chunks(lambda start, out, kept: None)
+            for _ in results():
+                pass
         elif npy:
             def write(tmp: Path) -> None:
                 target = open_npy_memmap(tmp, (rows, s.continuous_size), np.float32)
-
-                def sink(start: int, out: dict, kept) -> None:
+                for start, out, _ in results():
                     target[start:start + len(out["continuous_actions"])] = out["continuous_actions"]
-                run_chunks(sink)
                 target.flush()
                 del target
             atomic_write(output, write)
         elif output.suffix.lower() == ".parquet":
-            atomic_write(output, _parquet_sink(run_chunks))
+            atomic_write(output, _parquet_sink(results))
         else:
-            run_chunks(collect)
+            collected: dict = {}
+            for _, out, _ in results():
+                for key, value in out.items():
+                    collected.setdefault(key, []).append(value)
             arrays = {k: np.concatenate(v) for k, v in collected.items()}
             atomic_write(output, lambda tmp: np.savez(tmp, **arrays))
     finally:
@@ -262,8 +246,7 @@ class PolicyActor:
         self.source = ParquetSource([], columns, keep, None, 0)
 
     def __call__(self, table):
-        s = self.policy.settings
-        block, masks, memory = self.source.arrays(table, s, None)
+        block, masks, memory = self.source.arrays(table, self.policy.settings, None)
         out = self.policy.act(block if len(block) > 1 else block[0], masks, memory=memory)
         return _result_table(out, table.select(self.source.keep) if self.source.keep else None)
 
@@ -275,22 +258,18 @@ def _table_results(table) -> dict:
 
 
 def ray_results(ctx: Context, source: "ParquetSource", chunk: int, info: dict, write_to: Optional[Path] = None):
-    """(first row, results, kept columns) in input order from Ray Data: read_parquet, then
-    map_batches over --ray-actors PolicyActors (each takes a GPU, or an NPU, when the policy runs
-    on one). The workers import this package from Ray's working_dir (a copy of it); the
-    checkpoint and the dataset are read at the same paths on every node. Fills info with the
-    cluster's size. With write_to, the workers write the results there (write_parquet) instead."""
+    """(first row, results, kept columns) in input order from Ray Data: read_parquet, then map_batches over --ray-actors
+    PolicyActors (each takes a GPU, or an NPU, when the policy runs on one). The workers import this package from Ray's
+    working_dir (a copy of it); the checkpoint and the dataset are read at the same paths on every node. Fills info with
+    the cluster's size. With write_to, the workers write the results there (write_parquet) instead."""
     try:
-        import ray
         import ray.data
     except ImportError:
         raise UsageError("--ray needs Ray Data, which is not installed: pip install -r requirements-ray.txt")
     import logging
-    unreachable = _ray_unreachable(ctx.args.ray)
-    if unreachable:
+    if unreachable := _ray_unreachable(ctx.args.ray):
         raise UsageError(f"--ray {ctx.args.ray}: no Ray cluster there ({unreachable})")
-    args, src = ctx.args, ctx.source
-    device = ctx.device
+    args, src, device = ctx.args, ctx.source, ctx.device
     model = {"checkpoint": str(Path(src.checkpoint).resolve()), "onnx": args.onnx and str(Path(args.onnx).resolve()),
              "model_dir": src.model_dir and str(Path(src.model_dir).resolve()), "behavior": src.behavior,
              "expect_sha256": args.expect_sha256, "goal_input": args.goal_input, "device": device.type,
@@ -326,8 +305,7 @@ def ray_results(ctx: Context, source: "ParquetSource", chunk: int, info: dict, w
                 return
             start = 0
             for table in results.iter_batches(batch_size=chunk, batch_format="pyarrow"):
-                kept = table.select(source.keep) if source.keep else None
-                yield start, _table_results(table), kept
+                yield start, _table_results(table), table.select(source.keep) if source.keep else None
                 start += table.num_rows
         except Exception as exc:
             raise UsageError(f"--ray: {_ray_failure(exc)}") from None
@@ -391,8 +369,7 @@ def _ray_failure(exc: BaseException) -> str:
             return str(seen).splitlines()[0]
         texts.append(str(seen))
         seen = getattr(seen, "cause", None) or seen.__cause__ or seen.__context__
-    found = re.search(r"UsageError: (.+)", "\n".join(texts))
-    if found:
+    if found := re.search(r"UsageError: (.+)", "\n".join(texts)):
         return found.group(1).strip()
     lines = [l for l in texts[0].splitlines() if l.strip()]
     return (lines[-1] if lines else type(exc).__name__)[:300]

@@ -1,13 +1,7 @@
-"""ML-Agents' observation encoders under ML-Agents' own attribute names: normaliser, vector input,
-the five visual encoders, entity attention, goal conditioning (hypernetwork).
-
-Mirrored from Unity ML-Agents 1.1.0, mlagents/trainers/torch_entities (encoders.py, layers.py,
-attention.py, conditioning.py), Copyright Unity Technologies, Apache License 2.0. The attribute
-names ARE the checkpoint's state-dict keys, so a "Policy" state dict loads with
-load_state_dict(strict=True). Only inference is kept: no initialisers, no normaliser updates.
-"""
-from __future__ import annotations
-
+"""ML-Agents' observation encoders: normaliser, vector input, the five visual encoders, entity attention, goal
+conditioning. Mirrored from Unity ML-Agents 1.1.0, mlagents/trainers/torch_entities (encoders.py, layers.py,
+attention.py, conditioning.py; Copyright Unity Technologies, Apache License 2.0) under its attribute names, which ARE
+the checkpoint's state-dict keys (load_state_dict(strict=True)). Inference only: no initialisers, no normaliser updates."""
 from typing import Optional
 
 import torch
@@ -53,7 +47,8 @@ class Normalizer(nn.Module):
         self.register_buffer("running_variance", torch.ones(vec_obs_size))
 
     def forward(self, inputs):
-        inputs = inputs.to(self.running_mean.dtype)
+        if inputs.dtype != self.running_mean.dtype:  # (a .to() of a float32 input exports as a no-op Cast node)
+            inputs = inputs.to(self.running_mean.dtype)
         return torch.clamp((inputs - self.running_mean)
                            / torch.sqrt(self.running_variance / self.normalization_steps),
                            -NORMALIZER_CLIP, NORMALIZER_CLIP)
@@ -282,11 +277,11 @@ class ObservationEncoder(nn.Module):
 
     def encode(self, index: int, obs):
         processor = self.processors[index]
-        if isinstance(processor, VectorInput):
-            return processor(obs).to(self.compute_dtype)
+        if isinstance(processor, VectorInput):  # float32 from a normaliser; --dtype float16/bfloat16 casts it
+            return _as_dtype(processor(obs), self.compute_dtype)
         if self.channels_last[index]:  # a 1.x file's [H, W, C] image, permuted as that ML-Agents did
             obs = obs.permute([0, 3, 1, 2])
-        return processor(obs.to(self.compute_dtype))
+        return processor(_as_dtype(obs, self.compute_dtype))
 
     def forward(self, inputs: list):
         encodes = [self.encode(i, x) for i, (p, x) in enumerate(zip(self.processors, inputs))
@@ -343,3 +338,8 @@ class ConditionalEncoder(nn.Module):
         for layer in self.layers:
             activation = layer(activation, goal_tensor) if isinstance(layer, HyperNetwork) else layer(activation)
         return activation
+
+
+def _as_dtype(x: torch.Tensor, dtype) -> torch.Tensor:
+    """x in dtype, with no Cast node in an export where it already is (ML-Agents' graph has none)."""
+    return x if x.dtype == dtype else x.to(dtype)

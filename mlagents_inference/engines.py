@@ -1,10 +1,8 @@
 """Devices and engines: --device parsing and selection (CPU, CUDA, Ascend NPU through torch_npu),
 full float32 (TF32 and HF32 off), and the two engines over the same modules' outputs
-(EngineHeads): torch (device graphs on CUDA/NPU) and onnxruntime (CPU float32).
-"""
-from __future__ import annotations
-
+(EngineHeads): torch (device graphs on CUDA/NPU) and onnxruntime (CPU float32)."""
 import copy
+import importlib.util
 import os
 import re
 import warnings
@@ -30,7 +28,6 @@ def parse_device(text: str) -> tuple[str, Optional[int]]:
 
 def _import_torch_npu():
     """Import torch_npu quietly, as the original NPU adaptation does; None when it is not installed."""
-    import importlib.util
     if importlib.util.find_spec("torch_npu") is None:
         return None
     os.environ.setdefault("ASCEND_GLOBAL_LOG_LEVEL", "3")  # CANN logs: errors only
@@ -62,8 +59,7 @@ def select_device(text: str, npus: Callable[[], int], cudas: Callable[[], int]) 
     if kind == "cpu":
         return "cpu"
     index = index or 0
-    count = npus() if kind == "npu" else cudas()
-    what = "NPU" if kind == "npu" else "CUDA GPU"
+    count, what = (npus(), "NPU") if kind == "npu" else (cudas(), "CUDA GPU")
     if count == 0:
         raise UsageError(f"--device {text}: no {what} is available ({_missing_backend(kind)})")
     if index >= count:
@@ -72,8 +68,6 @@ def select_device(text: str, npus: Callable[[], int], cudas: Callable[[], int]) 
 
 
 def _missing_backend(kind: str) -> str:
-    """Why a device kind is absent, in words."""
-    import importlib.util
     if kind == "npu":
         return ("torch_npu is not installed (Ascend hosts: use CANN's torch/torch_npu)"
                 if importlib.util.find_spec("torch_npu") is None else "torch_npu sees no NPU; check npu-smi info")
@@ -88,10 +82,9 @@ def resolve_device(text: str):
 
 
 def full_float32(device) -> None:
-    """Parity within 1e-5 needs float32 to mean float32: no TF32 on CUDA (cuDNN convolutions
-    default to it) and no HF32 on Ascend (torch_npu's convolutions default to it; its matmuls
-    do not, but a host may have switched them on). Without these, every camera policy's
-    convolutions would round their inputs to a shortened mantissa on the accelerator."""
+    """Parity within 1e-5 needs float32 to mean float32: no TF32 on CUDA (cuDNN convolutions default to it) and no HF32
+    on Ascend (torch_npu's convolutions default to it; its matmuls do not, but a host may have switched them on).
+    Without these, camera policies' convolutions would round their inputs to a shortened mantissa on the accelerator."""
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
@@ -131,9 +124,8 @@ class TorchEngine:
         self.output_names = engine_output_names(actor.settings)
         self.graphs: dict = {}
         api = torch.cuda if device.type == "cuda" else getattr(torch, "npu", None) if device.type == "npu" else None
-        graph_cls = getattr(api, "CUDAGraph" if device.type == "cuda" else "NPUGraph", None) if api else None
-        self.graph_api = api if graphs and graph_cls is not None and hasattr(api, "graph") else None
-        self.graph_cls = graph_cls
+        self.graph_cls = getattr(api, "CUDAGraph" if device.type == "cuda" else "NPUGraph", None) if api else None
+        self.graph_api = api if graphs and self.graph_cls is not None and hasattr(api, "graph") else None
 
     def _forward(self, tensors: list):
         return self.heads(*tensors)
@@ -181,14 +173,12 @@ class TorchEngine:
 
 
 class OnnxRuntimeEngine:
-    """The same modules exported (deterministic outputs only) and run by onnxruntime on the CPU.
-    float32 only."""
+    """The same modules exported (deterministic outputs only) and run by onnxruntime on the CPU, float32 only."""
     name = "onnxruntime"
 
     def __init__(self, actor: "SimpleActor"):
-        heads = EngineHeads(actor)
         self.output_names, self.input_names = engine_output_names(actor.settings), input_names(actor.settings)
-        self.session = onnx_session(export_engine_onnx(heads))
+        self.session = onnx_session(export_engine_onnx(EngineHeads(actor)))
         # InferenceSession.run re-checks on every call what is fixed here (input names, OrtValue
         # ownership, graph capture) through pybind properties: 5-10 µs a call once a run has left the
         # caches cold, a tenth of a small visual policy's batch-1 call. The binding's run skips that.
@@ -202,7 +192,6 @@ class OnnxRuntimeEngine:
 
 def choose_engine(name: str, device, dtype: str) -> str:
     """auto: onnxruntime on the CPU in float32 (faster there), torch everywhere else."""
-    import importlib.util
     has_ort = importlib.util.find_spec("onnxruntime") is not None and importlib.util.find_spec("onnx") is not None
     if name == "onnxruntime":
         if device.type != "cpu":
@@ -212,8 +201,6 @@ def choose_engine(name: str, device, dtype: str) -> str:
         if not has_ort:
             raise UsageError("--engine onnxruntime: onnxruntime and onnx are not installed")
         return name
-    if name == "torch":
-        return name
-    if name != "auto":
+    if name not in ("auto", "torch"):
         raise UsageError(f"engine {name!r}: expected one of {', '.join(ENGINES)}")
-    return "onnxruntime" if device.type == "cpu" and dtype == "float32" and has_ort else "torch"
+    return "onnxruntime" if name == "auto" and device.type == "cpu" and dtype == "float32" and has_ort else "torch"

@@ -1,8 +1,6 @@
 """The three outcomes a caller can catch: bad input or usage (exit 2), a check that did not hold
 (exit 1), and an ONNX that belongs to another policy (exit 1).
 """
-from __future__ import annotations
-
 
 class UsageError(Exception):
     """Bad input or usage: one line on stderr, exit code 2."""

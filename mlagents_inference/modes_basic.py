@@ -1,8 +1,5 @@
 """Modes that show the policy: info, checkpoints, action, sample, fingerprint, stats. Each takes
-the run context and returns (result dict, check held?); show_* renders the human lines.
-"""
-from __future__ import annotations
-
+the run context and returns (result dict, check held?); show_* renders the human lines."""
 import hashlib
 import re
 import time
@@ -40,15 +37,14 @@ def mode_info(ctx: Context):
     obs = random_inputs(s, ctx.args.seed)
     out = ctx.policy.act(obs)
     first_action_s = time.time() - _process_start_time()
-    result = {**ctx.policy.info, "obs_dim": sum(int(np.prod(i.shape)) for i in s.inputs), "action_dim": s.continuous_size,
-              "normalize": s.normalize, "normalization_steps": int(norms[0].normalization_steps) if norms else None,
-              "log_sigma": floats(log_sigma) if log_sigma is not None else None, **ctx.base(), "versions": v,
-              "load_s": ckpt.load_s, "note": src.note, "devices": {"npu": npus, "cuda": cudas}, "npu_smi": health,
-              "architecture": architecture(s), "inputs_described": [i.describe() for i in s.inputs],
-              "seed": ctx.args.seed, "obs": floats(obs[0].reshape(-1)[:6]),
-              **({"deterministic_actions": floats(out["continuous_actions"])} if "continuous_actions" in out else {}),
-              **_action_fields(s, out), "time_to_first_action_s": first_action_s}
-    return result, _actions_ok(s, out)
+    return {**ctx.policy.info, "obs_dim": sum(int(np.prod(i.shape)) for i in s.inputs), "action_dim": s.continuous_size,
+            "normalize": s.normalize, "normalization_steps": int(norms[0].normalization_steps) if norms else None,
+            "log_sigma": floats(log_sigma) if log_sigma is not None else None, **ctx.base(), "versions": v,
+            "load_s": ckpt.load_s, "note": src.note, "devices": {"npu": npus, "cuda": cudas}, "npu_smi": health,
+            "architecture": architecture(s), "inputs_described": [i.describe() for i in s.inputs],
+            "seed": ctx.args.seed, "obs": floats(obs[0].reshape(-1)[:6]),
+            **({"deterministic_actions": floats(out["continuous_actions"])} if "continuous_actions" in out else {}),
+            **_action_fields(s, out), "time_to_first_action_s": first_action_s}, _actions_ok(s, out)
 
 
 def show_info(r: dict) -> list:
@@ -120,8 +116,7 @@ def mode_checkpoints(ctx: Context):
                 step = global_step(read_checkpoint(path))
             except (UsageError, ImportError):
                 step = None
-        entry = status_entry(status, path, step)
-        rows.append({"file": path.name, "steps": step, "reward": entry.get("reward")})
+        rows.append({"file": path.name, "steps": step, "reward": status_entry(status, path, step).get("reward")})
     top = src.model_dir / f"{src.behavior}.onnx"
     return {"model_dir": str(src.model_dir), "behavior": src.behavior, "checkpoints": rows, "default": default.name,
             "source": src.origin, "note": src.note, "top_onnx": top.name if top.is_file() else None}, bool(rows)
@@ -208,9 +203,8 @@ def rollout_sequence(ctx: Context, seed: int, steps: int, deterministic: bool) -
     generator = None if deterministic else noise_generator(seed)
     memory, seq = None, {}
     for t in range(steps):
-        step_obs = [o[t:t + 1] for o in obs]
-        out = policy.act(step_obs, None if masks is None else masks[t:t + 1], deterministic, memory=memory,
-                         generator=generator)
+        out = policy.act([o[t:t + 1] for o in obs], None if masks is None else masks[t:t + 1], deterministic,
+                         memory=memory, generator=generator)
         memory = out.get("memory")
         for key, value in out.items():
             seq.setdefault(key, []).append(value[0])
@@ -250,11 +244,10 @@ def show_fingerprint(r: dict) -> list:
 
 
 def mode_stats(ctx: Context):
-    """Closed-loop rollouts on a SYNTHETIC dynamics (not the policy's Unity environment):
-    every input decays and is pushed by the action: x' = 0.9 x + 0.5 feedback + 0.1 noise, where
-    feedback tiles the action vector (continuous actions, else discrete actions scaled to [-1, 1])
-    over the input's values; images are clipped to [0, 1] and entity rows stay present; noise
-    from RandomState(seed + r); the memory is carried from zeros."""
+    """Closed-loop rollouts on a SYNTHETIC dynamics (not the policy's Unity environment): every input decays and is
+    pushed by the action: x' = 0.9 x + 0.5 feedback + 0.1 noise, where feedback tiles the action vector (continuous
+    actions, else discrete actions scaled to [-1, 1]) over the input's values; images are clipped to [0, 1] and entity
+    rows stay present; noise from RandomState(seed + r); the memory is carried from zeros."""
     from .policy import noise_generator
     a, s, policy = ctx.args, ctx.settings, ctx.policy
     rollouts = []

@@ -1,8 +1,5 @@
 """Modes that check the policy: precision (against a float64 reference), onnx-compare (against
-ML-Agents' own ONNX) and export-onnx.
-"""
-from __future__ import annotations
-
+ML-Agents' own ONNX) and export-onnx."""
 from pathlib import Path
 
 import numpy as np
@@ -20,9 +17,8 @@ from .spec import PolicySettings, input_names, step_outputs
 
 
 def mode_precision(ctx: Context):
-    """The chosen device/dtype/engine against a float64 CPU reference computed from the checkpoint:
-    continuous actions (cos, max abs error), discrete actions (share identical; max error of
-    the masked probabilities)."""
+    """The chosen device/dtype/engine against a float64 CPU reference computed from the checkpoint: continuous actions
+    (cos, max abs error), discrete actions (share identical; max error of the masked probabilities)."""
     s, n = ctx.settings, ctx.args.samples
     check_rows_fit(n, s, "--samples")
     policy = ctx.policy
@@ -45,8 +41,7 @@ def mode_precision(ctx: Context):
         result["probability_max_abs_err"] = compare(test["probabilities"], ref["probabilities"])["max_abs_err"]
     if s.memory_size:
         result["memory_max_abs_err"] = compare(test["recurrent_out"], ref["recurrent_out"])["max_abs_err"]
-    result["passed"] = passed
-    return {**result, **ctx.base()}, passed
+    return {**result, "passed": passed, **ctx.base()}, passed
 
 
 def show_precision(r: dict) -> list:
@@ -135,8 +130,7 @@ def compare_with_reference(ctx: Context, reference: MLAgentsOnnx, result: dict):
     if "memory" in ours:
         stats["rollout"] = memory_rollout(policy, reference, s, ctx.args.seed, ctx.args.steps)
         passed = passed and _parity_holds(stats["rollout"], tol)
-    result.update({k: stats.get(k) for k in ("max_abs_err", "mean_abs_err", "cos")},
-                  **{k: v for k, v in stats.items() if k not in ("max_abs_err", "mean_abs_err", "cos")},
+    result.update(dict.fromkeys(("max_abs_err", "mean_abs_err", "cos")), **stats,  # (these three first, None if absent)
                   tol=tol, min_cos=PARITY_MIN_COS, legacy_interface=reference.iface.legacy, passed=passed)
     return result, passed
 
@@ -161,9 +155,8 @@ def show_onnx_compare(r: dict) -> list:
     if r["legacy_interface"]:
         lines.append(f"  ({name} has no deterministic_* outputs (ML-Agents 1.x, early 2.x): compared through its "
                      f"action mean / masked logits)")
-    lines.append(f"  holds (max_abs_err < {r['tol']:g}, cos >= {r['min_cos']:g}, no discrete mismatch, memory < {r['tol']:g}): "
-                 + ("yes" if r["passed"] else "NO"))
-    return lines
+    return lines + [f"  holds (max_abs_err < {r['tol']:g}, cos >= {r['min_cos']:g}, no discrete mismatch, "
+                    f"memory < {r['tol']:g}): " + ("yes" if r["passed"] else "NO")]
 
 
 def memory_rollout(policy: Policy, reference: MLAgentsOnnx, s: PolicySettings, seed: int, steps: int) -> dict:
@@ -172,10 +165,8 @@ def memory_rollout(policy: Policy, reference: MLAgentsOnnx, s: PolicySettings, s
     ours_mem = theirs_mem = np.zeros((rows, s.memory_size), np.float32)
     for t in range(steps):
         obs, masks = random_inputs(s, seed + 100 + t, rows), random_masks(s, seed + 100 + t, rows)
-        flat, _, _ = policy.prepare(obs, masks, ours_mem)
-        ours = policy.run(flat, rows)
-        ref_flat, _, _ = policy.prepare(obs, masks, theirs_mem)
-        theirs = reference.deterministic(ref_flat)
+        ours = policy.run(policy.prepare(obs, masks, ours_mem)[0], rows)
+        theirs = reference.deterministic(policy.prepare(obs, masks, theirs_mem)[0])
         p = parity(s, ours, theirs)
         if not worst or p.get("memory_max_rel_err", 0) > worst.get("memory_max_rel_err", 0) or \
                 p.get("discrete_mismatches", 0) > worst.get("discrete_mismatches", 0):
@@ -190,10 +181,9 @@ def mode_export_onnx(ctx: Context):
     ML-Agents exports them), verified against the checkpoint's own ONNX before it is written."""
     import onnx
     output = check_output_path(ctx.args.output or DEFAULT_EXPORT, (".onnx",))
-    s, ckpt = ctx.settings, ctx.checkpoint
+    s, ckpt, src = ctx.settings, ctx.checkpoint, ctx.source
     # ML-Agents' own ONNX files of this checkpoint are inputs too, read or not at load time (a
     # policy whose inputs are all normalised never reads them): the export is verified against one.
-    src = ctx.source
     theirs = [p for p in mlagents_onnx_files(ckpt.path, src.model_dir, src.behavior, ckpt.global_step) if p.is_file()]
     refuse_same_file(output, [ckpt.path] + ([ckpt.onnx.path] if ckpt.onnx else []) +
                      ([Path(ctx.args.onnx)] if ctx.args.onnx else []) + theirs)
@@ -204,10 +194,9 @@ def mode_export_onnx(ctx: Context):
     obs, masks = random_inputs(s, ctx.args.seed, rows), random_masks(s, ctx.args.seed, rows)
     memory = np.random.RandomState(ctx.args.seed + 1).randn(rows, s.memory_size).astype(np.float32) if s.memory_size else None
     flat, _, _ = ctx.policy.prepare(obs, masks, memory)
-    session = onnx_session(data, tuned=False)
     fetch = step_outputs(s, True)
     feed = dict(zip(input_names(s, exported=True), flat))
-    mine = dict(zip(fetch, session.run(fetch, feed)))
+    mine = dict(zip(fetch, onnx_session(data, tuned=False).run(fetch, feed)))
     reference_path = None
     try:  # another policy's ONNX named with --onnx is a failure (exit 1), never "no ONNX"
         reference_path = checkpoint_onnx(ctx)
@@ -216,8 +205,7 @@ def mode_export_onnx(ctx: Context):
     except (UsageError, NotThisPolicy) as exc:  # no usable ML-Agents ONNX beside the checkpoint: hold it to float64
         if ctx.args.onnx:
             raise
-        ref = ctx.policy.reference(flat)
-        theirs = ctx.policy.decide({k: np.asarray(v, np.float32) for k, v in ref.items()}, rows)
+        theirs = ctx.policy.decide({k: np.asarray(v, np.float32) for k, v in ctx.policy.reference(flat).items()}, rows)
         reference_name = "float64 rebuild (" + ("no ML-Agents ONNX for this checkpoint" if reference_path is None else
                                                 f"{reference_path.name} not usable: {exc}") + ")"
     ours = ctx.policy.decide(mine, rows)  # the export's deterministic outputs, as actions and memory
@@ -236,11 +224,10 @@ def mode_export_onnx(ctx: Context):
 
 
 def show_export_onnx(r: dict) -> list:
-    lines = ["===== export the rebuilt policy as ONNX (ML-Agents interface, opset 9) =====",
-             f"  inputs  = {r['inputs']} | outputs = {r['outputs']}",
-             f"  vs {r['reference']}: max_abs_err = {r['max_abs_err_vs_reference']:.3e}"
-             + (f" | discrete mismatches = {r['discrete_mismatches']}" if "discrete_mismatches" in r else "")
-             + f" | bit-identical = {'yes' if r['bit_identical'] else 'no'}"]
-    lines.append(f"  written: {r['path']}" if r["path"] else
-                 f"  NOT written: the export differs from the reference by more than {r['tol']:g}")
-    return lines
+    return ["===== export the rebuilt policy as ONNX (ML-Agents interface, opset 9) =====",
+            f"  inputs  = {r['inputs']} | outputs = {r['outputs']}",
+            f"  vs {r['reference']}: max_abs_err = {r['max_abs_err_vs_reference']:.3e}"
+            + (f" | discrete mismatches = {r['discrete_mismatches']}" if "discrete_mismatches" in r else "")
+            + f" | bit-identical = {'yes' if r['bit_identical'] else 'no'}",
+            f"  written: {r['path']}" if r["path"] else
+            f"  NOT written: the export differs from the reference by more than {r['tol']:g}"]

@@ -1,13 +1,7 @@
-"""ML-Agents' network body, LSTM, action model and actor under ML-Agents' own names, and the
-engines' heads (EngineHeads) over the same modules.
-
-Mirrored from Unity ML-Agents 1.1.0, mlagents/trainers/torch_entities (networks.py, layers.py,
-distributions.py, action_model.py), Copyright Unity Technologies, Apache License 2.0.
-torch.onnx.export of SimpleActor writes the graph ML-Agents' ModelSerializer writes. No
-log-probabilities.
-"""
-from __future__ import annotations
-
+"""ML-Agents' network body, LSTM, action model and actor, and the engines' heads (EngineHeads) over them. Mirrored
+from Unity ML-Agents 1.1.0, mlagents/trainers/torch_entities (networks.py, layers.py, distributions.py,
+action_model.py; Copyright Unity Technologies, Apache License 2.0) under its attribute names: torch.onnx.export of
+SimpleActor writes the graph ML-Agents' ModelSerializer writes. No log-probabilities."""
 import torch
 from torch import nn
 
@@ -68,12 +62,12 @@ class GaussianDistribution(nn.Module):
         else:
             self.log_sigma = nn.Parameter(torch.zeros(1, num_outputs))
 
-    def forward(self, inputs):
-        """(mu, log_sigma) with log_sigma expanded to mu's batch, as ML-Agents computes them."""
+    def forward(self, inputs, std: bool = False):
+        """(mu, log_sigma) with log_sigma expanded to mu's batch, as ML-Agents computes them; with std,
+        (mu, exp(log_sigma)): ML-Agents' GaussianDistInstance(mu, exp(log_sigma)), its Exp inside this module."""
         mu = self.mu(inputs)
-        if self.conditional_sigma:
-            return mu, torch.clamp(self.log_sigma(inputs), min=-20, max=2)
-        return mu, mu * 0 + self.log_sigma
+        log_sigma = torch.clamp(self.log_sigma(inputs), min=-20, max=2) if self.conditional_sigma else mu * 0 + self.log_sigma
+        return (mu, torch.exp(log_sigma)) if std else (mu, log_sigma)
 
 
 class MultiCategoricalDistribution(nn.Module):
@@ -82,14 +76,15 @@ class MultiCategoricalDistribution(nn.Module):
         self.act_sizes = list(act_sizes)
         self.branches = nn.ModuleList([nn.Linear(hidden_size, size) for size in act_sizes])
 
-    def probabilities(self, inputs, masks) -> list:
-        """Per branch softmax(logits * mask - 1e8 * (1 - mask)); forbidden actions get 0."""
-        out, start = [], 0
-        for branch, size in zip(self.branches, self.act_sizes):
-            allow = masks[:, start:start + size]
-            block = -1.0 * allow + 1.0  # written as ML-Agents writes it (exported node for node)
-            out.append(torch.softmax(branch(inputs) * allow - 1e8 * block, dim=-1))
-            start += size
+    def forward(self, inputs, masks) -> list:
+        """Per branch softmax(logits * mask - 1e8 * (1 - mask)); forbidden actions get 0. In ML-Agents' order (its
+        export, node for node): every branch's mask sliced first, then per branch the logits, -1 * mask + 1, softmax."""
+        starts = [sum(self.act_sizes[:i]) for i in range(len(self.act_sizes))]
+        allows = [masks[:, start:start + size] for start, size in zip(starts, self.act_sizes)]
+        out = []
+        for branch, allow in zip(self.branches, allows):
+            logits, block = branch(inputs), -1.0 * allow + 1.0
+            out.append(torch.softmax(logits * allow - 1e8 * block, dim=-1))
         return out
 
 
@@ -111,10 +106,9 @@ class ValueHeads(nn.Module):
 
 
 class SimpleActor(nn.Module):
-    """The policy. forward() is ML-Agents' export signature: (observations, action_masks,
-    memories) -> version_number, memory_size, [continuous_actions, continuous_action_output_shape,
-    deterministic_continuous_actions], [discrete_actions, discrete_action_output_shape,
-    deterministic_discrete_actions], [recurrent_out]."""
+    """The policy. forward() is ML-Agents' export signature: (observations, action_masks, memories) -> version_number,
+    memory_size, [continuous_actions, continuous_action_output_shape, deterministic_continuous_actions],
+    [discrete_actions, discrete_action_output_shape, deterministic_discrete_actions], [recurrent_out]."""
     MODEL_EXPORT_VERSION = 3
 
     def __init__(self, settings: "PolicySettings"):
@@ -134,22 +128,22 @@ class SimpleActor(nn.Module):
         if settings.value_streams:
             self.value_heads = ValueHeads(settings.value_streams, self.encoding_size)
 
-    def heads(self, inputs: list, masks=None, memories=None):
-        """What acting needs, in the engines' precision: mu and log_sigma (continuous), the
-        masked probabilities per branch (discrete), the next memory."""
+    def heads(self, inputs: list, masks=None, memories=None, std: bool = False):
+        """What acting needs, in the engines' precision: mu and log_sigma (continuous; exp(log_sigma) with std),
+        the masked probabilities per branch (discrete), the next memory."""
         encoding, memories_out = self.network_body(inputs, memories=memories)
         continuous = self.action_model._continuous_distribution
         discrete = self.action_model._discrete_distribution
-        mu, log_sigma = continuous(encoding) if continuous is not None else (None, None)
-        probs = discrete.probabilities(encoding, masks) if discrete is not None else None
+        mu, log_sigma = continuous(encoding, std) if continuous is not None else (None, None)
+        probs = discrete(encoding, masks) if discrete is not None else None
         return mu, log_sigma, probs, memories_out
 
     def forward(self, inputs: list, masks=None, memories=None):
         s = self.settings
-        mu, log_sigma, probs, memories_out = self.heads(inputs, masks, memories)
+        mu, std, probs, memories_out = self.heads(inputs, masks, memories, std=True)
         out = {"version_number": self.version_number, "memory_size": self.memory_size_vector}
         if mu is not None:
-            sample = mu + torch.randn_like(mu) * torch.exp(log_sigma)
+            sample = mu + torch.randn_like(mu) * std
             out.update(continuous_actions=torch.tanh(sample) if s.tanh_squash else clipped_action(sample),
                        continuous_action_output_shape=self.continuous_act_size_vector,
                        deterministic_continuous_actions=deterministic_continuous(mu, s.tanh_squash))
@@ -163,12 +157,11 @@ class SimpleActor(nn.Module):
 
 
 class EngineHeads(nn.Module):
-    """The deterministic-only graph the engines run (torch eager, device graphs, or its ONNX
-    export under onnxruntime): inputs obs_0..obs_k [, action_masks] [, recurrent_in];
-    outputs [mu, deterministic_continuous_actions (, log_sigma for SAC)] [, probabilities,
-    deterministic_discrete_actions] [, recurrent_out], float32 except the discrete actions (int64).
-    The deterministic discrete action is each branch's argmax (first index on ties) inside the
-    graph, as in ML-Agents' export, so a deterministic step needs no work on the host."""
+    """The deterministic-only graph the engines run (torch eager, device graphs, or its ONNX export under
+    onnxruntime): inputs obs_0..obs_k [, action_masks] [, recurrent_in]; outputs [mu, deterministic_continuous_actions
+    (, log_sigma for SAC)] [, probabilities, deterministic_discrete_actions] [, recurrent_out], float32 except the
+    discrete actions (int64). The deterministic discrete action is each branch's argmax (first index on ties) inside
+    the graph, as in ML-Agents' export, so a deterministic step needs no work on the host."""
     def __init__(self, actor: SimpleActor):
         super().__init__()
         self.actor = actor

@@ -1,8 +1,4 @@
-"""Observations from --obs words and files: text, images (read as ML-Agents' camera sensor
-reads a frame), .npy/.npz and Parquet (pyarrow, imported on that path only).
-"""
-from __future__ import annotations
-
+"""Observations from --obs words and files: text, images (read as ML-Agents' camera sensor does), .npy/.npz, Parquet."""
 import collections
 import contextlib
 import re
@@ -26,35 +22,30 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 
 
 def boundary_input(spec: InputSpec, processor) -> np.ndarray:
-    """Every feature on the normaliser's clip edge, running_mean ± 5 standard deviations (+ for
-    even and − for odd features), so the normalised input is ±5; ±5 without a normaliser;
-    images alternate 0 and 1."""
-    count = int(np.prod(spec.shape))
-    signs = np.where(np.arange(count) % 2 == 0, 1.0, -1.0)
+    """Every feature on the normaliser's clip edge, running_mean ± 5 standard deviations (+ for even and − for odd
+    features), so the normalised input is ±5; ±5 without a normaliser; images alternate 0 and 1."""
+    signs = np.where(np.arange(int(np.prod(spec.shape))) % 2 == 0, 1.0, -1.0)
     if spec.kind == "visual":
         return ((signs + 1) / 2).reshape(spec.shape).astype(np.float32)
     normalizer = getattr(processor, "normalizer", None)
     if normalizer is None:
         return (NORMALIZER_CLIP * signs).reshape(spec.shape).astype(np.float32)
-    variance = normalizer.running_variance.double().numpy()
-    std = np.sqrt(variance / int(normalizer.normalization_steps))
+    std = np.sqrt(normalizer.running_variance.double().numpy() / int(normalizer.normalization_steps))
     return (normalizer.running_mean.double().numpy() + NORMALIZER_CLIP * signs * std).astype(np.float32)
 
 
 def parse_obs(text: str, policy: "Policy", seed: int) -> list:
-    """--obs for every input: random | zeros | ones | ones_neg | boundary | <number> |
-    <comma-separated numbers> (one input) | per input 'obs_0=VALUE;obs_1=VALUE' where VALUE is
-    any of those or a file (.npy; .png/.jpg for an image)."""
+    """--obs for every input: random | zeros | ones | ones_neg | boundary | <number> | <comma-separated numbers> (one
+    input) | per input 'obs_0=VALUE;obs_1=VALUE' where VALUE is any of those or a file (.npy, or a .png/.jpg image)."""
     s = policy.settings
-    parts = [p.strip() for p in text.split(";") if p.strip()] if (";" in text or re.match(r"^\s*obs_\d+\s*=", text)) else None
-    if parts is None:
+    if ";" not in text and not re.match(r"^\s*obs_\d+\s*=", text):
         if len(s.inputs) > 1 and text.strip().lower() not in OBS_WORDS and not _is_float(text.strip()):
             raise UsageError(f"--obs: this policy has {len(s.inputs)} inputs ({', '.join(i.name for i in s.inputs)}); "
                              f"give one value per input as 'obs_0=...;obs_1=...'")
         values = {spec.name: text for spec in s.inputs}
     else:
         values = {}
-        for part in parts:
+        for part in (p.strip() for p in text.split(";") if p.strip()):
             name, eq, value = part.partition("=")
             name = name.strip()
             if not eq or name not in {i.name for i in s.inputs}:
@@ -62,8 +53,7 @@ def parse_obs(text: str, policy: "Policy", seed: int) -> list:
             if name in values:
                 raise UsageError(f"--obs: {name} is given twice")
             values[name] = value
-        missing = [i.name for i in s.inputs if i.name not in values]
-        if missing:
+        if missing := [i.name for i in s.inputs if i.name not in values]:
             raise UsageError(f"--obs: no value for {', '.join(missing)}; give 'NAME=VALUE' for every input")
     randoms = random_inputs(s, seed)
     processors = policy.checkpoint.actor.network_body.processors
@@ -98,8 +88,7 @@ def parse_one_input(text: str, spec: InputSpec, random_value: np.ndarray, proces
 
 
 def read_input_file(path: Path, spec: InputSpec) -> np.ndarray:
-    """One observation of one input from a file: .npy, or .png/.jpg for an image (channel-first,
-    values in [0, 1], no resizing)."""
+    """One observation of one input from a file: .npy, or an image .png/.jpg (channel-first, [0, 1], no resizing)."""
     if not path.is_file():
         raise UsageError(f"--obs {spec.name}: {path}: no such file")
     if path.suffix.lower() == ".npy":
@@ -120,25 +109,21 @@ def read_input_file(path: Path, spec: InputSpec) -> np.ndarray:
     channels, height, width = spec.chw
     try:
         with Image.open(path) as image:
-            problem = _image_refusal(image)
-            if problem:
+            if problem := _image_refusal(image):
                 raise UsageError(f"--obs {spec.name}: {path.name} {problem}")
             if image.size != (width, height):
                 raise UsageError(f"--obs {spec.name}: {path.name} is {image.size[0]}x{image.size[1]} (W x H), the "
                                  f"policy takes {width}x{height}; resize it yourself (nothing is resized silently)")
             pixels = image_pixels(image, channels, f"--obs {spec.name}: {path.name}")
-    except UsageError:
-        raise
     except (OSError, ValueError, Image.DecompressionBombError) as exc:
         raise UsageError(f"--obs {spec.name}: {path}: not a readable image ({str(exc).splitlines()[0][:100]})")
     return pixels if spec.channels_last else pixels.transpose(2, 0, 1).copy()
 
 
 def _image_refusal(image) -> Optional[str]:
-    """Why an opened image file cannot be read as one camera frame as it is, or None: several
-    frames (an animation, a multi-page file: which one?), 16 bits per channel (Pillow would cut
-    them to 8), an EXIF orientation other than 1 (stored turned or mirrored: upright for a photo
-    viewer, as stored for a Unity frame)."""
+    """Why an opened image file cannot be read as one camera frame as it is, or None: several frames (an animation, a
+    multi-page file: which one?), 16 bits per channel (Pillow would cut them to 8), an EXIF orientation other than 1
+    (stored turned or mirrored: upright for a photo viewer, as stored for a Unity frame)."""
     frames = getattr(image, "n_frames", 1)
     if frames != 1:
         return f"holds {frames} frames (an animation or a multi-page file); give one frame"
@@ -190,9 +175,7 @@ def read_npz(path: Path, names: list) -> dict:
     if not isinstance(archive, np.lib.npyio.NpzFile):
         raise UsageError(f"--obs-file {path}: a .npy file named .npz; rename it .npy")
     with archive:
-        members = archive.zip.namelist()
-        twice = sorted(m for m, n in collections.Counter(members).items() if n > 1)
-        if twice:
+        if twice := sorted(m for m, n in collections.Counter(archive.zip.namelist()).items() if n > 1):
             raise UsageError(f"--obs-file {path}: holds {twice[0][:60]!r} more than once")
         keys = list(archive.keys())
         if not keys:
@@ -202,12 +185,10 @@ def read_npz(path: Path, names: list) -> dict:
             alone = [k for k in keys if k not in NPZ_EXTRAS]
             inputs = ["obs"] if "obs" in keys else alone if len(keys) == 1 and alone else inputs
         accepted = names + (["obs"] if len(names) == 1 else []) + list(NPZ_EXTRAS)
-        unknown = [k for k in keys if k not in inputs and k not in NPZ_EXTRAS]
-        if unknown:
+        if unknown := [k for k in keys if k not in inputs and k not in NPZ_EXTRAS]:
             raise UsageError(f"--obs-file {path}: unknown array{'s' * (len(unknown) > 1)} "
                              f"{', '.join(repr(k[:60]) for k in unknown[:4])}; it may hold {', '.join(accepted)}")
-        missing = [n for n in inputs if n not in keys]
-        if missing:
+        if missing := [n for n in inputs if n not in keys]:
             raise UsageError(f"--obs-file {path}: no array {missing[0]}; it holds {', '.join(keys[:6])} "
                              f"and the policy takes {', '.join(names)}")
         out = {name: archive[key] for name, key in [*zip(names, inputs), *((e, e) for e in NPZ_EXTRAS if e in keys)]}
@@ -239,32 +220,28 @@ def open_obs_file(path: Path, settings: PolicySettings) -> dict:
             out.update(read_npz(path, names))
         else:
             raise UsageError(f"--obs-file {path}: expected a .npy, .npz or .csv file")
-    except UsageError:
-        raise
     except (ValueError, OSError, EOFError, RuntimeError, NotImplementedError, zipfile.BadZipFile, zlib.error) as exc:
         # a damaged, truncated or encrypted archive, a member's bad CRC or unknown compression
         raise UsageError(f"--obs-file {path}: not a readable array "
                          f"({str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__})")
     if suffix != ".npz" and len(names) != 1:
         raise UsageError(f"--obs-file {path}: this policy has {len(names)} inputs; give a .npz with {', '.join(names)}")
-    rows = None
+    rows, inputs = None, []
     for spec, array in zip(settings.inputs, out["inputs"]):
         if array.dtype.kind not in "fiu":
             raise UsageError(f"--obs-file {path}: {spec.name} holds {array.dtype} values, expected numbers")
         if array.ndim == len(spec.shape) and spec.kind != "entities":
             array = array[None]
-        want = len(spec.shape) + 1
-        if array.ndim != want or (spec.kind != "entities" and tuple(array.shape[1:]) != tuple(spec.shape)):
+        if array.ndim != len(spec.shape) + 1 or (spec.kind != "entities" and array.shape[1:] != tuple(spec.shape)):
             raise UsageError(f"--obs-file {path}: {spec.name} has shape {list(array.shape)}, expected "
                              f"[rows, {', '.join(map(str, spec.shape))}]")
         if rows is not None and array.shape[0] != rows:
             raise UsageError(f"--obs-file {path}: {spec.name} has {array.shape[0]} rows, {names[0]} has {rows}")
         rows = array.shape[0]
+        inputs.append(array)
     if not rows:
         raise UsageError(f"--obs-file {path}: holds no rows")
-    out["inputs"] = [a[None] if a.ndim == len(s.shape) and s.kind != "entities" else a
-                     for s, a in zip(settings.inputs, out["inputs"])]
-    out["rows"] = rows
+    out.update(inputs=inputs, rows=rows)
     return out
 
 
@@ -301,10 +278,9 @@ def _parquet_files(path: Path) -> list:
 
 
 def _parquet_layout(type_, shape: tuple, pa) -> Optional[list]:
-    """The list lengths a column of this Arrow type holds per row, checked against an input of
-    `shape`: one list level of prod(shape) values (flattened, channel-first for an image) or one
-    level per dimension (nested lists). None when the type cannot hold it (not lists of numbers,
-    another nesting, a fixed size that differs)."""
+    """The list lengths a column of this Arrow type holds per row, checked against an input of `shape`: one list level
+    of prod(shape) values (flattened, channel-first for an image) or one level per dimension (nested lists). None when
+    the type cannot hold it (not lists of numbers, another nesting, a fixed size that differs)."""
     sizes = []
     while pa.types.is_list(type_) or pa.types.is_large_list(type_) or pa.types.is_fixed_size_list(type_):
         sizes.append(type_.list_size if pa.types.is_fixed_size_list(type_) else None)
@@ -333,8 +309,7 @@ def _parquet_values(column, layout: list, shape: tuple, what: str, first_row: Op
         lengths = pc.list_value_length(column).to_numpy(zero_copy_only=False)
         bad = np.flatnonzero(lengths != size)
         if bad.size:
-            raise UsageError(f"{what}: {row(int(bad[0]))} holds {int(lengths[bad[0]])} values "
-                             f"where {size} belong")
+            raise UsageError(f"{what}: {row(int(bad[0]))} holds {int(lengths[bad[0]])} values where {size} belong")
         column, stride = column.flatten(), stride * size
     if column.null_count:
         raise UsageError(f"{what}: {row(int(np.argmin(column.is_valid().to_numpy(zero_copy_only=False))))} holds a null")
@@ -368,9 +343,8 @@ class ParquetSource:
                 schema, rows = meta.schema_arrow, rows + meta.metadata.num_rows
             except (pa.ArrowException, OSError) as exc:
                 raise UsageError(f"--obs-file {file}: not a readable Parquet file ({str(exc).splitlines()[0][:120]})")
-            if first is None:
-                first = schema
-            elif not schema.equals(first):
+            first = schema if first is None else first
+            if not schema.equals(first):
                 raise UsageError(f"--obs-file {file}: its columns differ from those of {files[0].name}")
         names = list(first.names)
         if not rows:
@@ -379,15 +353,12 @@ class ParquetSource:
         if one and "obs" in names and settings.inputs[0].name in names:
             raise UsageError(f"--obs-file {path}: holds both obs and {settings.inputs[0].name}; keep one")
         accepted = (["obs"] if one else []) + list(shapes)
-        absent = [k for k in keep if k not in names]
-        if absent:
+        if absent := [k for k in keep if k not in names]:
             raise UsageError(f"--keep-columns: no column {absent[0]!r} in {path}; it holds {', '.join(names[:8])}")
-        unknown = [n for n in names if n not in accepted and n not in keep]
-        if unknown:
+        if unknown := [n for n in names if n not in accepted and n not in keep]:
             raise UsageError(f"--obs-file {path}: unknown column(s) {', '.join(unknown[:6])}; accepted: "
                              f"{', '.join(accepted)} (name others in --keep-columns to copy them through)")
-        clash = [k for k in keep if k in ("continuous_actions", "discrete_actions", "memory")]
-        if clash:
+        if clash := [k for k in keep if k in ("continuous_actions", "discrete_actions", "memory")]:
             raise UsageError(f"--keep-columns: {clash[0]} is a result column's name")
         columns = {}
         for name, shape in shapes.items():

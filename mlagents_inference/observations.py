@@ -1,9 +1,7 @@
-"""Observations, masks and memories as arrays: the one finite/float32 check behind every door,
-shapes, both mask conventions, per-agent memories (AgentMemories), seeded random inputs and
-the cheap reading of stream lines.
-"""
+"""Observations, masks and memories as arrays: the one finite/float32 check, shapes, AgentMemories, stream lines."""
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING, Optional
 
 import numpy as np
@@ -95,10 +93,9 @@ def shape_masks(masks, branches: list, rows: int, batched: bool) -> np.ndarray:
                 raise UsageError(f"action_masks: branch {b} has shape {list(part.shape)}, expected [{size}] or "
                                  f"[{rows}, {size}] (branches {branches})")
             parts.append(np.broadcast_to(part.reshape(-1, size), (rows, size)))
-        array = np.concatenate(parts, axis=1)
+        masks = np.concatenate(parts, axis=1)
         if masked_is_true:
-            array = ~array
-        masks = array
+            masks = ~masks
     try:
         array = np.asarray(masks)
         if array.dtype == bool and not masked_is_true:
@@ -112,14 +109,12 @@ def shape_masks(masks, branches: list, rows: int, batched: bool) -> np.ndarray:
         raise UsageError(f"action_masks: expected shape [{rows}, {width}] (branches {branches}), got {list(array.shape)}")
     if not np.isin(array, (0.0, 1.0)).all():
         raise UsageError("action_masks: values must be 0 (forbidden) or 1 (allowed)")
-    start = 0
-    for b, size in enumerate(branches):
-        empty = ~array[:, start:start + size].any(axis=1)
+    for b, (size, end) in enumerate(zip(branches, itertools.accumulate(branches))):
+        empty = ~array[:, end - size:end].any(axis=1)
         if empty.any():
             raise UsageError(f"action_masks: branch {b} allows no action (row {int(np.argmax(empty))}"
                              f"{', ML-Agents mask: True = masked' if masked_is_true else ''}); "
                              f"at least one action per branch must be allowed")
-        start += size
     return np.ascontiguousarray(array, np.float32)
 
 
@@ -164,24 +159,22 @@ def shape_memory(memory, size: int, rows: int, batched: bool) -> np.ndarray:
 def branch_draw(probs: np.ndarray, branches: list, u: np.ndarray) -> np.ndarray:
     """One draw per branch from its masked probabilities by inverse CDF with uniforms u [rows, branches];
     a forbidden action (probability 0) is never drawn."""
-    out, start = np.empty((probs.shape[0], len(branches)), np.int64), 0
-    for b, size in enumerate(branches):
-        p = probs[:, start:start + size].astype(np.float64)
+    out = np.empty((probs.shape[0], len(branches)), np.int64)
+    for b, (size, end) in enumerate(zip(branches, itertools.accumulate(branches))):
+        p = probs[:, end - size:end].astype(np.float64)
         cdf = np.cumsum(p, axis=1)
         target = u[:, b] * cdf[:, -1]
         pick = (cdf <= target[:, None]).sum(axis=1)
         last_allowed = size - 1 - np.argmax(p[:, ::-1] > 0, axis=1)
         out[:, b] = np.minimum(pick, last_allowed)
-        start += size
     return out
 
 
 def random_inputs(settings: PolicySettings, seed: int, rows: Optional[int] = None) -> list:
-    """One np.random.RandomState(seed) for all inputs, in input order: randn(*shape) for vectors
-    and entity buffers, rand(*shape) for images (uniform in [0, 1), the range camera pixels have).
-    A one-input vector policy gets RandomState(seed).randn(n). In an entity buffer each observation
-    keeps its first k rows, k uniform in 0..N from RandomState(seed + 104729), and the rest are zero
-    (absent), so that the attention's padding is exercised too."""
+    """One np.random.RandomState(seed) for all inputs, in input order: randn(*shape) for vectors and entity buffers,
+    rand(*shape) for images (uniform in [0, 1), the range camera pixels have). A one-input vector policy gets
+    RandomState(seed).randn(n). In an entity buffer each observation keeps its first k rows, k uniform in 0..N from
+    RandomState(seed + 104729), and the rest are zero (absent), so that the attention's padding is exercised too."""
     rng, counts = np.random.RandomState(seed), np.random.RandomState(seed + 104729)
     lead = () if rows is None else (rows,)
     out = []
@@ -200,12 +193,10 @@ def random_masks(settings: PolicySettings, seed: int, rows: int) -> Optional[np.
         return None
     rng = np.random.RandomState(seed + 7919)
     masks = (rng.rand(rows, sum(settings.discrete_branches)) < 0.7).astype(np.float32)
-    start = 0
-    for size in settings.discrete_branches:
-        block = masks[:, start:start + size]
+    for size, end in zip(settings.discrete_branches, itertools.accumulate(settings.discrete_branches)):
+        block = masks[:, end - size:end]
         empty = np.flatnonzero(~block.any(axis=1))
         block[empty, rng.randint(size, size=len(empty))] = 1.0
-        start += size
     return masks
 
 
@@ -271,43 +262,33 @@ def stream_array(spec: InputSpec, value: list) -> np.ndarray:
 
 
 def _quick_request(policy: Policy, msg) -> Optional[tuple]:
-    """The plain stream line, checked cheaply: one observation of each vector input, as a flat
-    list of JSON numbers, a deterministic step, optional "id", "reset", "memory", "action_masks".
-    Returns (id, inputs, masks, memory, reset) or None: anything else (and every error) goes
-    through stream_answer, whose rules and messages stay the only ones."""
+    """The plain stream line, checked cheaply: one observation of each vector input, as a flat list of JSON numbers, a
+    deterministic step, optional "id", "reset", "memory", "action_masks". Returns (id, inputs, masks, memory, reset) or
+    None: anything else (and every error) goes through stream_answer, whose rules and messages stay the only ones."""
     s = policy.settings
     if type(msg) is not dict or msg.get("stochastic", False) is not False or type(msg.get("reset", False)) is not bool:
         return None
-    ident = msg.get("id")
-    if ident is not None and _echoed_id(msg) is None:  # (stream_answer refuses it, naming why)
-        return None
-    seed = msg.get("seed", 0)
-    if type(seed) is not int or not 0 <= seed < 2**63:
+    ident, seed = msg.get("id"), msg.get("seed", 0)
+    if (ident is not None and _echoed_id(msg) is None) or type(seed) is not int or not 0 <= seed < 2**63:
         return None
     names = ["obs"] if len(s.inputs) == 1 and "obs" in msg else [i.name for i in s.inputs]
     if any(k not in STREAM_KEYS and k not in names for k in msg) or (names == ["obs"] and s.inputs[0].name in msg):
         return None
-    inputs = []
-    for spec, name in zip(s.inputs, names):
-        value = msg.get(name)
-        if spec.kind != "vector" or type(value) is not list or len(value) != spec.shape[0] \
-                or not set(map(type, value)) <= NUMBER_TYPES:
-            return None
-        try:
-            array = np.array(value, np.float32)
-        except OverflowError:
-            return None
-        if not np.isfinite(array).all():
-            return None
-        inputs.append(array)
-    masks, memory = msg.get("action_masks"), msg.get("memory")
+    inputs, masks, memory = [], msg.get("action_masks"), msg.get("memory")
     try:
+        for spec, name in zip(s.inputs, names):
+            value = msg.get(name)
+            if spec.kind != "vector" or type(value) is not list or len(value) != spec.shape[0] \
+                    or not set(map(type, value)) <= NUMBER_TYPES:
+                return None
+            array = np.array(value, np.float32)
+            if not np.isfinite(array).all():
+                return None
+            inputs.append(array)
         if masks is not None:
-            if type(masks) is not list or not set(map(type, masks)) <= NUMBER_TYPES:
+            if not s.discrete_branches or type(masks) is not list or not set(map(type, masks)) <= NUMBER_TYPES:
                 return None
-            masks = shape_masks(masks, s.discrete_branches, 1, False)[0] if s.discrete_branches else None
-            if masks is None:
-                return None
+            masks = shape_masks(masks, s.discrete_branches, 1, False)[0]
         if memory is not None:
             if not s.memory_size or type(memory) is not list or not set(map(type, memory)) <= NUMBER_TYPES:
                 return None

@@ -1,13 +1,5 @@
 """Reading ML-Agents' ONNX, torch-free: its interface (inputs, outputs, shapes, 1.x names) and,
-for a policy from an ONNX alone, its settings from the graph's structure.
-
-Unity's example models and many shared ones are ONNX files only. The file is read, never run
-(onnxruntime runs it only as the reference). The settings come from its structure: the inputs,
-the convolutions behind each image, the layers between the encoders and the action heads, the
-LSTM, the mask slices. onnx_alone.py pairs the weights with ML-Agents' modules.
-"""
-from __future__ import annotations
-
+for a policy from an ONNX alone, its settings from the graph's structure (docs/policies.md)."""
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +29,12 @@ class OnnxInterface:
             any(re.fullmatch(r"visual_observation_\d+", name) for name in self.inputs)
 
 
+def _graph_inputs(model, initializers) -> dict:
+    """The graph's inputs that are not initializers: name -> dims (int, or None where not fixed)."""
+    return {i.name: tuple(d.dim_value if d.HasField("dim_value") else None for d in i.type.tensor_type.shape.dim)
+            for i in model.graph.input if i.name not in initializers}
+
+
 def read_onnx_interface(path: Path) -> OnnxInterface:
     try:
         import onnx
@@ -52,18 +50,11 @@ def read_onnx_interface(path: Path) -> OnnxInterface:
         raise UsageError(f"{path}: cannot read ({exc.strerror or exc})")
     except Exception as exc:
         raise UsageError(f"{path}: not an ONNX file ({str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__})")
-    initializers = {i.name for i in model.graph.initializer}
-    inputs = {}
-    for value in model.graph.input:
-        if value.name not in initializers:
-            dims = value.type.tensor_type.shape.dim
-            inputs[value.name] = tuple(d.dim_value if d.HasField("dim_value") else None for d in dims)
-    slices = []
-    for node in model.graph.node:
-        if node.op_type == "Slice" and list(node.input[:1]) == ["vector_observation"]:
-            attrs = {a.name: list(onnx.helper.get_attribute_value(a)) for a in node.attribute}
-            if attrs.get("axes", [1]) == [1] and len(attrs.get("starts", [])) == 1:
-                slices.append((int(attrs["starts"][0]), int(attrs["ends"][0])))
+    inputs = _graph_inputs(model, {i.name for i in model.graph.initializer})
+    slices = [(int(attrs["starts"][0]), int(attrs["ends"][0])) for node in model.graph.node
+              if node.op_type == "Slice" and list(node.input[:1]) == ["vector_observation"]
+              for attrs in [{a.name: list(onnx.helper.get_attribute_value(a)) for a in node.attribute}]
+              if attrs.get("axes", [1]) == [1] and len(attrs.get("starts", [])) == 1]
     outputs = [o.name for o in model.graph.output]
     legacy = "vector_observation" in inputs or not any(o.startswith("deterministic_") for o in outputs)
     weights = {i.name: tuple(i.dims) for i in model.graph.initializer}
@@ -82,11 +73,10 @@ def onnx_input_shapes(interface: OnnxInterface, seen: Optional[dict] = None) -> 
 
 
 def legacy_input_shapes(interface: OnnxInterface, seen: dict) -> Optional[list]:
-    """A 1.x file (ML-Agents' serializer before obs_N): every vector sensor concatenated in
-    `vector_observation` (the graph slices it), the k-th image `visual_observation_k`, a buffer
-    sensor `obs_i` at its own index i. The images go where the checkpoint has its image encoders
-    (else after the vectors). Its serializer wrote images [C, H, W]; a file whose image is
-    [H, W, C] by the checkpoint's channel count is read as such (MLAgentsOnnx.feed transposes)."""
+    """A 1.x file (ML-Agents' serializer before obs_N): every vector sensor concatenated in `vector_observation` (the
+    graph slices it), the k-th image `visual_observation_k`, a buffer sensor `obs_i` at its own index i. The images go
+    where the checkpoint has its image encoders (else after the vectors). Its serializer wrote images [C, H, W]; a file
+    whose image is [H, W, C] by the checkpoint's channel count is read as such (MLAgentsOnnx.feed transposes)."""
     names = interface.inputs
     vectors = []
     if "vector_observation" in names:
@@ -105,8 +95,7 @@ def legacy_input_shapes(interface: OnnxInterface, seen: dict) -> Optional[list]:
         return None
     image_at = [i for i in range(total) if i in seen and seen[i].kind == "visual" and i not in entities]
     if len(image_at) != len(images):
-        free = [i for i in range(total) if i not in entities]
-        image_at = free[len(vectors):]
+        image_at = [i for i in range(total) if i not in entities][len(vectors):]
     out, vectors, images = [], iter(vectors), iter(images)
     for i in range(total):
         if i in entities:
@@ -121,9 +110,8 @@ def legacy_input_shapes(interface: OnnxInterface, seen: dict) -> Optional[list]:
 
 
 def check_onnx_shapes(shapes: list, path: Path) -> None:
-    """Refuse input sizes that no ML-Agents sensor has (before anything is allocated for them):
-    a size below 1 (an empty vector_observation slice, a negative dimension), or more than
-    MAX_ENTITIES entities in a buffer sensor."""
+    """Refuse input sizes that no ML-Agents sensor has (before anything is allocated for them): a size below 1 (an empty
+    vector_observation slice, a negative dimension), or more than MAX_ENTITIES entities in a buffer sensor."""
     for i, dims in enumerate(shapes):
         problem = ("a size below 1" if any(d < 1 for d in dims) else
                    f"more than {MAX_ENTITIES} entities" if len(dims) == 2 and dims[0] > MAX_ENTITIES else None)
@@ -186,9 +174,7 @@ class OnnxGraph:
         from onnx import numpy_helper
         self.name, self.nodes = name, []
         self.consts = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
-        self.inputs = {i.name: tuple(d.dim_value if d.HasField("dim_value") else None
-                                     for d in i.type.tensor_type.shape.dim)
-                       for i in model.graph.input if i.name not in self.consts}
+        self.inputs = _graph_inputs(model, self.consts)
         self.outputs = [o.name for o in model.graph.output]
         self.producer, self.consumers, alias, seen = {}, {}, {}, {}
         scalar = lambda name: float(self.consts[name]) if name in self.consts and self.consts[name].size == 1 else None
@@ -285,9 +271,8 @@ class OnnxGraph:
         """ONNX's W [1, 4h, in], R [1, 4h, h], B [1, 8h] (gates i, o, f, c) as torch's weight_ih_l0,
         weight_hh_l0, bias_ih_l0, bias_hh_l0 (gates i, f, c, o)."""
         ins, a = list(node.input) + [""] * 8, _onnx_attrs(node)
-        if not (self.weight(ins[1]) and self.weight(ins[2]) and self.weight(ins[3])) or ins[4] or \
-                a.get("direction", b"forward") not in (b"forward", "forward") or \
-                set(a) - {"hidden_size", "direction"}:
+        if not all(map(self.weight, ins[1:4])) or ins[4] or set(a) - {"hidden_size", "direction"} or \
+                a.get("direction", b"forward") not in (b"forward", "forward"):
             raise self.refuse(node, "is not the one-layer forward LSTM with biases ML-Agents writes")
         order = lambda x: np.concatenate([np.split(x, 4)[i] for i in (0, 2, 3, 1)])
         w, r, b = self.consts[ins[1]][0], self.consts[ins[2]][0], self.consts[ins[3]][0]

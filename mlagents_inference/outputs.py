@@ -1,8 +1,4 @@
-"""Output: numbers as text, signals deferred while a file is written, space reserved, atomic
-writes that never damage an existing file, and the same-file rule for outputs.
-"""
-from __future__ import annotations
-
+"""Output: numbers as text, deferred signals, reserved space, atomic writes, the same-file rule for outputs."""
 import contextlib
 import os
 import sys
@@ -39,8 +35,7 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def _short_path(path) -> str:
-    """A path for a one-line message: control characters escaped, the middle of a very long
-    one elided."""
+    """A path for a one-line message: control characters escaped, the middle of a very long one elided."""
     text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(path))
     return text if len(text) <= 160 else f"{text[:60]}...{text[-80:]} ({len(text)} characters)"
 
@@ -82,10 +77,7 @@ def _install_signal_handlers() -> dict:
     import signal
     _SIGNAL_STATE.update(deferred=0, pending=None, stopping=False)
     previous = {}
-    for name in HANDLED_SIGNALS:
-        signum = getattr(signal, name, None)
-        if signum is None:
-            continue
+    for signum in [getattr(signal, name) for name in HANDLED_SIGNALS if hasattr(signal, name)]:
         try:
             previous[signum] = signal.signal(signum, _on_signal)
         except (ValueError, OSError):  # not the main thread: leave the signals alone
@@ -118,11 +110,9 @@ def _signals_deferred():
 def _new_file_mode(path: Path) -> tuple[int, Optional[os.stat_result]]:
     """The mode `path` must end with: that of the file it replaces, else what open(path, "w")
     would give under the umask (0666 & ~umask)."""
-    try:
+    with contextlib.suppress(OSError):
         st = os.stat(path)
         return st.st_mode & 0o7777, st
-    except OSError:
-        pass
     umask = None
     with contextlib.suppress(OSError, ValueError, IndexError, StopIteration):
         line = next(l for l in Path("/proc/self/status").read_text().splitlines() if l.startswith("Umask:"))
@@ -176,17 +166,15 @@ def npy_size(shape: tuple[int, ...], dtype=np.float32) -> int:
 
 
 def atomic_write(path: Path, write: Callable[[Path], None], size: Optional[int] = None) -> None:
-    """Write through a temporary file beside `path`, then rename: never a half-written file, and
-    an existing file stays as it was when anything fails (error, full disk, signal).
+    """Write through a temporary file beside `path`, then rename: never a half-written file, and an existing file stays
+    as it was when anything fails (error, full disk, signal).
 
-    The temporary name ends in the target's suffix in lower case, so writers that add a missing
-    ".npy" (np.save, given "out.NPY") write where they are told. `size` (bytes, when known) is
-    allocated first, so a full disk is refused before any work; writers that open the file
-    without truncating it (open_npy_memmap) keep that space. The file is flushed to disk before
-    the rename. It gets the mode of the file it replaces, else that of open(path, "w") under the
-    umask (not mkstemp's 0600). A symlink is written through, not replaced. Any OSError (no
-    space, quota, permission, read-only or special file system) is a UsageError naming `path`;
-    the temporary file is gone in every case."""
+    The temporary name ends in the target's suffix in lower case, so writers that add a missing ".npy" (np.save, given
+    "out.NPY") write where they are told. `size` (bytes, when known) is allocated first, so a full disk is refused
+    before any work; writers that open the file without truncating it (open_npy_memmap) keep that space. The file is
+    flushed to disk before the rename. It gets the mode of the file it replaces, else that of open(path, "w") under the
+    umask (not mkstemp's 0600). A symlink is written through, not replaced. Any OSError (no space, quota, permission,
+    read-only or special file system) is a UsageError naming `path`; the temporary file is gone in every case."""
     import errno
     path = Path(path)
     with contextlib.suppress(OSError):
@@ -203,15 +191,11 @@ def atomic_write(path: Path, write: Callable[[Path], None], size: Optional[int] 
         if existing is not None and os.geteuid() == 0:  # root rewriting a user's file keeps its owner
             with contextlib.suppress(OSError):
                 os.fchown(handle, existing.st_uid, existing.st_gid)
-        if size:
-            _reserve_space(handle, size)
+        _reserve_space(handle, size or 0)
         handle = os.close(handle)  # (None)
         write(tmp)
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)  # a delayed write error (NFS, quota) surfaces here, before the rename
-        finally:
-            os.close(fd)
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())  # a delayed write error (NFS, quota) surfaces here, before the rename
         os.replace(tmp, path)
         tmp = None
     except BaseException as exc:
@@ -255,10 +239,8 @@ def check_output_path(path, suffixes: tuple[str, ...], option: str = "--output")
             raise UsageError(f"{option} {path}: exists and is not a regular file")
         if path.exists() and not os.access(path, os.W_OK):
             raise UsageError(f"{option} {path}: the existing file is read-only")
-    except OSError as exc:  # a name too long, permission denied on a folder above, a symlink loop
-        raise UsageError(f"{option} {_short_path(path)}: {exc.strerror or exc}")
-    except ValueError as exc:  # an embedded NUL byte
-        raise UsageError(f"{option} {_short_path(path)}: {exc}")
+    except (OSError, ValueError) as exc:  # a name too long, no access to a folder above, a symlink loop, a NUL byte
+        raise UsageError(f"{option} {_short_path(path)}: {getattr(exc, 'strerror', None) or exc}")
     return path
 
 
@@ -267,9 +249,7 @@ def refuse_same_file(output: Optional[Path], inputs: list) -> None:
     symlink or a hard link (st_dev/st_ino). Writing it would destroy the input being read."""
     if output is None:
         return
-    for source in inputs:
-        if source is None:
-            continue
+    for source in (i for i in inputs if i is not None):
         same = False
         with contextlib.suppress(OSError, ValueError):
             a, b = os.stat(output), os.stat(source)
@@ -295,8 +275,7 @@ def versions() -> dict:
     import importlib.metadata as md
     out = {"python": sys.version.split()[0]}
     for name in ("torch", "torch_npu", "numpy", "onnxruntime", "onnx"):
-        try:
+        out[name] = None
+        with contextlib.suppress(md.PackageNotFoundError):
             out[name] = md.version(name)
-        except md.PackageNotFoundError:
-            out[name] = None
     return out

@@ -1,8 +1,5 @@
 """The policy: load once, act many times (the Python API; every mode goes through it).
-load(), Policy (act, get_action, check_spec, reset, sampling, the float64 reference).
-"""
-from __future__ import annotations
-
+load(), Policy (act, get_action, check_spec, reset, sampling, the float64 reference)."""
 import copy
 import math
 import os
@@ -53,14 +50,12 @@ def load_checkpoint(path: Path, onnx_path: Optional[Path] = None, model_dir: Opt
         if not given or needed is None:
             raise
         rebuild(None)  # the checkpoint stands without that ONNX: the ONNX is what does not fit
-        shapes = onnx_input_shapes(onnx_iface)
-        raise NotThisPolicy(f"{onnx_path.name} takes inputs {[list(s) for s in shapes or []]}, which the checkpoint's "
-                            f"layers do not fit: not this policy")
+        raise NotThisPolicy(f"{onnx_path.name} takes inputs {[list(s) for s in onnx_input_shapes(onnx_iface) or []]}, "
+                            f"which the checkpoint's layers do not fit: not this policy")
     difference = onnx_difference(onnx_iface, state, settings) if given else None
     if difference:
         raise NotThisPolicy(f"{onnx_path.name} {difference}: not this policy")
-    return LoadedCheckpoint(path, settings, actor, onnx_iface if needed is not None else None, step, sha,
-                            time.perf_counter() - t0)
+    return LoadedCheckpoint(path, settings, actor, needed, step, sha, time.perf_counter() - t0)
 
 
 class Policy:
@@ -100,8 +95,7 @@ class Policy:
         self.sigma = (torch.exp(continuous.log_sigma.detach()).reshape(-1).numpy()
                       if continuous is not None and not self.settings.conditional_sigma else None)
         # sampling noise when a call names no seed: fresh on every call, reproducible through load(seed=)
-        self.generator = torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little") >> 1
-                                                       if seed is None else int(seed))
+        self.generator = noise_generator(int.from_bytes(os.urandom(8), "little") >> 1 if seed is None else seed)
         self.memories = AgentMemories(max_bytes=math.inf)  # get_action: agent id -> its LSTM memory [memory_size]
         self._shapes = [tuple(i.shape) for i in self.settings.inputs]
         self._checked_masks: dict = {}   # small masks already checked (their bytes) -> the engine's array
@@ -143,13 +137,12 @@ class Policy:
         return arrays, rows, batched
 
     def _ready(self, observations, masks, memory) -> Optional[tuple]:
-        """The fast path, the same checks made cheaply (one function: at batch 1 each call costs):
-        observations that already are what the engine takes (float32, C-contiguous, [rows, *shape] or
-        one observation [*shape]) with every value finite (x * 0 is 0 for a finite x, nan for nan or
-        ±inf: one dot product with zeros tells), a mask this policy has checked before (its bytes), a
-        memory float32 [rows, memory_size] with finite values: (arrays, rows, batched), nothing
-        copied. None sends anything else (and anything wrong) through the full checks and their
-        messages, which also make the zeros this path needs for those sizes."""
+        """The fast path, the same checks made cheaply (one function: at batch 1 each call costs): observations that
+        already are what the engine takes (float32, C-contiguous, [rows, *shape] or one observation [*shape]) with
+        every value finite (x * 0 is 0 for a finite x, nan for nan or ±inf: one dot product with zeros tells), a mask
+        this policy has checked before (its bytes), a memory float32 [rows, memory_size] with finite values: (arrays,
+        rows, batched), nothing copied. None sends anything else (and anything wrong) through the full checks and
+        their messages, which also make the zeros this path needs for those sizes."""
         if type(observations) is np.ndarray:
             observations = (observations,)
         elif type(observations) not in (list, tuple) or len(observations) != len(self._shapes):
@@ -254,20 +247,18 @@ class Policy:
 
     def memory_array(self, memory, rows: int, batched: bool) -> np.ndarray:
         """An LSTM memory as the engine takes it, [rows, 1, memory_size]; zeros when None."""
-        size = self.settings.memory_size
         if memory is None:
-            return self._zeros_of((rows, 1, size))
-        return shape_memory(memory, size, rows, batched)
+            return self._zeros_of((rows, 1, self.settings.memory_size))
+        return shape_memory(memory, self.settings.memory_size, rows, batched)
 
     # -- acting
     def act(self, observations, action_masks=None, deterministic: bool = True, seed: Optional[int] = None,
             memory=None, generator=None) -> dict:
-        """Actions for one observation or a batch (see the class docstring for the conventions).
-        `action_masks`: 1 = allowed (numbers), or ML-Agents' per-branch bool list (True = masked).
-        Sampling draws its noise on the CPU: from torch.Generator().manual_seed(seed) when a seed is
-        given (that call alone reproduces), from `generator` when one is given (sequences), else
-        from the policy's own generator (fresh noise on every call): randn(rows, continuous size),
-        then rand(rows, branches) — so the same seed gives the same actions on every device."""
+        """Actions for one observation or a batch (see the class docstring for the conventions). `action_masks`: 1 =
+        allowed (numbers), or ML-Agents' per-branch bool list (True = masked). Sampling draws its noise on the CPU:
+        from torch.Generator().manual_seed(seed) when a seed is given (that call alone reproduces), from `generator`
+        when one is given (sequences), else from the policy's own generator (fresh noise on every call): randn(rows,
+        continuous size), then rand(rows, branches) — so the same seed gives the same actions on every device."""
         if not (deterministic is True and seed is None and generator is None and type(action_masks) in _PLAIN
                 and type(memory) in _PLAIN and _plain_arrays(observations)):  # (a control loop's plain call: as is)
             observations, action_masks, memory = _check_act_arguments(observations, action_masks, memory,
@@ -290,12 +281,11 @@ class Policy:
         return out
 
     def get_action(self, decision_steps, terminal_steps=None, deterministic: bool = True):
-        """ML-Agents' Python API: actions for exactly the agents of `decision_steps` (mlagents_envs'
-        DecisionSteps, or anything with its `obs`, `agent_id` and `action_mask`), in their order, as
-        mlagents_envs' ActionTuple (Actions, with the same fields, where it is not installed).
-        The mask is ML-Agents' (True = masked). An LSTM policy keeps each agent's memory here: zeros
-        for a new id, forgotten for the ids in `terminal_steps` before acting (their next episode
-        starts from zeros, as in ML-Agents)."""
+        """ML-Agents' Python API: actions for exactly the agents of `decision_steps` (mlagents_envs' DecisionSteps, or
+        anything with its `obs`, `agent_id` and `action_mask`), in their order, as mlagents_envs' ActionTuple
+        (Actions, with the same fields, where it is not installed). The mask is ML-Agents' (True = masked). An LSTM
+        policy keeps each agent's memory here: zeros for a new id, forgotten for the ids in `terminal_steps` before
+        acting (their next episode starts from zeros, as in ML-Agents)."""
         s = self.settings
         if terminal_steps is not None and self.memories:
             for agent in np.asarray(terminal_steps.agent_id).reshape(-1).tolist():
@@ -382,11 +372,10 @@ class Policy:
                 out["continuous_actions"] = raw["deterministic_continuous_actions"]
             else:
                 z = torch.randn((rows, s.continuous_size), generator=generator).numpy()
-                mu = raw["mu"]
                 if s.tanh_squash:  # SAC: tanh(mu + exp(clamp(log_sigma, -20, 2)) * z)
-                    out["continuous_actions"] = np.tanh(mu + z * np.exp(raw["log_sigma"]))
+                    out["continuous_actions"] = np.tanh(raw["mu"] + z * np.exp(raw["log_sigma"]))
                 else:              # PPO/POCA: clip(mu + exp(log_sigma) * z, -3, 3) / 3
-                    out["continuous_actions"] = clipped_action(mu + z * self.sigma)
+                    out["continuous_actions"] = clipped_action(raw["mu"] + z * self.sigma)
         if s.discrete_branches:
             if deterministic:
                 out["discrete_actions"] = raw["deterministic_discrete_actions"]
@@ -409,7 +398,7 @@ def _host_array(value):
     """A torch tensor as a CPU numpy array (detached: one that requires grad is fine); else `value`."""
     if value is None or type(value) is np.ndarray:  # (the usual case, before torch's slower isinstance)
         return value
-    if torch is not None and isinstance(value, torch.Tensor):
+    if isinstance(value, torch.Tensor):
         value = value.detach().cpu()
         return (value.float() if value.dtype == torch.bfloat16 else value).numpy()
     return value
@@ -419,7 +408,6 @@ _PLAIN = (np.ndarray, type(None))  # act() arguments that need neither a check n
 
 
 def _plain_arrays(observations) -> bool:
-    """Whether act()'s observations are numpy arrays already: one, or a list of them."""
     if type(observations) is np.ndarray:
         return True
     if type(observations) is not list:
@@ -474,10 +462,7 @@ def load(path, device="cpu", dtype: str = "float32", engine: str = "auto", goal_
     checkpoint's ML-Agents ONNX (NotThisPolicy, a CheckFailed, when it belongs to another policy)."""
     device = _check_load_arguments(path, device, dtype, engine, expect_sha256)
     path = Path(path)
-    if path.is_dir():
-        source = locate_model(None, str(path), None)
-    else:
-        source = locate_model(str(path), None, None)
+    source = locate_model(None, str(path), None) if path.is_dir() else locate_model(str(path), None, None)
     onnx = regular_file("onnx", onnx) if onnx else None
     checkpoint = load_checkpoint(source.checkpoint, onnx, source.model_dir, source.behavior, expect_sha256, goal_input)
     return Policy(checkpoint, device, dtype, engine, graphs, seed)

@@ -1,8 +1,5 @@
 """onnxruntime, torch-free: sessions, and ML-Agents' own ONNX run as the reference
-(MLAgentsOnnx: 2.x and 1.x interfaces, older files without deterministic outputs).
-"""
-from __future__ import annotations
-
+(MLAgentsOnnx: 2.x and 1.x interfaces, older files without deterministic outputs)."""
 import math
 from pathlib import Path
 from typing import Optional
@@ -38,21 +35,18 @@ def onnx_session(model_or_path, tuned: bool = True, threads: Optional[int] = Non
 
 
 class MLAgentsOnnx:
-    """An ML-Agents ONNX file run by a bare onnxruntime session: the reference. Reads ML-Agents
-    2.x+ files (obs_i inputs, deterministic_* outputs) and older ones (1.x: one vector_observation
-    input; without deterministic_* outputs the action mean and each branch's masked logits are
-    read out of the graph)."""
+    """An ML-Agents ONNX file run by a bare onnxruntime session: the reference. Reads ML-Agents 2.x+ files (obs_i
+    inputs, deterministic_* outputs) and older ones (1.x: one vector_observation input; without deterministic_* outputs
+    the action mean and each branch's masked logits are read out of the graph)."""
 
     def __init__(self, path: Path, settings: PolicySettings):
         import onnx
         self.path, self.settings = path, settings
         self.iface = read_onnx_interface(path)
-        self.direct = [tuple(self.iface.inputs.get(spec.name, ())[1:]) for spec in settings.inputs] == \
-            [tuple(spec.shape) for spec in settings.inputs]  # a policy that takes the file's own inputs
-        shapes = [spec.shape for spec in settings.inputs] if self.direct else \
-            onnx_input_shapes(self.iface, dict(enumerate(settings.inputs)))
-        if shapes is None or len(shapes) != len(settings.inputs) or any(
-                tuple(a) != tuple(spec.shape) for a, spec in zip(shapes, settings.inputs)):
+        want = [tuple(spec.shape) for spec in settings.inputs]  # direct: a policy that takes the file's own inputs
+        self.direct = [tuple(self.iface.inputs.get(spec.name, ())[1:]) for spec in settings.inputs] == want
+        shapes = None if self.direct else onnx_input_shapes(self.iface, dict(enumerate(settings.inputs)))
+        if not self.direct and (shapes is None or [tuple(a) for a in shapes] != want):
             raise NotThisPolicy(f"takes inputs {shapes}, the checkpoint {[list(i.shape) for i in settings.inputs]}")
         try:
             outputs, model = self.iface.outputs, onnx.load(str(path))
@@ -64,13 +58,12 @@ class MLAgentsOnnx:
             if "deterministic_continuous_actions" in outputs:
                 self.fetch.append("deterministic_continuous_actions")
             else:  # older files: expose mu (the Gemm of action_model._continuous_distribution.mu) and clip it here
-                mu = next((n.output[0] for n in model.graph.node if n.op_type == "Gemm"
-                           and any(i.endswith("_continuous_distribution.mu.weight") for i in n.input)), None)
-                if mu is None:
+                self.mu_name = next((n.output[0] for n in model.graph.node if n.op_type == "Gemm"
+                                     and any(i.endswith("_continuous_distribution.mu.weight") for i in n.input)), None)
+                if self.mu_name is None:
                     raise UsageError(f"{path}: no deterministic_continuous_actions output and no mu layer to read; "
                                      f"cannot compare continuous actions with it")
-                self.mu_name = mu
-                exposed.append(mu)
+                exposed.append(self.mu_name)
         if settings.discrete_branches:
             if "deterministic_discrete_actions" in outputs:
                 self.fetch.append("deterministic_discrete_actions")
@@ -93,9 +86,7 @@ class MLAgentsOnnx:
 
     def feed(self, flat: list) -> dict:
         """The file's inputs for engine-layout inputs (a 1.x file: see legacy_input_shapes)."""
-        s, n = self.settings, len(self.settings.inputs)
-        names = self.iface.inputs
-        feed = {}
+        s, n, names, feed = self.settings, len(self.settings.inputs), self.iface.inputs, {}
         if self.iface.legacy_inputs and not self.direct:
             rows = len(flat[0])
             vectors = [x.reshape(rows, -1) for x, spec in zip(flat[:n], s.inputs) if spec.kind == "vector"]
@@ -114,8 +105,7 @@ class MLAgentsOnnx:
         if s.discrete_branches and "action_masks" in names:
             feed["action_masks"] = flat[n]
         if s.memory_size and "recurrent_in" in names:
-            memory = flat[-1]
-            feed["recurrent_in"] = memory if len(names["recurrent_in"]) == 3 else memory[:, 0]
+            feed["recurrent_in"] = flat[-1] if len(names["recurrent_in"]) == 3 else flat[-1][:, 0]
         return feed
 
     def deterministic(self, flat: list) -> dict:
@@ -138,15 +128,14 @@ class MLAgentsOnnx:
                 raise NotThisPolicy(f"answers {name} of shape {list(np.shape(value))}, the checkpoint's is {list(want[name])}")
             values[name] = np.reshape(value, want[name])
         out = {}
-        if s.continuous_size:
-            out["continuous_actions"] = values["deterministic_continuous_actions"] \
-                if "deterministic_continuous_actions" in values else \
-                deterministic_continuous(values[self.mu_name], s.tanh_squash)
-        if s.discrete_branches:
-            if "deterministic_discrete_actions" in values:
-                out["discrete_actions"] = values["deterministic_discrete_actions"].astype(np.int64)
-            else:
-                out["discrete_actions"] = deterministic_discrete([values[name] for name in self.logit_names])
+        if s.continuous_size and "deterministic_continuous_actions" in values:
+            out["continuous_actions"] = values["deterministic_continuous_actions"]
+        elif s.continuous_size:
+            out["continuous_actions"] = deterministic_continuous(values[self.mu_name], s.tanh_squash)
+        if s.discrete_branches and "deterministic_discrete_actions" in values:
+            out["discrete_actions"] = values["deterministic_discrete_actions"].astype(np.int64)
+        elif s.discrete_branches:
+            out["discrete_actions"] = deterministic_discrete([values[name] for name in self.logit_names])
         if s.memory_size:
-            out["memory"] = values["recurrent_out"].reshape(len(flat[0]), s.memory_size)
+            out["memory"] = values["recurrent_out"].reshape(rows, s.memory_size)
         return out

@@ -1,22 +1,12 @@
 """The model serializer: export as ML-Agents' ModelSerializer does it (torch.onnx.export, the
 TorchScript exporter, opset 9, its names), and its inverse: ML-Agents' modules with the weights
-of an ML-Agents ONNX alone (no checkpoint).
-
-The ONNX alone: a template of ML-Agents' modules with the file's settings
-(onnx_reader.onnx_settings), every parameter given its own random values, is exported as
-ML-Agents exports it; both graphs are reduced to their weight-bearing nodes (Linear as Gemm or
-MatMul + Add, Conv, LSTM in ONNX gate order, the normaliser's Sub and Div, log_sigma's Add),
-paired by kind, shape and the sensors they depend on, and the template's values say which
-parameter each holds. Every other operator on the way to the actions must be the template's too;
-anything else is refused, naming the node.
-"""
-from __future__ import annotations
-
+of an ML-Agents ONNX alone (no checkpoint; docs/policies.md tells how they are paired)."""
 import contextlib
 import io
 import re
 import time
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
@@ -37,20 +27,21 @@ def dummy_inputs(settings: PolicySettings, rows: int = 1):
     return obs, torch.ones(rows, sum(settings.discrete_branches)), torch.zeros(rows, 1, settings.memory_size)
 
 
-def _quiet_onnx_export(module, args: tuple, file, **kwargs) -> None:
-    """torch.onnx.export with the TorchScript exporter (ML-Agents' own), its warnings silenced."""
+def _quiet_onnx_export(module, args: tuple, **kwargs) -> bytes:
+    """torch.onnx.export to bytes with the TorchScript exporter (ML-Agents' own), its warnings silenced."""
     import logging
-    previous = logging.getLogger("torch.onnx").level
+    buffer, previous = io.BytesIO(), logging.getLogger("torch.onnx").level
     logging.getLogger("torch.onnx").setLevel(logging.ERROR)
     try:
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             warnings.simplefilter("ignore")
             try:
-                torch.onnx.export(module, args, file, dynamo=False, **kwargs)
+                torch.onnx.export(module, args, buffer, dynamo=False, **kwargs)
             except TypeError:  # a torch without the dynamo switch: the TorchScript exporter is the only one
-                torch.onnx.export(module, args, file, **kwargs)
+                torch.onnx.export(module, args, buffer, **kwargs)
     finally:
         logging.getLogger("torch.onnx").setLevel(previous)
+    return buffer.getvalue()
 
 
 def export_mlagents_onnx(actor: "SimpleActor") -> bytes:
@@ -59,10 +50,8 @@ def export_mlagents_onnx(actor: "SimpleActor") -> bytes:
     s = actor.settings
     names = input_names(s, exported=True, declared=True)
     dynamic_axes = {name: {0: "batch"} for name in names + ["continuous_actions", "discrete_actions"]}
-    buffer = io.BytesIO()
-    _quiet_onnx_export(actor, dummy_inputs(s), buffer, opset_version=9, input_names=names,
-                       output_names=mlagents_output_names(s), dynamic_axes=dynamic_axes)
-    return buffer.getvalue()
+    return _quiet_onnx_export(actor, dummy_inputs(s), opset_version=9, input_names=names,
+                              output_names=mlagents_output_names(s), dynamic_axes=dynamic_axes)
 
 
 def export_engine_onnx(heads: "EngineHeads") -> bytes:
@@ -71,15 +60,15 @@ def export_engine_onnx(heads: "EngineHeads") -> bytes:
     obs, masks, memories = dummy_inputs(s)
     args = tuple(obs) + ((masks,) if s.discrete_branches else ()) + ((memories,) if s.memory_size else ())
     names, outputs = input_names(s), engine_output_names(s)
-    buffer = io.BytesIO()
-    _quiet_onnx_export(heads, args, buffer, opset_version=13, input_names=names, output_names=outputs,
-                       dynamic_axes={name: {0: "batch"} for name in names + outputs})
-    return buffer.getvalue()
+    return _quiet_onnx_export(heads, args, opset_version=13, input_names=names, output_names=outputs,
+                              dynamic_axes={name: {0: "batch"} for name in names + outputs})
 
 
 def onnx_state_dict(g: OnnxGraph, sensors: list, settings: PolicySettings) -> dict:
-    """The file's weights as the state dict of SimpleActor(settings): paired with a tagged
-    template's export (see the section's head)."""
+    """The file's weights as the state dict of SimpleActor(settings). A template of these modules, each
+    parameter given its own random values, is exported as ML-Agents exports it; both graphs' weight-bearing
+    nodes are paired by kind, shape and the sensors they depend on, and the template's values say which
+    parameter each holds. Every other operator on the way to the actions must be the template's too."""
     import onnx
     with torch.device("meta"):
         wanted = sum(v.numel() for v in SimpleActor(settings).state_dict().values())
@@ -95,9 +84,8 @@ def onnx_state_dict(g: OnnxGraph, sensors: list, settings: PolicySettings) -> di
                 tags[key] = value.detach().numpy().copy()
     t = OnnxGraph(onnx.load_from_string(export_mlagents_onnx(template)), "template")
     extra = {"action_masks": "action_masks", "recurrent_in": "recurrent_in"}
-    t_deps = t.dependencies({**{f"obs_{i}": i for i in range(len(sensors))}, **extra})
-    f_deps = g.dependencies({**{s.tensor: i for i, s in enumerate(sensors)}, **extra})
-    t_weights, f_weights = t.weight_nodes(t_deps), g.weight_nodes(f_deps)
+    t_weights = t.weight_nodes(t.dependencies({**{f"obs_{i}": i for i in range(len(sensors))}, **extra}))
+    f_weights = g.weight_nodes(g.dependencies({**{s.tensor: i for i, s in enumerate(sensors)}, **extra}))
 
     def which(value: np.ndarray) -> tuple:
         """(parameter, True when the graph holds sqrt(running_variance / normalization_steps), steps 1 here)."""
@@ -186,8 +174,7 @@ def file_named_inputs(g: OnnxGraph, sensors: list, settings: PolicySettings, sta
                                 f"{prefix}.{k}.normalizer.normalization_steps": torch.tensor(1)})
         else:
             last = spec.kind == "visual" and sensors[group[0]].tensor != feed  # read through a Transpose
-            spec = InputSpec(feed, spec.kind, tuple(g.inputs[feed][1:]) if last else spec.shape, spec.normalized,
-                             spec.encoder, channels_last=last)
+            spec = replace(spec, name=feed, shape=tuple(g.inputs[feed][1:]) if last else spec.shape, channels_last=last)
             for key, value in state.items():
                 m = re.match(r"^(network_body\.(?:observation_encoder\.)?processors)\.(\d+)\.(.+)$", key)
                 if m and int(m.group(2)) == group[0]:
@@ -199,7 +186,7 @@ def file_named_inputs(g: OnnxGraph, sensors: list, settings: PolicySettings, sta
         if key in ("network_body._body_endoder.seq_layers.0.weight", "network_body.observation_encoder.x_self_encoder.seq_layers.0.weight"):
             value = value[:, columns + list(range(len(columns), value.shape[1]))]
         out[key] = value.contiguous()
-    return PolicySettings(**{**settings.__dict__, "inputs": inputs}), out
+    return replace(settings, inputs=inputs), out
 
 
 def load_onnx_alone(path: Path, expect_sha256: Optional[str] = None, goal_input: GoalInput = None) -> LoadedCheckpoint:

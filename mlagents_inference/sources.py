@@ -1,8 +1,4 @@
-"""Model sources: ML-Agents run folders and their checkpoints, training_status.json, the Hugging
-Face Hub, the bundled sample, an ONNX alone; sha256 checks and run configuration.
-"""
-from __future__ import annotations
-
+"""Model sources: run folders, checkpoints, training_status.json, the Hub, the bundled sample, an ONNX alone, sha256."""
 import contextlib
 import functools
 import hashlib
@@ -46,9 +42,7 @@ CKPT_NAME = re.compile(r"^(?P<behavior>.+)-(?P<step>\d+)\.pt$")
 def find_behavior(model_dir: Path) -> str:
     """The behaviour name from the folder's files: the sub-folder that holds .pt files."""
     try:
-        names = sorted(d.name for d in model_dir.iterdir()
-                       if d.is_dir() and (any(_step_of(p.name, d.name) is not None for p in d.glob("*.pt"))
-                                          or (d / "checkpoint.pt").is_file()))
+        names = sorted(d.name for d in model_dir.iterdir() if d.is_dir() and list_checkpoints(model_dir, d.name))
     except OSError as exc:
         raise UsageError(f"{model_dir}: cannot read the folder ({exc.strerror or exc})")
     if not names:
@@ -77,12 +71,10 @@ def list_checkpoints(model_dir: Path, behavior: str) -> list[tuple[Path, Optiona
 def default_checkpoint(model_dir: Path, behavior: str) -> Path:
     """The highest-step <Behavior>-<step>.pt, else checkpoint.pt (the original NPU adaptation loads Huggy-2000049.pt)."""
     ckpts = list_checkpoints(model_dir, behavior)
+    if not ckpts:
+        raise UsageError(f"{model_dir / behavior}: folder holds no checkpoint (.pt)")
     stepped = [p for p, s in ckpts if s is not None]
-    if stepped:
-        return stepped[-1]
-    if ckpts:
-        return ckpts[0][0]
-    raise UsageError(f"{model_dir / behavior}: folder holds no checkpoint (.pt)")
+    return stepped[-1] if stepped else ckpts[0][0]
 
 
 STATUS_MAX_BYTES = 64 << 20  # a run's training_status.json is a few kB; refuse to parse a huge one
@@ -102,10 +94,9 @@ def _status_record(entry) -> Optional[dict]:
     """One ML-Agents checkpoint record, reduced to plain fields; None when it has another shape."""
     if not isinstance(entry, dict):
         return None
-    steps, file_path = entry.get("steps"), entry.get("file_path", "")
-    aux, reward = entry.get("auxillary_file_paths", []), entry.get("reward")  # (sic: ML-Agents' spelling)
-    if aux is None:
-        aux = []
+    steps, file_path, reward = entry.get("steps"), entry.get("file_path", ""), entry.get("reward")
+    aux = entry.get("auxillary_file_paths")  # (sic: ML-Agents' spelling)
+    aux = [] if aux is None else aux
     if steps is not None and (type(steps) is not int or steps < 0):
         return None
     if not isinstance(file_path, str) or not isinstance(aux, list) or not all(isinstance(f, str) for f in aux):
@@ -118,10 +109,9 @@ def _status_record(entry) -> Optional[dict]:
 
 
 def training_status(model_dir: Optional[Path], behavior: Optional[str]) -> dict:
-    """run_logs/training_status.json for this behaviour, reduced to {"checkpoints": [record],
-    "final_checkpoint": record} (records: steps, file_path, auxillary_file_paths, reward). The file
-    is advisory: {} when absent; unreadable, huge, nested too deep or of another shape -> one
-    "[warn] ... ignored" line on stderr and {}."""
+    """run_logs/training_status.json for this behaviour, reduced to {"checkpoints": [record], "final_checkpoint":
+    record} (records: steps, file_path, auxillary_file_paths, reward). The file is advisory: {} when absent; unreadable,
+    huge, nested too deep or of another shape -> one "[warn] ... ignored" line on stderr and {}."""
     if not model_dir or not behavior:
         return {}
     path = Path(model_dir) / "run_logs" / "training_status.json"
@@ -164,10 +154,7 @@ def status_entry(status: dict, ckpt: Path, step: Optional[int]) -> dict:
     """The training_status.json record of one checkpoint, matched by file name, then by step
     ({} when none matches; any shape of `status` is tolerated)."""
     records = status.get("checkpoints") if isinstance(status, dict) else None
-    for entry in records if isinstance(records, list) else []:
-        entry = _status_record(entry)
-        if entry is None:
-            continue
+    for entry in filter(None, map(_status_record, records if isinstance(records, list) else [])):
         files = [entry["file_path"]] + entry["auxillary_file_paths"]
         if any(Path(f).name == ckpt.name for f in files) or (step is not None and entry["steps"] == step):
             return entry
@@ -180,8 +167,7 @@ def final_step(model_dir: Optional[Path], behavior: Optional[str]) -> Optional[i
     if isinstance(final, dict) and type(final.get("steps")) is int:
         return final["steps"]
     if model_dir and behavior:
-        steps = [s for _, s in list_checkpoints(model_dir, behavior) if s is not None]
-        return max(steps) if steps else None
+        return max((s for _, s in list_checkpoints(model_dir, behavior) if s is not None), default=None)
     return None
 
 
@@ -198,10 +184,8 @@ def pick_hub_files(files: list[str]) -> list[str]:
     for ckpts in by_behavior.values():
         best = max(ckpts)[1]
         wanted += [best] + [f for f in files if f == best[:-3] + ".onnx"]
-    for f in files:
-        parts = f.split("/")
-        if len(parts) == 2 and parts[1] == "checkpoint.pt" and parts[0] not in by_behavior:
-            wanted.append(f)
+    wanted += [f for f in files if f.count("/") == 1 and f.endswith("/checkpoint.pt")
+               and f.split("/")[0] not in by_behavior]
     return sorted(set(wanted))
 
 
@@ -252,24 +236,20 @@ def download_from_hub(repo_id: str) -> Path:
         from huggingface_hub import HfApi, snapshot_download
     except ImportError:
         raise UsageError("huggingface_hub is not installed (pip install huggingface_hub)")
-    try:
+    with contextlib.suppress(Exception):  # not cached, or cached without a checkpoint: try online below
         cached = Path(snapshot_download(repo_id, local_files_only=True))
         find_behavior(cached)
         return cached
-    except Exception:  # not cached, or cached without a checkpoint: try online below
-        pass
     if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
         raise UsageError(f"{repo_id}: not in the Hugging Face cache and HF_HUB_OFFLINE is set")
-    unreachable = _hub_unreachable()
-    if unreachable:  # huggingface_hub would retry for ~25 s before giving up
+    if unreachable := _hub_unreachable():  # huggingface_hub would retry for ~25 s before giving up
         raise UsageError(f"{repo_id}: not in the Hugging Face cache and {unreachable}")
     import logging
     hub_log = logging.getLogger("huggingface_hub")
     level = hub_log.level
     hub_log.setLevel(logging.ERROR)  # its "Retrying in 8s" lines (a proxy that answers, badly) would print beside ours
     try:
-        files = HfApi().list_repo_files(repo_id)
-        return Path(snapshot_download(repo_id, allow_patterns=pick_hub_files(files)))
+        return Path(snapshot_download(repo_id, allow_patterns=pick_hub_files(HfApi().list_repo_files(repo_id))))
     except Exception as exc:  # network, authentication, missing repo: all end the same way
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UsageError(f"{repo_id}: could not download from the Hugging Face Hub ({reason[:200]})")
@@ -286,8 +266,7 @@ def _path_kind(option: str, path: Path) -> Optional[str]:
     except (FileNotFoundError, NotADirectoryError):
         return None
     except (OSError, ValueError) as exc:  # ValueError: an embedded NUL byte
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise UsageError(f"{option} {_short_path(path)}: {reason}")
+        raise UsageError(f"{option} {_short_path(path)}: {getattr(exc, 'strerror', None) or exc}")
     return "dir" if stat.S_ISDIR(mode) else "file" if stat.S_ISREG(mode) else "other"
 
 
@@ -302,21 +281,17 @@ def regular_file(option: str, path) -> Path:
 
 
 def locate_model(checkpoint: Optional[str], model_dir: Optional[str], repo_id: Optional[str]) -> ModelSource:
-    """--checkpoint, then --model-dir, then $HUGGY_MODEL_DIR, then the Hub, then the bundled sample.
-    An empty option value is refused (never a silent fall-back to the sample); an empty
-    $HUGGY_MODEL_DIR counts as unset."""
+    """--checkpoint, then --model-dir, then $HUGGY_MODEL_DIR, then the Hub, then the bundled sample. An empty option
+    value is refused (never a silent fall-back to the sample); an empty $HUGGY_MODEL_DIR counts as unset."""
     for option, value, what in (("--checkpoint", checkpoint, "a checkpoint file"), ("--model-dir", model_dir, "a folder"),
                                 ("--model", repo_id, f"a Hub repo id such as {DEFAULT_REPO}")):
         if value is not None and not str(value).strip():
             raise UsageError(f"{option}: empty value; give {what}")
     if checkpoint:
         path = Path(checkpoint)
-        kind = _path_kind("--checkpoint", path)
-        if kind == "dir":
+        if _path_kind("--checkpoint", path) == "dir":
             raise UsageError(f"--checkpoint {path}: is a folder; use --model-dir for a folder")
-        if kind != "file":
-            raise UsageError(f"--checkpoint {_short_path(path)}: no such file" if kind is None else
-                             f"--checkpoint {_short_path(path)}: not a regular file")
+        regular_file("--checkpoint", path)
         try:
             folder, behavior = path.resolve().parent.parent, path.resolve().parent.name
             if not list_checkpoints(folder, behavior):
@@ -407,36 +382,29 @@ def read_config(model_dir: Optional[Path], behavior: Optional[str]) -> dict:
         return {}
     for name in ("configuration.yaml", "config.json"):
         path = model_dir / name
-        try:
+        with contextlib.suppress(Exception):  # advisory: unreadable, malformed (yaml's errors too), nested too deep
             if not path.is_file() or path.stat().st_size > 1 << 20:
                 continue
             text = path.read_text()
             if name.endswith(".json"):
                 data = json.loads(text)
             else:
-                try:
-                    import yaml
-                    data = yaml.safe_load(text)
-                except ImportError:
-                    continue
+                import yaml  # (not installed: skipped, as an unreadable file is)
+                data = yaml.safe_load(text)
             entry = data.get("behaviors", {}).get(behavior) if isinstance(data, dict) else None
             if isinstance(entry, dict):
                 return entry
-        except Exception:  # advisory: unreadable, malformed (yaml's own errors too) or nested too deep
-            continue
     return {}
 
 
 def onnx_alone_source(option: str, path: Path, folder: Optional[Path] = None) -> ModelSource:
-    """A model given as its ML-Agents ONNX alone (--onnx with no checkpoint, a folder holding
-    only <Behavior>.onnx)."""
+    """A model given as its ML-Agents ONNX alone (--onnx with no checkpoint, a folder holding only <Behavior>.onnx)."""
     if _path_kind(option, path) != "file":
         raise UsageError(f"{option} {_short_path(path)}: no such file")
     return ModelSource(path, folder, path.stem, option)
 
 
-def mlagents_onnx_files(path: Path, model_dir: Optional[Path], behavior: Optional[str],
-                       step: Optional[int]) -> list:
+def mlagents_onnx_files(path: Path, model_dir: Optional[Path], behavior: Optional[str], step: Optional[int]) -> list:
     """Where ML-Agents writes a checkpoint's ONNX, existing or not: <Behavior>-<step>.onnx beside
     it (when the step is known), then <Behavior>.onnx of its run folder."""
     name = behavior or path.parent.name

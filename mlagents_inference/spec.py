@@ -1,11 +1,5 @@
 """The behaviour spec, torch-free: what a policy takes and gives (inputs, action sizes, memory),
-ML-Agents' tensor names in their order, and the deterministic-action rules on numpy arrays.
-
-The graphs' interface is written once here: ML-Agents' input and output names in its order.
-ML-Agents' export, the engines' graph, every feed and every fetch list come from these.
-"""
-from __future__ import annotations
-
+ML-Agents' tensor names in their order, and the deterministic-action rules on numpy arrays."""
 from dataclasses import dataclass, field
 from typing import Optional, Sequence, Union
 
@@ -14,7 +8,9 @@ import numpy as np
 from .errors import UsageError
 
 GoalInput = Union[int, Sequence[int], None]  # load(goal_input=...): one input index or several
-
+DTYPES = ("float32", "float16", "bfloat16")
+ENGINES = ("auto", "torch", "onnxruntime")
+FLOAT32 = np.dtype(np.float32)
 
 NORMALIZER_CLIP = 5.0     # ML-Agents clamps normalized observations to [-5, 5]
 ACTION_CLIP = 3.0         # ... and PPO/POCA continuous actions to [-3, 3], then divides by 3
@@ -45,10 +41,9 @@ def deterministic_discrete(probs: list) -> np.ndarray:
 # The graphs' interface, written once: ML-Agents' input and output names in its order. ML-Agents'
 # export, the engines' graph, every feed and every fetch list come from these.
 def input_names(s: "PolicySettings", exported: bool = False, declared: bool = False) -> list:
-    """The policy's inputs (obs_0..obs_k; a 1.x ONNX-alone policy's own names), then action_masks
-    (discrete actions) and recurrent_in (LSTM): the engines' inputs in order. exported: the names of
-    ML-Agents 1.1.0's export, obs_0..obs_k always; it declares the last two always (declared=True)
-    and the exporter drops them where the graph does not use them."""
+    """The policy's inputs (obs_0..obs_k; a 1.x ONNX-alone policy's own names), then action_masks (discrete actions) and
+    recurrent_in (LSTM): the engines' inputs in order. exported: ML-Agents 1.1.0's export names, obs_0..obs_k always; it
+    declares the last two always (declared=True) and the exporter drops them where the graph does not use them."""
     observations = [f"obs_{i}" if exported else spec.name for i, spec in enumerate(s.inputs)]
     return observations + (["action_masks"] if declared or s.discrete_branches else []) + \
         (["recurrent_in"] if declared or s.memory_size else [])
@@ -56,23 +51,20 @@ def input_names(s: "PolicySettings", exported: bool = False, declared: bool = Fa
 
 def mlagents_output_names(s: "PolicySettings") -> list:
     """ML-Agents' ModelSerializer outputs (SimpleActor.forward)."""
-    return ["version_number", "memory_size"] + \
-        (["continuous_actions", "continuous_action_output_shape", "deterministic_continuous_actions"]
-         if s.continuous_size else []) + \
-        (["discrete_actions", "discrete_action_output_shape", "deterministic_discrete_actions"]
-         if s.discrete_branches else []) + (["recurrent_out"] if s.memory_size else [])
+    continuous = ["continuous_actions", "continuous_action_output_shape", "deterministic_continuous_actions"]
+    discrete = ["discrete_actions", "discrete_action_output_shape", "deterministic_discrete_actions"]
+    return ["version_number", "memory_size"] + (continuous if s.continuous_size else []) + \
+        (discrete if s.discrete_branches else []) + (["recurrent_out"] if s.memory_size else [])
 
 
 def step_outputs(s: "PolicySettings", deterministic: bool) -> list:
     """What one step copies back: the deterministic actions, or what sampling draws from (mu, SAC's
     log_sigma, the masked probabilities); and the next memory."""
-    if deterministic:
-        names = (["deterministic_continuous_actions"] if s.continuous_size else []) + \
-            (["deterministic_discrete_actions"] if s.discrete_branches else [])
-    else:
-        names = ((["mu"] + (["log_sigma"] if s.tanh_squash else [])) if s.continuous_size else []) + \
-            (["probabilities"] if s.discrete_branches else [])
-    return names + (["recurrent_out"] if s.memory_size else [])
+    sampled = ["mu"] + (["log_sigma"] if s.tanh_squash else [])
+    continuous = ["deterministic_continuous_actions"] if deterministic else sampled
+    discrete = "deterministic_discrete_actions" if deterministic else "probabilities"
+    return (continuous if s.continuous_size else []) + ([discrete] if s.discrete_branches else []) + \
+        (["recurrent_out"] if s.memory_size else [])
 
 
 def engine_output_names(s: "PolicySettings") -> list:
@@ -138,12 +130,6 @@ def goal_indices(goal_input: GoalInput) -> tuple:
     return tuple(sorted(set(int(v) for v in values)))
 
 
-DTYPES = ("float32", "float16", "bfloat16")
-
-
-FLOAT32 = np.dtype(np.float32)
-
-
 @dataclass
 class Actions:
     """mlagents_envs' ActionTuple where mlagents_envs is not installed: the same fields, continuous
@@ -165,5 +151,3 @@ def action_tuple(continuous: np.ndarray, discrete: np.ndarray):
         _ACTION_TUPLE.append(ActionTuple)
     return _ACTION_TUPLE[0](continuous=continuous, discrete=discrete)
 
-
-ENGINES = ("auto", "torch", "onnxruntime")

@@ -1,8 +1,4 @@
-"""stream: one JSON object per line in, one answer per line out; the lines already waiting are
-answered together (docs/stream.md).
-"""
-from __future__ import annotations
-
+"""stream: JSON lines in, one answer per line out; the lines already waiting are answered together (docs/stream.md)."""
 import json
 import sys
 import time
@@ -26,9 +22,8 @@ def _engine_failure(policy: Policy, exc: Exception) -> str:
 
 def _stream_reply(policy: Policy, ident, key: Optional[str], out: dict, memories: AgentMemories) -> dict:
     """A line's answer from its actions (UsageError when they are not finite); the id's next memory kept."""
-    for value in out.values():
-        if not np.isfinite(np.asarray(value, np.float64)).all():
-            raise UsageError("the observation drives the network beyond float32 (non-finite actions)")
+    if not all(np.isfinite(np.asarray(value, np.float64)).all() for value in out.values()):
+        raise UsageError("the observation drives the network beyond float32 (non-finite actions)")
     if key is not None:
         memories.keep(key, np.asarray(out["memory"]).reshape(-1, policy.settings.memory_size))
     answer = {"id": ident, **{name: np.asarray(value).tolist() for name, value in out.items()}}
@@ -38,8 +33,7 @@ def _stream_reply(policy: Policy, ident, key: Optional[str], out: dict, memories
 
 
 def stream_answer(policy: Policy, msg, memories: AgentMemories) -> dict:
-    """One stream line's answer (raises UsageError for a bad line, and for a line the engine
-    fails on: out of memory, say)."""
+    """One stream line's answer; UsageError for a bad line and for a line the engine fails on (out of memory, say)."""
     s = policy.settings
     if not isinstance(msg, dict):
         raise UsageError('expected an object like {"obs": [...]}')
@@ -52,13 +46,11 @@ def stream_answer(policy: Policy, msg, memories: AgentMemories) -> dict:
             raise UsageError(f'this policy has {len(names)} inputs: give {", ".join(repr(n) for n in names)}, not "obs"')
         values = [msg["obs"]]
     else:
-        missing = [n for n in names if n not in msg]
-        if missing:
+        if missing := [n for n in names if n not in msg]:
             raise UsageError(f'"{missing[0]}" is missing' if len(names) > 1 else
                              f'"obs" must be a list of {s.inputs[0].shape[0] if s.inputs[0].kind == "vector" else "values"}')
         values = [msg[n] for n in names]
-    unknown = sorted(k for k in msg if k not in STREAM_KEYS and k not in names)
-    if unknown:
+    if unknown := sorted(k for k in msg if k not in STREAM_KEYS and k not in names):
         raise UsageError(f'unknown key "{unknown[0][:40]}"')
     arrays = []
     for spec, value in zip(s.inputs, values):
@@ -67,21 +59,17 @@ def stream_answer(policy: Policy, msg, memories: AgentMemories) -> dict:
         if not _json_numbers_only(value):
             raise UsageError(f'"{spec.name if len(names) > 1 else "obs"}" must hold numbers only')
         arrays.append(stream_array(spec, value))
-    stochastic = msg.get("stochastic", False)
+    stochastic, seed, reset = msg.get("stochastic", False), msg.get("seed", 0), msg.get("reset", False)
     if not isinstance(stochastic, bool):
         raise UsageError('"stochastic" must be true or false')
-    seed = msg.get("seed", 0)
     if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63:
         raise UsageError('"seed" must be a non-negative integer')
-    reset = msg.get("reset", False)
     if not isinstance(reset, bool):
         raise UsageError('"reset" must be true or false')
-    masks = msg.get("action_masks")
-    if masks is not None and not _json_numbers_only(masks):
-        raise UsageError('"action_masks" must hold numbers (0 or 1) only')
-    memory = msg.get("memory")
-    if memory is not None and not _json_numbers_only(memory):
-        raise UsageError('"memory" must hold numbers only')
+    masks, memory = msg.get("action_masks"), msg.get("memory")
+    for name, value, what in (("action_masks", masks, "numbers (0 or 1)"), ("memory", memory, "numbers")):
+        if value is not None and not _json_numbers_only(value):
+            raise UsageError(f'"{name}" must hold {what} only')
     # one memory per agent id (a line without "id" keeps none: it starts from its "memory" or zeros)
     key = json.dumps(ident) if s.memory_size and ident is not None else None
     if key is not None and memory is None and not reset and key in memories:
@@ -90,8 +78,7 @@ def stream_answer(policy: Policy, msg, memories: AgentMemories) -> dict:
         if len(memory) != rows:
             raise UsageError(f'id {ident}: its memory is for {len(memory)} agent(s), this line has {rows}; '
                              f'send "reset": true to start it over')
-    if not isinstance(ident, (str, int, type(None))) or isinstance(ident, bool) or \
-            isinstance(ident, int) and abs(ident) > 2**53:
+    if ident is not None and _echoed_id(msg) is None:  # (a string too long was refused above)
         raise UsageError('"id" must be a string, an integer or null')
     batched = isinstance(values[0], list) and len(values[0]) > 0 and isinstance(values[0][0], list) and \
         (s.inputs[0].kind != "entities" or (values[0][0] and isinstance(values[0][0][0], list)))
@@ -147,10 +134,9 @@ def mode_stream(ctx: Context):
 
 # -- stream lines already waiting, answered together (one engine call per waiting group)
 def waiting_lines(stream, limit: int):
-    """Groups of stream lines (bytes without the newline; None for a line longer than `limit`):
-    every complete line already waiting on `stream`. A group is what one read returns plus what
-    is still waiting right after (select with a zero timeout): a line is never held back to
-    gather others. Blank lines are dropped."""
+    """Groups of stream lines (bytes without the newline; None for a line longer than `limit`): every complete line
+    already waiting on `stream`. A group is what one read returns plus what is still waiting right after (select with a
+    zero timeout): a line is never held back to gather others. Blank lines are dropped."""
     import select
     read = getattr(stream, "read1", None) or getattr(stream, "read", None) or stream.readline  # (a stand-in with readline alone)
     try:
@@ -235,7 +221,6 @@ def answer_waiting(policy: Policy, lines: list, memories: AgentMemories, loads: 
             except (ValueError, RecursionError):
                 raise UsageError("line is not JSON (or nested too deep)")
             quick = _quick_request(policy, msg) if together else None
-            key = None
             if quick is not None:
                 ident, inputs, masks, memory, reset = quick
                 key = json.dumps(ident) if s.memory_size and ident is not None else None
@@ -261,10 +246,9 @@ def answer_waiting(policy: Policy, lines: list, memories: AgentMemories, loads: 
 
 
 def _json_codec() -> tuple:
-    """(loads, dumps to bytes): orjson where installed (several times faster), else the standard
-    library; answers strict JSON either way. A line orjson refuses is read again by the standard
-    library, so that every line gets the answer it got before (NaN in an observation: that
-    error, with the line's id)."""
+    """(loads, dumps to bytes): orjson where installed (several times faster), else the standard library; answers strict
+    JSON either way. A line orjson refuses is read again by the standard library, so that every line gets the answer it
+    got before (NaN in an observation: that error, with the line's id)."""
     def strict_dumps(obj) -> bytes:
         return json.dumps(obj, allow_nan=False, separators=(",", ":")).encode()
     try:

@@ -18,7 +18,11 @@ from conftest import ROOT, child_env
 
 PACKAGE = ROOT / "mlagents_inference"
 MODULES = sorted(p for p in PACKAGE.glob("*.py"))
-SINGLE_FILE_LINES = 5994  # inference.py before it became a package: a move is not a growth
+# The package's size, held to a budget: the single inference.py it was moved from (a move is not a
+# growth), plus one entry per later piece of work naming what it added. Raise it only that way.
+LINE_BUDGET = {
+    "inference.py before the move into the package (issue 24)": 5994,
+}
 
 
 def lines(path: Path) -> int:
@@ -29,7 +33,7 @@ def test_the_door_is_short_and_the_rooms_readable():
     assert lines(ROOT / "inference.py") <= 80
     sizes = {p.name: lines(p) for p in MODULES}
     assert max(sizes.values()) <= 900, sizes
-    assert sum(sizes.values()) <= SINGLE_FILE_LINES, sum(sizes.values())
+    assert sum(sizes.values()) <= sum(LINE_BUDGET.values()), sum(sizes.values())
 
 
 def python(code: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:

@@ -262,7 +262,7 @@ say() { printf '%s\n' "$*" | tee -a "$LOG"; }
   fi
   echo "# device=$DEVICE (auto-detected: ${found:-?}) second_device=${SECOND_DEVICE:-none}"
   echo "# probe: $(printf '%s\n' "$probe" | tr '\n' ' ')"
-  echo "# commit: $(git rev-parse --short HEAD 2>/dev/null || echo ?)$(git diff --quiet HEAD -- inference.py 2>/dev/null || echo ' (inference.py differs from that commit)')"
+  echo "# commit: $(git rev-parse --short HEAD 2>/dev/null || echo ?)$(git diff --quiet HEAD -- inference.py mlagents_inference 2>/dev/null || echo " (the code differs from that commit)")"
   echo "# python: $("$PY" -c 'import sys; print(sys.version.split()[0])') | numpy $("$PY" -c 'import numpy; print(numpy.__version__)' 2>/dev/null || echo missing) | onnxruntime $("$PY" -c 'import onnxruntime; print(onnxruntime.__version__)' 2>/dev/null || echo 'missing (onnx-compare cannot run)') | onnx $("$PY" -c 'import onnx; print(onnx.__version__)' 2>/dev/null || echo missing)"
   echo "# budget ${TIME_BUDGET}s, step timeout ${STEP_TIMEOUT}s, parallel parity steps ${PARALLEL}, benchmark batch:runs ${BENCH_RUNS}, stream lines ${STREAM_LINES}"
   if command -v nvidia-smi >/dev/null 2>&1; then
