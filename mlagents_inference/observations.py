@@ -30,16 +30,26 @@ def finite_float32(values, what: str, unit: Optional[str] = None, first: int = 0
     return out
 
 
+def number_array(value, what: str, kinds: str = "fiub") -> np.ndarray:
+    """The one dtype rule of the API's arrays (observations, masks, memories): `value` as a numpy
+    array of numbers (bool, integers, floats: `kinds`); text, objects, complex numbers, dates, a
+    ragged list, or a masked array with masked (missing) values are a UsageError naming `what`."""
+    if np.ma.is_masked(value):
+        raise UsageError(f"{what}: a masked array with masked (missing) values; fill them first")
+    try:
+        array = np.asarray(value)
+    except (ValueError, TypeError):
+        raise UsageError(f"{what}: not an array of numbers (ragged or mixed values)") from None
+    if array.dtype.kind not in kinds:
+        raise UsageError(f"{what}: holds {array.dtype} values, expected numbers")
+    return array
+
+
 def shape_input(spec: InputSpec, value) -> tuple:
     """One input as float32 [rows, *shape] (entity buffers padded with absent rows), and whether it
     came batched; UsageError naming the input, the expected and the given shape. A uint8 array for
     a camera is pixels: scaled by 1/255 as image_pixels scales a file; other numbers are taken as given."""
-    try:
-        array = np.asarray(value)
-    except (ValueError, TypeError):
-        raise UsageError(f"{spec.name}: not an array of numbers (ragged or mixed values)")
-    if array.dtype.kind not in "fiub" or array.dtype.kind == "b" and spec.kind != "vector":
-        raise UsageError(f"{spec.name}: holds {array.dtype} values, expected numbers")
+    array = number_array(value, spec.name, "fiub" if spec.kind == "vector" else "fiu")
     if spec.kind == "visual" and array.dtype == np.uint8:  # pixels, read as image files are read
         array = array.astype(np.float32) / np.float32(255)
     want = tuple(spec.shape)
@@ -96,13 +106,10 @@ def shape_masks(masks, branches: list, rows: int, batched: bool) -> np.ndarray:
         masks = np.concatenate(parts, axis=1)
         if masked_is_true:
             masks = ~masks
-    try:
-        array = np.asarray(masks)
-        if array.dtype == bool and not masked_is_true:
-            raise UsageError(f"action_masks: {BOOL_MASK}")
-        array = array.astype(np.float64)
-    except (ValueError, TypeError):
-        raise UsageError(f"action_masks: expected {width} values of 0 or 1 per observation")
+    array = number_array(masks, "action_masks")
+    if array.dtype == bool and not masked_is_true:
+        raise UsageError(f"action_masks: {BOOL_MASK}")
+    array = array.astype(np.float64)
     if array.ndim == 1 and array.shape[0] == width:
         array = np.broadcast_to(array, (rows, width))
     if array.shape != (rows, width):
@@ -142,10 +149,7 @@ def shape_memory(memory, size: int, rows: int, batched: bool) -> np.ndarray:
     """An LSTM memory [rows, size] = [h, c] as the engine wants it, [rows, 1, size]; zeros when None."""
     if memory is None:
         return np.zeros((rows, 1, size), np.float32)
-    try:
-        array = np.asarray(memory, dtype=np.float64)
-    except (ValueError, TypeError):
-        raise UsageError(f"memory: expected {size} numbers per observation")
+    array = number_array(memory, "memory").astype(np.float64)
     if array.ndim == 1 and array.shape[0] == size and rows == 1:
         array = array[None]
     if array.ndim == 3 and array.shape[1] == 1:

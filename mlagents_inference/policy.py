@@ -17,7 +17,7 @@ from .networks import EngineHeads
 from .observations import MASK_KEY_BYTES, AgentMemories, _is_array_list, _mask_key, branch_draw, shape_input, shape_masks, shape_memory
 from .onnx_reader import onnx_input_shapes, read_onnx_interface
 from .serializer import load_onnx_alone
-from .sources import SHA256_HEX, check_sha256, find_checkpoint_onnx, locate_model, read_config, regular_file
+from .sources import SHA256_HEX, _path_kind, check_sha256, find_checkpoint_onnx, locate_model, read_config, regular_file
 from .spec import DTYPES, ENGINES, FLOAT32, GoalInput, action_tuple, clipped_action, step_outputs
 
 
@@ -80,11 +80,7 @@ class Policy:
                  graphs: bool = True, seed: Optional[int] = None):
         self.checkpoint, self.settings = checkpoint, checkpoint.settings
         self.device = device if isinstance(device, torch.device) else resolve_device(str(device))
-        if dtype not in DTYPES:
-            raise UsageError(f"dtype {dtype!r}: expected one of {', '.join(DTYPES)}")
-        if seed is not None and (not isinstance(seed, (int, np.integer)) or isinstance(seed, bool)
-                                 or not 0 <= seed < 2**63):
-            raise UsageError(f"seed {seed!r}: expected a non-negative integer (or None: from the OS)")
+        _check_policy_arguments(dtype, engine, graphs, seed)
         self.dtype = dtype
         self.engine_name = choose_engine(engine, self.device, dtype)
         self.engine = (OnnxRuntimeEngine(checkpoint.actor) if self.engine_name == "onnxruntime"
@@ -287,31 +283,38 @@ class Policy:
         policy keeps each agent's memory here: zeros for a new id, forgotten for the ids in `terminal_steps` before
         acting (their next episode starts from zeros, as in ML-Agents)."""
         s = self.settings
-        if terminal_steps is not None and self.memories:
-            for agent in np.asarray(terminal_steps.agent_id).reshape(-1).tolist():
-                self.memories.forget(agent)
-        ids = np.asarray(decision_steps.agent_id).reshape(-1).tolist()
+        if not isinstance(deterministic, (bool, np.bool_)):
+            raise UsageError(f"deterministic={deterministic!r}: expected True or False")
+        ended = [] if terminal_steps is None else \
+            _agent_ids(_field(terminal_steps, "agent_id", "TerminalSteps"), "terminal_steps")
+        ids = _agent_ids(_field(decision_steps, "agent_id", "DecisionSteps"), "decision_steps")
         rows = len(ids)
-        if not rows:  # (get_steps often holds no agent)
-            return self._action_tuple(self.no_actions(), 0)
-        masks = decision_steps.action_mask if s.discrete_branches else None
+        if rows > 1 and len(set(ids)) != rows:  # (one row would win the id's memory: refused, as ML-Agents never sends it)
+            seen: set = set()
+            twice = next(agent for agent in ids if agent in seen or seen.add(agent))
+            raise UsageError(f"decision_steps: agent id {twice} appears more than once (an agent decides once a step)")
+        masks = _field(decision_steps, "action_mask", "DecisionSteps") if s.discrete_branches else None
         if masks is not None and not (type(masks) in (list, tuple) and masks and
                                       all(type(m) is np.ndarray and m.dtype == bool for m in masks)):
             raise UsageError("decision_steps.action_mask: expected ML-Agents' list of per-branch bool arrays "
                              "(True = masked) or None")
-        memory = None  # (zeros)
-        if s.memory_size and rows == 1:
-            known = self.memories.get(ids[0])
-            memory = None if known is None else known[None]
-        elif s.memory_size:
-            memory = np.zeros((rows, s.memory_size), np.float32)
-            for row, agent in enumerate(ids):
-                known = self.memories.get(agent)
-                if known is not None:
-                    memory[row] = known
-        flat, got, _ = self.prepare(list(decision_steps.obs), masks, memory)
+        obs = _field(decision_steps, "obs", "DecisionSteps")
+        if type(obs) not in (list, tuple):
+            raise UsageError(f"decision_steps.obs: expected ML-Agents' list of arrays, one per observation, not "
+                             f"{type(obs).__name__}")
+        flat, got, _ = self.prepare(list(obs), masks, None)  # (memories: ours, set below)
         if got != rows:
             raise UsageError(f"decision_steps: {rows} agent id(s) but {got} observation(s)")
+        for agent in ended if self.memories else ():  # (checked before: a refused call changes nothing)
+            self.memories.forget(agent)
+        if not rows:  # (get_steps often holds no agent)
+            return self._action_tuple(self.no_actions(), 0)
+        known = [self.memories.get(agent) for agent in ids] if self.memories else ()
+        if any(memory is not None for memory in known):  # zeros for a new id
+            flat[-1] = memory = np.zeros((rows, 1, s.memory_size), np.float32)
+            for row, value in enumerate(known):
+                if value is not None:
+                    memory[row, 0] = value
         out = self.run(flat, rows, deterministic)
         if s.memory_size:
             for agent, memory in zip(ids, out["memory"]):  # past 100,000 ids the least recently seen goes
@@ -330,7 +333,7 @@ class Policy:
         if agent_ids is None:
             self.memories.clear()
         else:
-            for agent in np.asarray(agent_ids).reshape(-1).tolist():
+            for agent in _agent_ids(agent_ids, "agent_ids"):
                 self.memories.forget(agent)
 
     def check_spec(self, behavior_spec) -> None:
@@ -338,23 +341,26 @@ class Policy:
         with its `observation_specs` and `action_spec`) and this policy: the number of observations,
         an observation's shape, the continuous size, the discrete branches. Returns None when they agree."""
         s = self.settings
-        specs = list(behavior_spec.observation_specs)
+        try:
+            specs = list(_field(behavior_spec, "observation_specs", "BehaviorSpec"))
+        except TypeError:
+            raise UsageError(f"the behavior's observation_specs: expected a list, not {_brief(behavior_spec.observation_specs)}")
         names = ", ".join(f"{i.name} {list(i.shape)}" for i in s.inputs)
         if len(specs) != len(s.inputs):
             raise UsageError(f"the behavior has {len(specs)} observation(s), this policy takes {len(s.inputs)} ({names})")
         for i, (spec, obs) in enumerate(zip(s.inputs, specs)):
-            shape = tuple(int(d) for d in obs.shape)
-            if shape != tuple(spec.shape):
-                label = f" ({obs.name})" if getattr(obs, "name", None) else ""
-                raise UsageError(f"observation {i}{label} has shape {list(shape)}, this policy's {spec.name} "
+            label = f" ({obs.name})" if isinstance(getattr(obs, "name", None), str) and obs.name else ""
+            shape = _whole_numbers(_field(obs, "shape", "ObservationSpec"), f"observation {i}{label} shape")
+            if shape != list(spec.shape):
+                raise UsageError(f"observation {i}{label} has shape {shape}, this policy's {spec.name} "
                                  f"takes {list(spec.shape)}")
-        actions = behavior_spec.action_spec
-        if int(actions.continuous_size) != s.continuous_size:
-            raise UsageError(f"the behavior has {int(actions.continuous_size)} continuous action(s), this policy "
-                             f"{s.continuous_size}")
-        if [int(b) for b in actions.discrete_branches] != list(s.discrete_branches):
-            raise UsageError(f"the behavior has discrete branches {[int(b) for b in actions.discrete_branches]}, "
-                             f"this policy {list(s.discrete_branches)}")
+        actions = _field(behavior_spec, "action_spec", "BehaviorSpec")
+        continuous = _whole_numbers(_field(actions, "continuous_size", "ActionSpec"), "continuous_size", one=True)
+        if continuous != s.continuous_size:
+            raise UsageError(f"the behavior has {continuous} continuous action(s), this policy {s.continuous_size}")
+        branches = _whole_numbers(_field(actions, "discrete_branches", "ActionSpec"), "discrete_branches")
+        if branches != list(s.discrete_branches):
+            raise UsageError(f"the behavior has discrete branches {branches}, this policy {list(s.discrete_branches)}")
 
     def run(self, flat: list, rows: int, deterministic: bool = True, seed: Optional[int] = None,
             generator=None) -> dict:
@@ -399,9 +405,58 @@ def _host_array(value):
     if value is None or type(value) is np.ndarray:  # (the usual case, before torch's slower isinstance)
         return value
     if isinstance(value, torch.Tensor):
-        value = value.detach().cpu()
-        return (value.float() if value.dtype == torch.bfloat16 else value).numpy()
+        try:
+            value = value.detach().cpu()
+            return (value.float() if value.dtype == torch.bfloat16 else value).numpy()
+        except (RuntimeError, TypeError, NotImplementedError):  # a meta or sparse tensor, a dtype numpy lacks
+            raise UsageError(f"a torch tensor ({value.dtype}, {value.layout}, on {value.device}) whose values "
+                             f"cannot be read as a numpy array") from None
     return value
+
+
+_MISSING = object()
+
+
+def _field(value, name: str, expected: str):
+    """`value.name`, or a UsageError saying what was expected (mlagents_envs' `expected` class)."""
+    found = getattr(value, name, _MISSING)
+    if found is _MISSING:
+        raise UsageError(f"expected mlagents_envs' {expected} (with .{name}), got {type(value).__name__}")
+    return found
+
+
+def _brief(value) -> str:
+    """A value in a one-line message: its repr on one line, at most 80 characters."""
+    text = " ".join(repr(value).split())
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _whole(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _whole_numbers(value, what: str, one: bool = False):
+    """check_spec: a spec's sizes as ints (a list, or one with one=True); anything else (10.7, nan,
+    None, True, '3') is a UsageError naming `what`, never read as the nearest whole number."""
+    try:
+        items = [value] if one else list(value)
+    except TypeError:
+        items = [None]
+    if not all(map(_whole, items)):
+        raise UsageError(f"the behavior's {what} is {_brief(value)}: expected {'a whole number' if one else 'whole numbers'}")
+    return int(items[0]) if one else [int(v) for v in items]
+
+
+def _agent_ids(value, what: str) -> list:
+    """Agent ids as ML-Agents has them, whole numbers: a list of ints (any array shape flattened);
+    a UsageError naming `what` for text, floats, None, objects or ragged lists."""
+    try:
+        ids = np.asarray(value)
+    except (ValueError, TypeError):
+        raise UsageError(f"{what}: agent ids must be whole numbers (ML-Agents' int32 agent_id), not a ragged list") from None
+    if ids.dtype.kind not in "iu" and ids.size:
+        raise UsageError(f"{what}: agent ids must be whole numbers (ML-Agents' int32 agent_id), not {ids.dtype} values")
+    return ids.reshape(-1).tolist()
 
 
 _PLAIN = (np.ndarray, type(None))  # act() arguments that need neither a check nor a conversion
@@ -438,15 +493,24 @@ def _check_act_arguments(observations, action_masks, memory, deterministic, seed
     return _host_array(observations), _host_array(action_masks), _host_array(memory)
 
 
-def _check_load_arguments(path, device, dtype, engine, expect_sha256):
+def _check_policy_arguments(dtype, engine, graphs, seed) -> None:
+    """load()'s and Policy's own arguments, each checked (UsageError naming it)."""
+    for name, value, choices in (("dtype", dtype, DTYPES), ("engine", engine, ENGINES)):
+        if not isinstance(value, str) or value not in choices:
+            raise UsageError(f"{name} {_brief(value)}: expected one of {', '.join(choices)}")
+    if not isinstance(graphs, (bool, np.bool_)):
+        raise UsageError(f"graphs={_brief(graphs)}: expected True or False")
+    if seed is not None and (not _whole(seed) or not 0 <= seed < 2**63):
+        raise UsageError(f"seed {_brief(seed)}: expected a non-negative integer (or None: from the OS)")
+
+
+def _check_load_arguments(path, device, expect_sha256, onnx):
     """load()'s arguments, each checked (UsageError naming it) before the checkpoint is read;
     returns the torch.device (checked to exist) for `device`."""
-    if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
-        raise UsageError(f"path {path!r}: expected an ML-Agents run folder or a .pt checkpoint (a str or Path)")
-    if engine not in ENGINES:
-        raise UsageError(f"engine {engine!r}: expected one of {', '.join(ENGINES)}")
-    if dtype not in DTYPES:
-        raise UsageError(f"dtype {dtype!r}: expected one of {', '.join(DTYPES)}")
+    for name, value in (("path", path), ("onnx", onnx)):
+        if (value is not None or name == "path") and (not isinstance(value, (str, os.PathLike)) or not str(value).strip()):
+            raise UsageError(f"{name} {_brief(value)}: expected " + ("an ML-Agents run folder or a .pt checkpoint"
+                             if name == "path" else "the checkpoint's ML-Agents .onnx file") + " (a str or Path)")
     if expect_sha256 is not None and not (isinstance(expect_sha256, str) and SHA256_HEX.fullmatch(expect_sha256.strip())):
         raise UsageError(f"expect_sha256 {expect_sha256!r}: expected 64 hexadecimal digits")
     if not isinstance(device, (str, torch.device)):
@@ -460,10 +524,11 @@ def load(path, device="cpu", dtype: str = "float32", engine: str = "auto", goal_
     """An ML-Agents run folder (or one .pt checkpoint) as a Policy. UsageError says what is wrong.
     `seed` seeds the policy's own sampling generator (None: from the OS); `onnx` names the
     checkpoint's ML-Agents ONNX (NotThisPolicy, a CheckFailed, when it belongs to another policy)."""
-    device = _check_load_arguments(path, device, dtype, engine, expect_sha256)
+    device = _check_load_arguments(path, device, expect_sha256, onnx)
+    _check_policy_arguments(dtype, engine, graphs, seed)
     path = Path(path)
-    source = locate_model(None, str(path), None) if path.is_dir() else locate_model(str(path), None, None)
-    onnx = regular_file("onnx", onnx) if onnx else None
+    source = locate_model(None, str(path), None) if _path_kind("path", path) == "dir" else locate_model(str(path), None, None)
+    onnx = regular_file("onnx", onnx) if onnx is not None else None
     checkpoint = load_checkpoint(source.checkpoint, onnx, source.model_dir, source.behavior, expect_sha256, goal_input)
     return Policy(checkpoint, device, dtype, engine, graphs, seed)
 

@@ -6,6 +6,7 @@ ML-Agents ONNX (tests/mlagents_reference.py), never inference.py itself."""
 from __future__ import annotations
 
 import json
+import types
 
 import numpy as np
 import pytest
@@ -159,6 +160,100 @@ def test_check_spec_names_the_first_difference():
         policy.check_spec(BehaviorSpec(obs, actions._replace(discrete_branches=(3, 3))))
     with pytest.raises(I.UsageError, match="2 continuous action"):
         policy.check_spec(BehaviorSpec(obs, actions._replace(continuous_size=2)))
+
+
+def refused(call, match: str) -> None:
+    """A UsageError with a one-line message matching `match`: never another exception, never an answer."""
+    with pytest.raises(I.UsageError, match=match) as err:
+        call()
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("change", ["shape 10.7", "branch 4.5", "size nan", "size inf", "size True", "shape None",
+                                    "shape text", "branches None", "specs None"])
+def test_check_spec_refuses_sizes_that_are_not_whole_numbers(change):
+    """10.7 is not read as 10, nor 4.5 as 4: anything but whole numbers is a UsageError naming it (issue 26)."""
+    folder, _ = example("lstm-camera-nonsquare")  # camera [1, 24, 30], vector [3]; discrete [3, 2]
+    policy = I.load(folder)
+    spec = behavior_spec(folder)
+    obs, actions = list(spec.observation_specs), spec.action_spec
+    changed = {"shape 10.7": lambda: BehaviorSpec([obs[0], obs[1]._replace(shape=(3.7,))], actions),
+               "branch 4.5": lambda: BehaviorSpec(obs, actions._replace(discrete_branches=(3, 2.5))),
+               "size nan": lambda: BehaviorSpec(obs, actions._replace(continuous_size=float("nan"))),
+               "size inf": lambda: BehaviorSpec(obs, actions._replace(continuous_size=float("inf"))),
+               "size True": lambda: BehaviorSpec(obs, actions._replace(continuous_size=True)),
+               "shape None": lambda: BehaviorSpec([obs[0]._replace(shape=None), obs[1]], actions),
+               "shape text": lambda: BehaviorSpec([obs[0], obs[1]._replace(shape="3")], actions),
+               "branches None": lambda: BehaviorSpec(obs, actions._replace(discrete_branches=None)),
+               "specs None": lambda: BehaviorSpec(None, actions)}[change]()
+    refused(lambda: policy.check_spec(changed), r"the behavior's .*(whole number|expected a list)")
+    assert policy.check_spec(BehaviorSpec([obs[0]._replace(shape=np.array([1, 24, 30])), obs[1]],
+                                          actions._replace(discrete_branches=(np.int32(3), 2)))) is None
+
+
+@pytest.mark.parametrize("name", ["lstm", "hybrid"])
+def test_get_action_refuses_an_agent_id_twice_and_a_refused_call_changes_nothing(name):
+    """ML-Agents never sends one agent twice in a step: two rows of one id would each compute a next memory and
+    the second would silently win. Refused, naming the id, before any memory is forgotten or kept (issue 26)."""
+    folder, _ = example(name)
+    policy = I.load(folder)
+    spec = behavior_spec(folder)
+    rng = np.random.RandomState(4)
+    shapes = [tuple(o.shape) for o in spec.observation_specs]
+    branches = tuple(spec.action_spec.discrete_branches)
+    policy.get_action(decision_steps([observation(rng, s, 2) for s in shapes], [5, 6], mlagents_mask(rng, 2, branches)))
+    before = {agent: memory.copy() for agent, memory in policy.memories.items()}
+    twice = decision_steps([observation(rng, s, 3) for s in shapes], [7, 5, 5], mlagents_mask(rng, 3, branches))
+    refused(lambda: policy.get_action(twice, terminal_steps([observation(rng, s, 1) for s in shapes], [6])),
+            "agent id 5 appears more than once")
+    assert before.keys() == policy.memories.keys()
+    assert all(np.array_equal(before[agent], policy.memories[agent]) for agent in before)
+
+
+def _steps(ids, obs=(np.zeros((2, 10), np.float32),)):
+    return types.SimpleNamespace(obs=obs if obs is None else list(obs), agent_id=ids, action_mask=None)
+
+
+ONE = np.zeros(10, np.float32)
+HOSTILE = {  # policy (examples/lstm: vector [10], discrete [4], memory 32) -> the call, and what the message says
+    "mask of text": (lambda p: p.act(ONE, ["1", "1", "1", "1"]), "action_masks: holds <U1 values, expected numbers"),
+    "complex mask": (lambda p: p.act(ONE, np.array([1, 1, 1, 1j])), "action_masks: holds complex128 values"),
+    "complex memory": (lambda p: p.act(ONE, memory=np.full(32, 1j)), "memory: holds complex128 values"),
+    "memory of text": (lambda p: p.act(ONE, memory=["0"] * 32), "memory: holds <U1 values"),
+    "masked values": (lambda p: p.act(np.ma.masked_array(np.ones(10), mask=[1] + [0] * 9)), "masked .missing. values"),
+    "meta tensor": (lambda p: p.act(torch.zeros(10, device="meta")), "torch tensor .* cannot be read"),
+    "deterministic text": (lambda p: p.get_action(_steps([1, 2]), deterministic="yes"), "deterministic='yes'"),
+    "float ids": (lambda p: p.get_action(_steps([1.5, 2.5])), "decision_steps: agent ids must be whole numbers"),
+    "text ids": (lambda p: p.get_action(_steps(["a", "b"])), "decision_steps: agent ids must be whole numbers"),
+    "None ids": (lambda p: p.get_action(_steps([None, None])), "decision_steps: agent ids must be whole numbers"),
+    "ragged ids": (lambda p: p.get_action(_steps([[1], [2, 3]])), "decision_steps: agent ids must be whole numbers"),
+    "more ids than rows": (lambda p: p.get_action(_steps([1, 2, 3])), r"3 agent id\(s\) but 2 observation"),
+    "obs None": (lambda p: p.get_action(_steps([1], None)), "decision_steps.obs: expected ML-Agents' list of arrays"),
+    "not steps": (lambda p: p.get_action(object()), "expected mlagents_envs' DecisionSteps"),
+    "terminal ids": (lambda p: p.get_action(_steps([1, 2]), types.SimpleNamespace(agent_id=[{}])), "terminal_steps: agent"),
+    "reset text": (lambda p: p.reset("abc"), "agent_ids: agent ids must be whole numbers"),
+    "reset float": (lambda p: p.reset(1.5), "agent_ids: agent ids must be whole numbers"),
+    "reset set": (lambda p: p.reset({1, 2}), "agent_ids: agent ids must be whole numbers"),
+    "load dtype array": (lambda p: I.load(EXAMPLES / "vector", dtype=np.array(["float32", "x"])), "dtype array"),
+    "load engine array": (lambda p: I.load(EXAMPLES / "vector", engine=np.array(["auto", "x"])), "engine array"),
+    "load graphs text": (lambda p: I.load(EXAMPLES / "vector", graphs="no"), "graphs='no'"),
+    "load onnx number": (lambda p: I.load(EXAMPLES / "vector", onnx=123), "onnx 123"),
+    "load onnx empty": (lambda p: I.load(EXAMPLES / "vector", onnx=""), "onnx ''"),
+    "load long path": (lambda p: I.load("a" * 5000), "File name too long"),
+}
+
+
+@pytest.fixture(scope="module")
+def lstm_policy():
+    return I.load(EXAMPLES / "lstm")
+
+
+@pytest.mark.parametrize("case", list(HOSTILE))
+def test_the_api_refuses_hostile_arguments_in_one_line(lstm_policy, case):
+    """act(), get_action(), reset() and load() given what is not numbers, ids, flags or paths: a one-line
+    UsageError each, never a TypeError/ValueError/KeyError/OSError, never an answer (issue 26)."""
+    call, match = HOSTILE[case]
+    refused(lambda: call(lstm_policy), match)
 
 
 # ---------------------------------------------------------------------------------------------
