@@ -1,5 +1,6 @@
 """The policy: load once, act many times (the Python API; every mode goes through it).
 load(), Policy (act, get_action, check_spec, reset, sampling, the float64 reference)."""
+import collections
 import copy
 import math
 import os
@@ -290,8 +291,7 @@ class Policy:
         ids = _agent_ids(_field(decision_steps, "agent_id", "DecisionSteps"), "decision_steps")
         rows = len(ids)
         if rows > 1 and len(set(ids)) != rows:  # (one row would win the id's memory: refused, as ML-Agents never sends it)
-            seen: set = set()
-            twice = next(agent for agent in ids if agent in seen or seen.add(agent))
+            twice = next(agent for agent, n in collections.Counter(ids).items() if n > 1)
             raise UsageError(f"decision_steps: agent id {twice} appears more than once (an agent decides once a step)")
         masks = _field(decision_steps, "action_mask", "DecisionSteps") if s.discrete_branches else None
         if masks is not None and not (type(masks) in (list, tuple) and masks and
@@ -341,10 +341,9 @@ class Policy:
         with its `observation_specs` and `action_spec`) and this policy: the number of observations,
         an observation's shape, the continuous size, the discrete branches. Returns None when they agree."""
         s = self.settings
-        try:
-            specs = list(_field(behavior_spec, "observation_specs", "BehaviorSpec"))
-        except TypeError:
-            raise UsageError(f"the behavior's observation_specs: expected a list, not {_brief(behavior_spec.observation_specs)}")
+        specs = _field(behavior_spec, "observation_specs", "BehaviorSpec")
+        if type(specs) not in (list, tuple):
+            raise UsageError(f"the behavior's observation_specs is {_brief(specs)}: expected a list")
         names = ", ".join(f"{i.name} {list(i.shape)}" for i in s.inputs)
         if len(specs) != len(s.inputs):
             raise UsageError(f"the behavior has {len(specs)} observation(s), this policy takes {len(s.inputs)} ({names})")
@@ -452,10 +451,10 @@ def _agent_ids(value, what: str) -> list:
     a UsageError naming `what` for text, floats, None, objects or ragged lists."""
     try:
         ids = np.asarray(value)
-    except (ValueError, TypeError):
-        raise UsageError(f"{what}: agent ids must be whole numbers (ML-Agents' int32 agent_id), not a ragged list") from None
+    except (ValueError, TypeError):  # (ragged)
+        ids = np.asarray(None)
     if ids.dtype.kind not in "iu" and ids.size:
-        raise UsageError(f"{what}: agent ids must be whole numbers (ML-Agents' int32 agent_id), not {ids.dtype} values")
+        raise UsageError(f"{what}: agent ids must be whole numbers (ML-Agents' int32 agent_id), not {_brief(value)}")
     return ids.reshape(-1).tolist()
 
 
