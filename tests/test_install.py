@@ -140,6 +140,26 @@ def test_the_installed_command_is_inference_py(installed, tmp_path):
     assert line.startswith("error: no model:") and "no bundled sample" in line and "--model-dir" in line
 
 
+def test_the_installed_command_never_writes_into_its_installation(installed, tmp_path):
+    """export-onnx without --output writes huggy_rebuilt.onnx in the current folder, not site-packages/assets/
+    (which pip uninstall would leave behind): after export-onnx, batch and onnx-compare from another folder, every
+    file and folder of the installation is as pip left it (issue 26)."""
+    _, site = installed
+    env = child_env(PYTHONPATH=str(site), PYTHONDONTWRITEBYTECODE="1")  # (Python's own .pyc files are not ours)
+
+    def snapshot() -> dict:
+        return {p: (p.is_dir(), p.stat().st_size, p.stat().st_mtime_ns) for p in site.rglob("*")}
+
+    before = snapshot()
+    for args in (["--mode", "export-onnx"], ["--mode", "batch", "--batch", "4"], ["--mode", "onnx-compare"]):
+        done = subprocess.run([str(site / "bin" / "mlagents-infer"), *args, "--model-dir", str(EXAMPLES / "vector")],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+    assert snapshot() == before
+    assert (tmp_path / "huggy_rebuilt.onnx").stat().st_size > 1000
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["huggy_rebuilt.onnx"]
+
+
 def test_inference_py_copied_without_its_package_says_so(tmp_path):
     alone = tmp_path / "inference.py"
     shutil.copy(ROOT / "inference.py", alone)
