@@ -124,6 +124,7 @@ def main() -> int:
     parser.add_argument("--limit", type=float, default=None, help="exit 1 when an act() ratio exceeds this")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    sys.path.insert(0, str(Path(args.inference).resolve().parent))  # (its package, mlagents_inference/, beside it)
     spec = importlib.util.spec_from_file_location("inference", args.inference)
     inference = importlib.util.module_from_spec(spec)
     sys.modules["inference"] = inference
