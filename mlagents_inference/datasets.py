@@ -138,11 +138,11 @@ def batch_file(ctx: Context):
         raise UsageError(f"--ray: reads Parquet datasets (a .parquet file or a folder of them), not {path.name}")
     if _is_parquet(path):
         source = ParquetSource.open(path, s, keep)
-        rows, chunks = source.rows, lambda size: source.chunks(size, s)
+        rows, chunks, inputs = source.rows, lambda size: source.chunks(size, s), [path, *source.files]
     else:
         data = open_obs_file(path, s)
-        rows, chunks = data["rows"], lambda size: array_chunks(data, size)
-    refuse_same_file(output or folder, [path])
+        rows, chunks, inputs = data["rows"], lambda size: array_chunks(data, size), [path]
+    refuse_same_file(output or folder, inputs)
     if folder is not None:
         return ray_to_folder(ctx, source, folder)
     chunk = args.chunk
