@@ -320,8 +320,11 @@ def _parquet_values(column, layout: list, shape: tuple, what: str, first_row: Op
         column, stride = column.flatten(), stride * size
     if column.null_count:
         raise UsageError(f"{what}: {row(int(np.argmin(column.is_valid().to_numpy(zero_copy_only=False))))} holds a null")
-    with np.errstate(over="ignore"):  # beyond float32 -> inf, refused with the row named
-        return column.to_numpy(zero_copy_only=False).astype(np.float32, copy=False).reshape(rows, *shape)
+    values = column.to_numpy(zero_copy_only=False)
+    if values.dtype != np.uint8:  # (uint8 stays: act() reads a camera's as pixels, x/255, as from any other file)
+        with np.errstate(over="ignore"):  # beyond float32 -> inf, refused with the row named
+            values = values.astype(np.float32, copy=False)
+    return values.reshape(rows, *shape)
 
 
 @dataclass

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import BUNDLED, BUNDLED_ONNX, ROOT, child_env, cli, ort_deterministic
+from conftest import BUNDLED, BUNDLED_ONNX, EXAMPLES, ROOT, child_env, cli, ort_deterministic
 
 import inference as I
 from mlagents_inference.outputs import refuse_same_file
@@ -90,6 +90,27 @@ def test_refuse_same_file_takes_folders(tmp_path):
     for output in (folder, folder / "out.npz", folder / "sub" / "out.npz", tmp_path / "x" / ".." / "in" / "o.npy"):
         with pytest.raises(I.UsageError, match="input folder"):
             refuse_same_file(output, [folder])
+
+
+# --- 5. uint8 camera frames in Parquet are pixels, as in .npz, image files and act() ---------------
+
+def test_uint8_frames_in_parquet_are_scaled_as_everywhere_else(capsys, tmp_path):
+    import onnxruntime as ort
+    rng = np.random.RandomState(5)
+    pixels = rng.randint(0, 256, (40, 3, 36, 36)).astype(np.uint8)
+    vector = rng.randn(40, 5).astype(np.float32)
+    session = ort.InferenceSession(str(EXAMPLES / "visual-simple" / "VisualSimple.onnx"), providers=["CPUExecutionProvider"])
+    want = session.run(["deterministic_continuous_actions"], {"obs_0": pixels.astype(np.float32) / 255, "obs_1": vector})[0]
+    nested = pa.array(pixels.tolist(), type=pa.list_(pa.list_(pa.list_(pa.uint8()))))
+    pq.write_table(pa.table({"obs_0": nested, "obs_1": fixed(vector)}), tmp_path / "nested.parquet")
+    pq.write_table(pa.table({"obs_0": fixed(pixels), "obs_1": fixed(vector)}), tmp_path / "flat.parquet")
+    np.savez(tmp_path / "frames.npz", obs_0=pixels, obs_1=vector)
+    for source in ("nested.parquet", "flat.parquet", "frames.npz"):
+        target = tmp_path / f"out-{source}.parquet"
+        code, _, err = run(capsys, "--mode", "batch", "--obs-file", tmp_path / source, "--output", target,
+                           "--model-dir", EXAMPLES / "visual-simple")
+        assert code == 0, err
+        assert np.abs(column(pq.read_table(target), "continuous_actions") - want).max() <= 1e-5, source
 
 
 # --- 7. a Parquet footer's row count is held to the rows read ---------------------------------------
