@@ -113,6 +113,33 @@ def test_uint8_frames_in_parquet_are_scaled_as_everywhere_else(capsys, tmp_path)
         assert np.abs(column(pq.read_table(target), "continuous_actions") - want).max() <= 1e-5, source
 
 
+# --- 6. --mask applies with --obs-file, or is refused beside the file's own masks ------------------
+
+def test_mask_applies_to_every_row_of_an_obs_file(capsys, tmp_path):
+    import onnxruntime as ort
+    obs = (np.random.RandomState(2).randn(200, 12) * 2).astype(np.float32)
+    pq.write_table(pa.table({"obs": fixed(obs)}), tmp_path / "obs.parquet")
+    np.savez(tmp_path / "obs.npz", obs=obs)
+    session = ort.InferenceSession(str(EXAMPLES / "hybrid" / "Hybrid.onnx"), providers=["CPUExecutionProvider"])
+    free = session.run(["deterministic_discrete_actions"], {"obs_0": obs, "action_masks": np.ones((200, 2), np.float32)})[0]
+    assert (free == 1).any()  # the mask below changes rows
+    for source in ("obs.parquet", "obs.npz"):
+        target = tmp_path / f"out-{source}.npz"
+        code, _, err = run(capsys, "--mode", "batch", "--obs-file", tmp_path / source, "--output", target, "--mask", "1,0",
+                           "--model-dir", EXAMPLES / "hybrid")
+        assert code == 0, err
+        assert (np.load(target)["discrete_actions"] == 0).all(), source
+    masks = np.ones((200, 2), np.int64)
+    pq.write_table(pa.table({"obs": fixed(obs), "action_masks": fixed(masks)}), tmp_path / "held.parquet")
+    np.savez(tmp_path / "held.npz", obs=obs, action_masks=masks)
+    for source in ("held.parquet", "held.npz"):
+        refused(run(capsys, "--mode", "batch", "--obs-file", tmp_path / source, "--mask", "1,0",
+                    "--model-dir", EXAMPLES / "hybrid"), "--mask", "action_masks")
+    np.save(tmp_path / "huggy.npy", huggy_obs(10))
+    refused(run(capsys, "--mode", "batch", "--obs-file", tmp_path / "huggy.npy", "--mask", "1,0", "--model-dir", BUNDLED),
+            "--mask", "no discrete actions")
+
+
 # --- 7. a Parquet footer's row count is held to the rows read ---------------------------------------
 
 def tampered(path, rows: int, file_rows: int, group_rows: int):
