@@ -138,11 +138,17 @@ def batch_file(ctx: Context):
         raise UsageError(f"--ray: reads Parquet datasets (a .parquet file or a folder of them), not {path.name}")
     if _is_parquet(path):
         source = ParquetSource.open(path, s, keep)
-        rows, chunks = source.rows, lambda size: source.chunks(size, s)
+        rows, chunks, inputs = source.rows, lambda size: source.chunks(size, s), [path, *source.files]
+        held = "action_masks" in source.columns
     else:
         data = open_obs_file(path, s)
-        rows, chunks = data["rows"], lambda size: array_chunks(data, size)
-    refuse_same_file(output or folder, [path])
+        rows, chunks, inputs = data["rows"], lambda size: array_chunks(data, size), [path]
+        held = data["action_masks"] is not None
+    refuse_same_file(output or folder, inputs)
+    mask = ctx.masks()  # one mask for every row the file does not give its own
+    if mask is not None and (held or args.ray):
+        raise UsageError(f"--mask: {path.name} holds its own action_masks; give one or the other" if held else
+                         "--mask: not with --ray; give the dataset an action_masks column")
     if folder is not None:
         return ray_to_folder(ctx, source, folder)
     chunk = args.chunk
@@ -166,7 +172,7 @@ def batch_file(ctx: Context):
                 if values.dtype.kind == "f":
                     finite_float32(values, f"--obs-file {path} ({spec.name})", "row", start)
             try:
-                out = policy.act(block if len(block) > 1 else block[0], masks, memory=memory)
+                out = policy.act(block if len(block) > 1 else block[0], mask if masks is None else masks, memory=memory)
             except UsageError as exc:
                 raise UsageError(f"--obs-file {path}: rows {start}-{start + len(block[0]) - 1}: {exc}")
             yield start, out, kept

@@ -12,6 +12,7 @@ import numpy as np
 
 from .errors import UsageError
 from .observations import _is_float, finite_float32, random_inputs
+from .sources import regular_file
 from .spec import NORMALIZER_CLIP, InputSpec, PolicySettings
 
 if TYPE_CHECKING:  # (annotations only: the module above imports this one)
@@ -89,8 +90,7 @@ def parse_one_input(text: str, spec: InputSpec, random_value: np.ndarray, proces
 
 def read_input_file(path: Path, spec: InputSpec) -> np.ndarray:
     """One observation of one input from a file: .npy, or an image .png/.jpg (channel-first, [0, 1], no resizing)."""
-    if not path.is_file():
-        raise UsageError(f"--obs {spec.name}: {path}: no such file")
+    regular_file(f"--obs {spec.name}:", path)  # (never open a FIFO: it would block)
     if path.suffix.lower() == ".npy":
         try:
             array = np.load(path, allow_pickle=False)
@@ -202,10 +202,7 @@ def open_obs_file(path: Path, settings: PolicySettings) -> dict:
     """Observation arrays for a file batch: .npy (one input, memory-mapped), .csv (one vector
     input), or .npz with obs_0 ... obs_k (or 'obs' for one input) and optional action_masks and
     memory. Returns {"inputs": [...], "action_masks": ..., "memory": ..., "rows": N}."""
-    if not path.exists():
-        raise UsageError(f"--obs-file {path}: no such file")
-    if not path.is_file():
-        raise UsageError(f"--obs-file {path}: not a regular file")
+    regular_file("--obs-file", path)
     suffix = path.suffix.lower()
     names = [i.name for i in settings.inputs]
     out = {"action_masks": None, "memory": None}
@@ -266,15 +263,25 @@ def _import_pyarrow():
 
 
 def _parquet_files(path: Path) -> list:
-    """A .parquet file, or the .parquet files of a folder in name order (their rows in that order)."""
-    if not path.exists():
-        raise UsageError(f"--obs-file {path}: no such file or folder")
+    """A .parquet file, or the .parquet files of a folder in name order (their rows in that order); each a regular file
+    (a FIFO would block)."""
     if not path.is_dir():
-        return [path]
+        return [regular_file("--obs-file", path)]
     files = sorted(p for p in path.iterdir() if p.suffix.lower() == ".parquet" and not p.name.startswith("."))
     if not files:
         raise UsageError(f"--obs-file {path}: a folder without .parquet files")
-    return files
+    return [regular_file("--obs-file", p) for p in files]
+
+
+def _parquet_reader(file: Path):
+    """The one way a Parquet file is opened: page checksums verified (pyarrow 15 and later), and a bound on what is
+    held that does not grow with the file: no pre-buffering of whole row groups (pyarrow's default), pages read
+    through a 1 MiB buffer rather than whole column chunks."""
+    import inspect
+
+    import pyarrow.parquet as pq
+    verify = "page_checksum_verification" in inspect.signature(pq.ParquetFile).parameters
+    return pq.ParquetFile(file, pre_buffer=False, buffer_size=1 << 20, **({"page_checksum_verification": True} if verify else {}))
 
 
 def _parquet_layout(type_, shape: tuple, pa) -> Optional[list]:
@@ -313,8 +320,11 @@ def _parquet_values(column, layout: list, shape: tuple, what: str, first_row: Op
         column, stride = column.flatten(), stride * size
     if column.null_count:
         raise UsageError(f"{what}: {row(int(np.argmin(column.is_valid().to_numpy(zero_copy_only=False))))} holds a null")
-    with np.errstate(over="ignore"):  # beyond float32 -> inf, refused with the row named
-        return column.to_numpy(zero_copy_only=False).astype(np.float32, copy=False).reshape(rows, *shape)
+    values = column.to_numpy(zero_copy_only=False)
+    if values.dtype != np.uint8:  # (uint8 stays: act() reads a camera's as pixels, x/255, as from any other file)
+        with np.errstate(over="ignore"):  # beyond float32 -> inf, refused with the row named
+            values = values.astype(np.float32, copy=False)
+    return values.reshape(rows, *shape)
 
 
 @dataclass
@@ -326,6 +336,7 @@ class ParquetSource:
     keep: list          # column names copied through
     schema: object      # pyarrow schema of the columns read
     rows: int
+    counts: tuple = ()  # rows of each file, as its footer and its row groups say (held to them when read)
 
     @classmethod
     def open(cls, path: Path, settings: PolicySettings, keep: Sequence[str] = ()) -> "ParquetSource":
@@ -336,17 +347,23 @@ class ParquetSource:
             shapes["action_masks"] = (sum(settings.discrete_branches),)
         if settings.memory_size:
             shapes["memory"] = (settings.memory_size,)
-        first, rows = None, 0
+        first, counts = None, []
         for file in files:
             try:
-                meta = pa.parquet.ParquetFile(file)
-                schema, rows = meta.schema_arrow, rows + meta.metadata.num_rows
-            except (pa.ArrowException, OSError) as exc:
+                with _parquet_reader(file) as reader:
+                    meta, schema = reader.metadata, reader.schema_arrow
+                    counts.append(sum(meta.row_group(i).num_rows for i in range(meta.num_row_groups)))
+            except (pa.ArrowException, OSError, ValueError) as exc:  # (ValueError: a name that is not UTF-8)
                 raise UsageError(f"--obs-file {file}: not a readable Parquet file ({str(exc).splitlines()[0][:120]})")
+            if counts[-1] != meta.num_rows:
+                raise UsageError(f"--obs-file {file}: its footer says {meta.num_rows} rows and its row groups "
+                                 f"{counts[-1]}; a damaged file")
             first = schema if first is None else first
             if not schema.equals(first):
                 raise UsageError(f"--obs-file {file}: its columns differ from those of {files[0].name}")
-        names = list(first.names)
+        names, rows = list(first.names), sum(counts)
+        if twice := [n for n, c in collections.Counter(names).items() if c > 1]:
+            raise UsageError(f"--obs-file {path}: holds {twice[0][:60]!r} more than once; name each column once")
         if not rows:
             raise UsageError(f"--obs-file {path}: holds no rows")
         one = len(settings.inputs) == 1
@@ -375,19 +392,27 @@ class ParquetSource:
                                  f"{', or nested ' + ' x '.join(map(str, shape)) if len(shape) > 1 else ''})")
             columns[name] = (column, layout, shape)
         read = [c for c, _, _ in columns.values()] + [k for k in keep if k not in columns]
-        return cls(files, columns, list(keep), pa.schema([first.field(c) for c in read]), rows)
+        return cls(files, columns, list(keep), pa.schema([first.field(c) for c in read]), rows, tuple(counts))
 
     def batches(self, chunk: int):
-        """(first row, record batch) in file order, `chunk` rows at most."""
+        """(first row, record batch) in file order, `chunk` rows at most; a file that holds more or fewer rows than
+        its footer says is refused (the rows would not be those counted: an output's size, rows of zeros)."""
         import pyarrow as pa
         start, read = 0, self.schema.names
-        for file in self.files:
+        for file, count in zip(self.files, self.counts):
+            got = 0
             try:
-                for batch in pa.parquet.ParquetFile(file).iter_batches(batch_size=chunk, columns=read):
-                    yield start, batch
-                    start += batch.num_rows
-            except (pa.ArrowException, OSError) as exc:
+                with _parquet_reader(file) as reader:
+                    for batch in reader.iter_batches(batch_size=chunk, columns=read):
+                        if (got := got + batch.num_rows) > count:
+                            break
+                        yield start, batch
+                        start += batch.num_rows
+            except (pa.ArrowException, OSError, ValueError) as exc:
                 raise UsageError(f"--obs-file {file}: unreadable after row {start} ({str(exc).splitlines()[0][:120]})")
+            if got != count:
+                raise UsageError(f"--obs-file {file}: holds {'more' if got > count else f'{got}'} rows where its "
+                                 f"footer says {count}; a damaged file")
 
     def arrays(self, batch, settings: PolicySettings, start: int) -> tuple:
         """A record batch as (inputs, action masks, memory) arrays."""

@@ -245,20 +245,26 @@ def check_output_path(path, suffixes: tuple[str, ...], option: str = "--output")
 
 
 def refuse_same_file(output: Optional[Path], inputs: list) -> None:
-    """Refuse an output that is one of the inputs: the same path, or the same file through a
-    symlink or a hard link (st_dev/st_ino). Writing it would destroy the input being read."""
+    """The one same-file rule for every output: refuse one that is an input file or folder or lies inside an input
+    folder, by its path, through symlinks (resolved paths: atomic_write writes through a link) or as a hard link
+    (st_dev/st_ino). Writing it would destroy (or join) the input being read."""
     if output is None:
         return
     for source in (i for i in inputs if i is not None):
-        same = False
+        same = inside = False
         with contextlib.suppress(OSError, ValueError):
             a, b = os.stat(output), os.stat(source)
             same = (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
         with contextlib.suppress(OSError, ValueError):
-            same = same or os.path.realpath(output) == os.path.realpath(source)
+            real, held = Path(os.path.realpath(output)), Path(os.path.realpath(source))
+            same = same or real == held
+            inside = held in real.parents and held.is_dir()
         if same:
-            raise UsageError(f"--output {_short_path(output)}: is the input file {_short_path(source)}; "
-                             f"writing it would destroy the input; choose another output name")
+            raise UsageError(f"--output {_short_path(output)}: is the input {'folder' if os.path.isdir(source) else 'file'} "
+                             f"{_short_path(source)}; writing it would destroy the input; choose another output name")
+        if inside:
+            raise UsageError(f"--output {_short_path(output)}: lies inside the input folder {_short_path(source)}, "
+                             f"whose files are read; choose an output outside it")
 
 
 def _process_start_time() -> float:
