@@ -235,20 +235,45 @@ def show_batch_file(r: dict) -> list:
 
 
 class PolicyActor:
-    """Ray Data's worker: loads the policy once, then turns record batches (pyarrow tables) of
-    observations into result tables (_result_table) with the kept columns, as batch_file would."""
+    """Ray Data's worker: loads the policy once, then reads the units it is given (_read_units) as batch_file reads a
+    file (ParquetSource.chunks) and yields their results (_result_table), the kept columns, and each row's position in
+    the input in the column `order`."""
 
-    def __init__(self, model: dict, columns: dict, keep: list):
+    def __init__(self, model: dict, source: ParquetSource, chunk: int, order: str):
         checkpoint = load_checkpoint(Path(model["checkpoint"]), model["onnx"] and Path(model["onnx"]),
                                      model["model_dir"] and Path(model["model_dir"]), model["behavior"],
                                      model["expect_sha256"], model["goal_input"])
         self.policy = Policy(checkpoint, model["device"], model["dtype"], model["engine"], model["graphs"])
-        self.source = ParquetSource([], columns, keep, None, 0)
+        self.source, self.chunk, self.order = source, chunk, order
 
-    def __call__(self, table):
-        block, masks, memory = self.source.arrays(table, self.policy.settings, None)
-        out = self.policy.act(block if len(block) > 1 else block[0], masks, memory=memory)
-        return _result_table(out, table.select(self.source.keep) if self.source.keep else None)
+    def __call__(self, units):
+        import pyarrow as pa
+        units = [(u["file"], u["groups"], u["first"], u["skip"], u["take"]) for u in units.to_pylist()]
+        for start, block, masks, memory, kept in self.source.chunks(self.chunk, self.policy.settings, units):
+            out = self.policy.act(block if len(block) > 1 else block[0], masks, memory=memory)
+            table = _result_table(out, kept)
+            yield table.append_column(self.order, pa.array(np.arange(start, start + table.num_rows, dtype=np.int64)))
+
+
+def _read_units(source: ParquetSource, chunk: int, pieces: int) -> list:
+    """What each Ray task reads, in input order (ParquetSource.batches' units): runs of whole row groups of `chunk`
+    rows or more, a row group of many chunks cut into `pieces` runs of record batches (a task decodes those before its
+    own: little beside the policy). Not Ray's read_parquet: it packs row groups into tasks out of input order."""
+    import pyarrow.parquet as pq
+    units, first = [], 0
+    for file in source.files:
+        meta = pq.ParquetFile(file).metadata
+        sizes, g = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)], 0
+        while g < len(sizes):
+            end, rows = g + 1, sizes[g]
+            while end < len(sizes) and rows < chunk:
+                end, rows = end + 1, rows + sizes[end]
+            batches = -(-rows // chunk)
+            per = -(-batches // pieces) if end == g + 1 else batches
+            units += [{"file": str(file.resolve()), "groups": list(range(g, end)), "first": first, "skip": b,
+                       "take": per if b + per < batches else None} for b in range(0, batches, per)]
+            first, g = first + rows, end
+    return units
 
 
 def _table_results(table) -> dict:
@@ -258,10 +283,11 @@ def _table_results(table) -> dict:
 
 
 def ray_results(ctx: Context, source: "ParquetSource", chunk: int, info: dict, write_to: Optional[Path] = None):
-    """(first row, results, kept columns) in input order from Ray Data: read_parquet, then map_batches over --ray-actors
-    PolicyActors (each takes a GPU, or an NPU, when the policy runs on one). The workers import this package from Ray's
-    working_dir (a copy of it); the checkpoint and the dataset are read at the same paths on every node. Fills info with
-    the cluster's size. With write_to, the workers write the results there (write_parquet) instead."""
+    """(first row, results, kept columns) in input order from Ray Data: the read units (_read_units), map_batches over
+    --ray-actors PolicyActors (each takes a GPU, or an NPU, when the policy runs on one), each row's position checked.
+    The workers import this package from Ray's working_dir (a copy of it); the checkpoint and the dataset are read at
+    the same paths on every node. Fills info with the cluster's size. With write_to, the workers write the results
+    there (write_parquet) instead."""
     try:
         import ray.data
     except ImportError:
@@ -276,7 +302,7 @@ def ray_results(ctx: Context, source: "ParquetSource", chunk: int, info: dict, w
              "dtype": args.dtype, "engine": ctx.engine_name, "graphs": args.graphs == "on"}
     ctx.settings  # (checked here before any worker starts)
     # a CPU actor reserves no CPU in Ray's books (SPREAD places them): reserved ones would leave no
-    # whole CPU to read_parquet's file listing on nodes of one or two CPUs, and the job would wait forever
+    # whole CPU to Ray Data's own tasks (its file listing, write_parquet) on nodes of one or two CPUs: the job would wait
     resources = ({"num_gpus": 1} if device.type == "cuda" else {"resources": {"NPU": 1}} if device.type == "npu"
                  else {"num_cpus": 0})
     with tempfile.TemporaryDirectory(prefix="inference-ray-") as code, warnings.catch_warnings(), \
@@ -295,18 +321,24 @@ def ray_results(ctx: Context, source: "ParquetSource", chunk: int, info: dict, w
             context.execution_options.preserve_order = True  # rows come back in input order
             context.enable_progress_bars = False
             logging.getLogger("ray.data").setLevel(logging.CRITICAL)  # (a worker's error: our one line says it)
-            blocks = max(len(source.files), 2 * args.ray_actors)  # (one file would feed one actor only)
-            dataset = ray.data.read_parquet([str(f.resolve()) for f in source.files], override_num_blocks=blocks)
-            results = dataset.select_columns(source.schema.names).map_batches(
-                PolicyActor, fn_constructor_args=(model, source.columns, source.keep), batch_size=chunk,
-                batch_format="pyarrow", concurrency=args.ray_actors, max_restarts=0, scheduling_strategy="SPREAD", **resources)
+            units = _read_units(source, chunk, 2 * args.ray_actors)  # (a file of one row group feeds every actor)
+            order = "_row_" + "_".join(source.keep)  # each row's position: longer than any kept column's name
+            results = ray.data.from_items(units, override_num_blocks=len(units)).map_batches(
+                PolicyActor, fn_constructor_args=(model, source, chunk, order), batch_size=1, batch_format="pyarrow",
+                concurrency=args.ray_actors, max_restarts=0, scheduling_strategy="SPREAD", **resources)
             if write_to is not None:
-                results.write_parquet(str(write_to))
+                results.drop_columns([order]).write_parquet(str(write_to))
                 return
             start = 0
             for table in results.iter_batches(batch_size=chunk, batch_format="pyarrow"):
+                if not np.array_equal(table.column(order).to_numpy(), np.arange(start, start + table.num_rows)):
+                    raise UsageError(f"Ray Data returned rows out of input order (row {table.column(order)[0]} "
+                                     f"where row {start} was due)")
+                table = table.drop_columns([order])
                 yield start, _table_results(table), table.select(source.keep) if source.keep else None
                 start += table.num_rows
+            if start != source.rows:
+                raise UsageError(f"Ray Data returned {start} rows of {source.rows}")
         except Exception as exc:
             raise UsageError(f"--ray: {_ray_failure(exc)}") from None
         finally:

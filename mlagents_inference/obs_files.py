@@ -377,14 +377,19 @@ class ParquetSource:
         read = [c for c, _, _ in columns.values()] + [k for k in keep if k not in columns]
         return cls(files, columns, list(keep), pa.schema([first.field(c) for c in read]), rows)
 
-    def batches(self, chunk: int):
-        """(first row, record batch) in file order, `chunk` rows at most."""
+    def batches(self, chunk: int, units: Optional[Sequence[tuple]] = None):
+        """(first row, record batch) in file order, `chunk` rows at most; or of `units` alone, what a Ray task
+        reads: (file, row groups, their first row, record batches skipped, record batches read or None: the rest)."""
         import pyarrow as pa
         start, read = 0, self.schema.names
-        for file in self.files:
+        for file, groups, first, skip, take in units or [(file, None, None, 0, None) for file in self.files]:
+            start = start if first is None else first
             try:
-                for batch in pa.parquet.ParquetFile(file).iter_batches(batch_size=chunk, columns=read):
-                    yield start, batch
+                for n, batch in enumerate(pa.parquet.ParquetFile(file).iter_batches(chunk, groups, columns=read)):
+                    if take is not None and n >= skip + take:
+                        break
+                    if n >= skip:
+                        yield start, batch
                     start += batch.num_rows
             except (pa.ArrowException, OSError) as exc:
                 raise UsageError(f"--obs-file {file}: unreadable after row {start} ({str(exc).splitlines()[0][:120]})")
@@ -398,7 +403,7 @@ class ParquetSource:
             return _parquet_values(batch.column(column), layout, shape, f"--obs-file column {column}", start)
         return [values(i.name) for i in settings.inputs], values("action_masks"), values("memory")
 
-    def chunks(self, chunk: int, settings: PolicySettings):
+    def chunks(self, chunk: int, settings: PolicySettings, units: Optional[Sequence[tuple]] = None):
         """What batch_file runs: (first row, inputs, action masks, memory, kept columns)."""
-        for start, batch in self.batches(chunk):
+        for start, batch in self.batches(chunk, units):
             yield (start, *self.arrays(batch, settings, start), batch.select(self.keep) if self.keep else None)

@@ -90,6 +90,34 @@ def test_local_ray_lstm_masks_memory_and_a_bad_row(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["lstm.parquet", "plain.parquet", "ray.parquet"]
 
 
+def test_local_ray_keeps_the_input_order_of_large_files(tmp_path):
+    """Ray Data's read_parquet packs a file's row groups into read tasks of at most 128 MiB, and
+    handed out a large file's later ones first: past 128 MiB the output came back rotated, actions
+    beside the wrong rows (issue 26). The bins are made small here (RAY_DATA_PARQUET_BIN_PACKING_BYTES)
+    rather than the file large: a file of many row groups, and one of a single row group of many
+    chunks. Every row's actions are those of the run without Ray, with --keep-columns and without."""
+    rows = 12000
+    obs = (np.random.RandomState(3).randn(rows, 59) * 2).astype(np.float32)
+    env = child_env(RAY_DATA_PARQUET_BIN_PACKING_BYTES=str(1 << 18))
+    reference = ort_deterministic(BUNDLED_ONNX, obs)
+    for keep in (["--keep-columns", "id"], []):
+        data = tmp_path / f"data{len(keep)}"
+        data.mkdir()
+        for name, part, groups in (("a", slice(0, 8000), 400), ("b", slice(8000, rows), None)):
+            ids = {"id": np.arange(rows)[part]} if keep else {}
+            pq.write_table(pa.table({**ids, "obs": fixed(obs[part])}), data / f"{name}.parquet", row_group_size=groups)
+        common = ["--obs-file", data, *keep, "--chunk", "500", "--model-dir", BUNDLED]
+        batch(*common, "--output", tmp_path / "plain.parquet", env=env)
+        batch(*common, "--output", tmp_path / "ray.parquet", "--ray", "local", "--ray-actors", "2", env=env)
+        plain, on_ray = pq.read_table(tmp_path / "plain.parquet"), pq.read_table(tmp_path / "ray.parquet")
+        assert on_ray.column_names == ["continuous_actions", *(["id"] if keep else [])]
+        if keep:
+            assert on_ray.column("id").to_pylist() == list(range(rows))
+        actions = np.stack(on_ray.column("continuous_actions").to_numpy(zero_copy_only=False))
+        assert np.array_equal(actions, np.stack(plain.column("continuous_actions").to_numpy(zero_copy_only=False)))
+        assert np.abs(actions - reference).max() <= 1e-5
+
+
 def test_local_ray_into_a_folder(tmp_path):
     """An --output without suffix: Ray Data's workers write a folder of Parquet files (renamed into
     place at the end); together they hold every row, equal to the run without Ray."""
@@ -200,3 +228,4 @@ def test_two_node_loopback_cluster(tmp_path, two_node_cluster):
     assert a.equals(b)
     actions = np.stack(b.column("continuous_actions").to_numpy(zero_copy_only=False))
     assert np.abs(actions - ort_deterministic(BUNDLED_ONNX, obs)).max() <= 1e-5
+
