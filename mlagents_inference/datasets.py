@@ -16,7 +16,7 @@ from .context import Context, _action_fields, _actions_ok, _continuous_only, _ki
 from .errors import UsageError
 from .obs_files import ParquetSource, _import_pyarrow, array_chunks, open_obs_file
 from .observations import finite_float32, random_inputs, random_masks
-from .outputs import atomic_write, check_output_path, floats, fmt, npy_size, open_npy_memmap, refuse_same_file
+from .outputs import atomic_write, check_output_path, floats, fmt, handlers_kept, npy_size, open_npy_memmap, refuse_same_file
 from .policy import Policy, load_checkpoint
 from .spec import PolicySettings
 
@@ -288,6 +288,8 @@ def ray_results(ctx: Context, source: "ParquetSource", chunk: int, info: dict, w
     The workers import this package from Ray's working_dir (a copy of it); the checkpoint and the dataset are read at
     the same paths on every node. Fills info with the cluster's size. With write_to, the workers write the results
     there (write_parquet) instead."""
+    if ctx.args.ray == "local":  # Ray's servers listen on loopback alone where it expects no cluster (as on macOS)
+        os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     try:
         import ray.data
     except ImportError:
@@ -305,18 +307,25 @@ def ray_results(ctx: Context, source: "ParquetSource", chunk: int, info: dict, w
     # whole CPU to Ray Data's own tasks (its file listing, write_parquet) on nodes of one or two CPUs: the job would wait
     resources = ({"num_gpus": 1} if device.type == "cuda" else {"resources": {"NPU": 1}} if device.type == "npu"
                  else {"num_cpus": 0})
+    # stdout holds the result alone (--json): Ray's notes there (such as a dead worker's, beside our one line) go nowhere
     with tempfile.TemporaryDirectory(prefix="inference-ray-") as code, warnings.catch_warnings(), \
-            contextlib.redirect_stdout(sys.stderr):  # stdout holds the result alone (--json)
+            open(os.devnull, "w") as void, contextlib.redirect_stdout(void):
         warnings.simplefilter("ignore")  # Ray Data's advice on block counts and deprecations
         _copy_package(Path(code))  # (PolicyActor is pickled by reference: the workers import it from there)
         try:
-            local = {"_node_ip_address": "127.0.0.1"} if args.ray == "local" else {}  # a local instance: on loopback only
-            ray.init(address="local" if args.ray == "local" else args.ray, runtime_env={"working_dir": code},
-                     include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR, **local)
+            with handlers_kept():  # (ray.init installs SIGTERM handlers of its own)
+                ray.init(address="local" if args.ray == "local" else args.ray, runtime_env={"working_dir": code},
+                         include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise UsageError(f"--ray {args.ray}: no Ray cluster there ({str(exc).splitlines()[0][:160]})")
+        except KeyboardInterrupt:  # (a signal while Ray starts: what it started ends)
+            ray.shutdown()
+            raise
         try:
             info.update(ray_nodes=sum(1 for node in ray.nodes() if node.get("Alive")), ray_actors=args.ray_actors)
+            if args.ray == "local" and (where := {n["NodeManagerAddress"] for n in ray.nodes()}) != {"127.0.0.1"}:
+                raise UsageError(f"the local Ray instance listens on {', '.join(where)}, not on loopback alone (Ray was "
+                                 "imported before --ray local could keep it there); stopped")
             context = ray.data.DataContext.get_current()
             context.execution_options.preserve_order = True  # rows come back in input order
             context.enable_progress_bars = False
@@ -394,14 +403,19 @@ def _ray_unreachable(address: str) -> Optional[str]:
 
 def _ray_failure(exc: BaseException) -> str:
     """The one line a failure inside Ray comes down to: a worker's UsageError as it was raised
-    (Ray wraps it, with the worker's traceback in the text), else the failure's last line."""
-    seen, texts = exc, []
+    (Ray wraps it, with the worker's traceback in the text), a worker process that died, else the
+    failure's last line."""
+    seen, texts, died = exc, [], False
     while seen is not None and len(texts) < 20:
-        if "UsageError" in [c.__name__ for c in type(seen).__mro__] and not hasattr(seen, "cause"):
+        names = [c.__name__ for c in type(seen).__mro__]
+        if "UsageError" in names and not hasattr(seen, "cause"):
             return str(seen).splitlines()[0]
+        died = died or bool({"RayActorError", "WorkerCrashedError", "NodeDiedError", "ObjectLostError"} & set(names))
         texts.append(str(seen))
         seen = getattr(seen, "cause", None) or seen.__cause__ or seen.__context__
     if found := re.search(r"UsageError: (.+)", "\n".join(texts)):
         return found.group(1).strip()
+    if died:  # (Ray's own text ends in guesses, such as "never ran - it was cancelled")
+        return "a Ray worker process died (killed, out of memory or crashed; Ray's logs on its node tell which)"
     lines = [l for l in texts[0].splitlines() if l.strip()]
     return (lines[-1] if lines else type(exc).__name__)[:300]
