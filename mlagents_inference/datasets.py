@@ -116,6 +116,16 @@ def show_batch(r: dict) -> list:
     return lines
 
 
+def peak_rss_mb() -> float:
+    """This process's peak resident memory, MB: VmHWM on Linux, which starts afresh at exec (ru_maxrss there carries
+    the peak of the process that started this one); elsewhere ru_maxrss (bytes on macOS, KiB otherwise)."""
+    with contextlib.suppress(OSError, ValueError, IndexError, StopIteration):
+        line = next(l for l in Path("/proc/self/status").read_text().splitlines() if l.startswith("VmHWM:"))
+        return int(line.split()[1]) / 1024  # kB
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (1 << 20 if sys.platform == "darwin" else 1024)
+
+
 def _is_parquet(path: Path) -> bool:
     return path.suffix.lower() == ".parquet" or path.is_dir()
 
@@ -124,7 +134,6 @@ def batch_file(ctx: Context):
     """A dataset-sized batch: memory-mapped input (.npy) or Parquet read a record batch at a time,
     chunked inference, results written atomically (.npy through a memory map for continuous-only
     policies, .parquet a row group per chunk, else .npz), progress on stderr."""
-    import resource
     s, args = ctx.settings, ctx.args
     path = Path(args.obs_file)
     folder = Path(args.output) if args.ray and args.output and not Path(args.output).suffix else None
@@ -208,7 +217,7 @@ def batch_file(ctx: Context):
         if bar is not None:
             bar.close()
     seconds = time.perf_counter() - t0
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (1 << 20 if sys.platform == "darwin" else 1024)  # bytes on macOS, KiB on Linux
+    peak_mb = peak_rss_mb()
     first = summary["first"]
     ok = s.tanh_squash or not s.continuous_size or -1.0 <= summary["min"] <= summary["max"] <= 1.0
     return ({"input": path.name, "rows": rows, "chunk": chunk, "output": str(output.resolve()) if output else None,
@@ -368,7 +377,6 @@ def _copy_package(folder: Path) -> None:
 def ray_to_folder(ctx: Context, source: "ParquetSource", folder: Path):
     """--ray with an --output folder: Ray Data's write_parquet from the workers, into a temporary
     folder beside it renamed at the end (an existing folder must be empty)."""
-    import resource
     import shutil
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise UsageError(f"--output {folder}: exists and is not an empty folder")
@@ -385,7 +393,7 @@ def ray_to_folder(ctx: Context, source: "ParquetSource", folder: Path):
     seconds = time.perf_counter() - t0
     return ({"input": Path(ctx.args.obs_file).name, "rows": source.rows, "chunk": ctx.args.chunk,
              "output": str(folder.resolve()), "seconds": seconds, "throughput_per_s": source.rows / seconds,
-             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, **info, **ctx.base()}, True)
+             "peak_rss_mb": peak_rss_mb(), **info, **ctx.base()}, True)
 
 
 def _ray_unreachable(address: str) -> Optional[str]:

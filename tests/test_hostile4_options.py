@@ -1,10 +1,11 @@
 """Hostile and unlucky input, round four (issue 26): options that would be silently ignored are
-refused in one line (cli.parse_args, the one place). No Ray needed (the Ray group: test_ray.py)."""
+refused in one line (cli.parse_args, the one place), and peak_rss_mb is this program's own peak,
+not that of the process that started it. No Ray needed (the Ray group: test_ray.py)."""
 import json
 
 import numpy as np
 import pytest
-from conftest import BUNDLED
+from conftest import BUNDLED, cli
 
 import inference as I
 
@@ -56,3 +57,14 @@ def test_options_that_fit_still_run(capsys, tmp_path):
     code, out, err = run(capsys, "--mode", "batch", "--batch", "3", "--model-dir", BUNDLED, "--json")
     assert code == 0 and json.loads(out)["rows"] == 3, err
 
+
+def test_peak_rss_is_this_programs_own_not_its_parents(tmp_path):
+    """Linux carries ru_maxrss across exec: started from a process holding 2 GB, the program reported
+    a peak of 2 GB or more. VmHWM counts this program's own pages only."""
+    np.save(tmp_path / "obs.npy", np.zeros((100, 59), np.float32))
+    ballast = np.ones(2 << 27)  # 2 GiB of float64, resident in this (the parent) process
+    result = cli("--mode", "batch", "--obs-file", tmp_path / "obs.npy", "--model-dir", BUNDLED, "--json")
+    assert ballast[-1] == 1.0
+    assert result.returncode == 0, result.stderr
+    peak = json.loads(result.stdout)["peak_rss_mb"]
+    assert 20 < peak < 1500, peak  # the program alone: a few hundred MB (torch, onnxruntime)
