@@ -90,16 +90,20 @@ def _positive_float(text: str) -> float:
 
 OPTION_MODES: dict = {}     # dest -> the modes an option applies to (absent: every mode)
 OPTION_DEFAULTS: dict = {}  # dest -> {mode: default} where the default depends on the mode
+OPTION_WITH: dict = {}      # dest -> (another option's dest, True: applies only with it | False: only without it)
 
 
-def option(group, *flags, modes: Optional[tuple] = None, per_mode: Optional[dict] = None, **kwargs) -> None:
-    """Declare an option once: argparse's help and default, the modes it applies to, and
-    defaults that differ by mode (per_mode, with "*" for the others)."""
+def option(group, *flags, modes: Optional[tuple] = None, per_mode: Optional[dict] = None, needs: Optional[str] = None,
+           not_with: Optional[str] = None, **kwargs) -> None:
+    """Declare an option once: argparse's help and default, the modes it applies to, defaults that
+    differ by mode (per_mode, with "*" for the others), and the option it needs or must not meet."""
     action = group.add_argument(*flags, **kwargs)
     if modes:
         OPTION_MODES[action.dest] = modes
     if per_mode:
         OPTION_DEFAULTS[action.dest] = per_mode
+    if needs or not_with:
+        OPTION_WITH[action.dest] = (needs, True) if needs else (not_with, False)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -136,26 +140,26 @@ def build_parser() -> argparse.ArgumentParser:
            help="LSTM policies: the memory [h, c] to start from (comma-separated, or zeros; default zeros)")
     option(obs, "--seed", type=seed_int, default=0,
            help="RandomState(seed) for observations, torch.Generator(seed) for sampling noise (default 0)")
-    option(obs, "--batch", type=positive_int, default=None, modes=("batch", "onnx-compare", "benchmark"),
+    option(obs, "--batch", type=positive_int, default=None, modes=("batch", "onnx-compare", "benchmark"), not_with="obs_file",
            per_mode={"onnx-compare": 64, "benchmark": 1, "*": 32},
            help="rows per call (batch: 32, onnx-compare: 64, benchmark: 1)")
     option(obs, "--obs-file", modes=("batch",),
            help="batch: .npy (memory-mapped) or .csv of [rows, obs_dim], or .npz with obs_0 ... obs_k "
                 "(+ action_masks, memory), or a .parquet file or folder of them with those columns (needs pyarrow)")
-    option(obs, "--keep-columns", type=column_names, default=None, metavar="A,B", modes=("batch",),
+    option(obs, "--keep-columns", type=column_names, default=None, metavar="A,B", modes=("batch",), needs="obs_file",
            help="batch, Parquet in and out: columns copied through to --output (ids, timestamps)")
-    option(obs, "--chunk", type=_whole_number(1, 1 << 24), default=16384, modes=("batch",),
+    option(obs, "--chunk", type=_whole_number(1, 1 << 24), default=16384, modes=("batch",), needs="obs_file",
            help="rows per call with --obs-file (default 16384)")
     option(obs, "--output", modes=("batch", "export-onnx"),
            help="batch: .npy (continuous actions), .npz or .parquet (continuous_actions, discrete_actions, memory), "
                 "or with --ray a folder (no suffix: Ray Data's write_parquet); "
                 "export-onnx: .onnx (default huggy_rebuilt.onnx: in assets/ in a clone, else the current folder)")
-    option(obs, "--ray", metavar="local|ADDRESS", modes=("batch",),
+    option(obs, "--ray", metavar="local|ADDRESS", modes=("batch",), needs="obs_file",
            help="batch over Parquet through Ray Data: on a local Ray instance, or on the cluster at ADDRESS "
                 "(ray start --head ...); needs pip install -r requirements-ray.txt")
-    option(obs, "--ray-actors", type=_whole_number(1, 4096), default=2, modes=("batch",),
+    option(obs, "--ray-actors", type=_whole_number(1, 4096), default=2, modes=("batch",), needs="ray",
            help="--ray: policy actors, each loading the policy once (one GPU or NPU each on accelerators; default 2)")
-    option(obs, "--progress", action="store_true", modes=("batch",),
+    option(obs, "--progress", action="store_true", modes=("batch",), needs="obs_file",
            help="show the --obs-file progress bar even when stderr is not a terminal")
     chk = p.add_argument_group("checks and measurements")
     option(chk, "--samples", type=positive_int, default=100, modes=("precision",),
@@ -189,23 +193,34 @@ def _glue_option_values(argv: list, options=("--obs", "--memory")) -> list:
     return out
 
 
+def _flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
 def parse_args(argv: list) -> argparse.Namespace:
     parser = build_parser()
     args = parser.parse_args(_glue_option_values(argv))
+    # The one place where options that do not fit are refused, not ignored: given (not left at its default) with another
+    # mode, or without the option it needs, or with one it must not meet
+    given = [dest for dest, value in vars(args).items() if value not in (None, False, parser.get_default(dest))]
+    for dest in given:
+        if dest in OPTION_MODES and args.mode not in OPTION_MODES[dest]:
+            raise UsageError(f"{_flag(dest)} applies to --mode {' / '.join(OPTION_MODES[dest])}, not {args.mode}")
+    for dest in given:
+        other, needed = OPTION_WITH.get(dest, (None, None))
+        if other and (other in given) != needed:
+            raise UsageError(f"{_flag(dest)} {'applies only with' if needed else 'does not apply with'} {_flag(other)}; "
+                             "it would be ignored")
     for dest, defaults in OPTION_DEFAULTS.items():
         if getattr(args, dest) is None:
             setattr(args, dest, defaults.get(args.mode, defaults["*"]))
-    for dest, modes in OPTION_MODES.items():
-        if args.mode not in modes and getattr(args, dest) not in (None, False, parser.get_default(dest)) \
-                and dest not in OPTION_DEFAULTS:
-            raise UsageError(f"--{dest.replace('_', '-')} applies to --mode {' / '.join(modes)}, not {args.mode}")
     if args.expect_sha256 is not None and not SHA256_HEX.fullmatch(args.expect_sha256.strip()):
         raise UsageError("--expect-sha256: expected 64 hexadecimal digits")
     if args.mode == "stream" and args.json:
         raise UsageError("--json does not apply to stream mode (every line is JSON already)")
-    for name in ("checkpoint", "model_dir", "model", "onnx", "obs_file", "output", "plot"):
+    for name in ("checkpoint", "model_dir", "model", "onnx", "obs_file", "output", "plot", "ray"):
         if getattr(args, name) is not None and not str(getattr(args, name)).strip():
-            raise UsageError(f"--{name.replace('_', '-')}: empty value")
+            raise UsageError(f"{_flag(name)}: empty value")
     return args
 
 

@@ -16,7 +16,7 @@ from .context import Context, _action_fields, _actions_ok, _continuous_only, _ki
 from .errors import UsageError
 from .obs_files import ParquetSource, _import_pyarrow, array_chunks, open_obs_file
 from .observations import finite_float32, random_inputs, random_masks
-from .outputs import atomic_write, check_output_path, floats, fmt, npy_size, open_npy_memmap, refuse_same_file
+from .outputs import atomic_write, check_output_path, floats, fmt, handlers_kept, npy_size, open_npy_memmap, refuse_same_file
 from .policy import Policy, load_checkpoint
 from .spec import PolicySettings
 
@@ -116,6 +116,16 @@ def show_batch(r: dict) -> list:
     return lines
 
 
+def peak_rss_mb() -> float:
+    """This process's peak resident memory, MB: VmHWM on Linux, which starts afresh at exec (ru_maxrss there carries
+    the peak of the process that started this one); elsewhere ru_maxrss (bytes on macOS, KiB otherwise)."""
+    with contextlib.suppress(OSError, ValueError, IndexError, StopIteration):
+        line = next(l for l in Path("/proc/self/status").read_text().splitlines() if l.startswith("VmHWM:"))
+        return int(line.split()[1]) / 1024  # kB
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (1 << 20 if sys.platform == "darwin" else 1024)
+
+
 def _is_parquet(path: Path) -> bool:
     return path.suffix.lower() == ".parquet" or path.is_dir()
 
@@ -124,7 +134,6 @@ def batch_file(ctx: Context):
     """A dataset-sized batch: memory-mapped input (.npy) or Parquet read a record batch at a time,
     chunked inference, results written atomically (.npy through a memory map for continuous-only
     policies, .parquet a row group per chunk, else .npz), progress on stderr."""
-    import resource
     s, args = ctx.settings, ctx.args
     path = Path(args.obs_file)
     folder = Path(args.output) if args.ray and args.output and not Path(args.output).suffix else None
@@ -214,7 +223,7 @@ def batch_file(ctx: Context):
         if bar is not None:
             bar.close()
     seconds = time.perf_counter() - t0
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (1 << 20 if sys.platform == "darwin" else 1024)  # bytes on macOS, KiB on Linux
+    peak_mb = peak_rss_mb()
     first = summary["first"]
     ok = s.tanh_squash or not s.continuous_size or -1.0 <= summary["min"] <= summary["max"] <= 1.0
     return ({"input": path.name, "rows": rows, "chunk": chunk, "output": str(output.resolve()) if output else None,
@@ -241,20 +250,45 @@ def show_batch_file(r: dict) -> list:
 
 
 class PolicyActor:
-    """Ray Data's worker: loads the policy once, then turns record batches (pyarrow tables) of
-    observations into result tables (_result_table) with the kept columns, as batch_file would."""
+    """Ray Data's worker: loads the policy once, then reads the units it is given (_read_units) as batch_file reads a
+    file (ParquetSource.chunks) and yields their results (_result_table), the kept columns, and each row's position in
+    the input in the column `order`."""
 
-    def __init__(self, model: dict, columns: dict, keep: list):
+    def __init__(self, model: dict, source: ParquetSource, chunk: int, order: str):
         checkpoint = load_checkpoint(Path(model["checkpoint"]), model["onnx"] and Path(model["onnx"]),
                                      model["model_dir"] and Path(model["model_dir"]), model["behavior"],
                                      model["expect_sha256"], model["goal_input"])
         self.policy = Policy(checkpoint, model["device"], model["dtype"], model["engine"], model["graphs"])
-        self.source = ParquetSource([], columns, keep, None, 0)
+        self.source, self.chunk, self.order = source, chunk, order
 
-    def __call__(self, table):
-        block, masks, memory = self.source.arrays(table, self.policy.settings, None)
-        out = self.policy.act(block if len(block) > 1 else block[0], masks, memory=memory)
-        return _result_table(out, table.select(self.source.keep) if self.source.keep else None)
+    def __call__(self, units):
+        import pyarrow as pa
+        units = [(u["file"], u["groups"], u["first"], u["skip"], u["take"]) for u in units.to_pylist()]
+        for start, block, masks, memory, kept in self.source.chunks(self.chunk, self.policy.settings, units):
+            out = self.policy.act(block if len(block) > 1 else block[0], masks, memory=memory)
+            table = _result_table(out, kept)
+            yield table.append_column(self.order, pa.array(np.arange(start, start + table.num_rows, dtype=np.int64)))
+
+
+def _read_units(source: ParquetSource, chunk: int, pieces: int) -> list:
+    """What each Ray task reads, in input order (ParquetSource.batches' units): runs of whole row groups of `chunk`
+    rows or more, a row group of many chunks cut into `pieces` runs of record batches (a task decodes those before its
+    own: little beside the policy). Not Ray's read_parquet: it packs row groups into tasks out of input order."""
+    import pyarrow.parquet as pq
+    units, first = [], 0
+    for file in source.files:
+        meta = pq.ParquetFile(file).metadata
+        sizes, g = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)], 0
+        while g < len(sizes):
+            end, rows = g + 1, sizes[g]
+            while end < len(sizes) and rows < chunk:
+                end, rows = end + 1, rows + sizes[end]
+            batches = -(-rows // chunk)
+            per = -(-batches // pieces) if end == g + 1 else batches
+            units += [{"file": str(file.resolve()), "groups": list(range(g, end)), "first": first, "skip": b,
+                       "take": per if b + per < batches else None} for b in range(0, batches, per)]
+            first, g = first + rows, end
+    return units
 
 
 def _table_results(table) -> dict:
@@ -264,10 +298,13 @@ def _table_results(table) -> dict:
 
 
 def ray_results(ctx: Context, source: "ParquetSource", chunk: int, info: dict, write_to: Optional[Path] = None):
-    """(first row, results, kept columns) in input order from Ray Data: read_parquet, then map_batches over --ray-actors
-    PolicyActors (each takes a GPU, or an NPU, when the policy runs on one). The workers import this package from Ray's
-    working_dir (a copy of it); the checkpoint and the dataset are read at the same paths on every node. Fills info with
-    the cluster's size. With write_to, the workers write the results there (write_parquet) instead."""
+    """(first row, results, kept columns) in input order from Ray Data: the read units (_read_units), map_batches over
+    --ray-actors PolicyActors (each takes a GPU, or an NPU, when the policy runs on one), each row's position checked.
+    The workers import this package from Ray's working_dir (a copy of it); the checkpoint and the dataset are read at
+    the same paths on every node. Fills info with the cluster's size. With write_to, the workers write the results
+    there (write_parquet) instead."""
+    if ctx.args.ray == "local":  # Ray's servers listen on loopback alone where it expects no cluster (as on macOS)
+        os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     try:
         import ray.data
     except ImportError:
@@ -282,37 +319,50 @@ def ray_results(ctx: Context, source: "ParquetSource", chunk: int, info: dict, w
              "dtype": args.dtype, "engine": ctx.engine_name, "graphs": args.graphs == "on"}
     ctx.settings  # (checked here before any worker starts)
     # a CPU actor reserves no CPU in Ray's books (SPREAD places them): reserved ones would leave no
-    # whole CPU to read_parquet's file listing on nodes of one or two CPUs, and the job would wait forever
+    # whole CPU to Ray Data's own tasks (its file listing, write_parquet) on nodes of one or two CPUs: the job would wait
     resources = ({"num_gpus": 1} if device.type == "cuda" else {"resources": {"NPU": 1}} if device.type == "npu"
                  else {"num_cpus": 0})
+    # stdout holds the result alone (--json): Ray's notes there (such as a dead worker's, beside our one line) go nowhere
     with tempfile.TemporaryDirectory(prefix="inference-ray-") as code, warnings.catch_warnings(), \
-            contextlib.redirect_stdout(sys.stderr):  # stdout holds the result alone (--json)
+            open(os.devnull, "w") as void, contextlib.redirect_stdout(void):
         warnings.simplefilter("ignore")  # Ray Data's advice on block counts and deprecations
         _copy_package(Path(code))  # (PolicyActor is pickled by reference: the workers import it from there)
         try:
-            local = {"_node_ip_address": "127.0.0.1"} if args.ray == "local" else {}  # a local instance: on loopback only
-            ray.init(address="local" if args.ray == "local" else args.ray, runtime_env={"working_dir": code},
-                     include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR, **local)
+            with handlers_kept():  # (ray.init installs SIGTERM handlers of its own)
+                ray.init(address="local" if args.ray == "local" else args.ray, runtime_env={"working_dir": code},
+                         include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise UsageError(f"--ray {args.ray}: no Ray cluster there ({str(exc).splitlines()[0][:160]})")
+        except KeyboardInterrupt:  # (a signal while Ray starts: what it started ends)
+            ray.shutdown()
+            raise
         try:
             info.update(ray_nodes=sum(1 for node in ray.nodes() if node.get("Alive")), ray_actors=args.ray_actors)
+            if args.ray == "local" and (where := {n["NodeManagerAddress"] for n in ray.nodes()}) != {"127.0.0.1"}:
+                raise UsageError(f"the local Ray instance listens on {', '.join(where)}, not on loopback alone (Ray was "
+                                 "imported before --ray local could keep it there); stopped")
             context = ray.data.DataContext.get_current()
             context.execution_options.preserve_order = True  # rows come back in input order
             context.enable_progress_bars = False
             logging.getLogger("ray.data").setLevel(logging.CRITICAL)  # (a worker's error: our one line says it)
-            blocks = max(len(source.files), 2 * args.ray_actors)  # (one file would feed one actor only)
-            dataset = ray.data.read_parquet([str(f.resolve()) for f in source.files], override_num_blocks=blocks)
-            results = dataset.select_columns(source.schema.names).map_batches(
-                PolicyActor, fn_constructor_args=(model, source.columns, source.keep), batch_size=chunk,
-                batch_format="pyarrow", concurrency=args.ray_actors, max_restarts=0, scheduling_strategy="SPREAD", **resources)
+            units = _read_units(source, chunk, 2 * args.ray_actors)  # (a file of one row group feeds every actor)
+            order = "_row_" + "_".join(source.keep)  # each row's position: longer than any kept column's name
+            results = ray.data.from_items(units, override_num_blocks=len(units)).map_batches(
+                PolicyActor, fn_constructor_args=(model, source, chunk, order), batch_size=1, batch_format="pyarrow",
+                concurrency=args.ray_actors, max_restarts=0, scheduling_strategy="SPREAD", **resources)
             if write_to is not None:
-                results.write_parquet(str(write_to))
+                results.drop_columns([order]).write_parquet(str(write_to))
                 return
             start = 0
             for table in results.iter_batches(batch_size=chunk, batch_format="pyarrow"):
+                if not np.array_equal(table.column(order).to_numpy(), np.arange(start, start + table.num_rows)):
+                    raise UsageError(f"Ray Data returned rows out of input order (row {table.column(order)[0]} "
+                                     f"where row {start} was due)")
+                table = table.drop_columns([order])
                 yield start, _table_results(table), table.select(source.keep) if source.keep else None
                 start += table.num_rows
+            if start != source.rows:
+                raise UsageError(f"Ray Data returned {start} rows of {source.rows}")
         except Exception as exc:
             raise UsageError(f"--ray: {_ray_failure(exc)}") from None
         finally:
@@ -333,7 +383,6 @@ def _copy_package(folder: Path) -> None:
 def ray_to_folder(ctx: Context, source: "ParquetSource", folder: Path):
     """--ray with an --output folder: Ray Data's write_parquet from the workers, into a temporary
     folder beside it renamed at the end (an existing folder must be empty)."""
-    import resource
     import shutil
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise UsageError(f"--output {folder}: exists and is not an empty folder")
@@ -350,7 +399,7 @@ def ray_to_folder(ctx: Context, source: "ParquetSource", folder: Path):
     seconds = time.perf_counter() - t0
     return ({"input": Path(ctx.args.obs_file).name, "rows": source.rows, "chunk": ctx.args.chunk,
              "output": str(folder.resolve()), "seconds": seconds, "throughput_per_s": source.rows / seconds,
-             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, **info, **ctx.base()}, True)
+             "peak_rss_mb": peak_rss_mb(), **info, **ctx.base()}, True)
 
 
 def _ray_unreachable(address: str) -> Optional[str]:
@@ -368,14 +417,19 @@ def _ray_unreachable(address: str) -> Optional[str]:
 
 def _ray_failure(exc: BaseException) -> str:
     """The one line a failure inside Ray comes down to: a worker's UsageError as it was raised
-    (Ray wraps it, with the worker's traceback in the text), else the failure's last line."""
-    seen, texts = exc, []
+    (Ray wraps it, with the worker's traceback in the text), a worker process that died, else the
+    failure's last line."""
+    seen, texts, died = exc, [], False
     while seen is not None and len(texts) < 20:
-        if "UsageError" in [c.__name__ for c in type(seen).__mro__] and not hasattr(seen, "cause"):
+        names = [c.__name__ for c in type(seen).__mro__]
+        if "UsageError" in names and not hasattr(seen, "cause"):
             return str(seen).splitlines()[0]
+        died = died or bool({"RayActorError", "WorkerCrashedError", "NodeDiedError", "ObjectLostError"} & set(names))
         texts.append(str(seen))
         seen = getattr(seen, "cause", None) or seen.__cause__ or seen.__context__
     if found := re.search(r"UsageError: (.+)", "\n".join(texts)):
         return found.group(1).strip()
+    if died:  # (Ray's own text ends in guesses, such as "never ran - it was cancelled")
+        return "a Ray worker process died (killed, out of memory or crashed; Ray's logs on its node tell which)"
     lines = [l for l in texts[0].splitlines() if l.strip()]
     return (lines[-1] if lines else type(exc).__name__)[:300]

@@ -1,6 +1,7 @@
 """Observations from --obs words and files: text, images (read as ML-Agents' camera sensor does), .npy/.npz, Parquet."""
 import collections
 import contextlib
+import math
 import re
 import zipfile
 import zlib
@@ -394,23 +395,27 @@ class ParquetSource:
         read = [c for c, _, _ in columns.values()] + [k for k in keep if k not in columns]
         return cls(files, columns, list(keep), pa.schema([first.field(c) for c in read]), rows, tuple(counts))
 
-    def batches(self, chunk: int):
-        """(first row, record batch) in file order, `chunk` rows at most; a file that holds more or fewer rows than
-        its footer says is refused (the rows would not be those counted: an output's size, rows of zeros)."""
+    def batches(self, chunk: int, units: Optional[Sequence[tuple]] = None):
+        """(first row, record batch) in file order, `chunk` rows at most; a whole file that holds more or fewer rows
+        than its footer says is refused (the rows would not be those counted: an output's size, rows of zeros). Or
+        of `units` alone, what a Ray task reads: (file, row groups, their first row, record batches skipped, record
+        batches read or None: the rest)."""
         import pyarrow as pa
-        start, read = 0, self.schema.names
-        for file, count in zip(self.files, self.counts):
-            got = 0
+        start, read, counts = 0, self.schema.names, {str(f): c for f, c in zip(self.files, self.counts)}
+        for file, groups, first, skip, take in units or [(file, None, None, 0, None) for file in self.files]:
+            start, got, whole = start if first is None else first, 0, groups is None and not skip and take is None
+            count = counts.get(str(file), 0) if whole else math.inf
             try:
                 with _parquet_reader(file) as reader:
-                    for batch in reader.iter_batches(batch_size=chunk, columns=read):
-                        if (got := got + batch.num_rows) > count:
+                    for n, batch in enumerate(reader.iter_batches(batch_size=chunk, row_groups=groups, columns=read)):
+                        if take is not None and n >= skip + take or (got := got + batch.num_rows) > count:
                             break
-                        yield start, batch
+                        if n >= skip:
+                            yield start, batch
                         start += batch.num_rows
             except (pa.ArrowException, OSError, ValueError) as exc:
                 raise UsageError(f"--obs-file {file}: unreadable after row {start} ({str(exc).splitlines()[0][:120]})")
-            if got != count:
+            if whole and got != count:
                 raise UsageError(f"--obs-file {file}: holds {'more' if got > count else f'{got}'} rows where its "
                                  f"footer says {count}; a damaged file")
 
@@ -423,7 +428,7 @@ class ParquetSource:
             return _parquet_values(batch.column(column), layout, shape, f"--obs-file column {column}", start)
         return [values(i.name) for i in settings.inputs], values("action_masks"), values("memory")
 
-    def chunks(self, chunk: int, settings: PolicySettings):
+    def chunks(self, chunk: int, settings: PolicySettings, units: Optional[Sequence[tuple]] = None):
         """What batch_file runs: (first row, inputs, action masks, memory, kept columns)."""
-        for start, batch in self.batches(chunk):
+        for start, batch in self.batches(chunk, units):
             yield (start, *self.arrays(batch, settings, start), batch.select(self.keep) if self.keep else None)

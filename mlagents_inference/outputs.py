@@ -93,6 +93,24 @@ def _restore_signal_handlers(previous: dict) -> None:
 
 
 @contextlib.contextmanager
+def handlers_kept():
+    """Around a library call that installs signal handlers of its own (ray.init: a SIGTERM handler that calls
+    sys.exit(15), and Ray's native one that prints a stack dump): the handlers in place before are put back when it
+    returns, and its sys.exit(15) on the way is Interrupted(SIGTERM), as a SIGTERM is everywhere else."""
+    import signal
+    before = {s: signal.getsignal(s) for s in [getattr(signal, n) for n in HANDLED_SIGNALS if hasattr(signal, n)]}
+    try:
+        yield
+    except SystemExit as exc:
+        if exc.code != signal.SIGTERM:
+            raise
+        _SIGNAL_STATE["stopping"] = True
+        raise Interrupted(signal.SIGTERM) from None
+    finally:
+        _restore_signal_handlers(before)
+
+
+@contextlib.contextmanager
 def _signals_deferred():
     """A signal arriving inside is raised when the block ends, so a step such as "create the
     temporary file and remember its name" is never cut in half."""

@@ -24,6 +24,7 @@ LINE_BUDGET = {
     "inference.py before the move into the package (issue 24)": 5994,
     "issue 26: Python API refusals (get_action ids, check_spec sizes, load/act arguments)": 68,
     "issue 26, files: one same-file rule, the Parquet reader's bounds and checks, uint8 frames, --mask with --obs-file": 37,
+    "issue 26: Ray in input order, on loopback, its signals; options that need another; the program's own peak RSS": 92,
 }
 
 

@@ -244,3 +244,25 @@ def test_pyarrow_ray_and_orjson_stay_unimported():
             % (str(ROOT), str(BUNDLED)))
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=child_env(), timeout=300)
     assert result.returncode == 0 and result.stderr.strip().splitlines()[-1] == "[]", result.stderr
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 300, 5000])
+def test_the_read_units_of_ray_cover_every_row_once_in_order(tmp_path, chunk):
+    """What --ray hands its actors (datasets._read_units, read by ParquetSource.batches): small row
+    groups together, a row group of many chunks cut in runs of record batches; read one after the
+    other, every row comes once, in input order, its position right. (No Ray: the units alone.)"""
+    from mlagents_inference.datasets import _read_units
+    from mlagents_inference.obs_files import ParquetSource
+    from mlagents_inference.policy import load
+    (tmp_path / "data").mkdir()
+    for name, rows, groups in (("a", 2000, 90), ("b", 1300, None), ("c", 1, None), ("d", 950, 400)):
+        start = {"a": 0, "b": 2000, "c": 3300, "d": 3301}[name]
+        pq.write_table(pa.table({"id": np.arange(start, start + rows), "obs": fixed(huggy_obs(rows))}),
+                       tmp_path / "data" / f"{name}.parquet", row_group_size=groups)
+    source = ParquetSource.open(tmp_path / "data", load(BUNDLED).settings, ["id"])
+    units = [(u["file"], u["groups"], u["first"], u["skip"], u["take"]) for u in _read_units(source, chunk, 4)]
+    seen = [(start, batch.column("id").to_numpy()) for unit in units for start, batch in source.batches(chunk, [unit])]
+    assert all(len(ids) <= chunk and np.array_equal(ids, np.arange(start, start + len(ids))) for start, ids in seen)
+    assert np.array_equal(np.concatenate([ids for _, ids in seen]), np.arange(4251))
+    cut = sum(1 for u in units if u[0].endswith("b.parquet"))  # one row group of 1300 rows: cut for up to 4 actors
+    assert 1 < cut <= 4 if chunk < 1300 else cut == 1

@@ -5,6 +5,7 @@ must equal the run without Ray bit for bit, row for row, and ML-Agents' ONNX wit
 A marked group (`-m ray`), deselected by default (pytest.ini): it needs requirements-ray.txt, and
 each Ray start takes tens of seconds on a small machine. CI: pip install -r requirements-ray.txt &&
 python -m pytest -q -m ray."""
+import ipaddress
 import json
 import os
 import shutil
@@ -88,6 +89,34 @@ def test_local_ray_lstm_masks_memory_and_a_bad_row(tmp_path):
     assert "nan" in result.stderr and result.stderr.startswith("error: --ray: ")
     assert (tmp_path / "ray.parquet").read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["lstm.parquet", "plain.parquet", "ray.parquet"]
+
+
+def test_local_ray_keeps_the_input_order_of_large_files(tmp_path):
+    """Ray Data's read_parquet packs a file's row groups into read tasks of at most 128 MiB, and
+    handed out a large file's later ones first: past 128 MiB the output came back rotated, actions
+    beside the wrong rows (issue 26). The bins are made small here (RAY_DATA_PARQUET_BIN_PACKING_BYTES)
+    rather than the file large: a file of many row groups, and one of a single row group of many
+    chunks. Every row's actions are those of the run without Ray, with --keep-columns and without."""
+    rows = 12000
+    obs = (np.random.RandomState(3).randn(rows, 59) * 2).astype(np.float32)
+    env = child_env(RAY_DATA_PARQUET_BIN_PACKING_BYTES=str(1 << 18))
+    reference = ort_deterministic(BUNDLED_ONNX, obs)
+    for keep in (["--keep-columns", "id"], []):
+        data = tmp_path / f"data{len(keep)}"
+        data.mkdir()
+        for name, part, groups in (("a", slice(0, 8000), 400), ("b", slice(8000, rows), None)):
+            ids = {"id": np.arange(rows)[part]} if keep else {}
+            pq.write_table(pa.table({**ids, "obs": fixed(obs[part])}), data / f"{name}.parquet", row_group_size=groups)
+        common = ["--obs-file", data, *keep, "--chunk", "500", "--model-dir", BUNDLED]
+        batch(*common, "--output", tmp_path / "plain.parquet", env=env)
+        batch(*common, "--output", tmp_path / "ray.parquet", "--ray", "local", "--ray-actors", "2", env=env)
+        plain, on_ray = pq.read_table(tmp_path / "plain.parquet"), pq.read_table(tmp_path / "ray.parquet")
+        assert on_ray.column_names == ["continuous_actions", *(["id"] if keep else [])]
+        if keep:
+            assert on_ray.column("id").to_pylist() == list(range(rows))
+        actions = np.stack(on_ray.column("continuous_actions").to_numpy(zero_copy_only=False))
+        assert np.array_equal(actions, np.stack(plain.column("continuous_actions").to_numpy(zero_copy_only=False)))
+        assert np.abs(actions - reference).max() <= 1e-5
 
 
 def test_local_ray_into_a_folder(tmp_path):
@@ -200,3 +229,107 @@ def test_two_node_loopback_cluster(tmp_path, two_node_cluster):
     assert a.equals(b)
     actions = np.stack(b.column("continuous_actions").to_numpy(zero_copy_only=False))
     assert np.abs(actions - ort_deterministic(BUNDLED_ONNX, obs)).max() <= 1e-5
+
+
+def command_line(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def family(pid: int) -> dict:
+    """{pid: command line} of the processes below pid (Ray's gcs_server, raylet, workers), from /proc."""
+    children: dict = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            children.setdefault(int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]), []).append(int(entry.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    found, todo = {}, [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found[child] = command_line(child)
+            todo.append(child)
+    return found
+
+
+def listening(pids) -> set:
+    """The addresses the TCP sockets of these processes listen on (and their unconnected UDP sockets are bound to)."""
+    inodes = set()
+    for pid in pids:
+        try:
+            inodes |= {os.readlink(fd)[8:-1] for fd in Path(f"/proc/{pid}/fd").iterdir() if os.readlink(fd).startswith("socket:[")}
+        except OSError:
+            continue
+    found = set()
+    for table, state in (("tcp", "0A"), ("tcp6", "0A"), ("udp", "07"), ("udp6", "07")):
+        for line in Path(f"/proc/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == state and fields[9] in inodes:
+                raw = bytes.fromhex(fields[1].split(":")[0])  # 32-bit words in host (little-endian) order
+                found.add(ipaddress.ip_address(b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))))
+    return found
+
+
+def is_actor(command: str) -> bool:
+    return "MapWorker" in command and "PolicyActor" in command
+
+
+def start_and_wait_for_actors(*args) -> tuple:
+    """A --ray local batch started in the background, once its policy actors run: (process, its family)."""
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve().parents[1] / "inference.py"), "--mode", "batch",
+                             *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
+    deadline = time.time() + 300
+    while not any(map(is_actor, (below := family(proc.pid)).values())):
+        assert proc.poll() is None and time.time() < deadline, proc.communicate()
+        time.sleep(0.2)
+    return proc, below
+
+
+def gone(processes: dict, within: float = 60) -> bool:
+    """Whether these processes (pid: command line) have all ended; the ones left are stopped."""
+    deadline = time.time() + within
+    while (left := [p for p, c in processes.items() if command_line(p) == c]) and time.time() < deadline:
+        time.sleep(0.5)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    return not left
+
+
+def test_local_ray_listens_on_loopback_alone_and_stops_cleanly_on_sigterm(tmp_path):
+    """The throwaway Ray instance listened on every interface (gcs_server, raylet, workers: an
+    unauthenticated Ray reachable from the network during the run). And ray.init replaces the SIGTERM
+    handler: the run ended 15 or in Ray's native stack dump. Now every socket of the run is on
+    loopback, and SIGTERM ends it as in every other mode: 143, one line, Ray stopped, the existing
+    output untouched, nothing left behind."""
+    huggy_dataset(tmp_path / "data", rows=400_000, files=2)
+    (tmp_path / "out.parquet").write_bytes(b"an older result")
+    proc, ray_processes = start_and_wait_for_actors(
+        "--obs-file", tmp_path / "data", "--keep-columns", "id", "--chunk", "2000", "--model-dir", BUNDLED,
+        "--output", tmp_path / "out.parquet", "--ray", "local")
+    addresses = listening([proc.pid, *family(proc.pid)])
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert gone(ray_processes)
+    assert proc.returncode == 128 + signal.SIGTERM and err == "interrupted by SIGTERM; stopped cleanly\n", err
+    assert out == "" and (tmp_path / "out.parquet").read_bytes() == b"an older result"
+    assert addresses and all(a.is_loopback or (a.version == 6 and a.ipv4_mapped and a.ipv4_mapped.is_loopback)
+                             for a in addresses), addresses
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "out.parquet"]
+
+
+def test_a_policy_actor_killed_mid_run_is_one_line(tmp_path):
+    """A policy actor's process killed (OOM killer, an operator): exit 2 and one line. Ray printed its
+    own raylet message beside ours, and ours ended in Ray's guess "The actor never ran - it was
+    cancelled before it started running"."""
+    huggy_dataset(tmp_path / "data", rows=400_000, files=2)
+    proc, ray_processes = start_and_wait_for_actors(
+        "--obs-file", tmp_path / "data", "--keep-columns", "id", "--chunk", "2000", "--model-dir", BUNDLED,
+        "--output", tmp_path / "out.parquet", "--ray", "local")
+    os.kill(next(p for p, c in ray_processes.items() if is_actor(c)), signal.SIGKILL)
+    out, err = proc.communicate(timeout=300)
+    assert gone(ray_processes)
+    assert proc.returncode == 2 and out == "", (out, err)
+    assert err.startswith("error: --ray: a Ray worker process died") and len(err.splitlines()) == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
