@@ -179,7 +179,14 @@ class OnnxGraph:
         self.producer, self.consumers, alias, seen = {}, {}, {}, {}
         scalar = lambda name: float(self.consts[name]) if name in self.consts and self.consts[name].size == 1 else None
         minus = {}  # x - c, for ML-Agents' attention's "key -= 1; key += 1" (a Barracuda work-around): x again
+        written = {i.name for i in model.graph.input} | set(self.consts) | {""}
         for original in model.graph.node:  # Identity and Cast looked through, a repeated computation read once
+            unread = [i for i in original.input if i not in written]  # (so that no walk of the graph can loop)
+            twice = [o for o in original.output if o in written]
+            if unread or twice:
+                raise self.refuse(original, f"reads '{unread[0]}', which no node before it writes (a cycle, or nodes "
+                                            f"out of order)" if unread else f"writes '{twice[0]}' a second time")
+            written.update(original.output)
             ins = [alias.get(i, i) for i in original.input]
             if original.op_type == "Constant" and "value" in _onnx_attrs(original):
                 self.consts[original.output[0]] = numpy_helper.to_array(_onnx_attrs(original)["value"])
