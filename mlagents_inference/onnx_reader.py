@@ -287,6 +287,22 @@ class OnnxGraph:
         return WeightNode("lstm", (order(w), order(r), order(b[:half]), order(b[half:])), node,
                           deps.get(node.output[0], frozenset()), node.output[0])
 
+    def feeds(self, outputs: set) -> dict:
+        """tensor -> {graph output (of `outputs`): the Concat slots on its way there (the least)}: what a tensor
+        feeds, whatever the order of the nodes (a branch's logits: its slot in the actions' Concat)."""
+        slots = {name: {name: ()} for name in self.outputs if name in outputs}
+        for node in reversed(self.nodes):
+            below = {}
+            for name in node.output:
+                for output, path in slots.get(name, {}).items():
+                    below[output] = min(path, below.get(output, path))
+            for k, name in enumerate(node.input):
+                mine = slots.setdefault(name, {})
+                for output, path in below.items():
+                    path = ((k,) if node.op_type == "Concat" else ()) + path
+                    mine[output] = min(path, mine.get(output, path))
+        return slots
+
     def op_signatures(self, anchors: list, weights: dict) -> dict:
         """How many of each computing operator (with its attributes and scalar constants) the
         anchors depend on, and a node of each: two graphs computing the same thing agree."""

@@ -1,13 +1,20 @@
-"""Policies from an ONNX alone (issue 26): a graph that a walk could loop in is refused in one line, never a hang;
---onnx given a FIFO or a folder says what it is."""
+"""A policy rebuilt from an ONNX alone computes what the file computes (issue 26): the file itself is run by
+onnxruntime on probe inputs when it is loaded, and a file whose graph computes something else than the rebuilt
+modules is refused in one line; same-shaped heads are paired by what they feed, not by node order. Also: graphs
+that a walk could loop in, files onnxruntime refuses, --onnx given a FIFO or a folder."""
 import os
 
 import onnx
 import pytest
 from conftest import EXAMPLES, call, cli
-from onnx import helper
+from mlagents_reference import OnnxReference
+from onnx import TensorProto, helper
+from test_onnx_only import check_against, sensor_inputs
+
+import inference
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
+REFUSED = "does not compute what the file computes"
 
 
 def example(kind: str):
@@ -27,7 +34,102 @@ def node(graph, op: str, *, reads: str = "", writes: str = ""):
                 and any(writes in o for o in n.output))
 
 
-# --- 10. a graph a walk could loop in ------------------------------------------------------------------
+def put_first(graph, moved: list, before) -> None:
+    """Move the nodes `moved` (in their order) to just before `before`: the same graph, other node order."""
+    rest = [n for n in graph.node if n not in moved]
+    at = rest.index(before)
+    nodes = rest[:at] + moved + rest[at:]
+    del graph.node[:]
+    graph.node.extend(nodes)
+
+
+def chain(graph, first, last) -> list:
+    nodes = list(graph.node)
+    return nodes[nodes.index(first):nodes.index(last) + 1]
+
+
+def without_deterministic_outputs(graph) -> None:
+    kept = [o for o in graph.output if not o.name.startswith("deterministic_")]
+    del graph.output[:]
+    graph.output.extend(kept)
+
+
+# --- 1. same-shaped heads in another node order ----------------------------------------------------
+
+def sac_log_sigma_first(g):
+    put_first(g, [node(g, "Gemm", reads="log_sigma.weight")], node(g, "Gemm", reads="mu.weight"))
+
+
+def poca_branch_1_first(g):
+    put_first(g, [node(g, "Gemm", reads="branches.1.weight")], node(g, "Gemm", reads="branches.0.weight"))
+
+
+def poca_branch_1_first_no_deterministic_outputs(g):  # early 2.x: the branches' whole chains moved
+    without_deterministic_outputs(g)
+    put_first(g, chain(g, node(g, "Gemm", reads="branches.1.weight"), node(g, "Softmax", writes="Softmax_1")),
+              node(g, "Gemm", reads="branches.0.weight"))
+
+
+@pytest.mark.parametrize("kind, edit", [("sac-continuous", sac_log_sigma_first), ("poca-discrete", poca_branch_1_first),
+                                        ("poca-discrete", poca_branch_1_first_no_deterministic_outputs)],
+                         ids=["sac-log_sigma-first", "poca-branch-1-first", "poca-no-deterministic"])
+def test_same_shaped_heads_in_another_node_order_act_as_the_file(tmp_path, kind, edit):
+    """The reference finds each head by its weight's name, whatever the node order."""
+    path = edited(kind, tmp_path, edit)
+    policy = inference.load(path, engine="torch")
+    ref, feed = OnnxReference(path), sensor_inputs(path, 64, seed=11)
+    check_against(policy, ref, feed, list(feed.values()), 11, sac="log_sigma" in ref.extra)
+
+
+# --- 2. the graph after the action heads is held to the rebuilt modules ----------------------------
+
+def clip_max_1(g):
+    clip = node(g, "Clip", writes="Clip_1")  # the deterministic action's clip(mu, -3, 3)
+    clip.attribute.remove(next(a for a in clip.attribute if a.name == "max"))
+    clip.attribute.append(helper.make_attribute("max", 1.0))
+
+
+def negated(output: str):
+    def edit(g):
+        next(n for n in g.node if output in n.output).output[0] = "before"
+        g.node.extend([helper.make_node("Constant", [], ["minus_one"], value=helper.make_tensor("m", TensorProto.FLOAT, [], [-1.0])),
+                       helper.make_node("Mul", ["before", "minus_one"], [output])])
+    return edit
+
+
+def argmin(g):
+    node(g, "ArgMax").op_type = "ArgMin"
+
+
+def branches_swapped(g):
+    concat = node(g, "Concat", writes="deterministic_discrete_actions")
+    a, b, *rest = concat.input
+    del concat.input[:]
+    concat.input.extend([b, a, *rest])
+
+
+def branch_0_masked_by_branch_1(g):
+    mul = node(g, "Mul", reads="branches.0/Gemm")
+    mul.input[1] = mul.input[1].replace("Slice_output_0", "Slice_1_output_0")
+
+
+@pytest.mark.parametrize("kind, edit", [
+    ("vector", clip_max_1), ("vector", negated("deterministic_continuous_actions")), ("poca-discrete", argmin),
+    ("poca-discrete", branches_swapped), ("poca-discrete", branch_0_masked_by_branch_1),
+    ("lstm", negated("recurrent_out")), ("hybrid", negated("deterministic_continuous_actions"))],
+    ids=["clip-max-1", "mul-minus-1", "argmin", "branches-swapped", "mask-of-branch-1", "memory-negated", "hybrid"])
+def test_a_graph_that_computes_something_else_is_refused_in_one_line(capsys, tmp_path, kind, edit):
+    path = edited(kind, tmp_path, edit)
+    onnx.checker.check_model(onnx.load(str(path)))
+    with pytest.raises(inference.UsageError, match=REFUSED):
+        inference.load(path, engine="torch")
+    for mode in ("action", "info"):
+        assert inference.main(["--mode", mode, "--onnx", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and REFUSED in err and "differ" in err, err
+
+
+# --- 10. a graph a walk could loop in; 15. files onnxruntime refuses ----------------------------------
 
 def cycle(g):  # the body's first layer fed from its last
     node(g, "Gemm", reads="seq_layers.0.weight").input[0] = node(g, "Mul", writes="seq_layers.3/Mul").output[0]
@@ -44,6 +146,21 @@ def test_a_graph_with_a_cycle_is_refused_in_one_line_never_a_hang(tmp_path, edit
     for mode in ("info", "action"):
         r = cli("--mode", mode, "--onnx", path, timeout=60)  # (it looped for ever before)
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and words in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda m: m.opset_import[0].__setattr__("version", 99), "Opset 99"),
+    (lambda m: m.graph.output.append(helper.make_tensor_value_info("ghost", TensorProto.FLOAT, None)),
+     "Graph output (ghost) does not exist")], ids=["opset-99", "output-no-node-writes"])
+def test_a_file_onnxruntime_refuses_is_no_policy(capsys, tmp_path, edit, words):
+    model = onnx.load(str(example("vector")))
+    edit(model)
+    onnx.save(model, str(tmp_path / "bad.onnx"))
+    with pytest.raises(inference.UsageError, match="onnxruntime cannot load it"):
+        inference.load(tmp_path / "bad.onnx", engine="torch")
+    assert inference.main(["--mode", "action", "--onnx", str(tmp_path / "bad.onnx"), "--engine", "torch"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and words in err and "onnxruntime_src" not in err, err
 
 
 # --- 17. --onnx names what the path is --------------------------------------------------------------
