@@ -179,6 +179,7 @@ class OnnxGraph:
         self.producer, self.consumers, alias, seen = {}, {}, {}, {}
         scalar = lambda name: float(self.consts[name]) if name in self.consts and self.consts[name].size == 1 else None
         minus = {}  # x - c, for ML-Agents' attention's "key -= 1; key += 1" (a Barracuda work-around): x again
+        zeros = set()  # x * 0, for its log_sigma "mu * 0 + log_sigma" (the same, to the batch): log_sigma, as torch 1.7 wrote it
         written = {i.name for i in model.graph.input} | set(self.consts) | {""}
         for original in model.graph.node:  # Identity and Cast looked through, a repeated computation read once
             unread = [i for i in original.input if i not in written]  # (so that no walk of the graph can loop)
@@ -197,6 +198,11 @@ class OnnxGraph:
                 minus[original.output[0]] = (ins[0], scalar(ins[1]))
             if original.op_type == "Add" and len(ins) == 2 and ins[0] in minus and minus[ins[0]][1] == scalar(ins[1]):
                 alias[original.output[0]] = minus[ins[0]][0]
+                continue
+            if original.op_type == "Mul" and len(ins) == 2 and scalar(ins[1]) == 0.0:
+                zeros.add(original.output[0])
+            if original.op_type == "Add" and len(ins) == 2 and ins[0] in zeros and self.weight(ins[1]):
+                alias[original.output[0]] = ins[1]
                 continue
             key = (original.op_type, tuple(ins), repr(sorted(_onnx_attrs(original).items())))
             if key in seen and original.op_type not in ("RandomNormalLike", "Multinomial") and \
@@ -266,6 +272,10 @@ class OnnxGraph:
                                       node.output[0]))
             elif op == "LSTM":
                 out.append(self.lstm_node(node, deps))
+            elif op == "Exp" and len(ins) == 1 and self.weight(ins[0]):  # exp(log_sigma), used where mu is
+                used = frozenset().union(*(deps.get(i, frozenset()) for c in self.consumers.get(node.output[0], [])
+                                           for i in c.input))
+                out.append(WeightNode("Exp0", (self.consts[ins[0]],), node, used, node.output[0]))
             elif op not in ONNX_PLUMBING and any(self.weight(i) for i in ins):
                 slots = [k for k, i in enumerate(ins) if self.weight(i)]
                 if len(slots) != 1 or len(ins) != 2:

@@ -156,7 +156,7 @@ def file_named_inputs(g: OnnxGraph, sensors: list, settings: PolicySettings, sta
     """The policy takes the file's own inputs. A 1.x file's vector sensors arrive concatenated in
     vector_observation: one input whose normaliser is theirs side by side (it works elementwise),
     the body's first layer taking its columns in the file's order (the same sums)."""
-    if all(s.feed == s.tensor for s in sensors):
+    if all(s.feed == s.tensor == spec.name for s, spec in zip(sensors, settings.inputs)):
         return settings, state
     if settings.hyper:
         raise g.refuse(None, "is a 1.x file with a goal signal, which ML-Agents' 1.x serializer never wrote")

@@ -1,13 +1,15 @@
 """A policy rebuilt from an ONNX alone computes what the file computes (issue 26): the file itself is run by
 onnxruntime on probe inputs when it is loaded, and a file whose graph computes something else than the rebuilt
 modules is refused in one line; same-shaped heads are paired by what they feed, not by node order. Also: graphs
-that a walk could loop in, files onnxruntime refuses, --onnx given a FIFO or a folder."""
+that a walk could loop in, files onnxruntime refuses, --onnx given a FIFO or a folder, and two forms of Unity's
+trained 1.x files (an image input read directly, torch 1.7's Exp of the log_sigma parameter)."""
 import os
 
+import numpy as np
 import onnx
 import pytest
 from conftest import EXAMPLES, call, cli
-from mlagents_reference import OnnxReference
+from mlagents_reference import OnnxReference, with_legacy_inputs
 from onnx import TensorProto, helper
 from test_onnx_only import check_against, sensor_inputs
 
@@ -173,3 +175,52 @@ def test_onnx_given_a_fifo_or_a_folder_says_what_it_is(capsys, tmp_path):
         assert code == 2 and err.strip() == f"error: --onnx {tmp_path / name}: {words}", err
 
 
+# --- 19. Unity's trained 1.x forms --------------------------------------------------------------------
+
+def direct_1x_inputs(path, tmp_path):
+    """visual-simple as a 1.x file whose sensors are read directly: the image `visual_observation_0` [C, H, W]
+    (as GridFoodCollector's grid sensor) and the one vector sensor `vector_observation`, not sliced."""
+    def rename(g):
+        names = {"obs_0": "visual_observation_0", "obs_1": "vector_observation"}
+        for value in g.input:
+            value.name = names.get(value.name, value.name)
+        for n in g.node:
+            for k, name in enumerate(n.input):
+                n.input[k] = names.get(name, name)
+    return edited(path, tmp_path, rename, "GridLike.onnx")
+
+
+def exp_of_log_sigma(path, tmp_path):
+    """log_sigma as torch 1.7 exported it (VisualFoodCollector): Exp of the parameter, no `mu * 0 + log_sigma`."""
+    def edit(g):
+        add = node(g, "Add", reads="log_sigma")
+        mul = next(n for n in g.node if add.input[0] in n.output)
+        node(g, "Exp", reads=add.output[0]).input[0] = "action_model._continuous_distribution.log_sigma"
+        kept = [n for n in g.node if n is not add and n is not mul]
+        del g.node[:]
+        g.node.extend(kept)
+    return edited(path, tmp_path, edit, "VisualExp.onnx")
+
+
+def test_a_1x_file_that_reads_its_inputs_directly_keeps_their_names(tmp_path):
+    original = example("visual-simple")
+    path = direct_1x_inputs(original, tmp_path)
+    policy = inference.load(path, engine="torch")
+    assert [(i.name, list(i.shape)) for i in policy.settings.inputs] == [("visual_observation_0", [3, 36, 36]),
+                                                                         ("vector_observation", [5])]
+    obs = sensor_inputs(original, 64, seed=12)
+    feed = {"visual_observation_0": obs["obs_0"], "vector_observation": obs["obs_1"]}
+    check_against(policy, OnnxReference(original), feed, list(obs.values()), 12, sac=False)
+
+
+def test_exp_of_the_log_sigma_parameter_is_read(tmp_path):
+    original = example("visual-simple")
+    path = exp_of_log_sigma(with_legacy_inputs(original, tmp_path / "legacy.onnx", channels_last=True), tmp_path)
+    assert any(n.op_type == "Exp" and n.input[0].endswith("log_sigma") for n in onnx.load(str(path)).graph.node)
+    policy = inference.load(path, engine="torch")
+    obs = sensor_inputs(original, 64, seed=13)
+    feed = {"vector_observation": obs["obs_1"], "visual_observation_0": obs["obs_0"].transpose(0, 2, 3, 1)}
+    ref = OnnxReference(original)
+    check_against(policy, ref, feed, list(obs.values()), 13, sac=False)
+    log_sigma = policy.checkpoint.actor.action_model._continuous_distribution.log_sigma
+    np.testing.assert_array_equal(log_sigma.detach().numpy(), ref.log_sigma_param)  # sampling reads the file's
