@@ -14,7 +14,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from .checkpoint import LoadedCheckpoint, build_actor, check_state_dict
+from .checkpoint import LoadedCheckpoint, build_actor, check_image_sides, check_state_dict
 from .errors import NotThisPolicy, UsageError
 from .networks import EngineHeads, SimpleActor, branch_argmax
 from .onnx_reader import SETTINGS_KEYS, OnnxGraph, _onnx_attrs, onnx_sensors, onnx_settings, read_onnx_interface
@@ -212,6 +212,7 @@ def load_onnx_alone(path: Path, expect_sha256: Optional[str] = None, goal_input:
         g = OnnxGraph(model, path.name)
         sensors = onnx_sensors(g)
         settings = onnx_settings(g, sensors, goal_input)
+        check_image_sides(settings, path, [s.feed for s in sensors])  # (before the template is exported)
         settings, state = file_named_inputs(g, sensors, settings, onnx_state_dict(g, sensors, settings))
     except (KeyError, IndexError, ValueError, TypeError, AttributeError) as exc:  # a structure none of the above knows
         raise UsageError(f"{path}: its graph is not one ML-Agents writes ({type(exc).__name__}: "

@@ -22,7 +22,7 @@ MODULES = sorted(p for p in PACKAGE.glob("*.py"))
 # growth), plus one entry per later piece of work naming what it added. Raise it only that way.
 LINE_BUDGET = {
     "inference.py before the move into the package (issue 24)": 5994,
-    "issue 26: an ONNX alone checked against the file (probe run, heads paired by what they feed, cycles, 1.x forms)": 144,
+    "issue 26: an ONNX alone checked against the file (probe run, heads paired by what they feed, cycles, 1.x forms)": 150,
 }
 
 

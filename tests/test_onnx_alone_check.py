@@ -165,6 +165,17 @@ def test_a_file_onnxruntime_refuses_is_no_policy(capsys, tmp_path, edit, words):
     assert len(err.strip().splitlines()) == 1 and words in err and "onnxruntime_src" not in err, err
 
 
+def test_an_image_smaller_than_its_encoder_accepts_is_refused_in_one_line(capsys, tmp_path):
+    """(a fresh pass over this change) the template export failed in the encoder's convolutions: a traceback."""
+    def small(g):
+        for dim, size in zip(g.input[0].type.tensor_type.shape.dim[2:], (10, 12)):
+            dim.dim_value = size
+    path = edited("visual-simple", tmp_path, small)
+    assert inference.main(["--mode", "info", "--onnx", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [f"error: {path}: obs_0 is 10x12, smaller than the simple encoder accepts (20)"]
+
+
 # --- 17. --onnx names what the path is --------------------------------------------------------------
 
 def test_onnx_given_a_fifo_or_a_folder_says_what_it_is(capsys, tmp_path):
