@@ -362,12 +362,17 @@ def trainer_of(checkpoint: dict) -> Optional[str]:
     return "ppo" if "Optimizer:value_optimizer" in checkpoint or "Optimizer:critic" in checkpoint else None
 
 
+def check_image_sides(settings: PolicySettings, path: Path, names: Optional[list] = None) -> None:
+    """Every image at least as large as its encoder accepts (a smaller one fails inside the encoder's convolutions)."""
+    for spec, name in zip(settings.inputs, names or [spec.name for spec in settings.inputs]):
+        if spec.kind == "visual" and min(spec.chw[1:]) < VISUAL_ENCODERS[spec.encoder].MIN_SIDE:
+            raise UsageError(f"{path}: {name} is {spec.chw[1]}x{spec.chw[2]}, smaller than the "
+                             f"{spec.encoder} encoder accepts ({VISUAL_ENCODERS[spec.encoder].MIN_SIDE})")
+
+
 def build_actor(settings: PolicySettings, state: dict, path: Path) -> "SimpleActor":
     """ML-Agents' module tree for these settings, loaded with load_state_dict(strict=True)."""
-    for spec in settings.inputs:
-        if spec.kind == "visual" and min(spec.chw[1:]) < VISUAL_ENCODERS[spec.encoder].MIN_SIDE:
-            raise UsageError(f"{path}: {spec.name} is {spec.chw[1]}x{spec.chw[2]}, smaller than the "
-                             f"{spec.encoder} encoder accepts ({VISUAL_ENCODERS[spec.encoder].MIN_SIDE})")
+    check_image_sides(settings, path)
     try:
         # Built on the meta device (no memory) and given the checkpoint's own tensors: sizes that the ONNX or a crafted
         # file claims never allocate anything before the strict load has checked every shape against the checkpoint.

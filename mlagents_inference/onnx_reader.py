@@ -179,7 +179,15 @@ class OnnxGraph:
         self.producer, self.consumers, alias, seen = {}, {}, {}, {}
         scalar = lambda name: float(self.consts[name]) if name in self.consts and self.consts[name].size == 1 else None
         minus = {}  # x - c, for ML-Agents' attention's "key -= 1; key += 1" (a Barracuda work-around): x again
+        zeros = set()  # x * 0, for its log_sigma "mu * 0 + log_sigma" (the same, to the batch): log_sigma, as torch 1.7 wrote it
+        written = {i.name for i in model.graph.input} | set(self.consts) | {""}
         for original in model.graph.node:  # Identity and Cast looked through, a repeated computation read once
+            unread = [i for i in original.input if i not in written]  # (so that no walk of the graph can loop)
+            twice = [o for o in original.output if o in written]
+            if unread or twice:
+                raise self.refuse(original, f"reads '{unread[0]}', which no node before it writes (a cycle, or nodes "
+                                            f"out of order)" if unread else f"writes '{twice[0]}' a second time")
+            written.update(original.output)
             ins = [alias.get(i, i) for i in original.input]
             if original.op_type == "Constant" and "value" in _onnx_attrs(original):
                 self.consts[original.output[0]] = numpy_helper.to_array(_onnx_attrs(original)["value"])
@@ -190,6 +198,11 @@ class OnnxGraph:
                 minus[original.output[0]] = (ins[0], scalar(ins[1]))
             if original.op_type == "Add" and len(ins) == 2 and ins[0] in minus and minus[ins[0]][1] == scalar(ins[1]):
                 alias[original.output[0]] = minus[ins[0]][0]
+                continue
+            if original.op_type == "Mul" and len(ins) == 2 and scalar(ins[1]) == 0.0:
+                zeros.add(original.output[0])
+            if original.op_type == "Add" and len(ins) == 2 and ins[0] in zeros and self.weight(ins[1]):
+                alias[original.output[0]] = ins[1]
                 continue
             key = (original.op_type, tuple(ins), repr(sorted(_onnx_attrs(original).items())))
             if key in seen and original.op_type not in ("RandomNormalLike", "Multinomial") and \
@@ -259,6 +272,10 @@ class OnnxGraph:
                                       node.output[0]))
             elif op == "LSTM":
                 out.append(self.lstm_node(node, deps))
+            elif op == "Exp" and len(ins) == 1 and self.weight(ins[0]):  # exp(log_sigma), used where mu is
+                used = frozenset().union(*(deps.get(i, frozenset()) for c in self.consumers.get(node.output[0], [])
+                                           for i in c.input))
+                out.append(WeightNode("Exp0", (self.consts[ins[0]],), node, used, node.output[0]))
             elif op not in ONNX_PLUMBING and any(self.weight(i) for i in ins):
                 slots = [k for k, i in enumerate(ins) if self.weight(i)]
                 if len(slots) != 1 or len(ins) != 2:
@@ -279,6 +296,22 @@ class OnnxGraph:
         half = b.shape[0] // 2
         return WeightNode("lstm", (order(w), order(r), order(b[:half]), order(b[half:])), node,
                           deps.get(node.output[0], frozenset()), node.output[0])
+
+    def feeds(self, outputs: set) -> dict:
+        """tensor -> {graph output (of `outputs`): the Concat slots on its way there (the least)}: what a tensor
+        feeds, whatever the order of the nodes (a branch's logits: its slot in the actions' Concat)."""
+        slots = {name: {name: ()} for name in self.outputs if name in outputs}
+        for node in reversed(self.nodes):
+            below = {}
+            for name in node.output:
+                for output, path in slots.get(name, {}).items():
+                    below[output] = min(path, below.get(output, path))
+            for k, name in enumerate(node.input):
+                mine = slots.setdefault(name, {})
+                for output, path in below.items():
+                    path = ((k,) if node.op_type == "Concat" else ()) + path
+                    mine[output] = min(path, mine.get(output, path))
+        return slots
 
     def op_signatures(self, anchors: list, weights: dict) -> dict:
         """How many of each computing operator (with its attributes and scalar constants) the

@@ -1,6 +1,7 @@
 """onnxruntime, torch-free: sessions, and ML-Agents' own ONNX run as the reference
 (MLAgentsOnnx: 2.x and 1.x interfaces, older files without deterministic outputs)."""
 import math
+import re
 from pathlib import Path
 from typing import Optional
 
@@ -12,7 +13,7 @@ from .outputs import _short_path
 from .spec import PolicySettings, deterministic_continuous, deterministic_discrete
 
 
-def onnx_session(model_or_path, tuned: bool = True, threads: Optional[int] = None):
+def onnx_session(model_or_path, tuned: bool = True, threads: Optional[int] = None, label: Optional[str] = None):
     """An onnxruntime CPU session; `tuned` enables every graph optimisation."""
     try:
         import onnxruntime as ort
@@ -30,8 +31,32 @@ def onnx_session(model_or_path, tuned: bool = True, threads: Optional[int] = Non
     try:
         return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
     except Exception as exc:
-        raise UsageError(f"{model_or_path if isinstance(model_or_path, (str, Path)) else 'model'}: "
-                         f"onnxruntime cannot load it ({str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__})")
+        raise UsageError(f"{label or (model_or_path if isinstance(model_or_path, (str, Path)) else 'model')}: "
+                         f"onnxruntime cannot load it ({ort_reason(exc)})")
+
+
+def ort_reason(exc: Exception) -> str:
+    """onnxruntime's message in one line, without its status code, the file's path again or its C++ source location."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    text = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : (Load model from .*? failed:)?", "", text)
+    text = re.sub(r"^\S*onnxruntime\S*:\d+ [^(]*\([^)]*\) ", "", text)
+    return text if len(text) <= 200 else text[:text.rfind(". ", 0, 200) + 1] or text[:200] + "..."
+
+
+def branch_order(model, logits: list) -> list:
+    """Each branch's masked logits (a Softmax's input) in the order the file's discrete output concatenates the
+    branches (1.x: their log-probabilities; early 2.x: their draws); in node order when that cannot be told."""
+    producer = {name: n for n in model.graph.node for name in n.output}
+    concat = producer.get(next((o.name for o in model.graph.output if o.name in ("discrete_actions", "action")), ""))
+    order = []
+    for name in concat.input if concat is not None and concat.op_type == "Concat" else []:
+        for _ in range(8):  # back through Multinomial, Log, the Add of an epsilon to the branch's Softmax
+            node = producer.get(name)
+            if node is None or node.op_type == "Softmax" or not node.input:
+                break
+            name = node.input[0]
+        order.append(node.input[0] if node is not None and node.op_type == "Softmax" else "")
+    return order if sorted(order) == sorted(logits) else logits
 
 
 class MLAgentsOnnx:
@@ -39,7 +64,7 @@ class MLAgentsOnnx:
     inputs, deterministic_* outputs) and older ones (1.x: one vector_observation input; without deterministic_* outputs
     the action mean and each branch's masked logits are read out of the graph)."""
 
-    def __init__(self, path: Path, settings: PolicySettings):
+    def __init__(self, path: Path, settings: PolicySettings, threads: Optional[int] = None):
         import onnx
         self.path, self.settings = path, settings
         self.iface = read_onnx_interface(path)
@@ -68,8 +93,8 @@ class MLAgentsOnnx:
             if "deterministic_discrete_actions" in outputs:
                 self.fetch.append("deterministic_discrete_actions")
             else:  # older files (1.x: log-probabilities; 2.x: sampled actions): each branch's masked logits
-                self.logit_names = [n.input[0] for n in model.graph.node if n.op_type == "Softmax"
-                                    and any(a.name == "axis" and a.i in (1, -1) for a in n.attribute)]
+                self.logit_names = branch_order(model, [n.input[0] for n in model.graph.node if n.op_type == "Softmax"
+                                                        and any(a.name == "axis" and a.i in (1, -1) for a in n.attribute)])
                 if len(self.logit_names) != len(settings.discrete_branches):
                     raise UsageError(f"{path}: no deterministic_discrete_actions output and not one Softmax per "
                                      f"branch to read; cannot compare discrete actions with it")
@@ -82,7 +107,7 @@ class MLAgentsOnnx:
                                   for name in exposed)
         self.fetch += exposed
         self.model = model.SerializeToString() if exposed else str(path)  # what the session runs
-        self.session = onnx_session(self.model, tuned=False)
+        self.session = onnx_session(self.model, tuned=False, threads=threads, label=_short_path(path))
 
     def feed(self, flat: list) -> dict:
         """The file's inputs for engine-layout inputs (a 1.x file: see legacy_input_shapes)."""
@@ -115,8 +140,7 @@ class MLAgentsOnnx:
         try:
             values = dict(zip(self.fetch, self.session.run(self.fetch, self.feed(flat))))
         except Exception as exc:  # e.g. an input declared wider than the checkpoint's
-            raise UsageError(f"{_short_path(self.path)}: onnxruntime cannot run it "
-                             f"({str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__})")
+            raise UsageError(f"{_short_path(self.path)}: onnxruntime cannot run it ({ort_reason(exc)})")
         want = {"deterministic_continuous_actions": (rows, s.continuous_size),
                 "deterministic_discrete_actions": (rows, len(s.discrete_branches)),
                 "recurrent_out": (rows, 1, s.memory_size),

@@ -3,6 +3,7 @@ TorchScript exporter, opset 9, its names), and its inverse: ML-Agents' modules w
 of an ML-Agents ONNX alone (no checkpoint; docs/policies.md tells how they are paired)."""
 import contextlib
 import io
+import math
 import re
 import time
 import warnings
@@ -13,12 +14,13 @@ from typing import Optional
 import numpy as np
 import torch
 
-from .checkpoint import LoadedCheckpoint, build_actor, check_state_dict
-from .errors import UsageError
-from .networks import EngineHeads, SimpleActor
+from .checkpoint import LoadedCheckpoint, build_actor, check_image_sides, check_state_dict
+from .errors import NotThisPolicy, UsageError
+from .networks import EngineHeads, SimpleActor, branch_argmax
 from .onnx_reader import SETTINGS_KEYS, OnnxGraph, _onnx_attrs, onnx_sensors, onnx_settings, read_onnx_interface
+from .runtime import MLAgentsOnnx
 from .sources import check_sha256
-from .spec import GoalInput, InputSpec, PolicySettings, engine_output_names, input_names, mlagents_output_names
+from .spec import GoalInput, InputSpec, PolicySettings, deterministic_continuous, engine_output_names, input_names, mlagents_output_names
 
 
 def dummy_inputs(settings: PolicySettings, rows: int = 1):
@@ -102,10 +104,17 @@ def onnx_state_dict(g: OnnxGraph, sensors: list, settings: PolicySettings) -> di
     for side, nodes in ((0, t_weights), (1, f_weights)):
         for w in nodes:
             groups.setdefault((w.signature, w.deps), ([], []))[side].append(w)
+    common = set(t.outputs) & set(g.outputs)
+    t_feeds, g_feeds = t.feeds(common), g.feeds(common)
     for (signature, _), (mine, theirs) in groups.items():
         if len(theirs) > len(mine):
             raise g.refuse(theirs[len(mine)].node, f"holds weights {[list(s) for s in signature[1]]} that no "
                                                    f"ML-Agents module of these settings has there")
+        keys = [[tuple(sorted(feeds.get(w.output, {}).items())) for w in side]
+                for feeds, side in ((t_feeds, mine), (g_feeds, theirs))]
+        if len(set(keys[0])) == len(keys[0]) and sorted(keys[0]) == sorted(keys[1]):  # same-shaped heads: paired by
+            for side, key in zip((mine, theirs), keys):                              # what they feed, else in node
+                side[:] = [w for _, w in sorted(zip(key, side), key=lambda kw: kw[0])]  # order (load checks both)
     found, anchors = {}, ([], [])
     for (signature, _), (mine, theirs) in groups.items():
         if len(mine) > len(theirs):
@@ -147,7 +156,7 @@ def file_named_inputs(g: OnnxGraph, sensors: list, settings: PolicySettings, sta
     """The policy takes the file's own inputs. A 1.x file's vector sensors arrive concatenated in
     vector_observation: one input whose normaliser is theirs side by side (it works elementwise),
     the body's first layer taking its columns in the file's order (the same sums)."""
-    if all(s.feed == s.tensor for s in sensors):
+    if all(s.feed == s.tensor == spec.name for s, spec in zip(sensors, settings.inputs)):
         return settings, state
     if settings.hyper:
         raise g.refuse(None, "is a 1.x file with a goal signal, which ML-Agents' 1.x serializer never wrote")
@@ -203,10 +212,91 @@ def load_onnx_alone(path: Path, expect_sha256: Optional[str] = None, goal_input:
         g = OnnxGraph(model, path.name)
         sensors = onnx_sensors(g)
         settings = onnx_settings(g, sensors, goal_input)
+        check_image_sides(settings, path, [s.feed for s in sensors])  # (before the template is exported)
         settings, state = file_named_inputs(g, sensors, settings, onnx_state_dict(g, sensors, settings))
     except (KeyError, IndexError, ValueError, TypeError, AttributeError) as exc:  # a structure none of the above knows
         raise UsageError(f"{path}: its graph is not one ML-Agents writes ({type(exc).__name__}: "
                          f"{str(exc).splitlines()[0][:120] if str(exc) else ''}); not rebuilt")
     check_state_dict(state, lambda problem: UsageError(f"{path}: not a usable ML-Agents policy: {problem}"))
-    return LoadedCheckpoint(path, settings, build_actor(settings, state, path), interface, None, sha,
-                            time.perf_counter() - t0)
+    actor = build_actor(settings, state, path)
+    check_rebuilt(path, actor)
+    return LoadedCheckpoint(path, settings, actor, interface, None, sha, time.perf_counter() - t0)
+
+
+PROBE_SCALES = (1.0, 3.0, 10.0, 100.0)  # a vector in its normaliser's deviations (past its clip of 5), an image's pixels
+PROBE_TOL = 1e-4  # float32 noise, relative to max(1, |value|) and to the probe's scale
+
+
+def probe_inputs(actor: SimpleActor, seed: int = 0) -> tuple:
+    """(engine inputs, each row's scale) that probe a rebuilt policy: rows in blocks of PROBE_SCALES, a vector about its
+    normaliser's mean in its deviations (or raw), images (in [-0.2, 1] times the scale) and entity buffers (absent
+    entities zero) likewise, random masks (one action allowed per branch at least) and memories; 64 rows at most."""
+    s, rng = actor.settings, np.random.RandomState(seed)
+    rows = int(np.clip((1 << 18) // max(1, sum(math.prod(spec.shape) for spec in s.inputs)), 4, 64))  # (images: fewer)
+    scale = np.repeat(PROBE_SCALES, -(-rows // len(PROBE_SCALES)))[:rows]
+    flat = []
+    for spec, processor in zip(s.inputs, actor.network_body.processors):
+        lead = scale.reshape(-1, *[1] * len(spec.shape))
+        x = (rng.uniform(-0.2, 1.0, (rows, *spec.shape)) if spec.kind == "visual" else rng.randn(rows, *spec.shape)) * lead
+        norm = getattr(processor, "normalizer", None)
+        if norm is not None:
+            x = norm.running_mean.numpy() + x * np.sqrt(norm.running_variance.numpy() / float(norm.normalization_steps))
+        if spec.kind == "entities":
+            x[np.arange(spec.shape[0])[None, :] >= rng.randint(0, spec.shape[0] + 1, (rows, 1))] = 0.0
+        flat.append(np.ascontiguousarray(x, np.float32))
+    if s.discrete_branches:
+        masks = (rng.rand(rows, sum(s.discrete_branches)) < 0.6).astype(np.float32)
+        for end, size in zip(np.cumsum(s.discrete_branches), s.discrete_branches):
+            masks[np.arange(rows), end - size + rng.randint(size, size=rows)] = 1.0
+        flat.append(masks)
+    if s.memory_size:
+        half = s.memory_size // 2
+        memory = np.concatenate([np.tanh(rng.randn(rows, half)), 2 * rng.randn(rows, half)], axis=1)
+        flat.append(memory[:, None, :].astype(np.float32))
+    return flat, scale
+
+
+def check_rebuilt(path: Path, actor: SimpleActor) -> None:
+    """A policy rebuilt from a file must compute what the file computes: the file itself, run by onnxruntime on
+    probe_inputs, against the rebuilt modules' deterministic actions and next memory. A UsageError when they differ
+    beyond float32 noise (a discrete action: unless the two actions' logits are equal within it)."""
+    s, (flat, scale) = actor.settings, probe_inputs(actor)
+    n, rows, problems = len(s.inputs), len(flat[0]), []
+    try:
+        theirs = MLAgentsOnnx(path, s, threads=1).deterministic(flat)
+    except NotThisPolicy as exc:
+        raise UsageError(f"{path}: its graph {exc}; not rebuilt")
+
+    def compare(what: str, ours: np.ndarray, want: np.ndarray):
+        err = (np.abs(ours - want) / np.maximum(1.0, np.abs(want))).max(axis=1)
+        bad = ~(err <= PROBE_TOL * scale)  # (NaN included)
+        if bad.any():
+            row = int(np.argmax(np.where(bad, np.nan_to_num(err, nan=np.inf), -1)))
+            problems.append(f"{what} differ by up to {float(err[row]):.3g} (probe row {row} of {rows})")
+    with torch.no_grad():
+        t, model = [torch.from_numpy(x) for x in flat], actor.action_model
+        encoding, memory = actor.network_body(t[:n], memories=t[-1] if s.memory_size else None)
+        if s.continuous_size:
+            mu = model._continuous_distribution(encoding)[0]
+            compare("the deterministic continuous actions", deterministic_continuous(mu, s.tanh_squash).numpy(),
+                    theirs["continuous_actions"])
+        if s.discrete_branches:
+            ours, want = branch_argmax(model._discrete_distribution(encoding, t[n])).numpy(), theirs["discrete_actions"]
+            logits = torch.cat([branch(encoding) for branch in model._discrete_distribution.branches], 1).numpy()
+            logits[flat[n] == 0] = -np.inf  # (forbidden actions)
+            start = np.cumsum([0] + s.discrete_branches[:-1])
+
+            def tie(row, b) -> bool:  # the file's action allowed, its logit equal to ours within float32 noise
+                size, w = s.discrete_branches[b], want[row, b]
+                a, w = logits[row, start[b] + ours[row, b]], logits[row, start[b] + w] if 0 <= w < size else np.nan
+                return abs(a - w) <= PROBE_TOL * scale[row] * max(1.0, abs(a))
+            differ = [(row, b) for row, b in zip(*np.nonzero(ours != want)) if not tie(row, b)]
+            if differ:
+                (row, b), count = differ[0], len({row for row, _ in differ})
+                problems.append(f"the deterministic discrete actions differ in {count} of {rows} probe rows (row {row}, "
+                                f"branch {b}: {ours[row, b]} here, {want[row, b]} in the file)")
+        if s.memory_size:
+            compare("the next memories", memory.reshape(rows, -1).numpy(), theirs["memory"])
+    if problems:
+        raise UsageError(f"{path}: the policy rebuilt from its weights does not compute what the file computes: "
+                         f"{'; '.join(problems)}; refused")

@@ -399,9 +399,7 @@ def read_config(model_dir: Optional[Path], behavior: Optional[str]) -> dict:
 
 def onnx_alone_source(option: str, path: Path, folder: Optional[Path] = None) -> ModelSource:
     """A model given as its ML-Agents ONNX alone (--onnx with no checkpoint, a folder holding only <Behavior>.onnx)."""
-    if _path_kind(option, path) != "file":
-        raise UsageError(f"{option} {_short_path(path)}: no such file")
-    return ModelSource(path, folder, path.stem, option)
+    return ModelSource(regular_file(option, path), folder, path.stem, option)
 
 
 def mlagents_onnx_files(path: Path, model_dir: Optional[Path], behavior: Optional[str], step: Optional[int]) -> list:
