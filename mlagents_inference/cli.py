@@ -198,11 +198,13 @@ def _flag(dest: str) -> str:
 
 
 def parse_args(argv: list) -> argparse.Namespace:
-    parser = build_parser()
-    args = parser.parse_args(_glue_option_values(argv))
-    # The one place where options that do not fit are refused, not ignored: given (not left at its default) with another
-    # mode, or without the option it needs, or with one it must not meet
-    given = [dest for dest, value in vars(args).items() if value not in (None, False, parser.get_default(dest))]
+    parser, glued = build_parser(), _glue_option_values(argv)
+    args = parser.parse_args(glued)
+    # The one place where options that do not fit are refused, not ignored: given (on the command line, whatever its
+    # value) with another mode, or without the option it needs, or with one it must not meet
+    for action in parser._actions:
+        action.default = argparse.SUPPRESS  # parsed again: the namespace holds the options given, and those alone
+    given = list(vars(parser.parse_args(glued)))
     for dest in given:
         if dest in OPTION_MODES and args.mode not in OPTION_MODES[dest]:
             raise UsageError(f"{_flag(dest)} applies to --mode {' / '.join(OPTION_MODES[dest])}, not {args.mode}")
@@ -281,7 +283,8 @@ def main(argv: Optional[list[str]] = None) -> int:
             tell(f"FAILED: {exc}")
             return 1
         except ModuleNotFoundError as exc:  # e.g. torch on a fresh machine
-            tell(f"error: the Python package '{exc.name}' is not installed; run: pip install -r requirements.txt")
+            tell(f"error: the Python package '{exc.name}' is not installed; run: pip install -r requirements.txt"
+                 + (" (an installed package: pip install \".[torch]\")" if exc.name == "torch" else ""))
             return 2
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP through Interrupted
             import signal

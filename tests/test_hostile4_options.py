@@ -27,6 +27,10 @@ def run(capsys, *args):
     (["--chunk", "100"], "--chunk applies only with --obs-file"),
     (["--progress"], "--progress applies only with --obs-file"),
     (["--obs-file", "x.npy", "--batch", "5"], "--batch does not apply with --obs-file; it would be ignored"),
+    # given at its default value, an option is given all the same (it was taken as not given)
+    (["--ray-actors", "2"], "--ray-actors applies only with --ray; it would be ignored"),
+    (["--chunk", "16384"], "--chunk applies only with --obs-file"),
+    (["--samples", "100"], "--samples applies to --mode precision, not batch"),
 ])
 def test_options_that_would_be_ignored_are_refused(capsys, tmp_path, monkeypatch, args, message):
     """Each ran before, its option dropped: --batch 10 --ray local without Ray, --ray '' without Ray,

@@ -75,7 +75,7 @@ if importlib.util.find_spec("torch_npu"):
         print("torch_npu=%s npus=%d" % (torch_npu.__version__, n))
         if n:
             found = "npu:0"; print("name=%s" % torch.npu.get_device_name(0))
-            # defaults before inference.py switches them off for float32 (its full_float32)
+            # defaults before inference.py switches them off for float32 (engines.full_float32)
             print("hf32_defaults=%s" % " ".join("%s:%s" % (g, getattr(getattr(torch.npu, g, None), "allow_hf32", "n/a"))
                                                 for g in ("conv", "matmul", "aclnn")))
     except Exception as e:
