@@ -387,7 +387,8 @@ def test_a_machine_without_torch_gets_one_line_saying_how_to_install_it(tmp_path
                           input="")
     assert done.returncode == 2, (done.returncode, done.stderr[-500:])
     assert done.stderr.strip().splitlines() == [
-        "error: the Python package 'torch' is not installed; run: pip install -r requirements.txt"], done.stderr
+        "error: the Python package 'torch' is not installed; run: pip install -r requirements.txt "
+        "(an installed package: pip install \".[torch]\")"], done.stderr
     program = program.replace(repr(mode), "'checkpoints'")
     done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120, env=child_env())
     assert done.returncode == 0 and "SUCCESS" in done.stdout, done.stderr[-500:]
