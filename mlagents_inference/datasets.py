@@ -274,11 +274,9 @@ def _read_units(source: ParquetSource, chunk: int, pieces: int) -> list:
     """What each Ray task reads, in input order (ParquetSource.batches' units): runs of whole row groups of `chunk`
     rows or more, a row group of many chunks cut into `pieces` runs of record batches (a task decodes those before its
     own: little beside the policy). Not Ray's read_parquet: it packs row groups into tasks out of input order."""
-    import pyarrow.parquet as pq
     units, first = [], 0
-    for file in source.files:
-        meta = pq.ParquetFile(file).metadata
-        sizes, g = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)], 0
+    for file, sizes in zip(source.files, source.groups):  # (the row groups ParquetSource.open read, not read again)
+        g = 0
         while g < len(sizes):
             end, rows = g + 1, sizes[g]
             while end < len(sizes) and rows < chunk:

@@ -1,6 +1,7 @@
 """Observations from --obs words and files: text, images (read as ML-Agents' camera sensor does), .npy/.npz, Parquet."""
 import collections
 import contextlib
+import functools
 import math
 import re
 import zipfile
@@ -278,11 +279,17 @@ def _parquet_reader(file: Path):
     """The one way a Parquet file is opened: page checksums verified (pyarrow 15 and later), and a bound on what is
     held that does not grow with the file: no pre-buffering of whole row groups (pyarrow's default), pages read
     through a 1 MiB buffer rather than whole column chunks."""
+    import pyarrow.parquet as pq
+    return pq.ParquetFile(file, pre_buffer=False, buffer_size=1 << 20, **_checksum_option())
+
+
+@functools.lru_cache(maxsize=None)
+def _checksum_option() -> dict:
+    """ParquetFile's page checksum verification, where this pyarrow has it (15 and later); looked up once."""
     import inspect
 
     import pyarrow.parquet as pq
-    verify = "page_checksum_verification" in inspect.signature(pq.ParquetFile).parameters
-    return pq.ParquetFile(file, pre_buffer=False, buffer_size=1 << 20, **({"page_checksum_verification": True} if verify else {}))
+    return {"page_checksum_verification": True} if "page_checksum_verification" in inspect.signature(pq.ParquetFile).parameters else {}
 
 
 def _parquet_layout(type_, shape: tuple, pa) -> Optional[list]:
@@ -337,7 +344,7 @@ class ParquetSource:
     keep: list          # column names copied through
     schema: object      # pyarrow schema of the columns read
     rows: int
-    counts: tuple = ()  # rows of each file, as its footer and its row groups say (held to them when read)
+    groups: tuple = ()  # each file's row groups' rows (their sum is the footer's count: held to it when read)
 
     @classmethod
     def open(cls, path: Path, settings: PolicySettings, keep: Sequence[str] = ()) -> "ParquetSource":
@@ -348,21 +355,21 @@ class ParquetSource:
             shapes["action_masks"] = (sum(settings.discrete_branches),)
         if settings.memory_size:
             shapes["memory"] = (settings.memory_size,)
-        first, counts = None, []
+        first, groups = None, []
         for file in files:
             try:
                 with _parquet_reader(file) as reader:
                     meta, schema = reader.metadata, reader.schema_arrow
-                    counts.append(sum(meta.row_group(i).num_rows for i in range(meta.num_row_groups)))
+                    groups.append(tuple(meta.row_group(i).num_rows for i in range(meta.num_row_groups)))
             except (pa.ArrowException, OSError, ValueError) as exc:  # (ValueError: a name that is not UTF-8)
                 raise UsageError(f"--obs-file {file}: not a readable Parquet file ({str(exc).splitlines()[0][:120]})")
-            if counts[-1] != meta.num_rows:
+            if sum(groups[-1]) != meta.num_rows:
                 raise UsageError(f"--obs-file {file}: its footer says {meta.num_rows} rows and its row groups "
-                                 f"{counts[-1]}; a damaged file")
+                                 f"{sum(groups[-1])}; a damaged file")
             first = schema if first is None else first
             if not schema.equals(first):
                 raise UsageError(f"--obs-file {file}: its columns differ from those of {files[0].name}")
-        names, rows = list(first.names), sum(counts)
+        names, rows = list(first.names), sum(map(sum, groups))
         if twice := [n for n, c in collections.Counter(names).items() if c > 1]:
             raise UsageError(f"--obs-file {path}: holds {twice[0][:60]!r} more than once; name each column once")
         if not rows:
@@ -393,7 +400,7 @@ class ParquetSource:
                                  f"{', or nested ' + ' x '.join(map(str, shape)) if len(shape) > 1 else ''})")
             columns[name] = (column, layout, shape)
         read = [c for c, _, _ in columns.values()] + [k for k in keep if k not in columns]
-        return cls(files, columns, list(keep), pa.schema([first.field(c) for c in read]), rows, tuple(counts))
+        return cls(files, columns, list(keep), pa.schema([first.field(c) for c in read]), rows, tuple(groups))
 
     def batches(self, chunk: int, units: Optional[Sequence[tuple]] = None):
         """(first row, record batch) in file order, `chunk` rows at most; a whole file that holds more or fewer rows
@@ -401,7 +408,7 @@ class ParquetSource:
         of `units` alone, what a Ray task reads: (file, row groups, their first row, record batches skipped, record
         batches read or None: the rest)."""
         import pyarrow as pa
-        start, read, counts = 0, self.schema.names, {str(f): c for f, c in zip(self.files, self.counts)}
+        start, read, counts = 0, self.schema.names, {str(f): sum(g) for f, g in zip(self.files, self.groups)}
         for file, groups, first, skip, take in units or [(file, None, None, 0, None) for file in self.files]:
             start, got, whole = start if first is None else first, 0, groups is None and not skip and take is None
             count = counts.get(str(file), 0) if whole else math.inf
