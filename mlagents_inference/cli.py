@@ -33,6 +33,7 @@ MODES: dict = {
     "stats": ("modes_basic", "mode_stats", "show_stats"),
     "benchmark": ("benchmark", "mode_benchmark", "show_benchmark"),
     "stream": ("stream", "mode_stream", None),  # (answers line by line)
+    "serve": ("serve", "mode_serve", None),  # (answers connections until stopped; docs/serve.md)
 }
 
 
@@ -154,9 +155,9 @@ def build_parser() -> argparse.ArgumentParser:
            help="batch: .npy (continuous actions), .npz or .parquet (continuous_actions, discrete_actions, memory), "
                 "or with --ray a folder (no suffix: Ray Data's write_parquet); "
                 "export-onnx: .onnx (default huggy_rebuilt.onnx: in assets/ in a clone, else the current folder)")
-    option(obs, "--ray", metavar="local|ADDRESS", modes=("batch",), needs="obs_file",
-           help="batch over Parquet through Ray Data: on a local Ray instance, or on the cluster at ADDRESS "
-                "(ray start --head ...); needs pip install -r requirements-ray.txt")
+    option(obs, "--ray", metavar="local|ADDRESS", modes=("batch", "serve"),
+           help="batch over Parquet through Ray Data (with --obs-file), or serve through Ray Serve: on a local Ray "
+                "instance, or on the cluster at ADDRESS (ray start --head ...); needs pip install -r requirements-ray.txt")
     option(obs, "--ray-actors", type=_whole_number(1, 4096), default=2, modes=("batch",), needs="ray",
            help="--ray: policy actors, each loading the policy once (one GPU or NPU each on accelerators; default 2)")
     option(obs, "--progress", action="store_true", modes=("batch",), needs="obs_file",
@@ -176,10 +177,21 @@ def build_parser() -> argparse.ArgumentParser:
     option(chk, "--runs", type=positive_int, default=200, modes=("benchmark",), help="benchmark: timed calls (default 200)")
     option(chk, "--plot", metavar="FILE.png", modes=("benchmark",),
            help="benchmark: draw the latency distribution (needs matplotlib)")
-    option(chk, "--stream-stats", "--stats", action="store_true", modes=("stream",),
-           help="stream: print line count, errors and latency to stderr at the end (--stats: its former name)")
-    option(chk, "--max-line-bytes", type=_whole_number(64, 1 << 31), default=16 << 20, modes=("stream",),
-           help="stream: a longer line is answered with an error and skipped (default 16 MiB)")
+    option(chk, "--stream-stats", "--stats", action="store_true", modes=("stream", "serve"),
+           help="stream/serve: print line count, errors and latency to stderr at the end (--stats: its former name)")
+    option(chk, "--max-line-bytes", type=_whole_number(64, 1 << 31), default=16 << 20, modes=("stream", "serve"),
+           help="stream/serve: a longer line is answered with an error and skipped (default 16 MiB)")
+    net = p.add_argument_group("serve (docs/serve.md)")
+    option(net, "--listen", metavar="HOST:PORT|unix:PATH", modes=("serve",),
+           help="serve: the stream's JSON lines over TCP (port 0: any free port) or a Unix socket")
+    option(net, "--http", metavar="HOST:PORT", modes=("serve",),
+           help="serve: GET /healthz, GET /metrics (Prometheus), POST /v1/act (one stream line); with --ray, Ray Serve's ingress")
+    option(net, "--max-batch", type=_whole_number(1, 1 << 20), default=None, modes=("serve",),
+           help="serve: at most this many lines in one engine call (default: every line waiting)")
+    option(net, "--max-wait-us", type=_whole_number(0, 10_000_000), default=0, modes=("serve",),
+           help="serve: wait up to this long for more lines before an engine call (default 0: a lone line is answered at once)")
+    option(net, "--replicas", type=_whole_number(1, 4096), default=1, modes=("serve",), needs="ray",
+           help="serve --ray: Ray Serve replicas, each loading the policy once (one GPU or NPU each on accelerators)")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout instead of text")
     return p
 
@@ -218,9 +230,11 @@ def parse_args(argv: list) -> argparse.Namespace:
             setattr(args, dest, defaults.get(args.mode, defaults["*"]))
     if args.expect_sha256 is not None and not SHA256_HEX.fullmatch(args.expect_sha256.strip()):
         raise UsageError("--expect-sha256: expected 64 hexadecimal digits")
-    if args.mode == "stream" and args.json:
-        raise UsageError("--json does not apply to stream mode (every line is JSON already)")
-    for name in ("checkpoint", "model_dir", "model", "onnx", "obs_file", "output", "plot", "ray"):
+    if args.mode in ("stream", "serve") and args.json:
+        raise UsageError(f"--json does not apply to {args.mode} mode (every line is JSON already)")
+    if args.mode == "batch" and "ray" in given and "obs_file" not in given:
+        raise UsageError("--ray applies only with --obs-file; it would be ignored")
+    for name in ("checkpoint", "model_dir", "model", "onnx", "obs_file", "output", "plot", "ray", "listen", "http"):
         if getattr(args, name) is not None and not str(getattr(args, name)).strip():
             raise UsageError(f"{_flag(name)}: empty value")
     return args

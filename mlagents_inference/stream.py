@@ -32,8 +32,9 @@ def _stream_reply(policy: Policy, ident, key: Optional[str], out: dict, memories
     return answer
 
 
-def stream_answer(policy: Policy, msg, memories: AgentMemories) -> dict:
-    """One stream line's answer; UsageError for a bad line and for a line the engine fails on (out of memory, say)."""
+def stream_answer(policy: Policy, msg, memories: AgentMemories, scope: str = "") -> dict:
+    """One stream line's answer; UsageError for a bad line and for a line the engine fails on (out of memory, say).
+    `scope` prefixes the id's memory key (serve: one scope per connection, so two clients' agent 0 are two agents)."""
     s = policy.settings
     if not isinstance(msg, dict):
         raise UsageError('expected an object like {"obs": [...]}')
@@ -71,7 +72,7 @@ def stream_answer(policy: Policy, msg, memories: AgentMemories) -> dict:
         if value is not None and not _json_numbers_only(value):
             raise UsageError(f'"{name}" must hold {what} only')
     # one memory per agent id (a line without "id" keeps none: it starts from its "memory" or zeros)
-    key = json.dumps(ident) if s.memory_size and ident is not None else None
+    key = scope + json.dumps(ident) if s.memory_size and ident is not None else None
     if key is not None and memory is None and not reset and key in memories:
         memory = memories[key]  # [agents, memory size]
         rows = len(arrays[0]) if arrays[0].ndim > len(s.inputs[0].shape) else 1
@@ -173,11 +174,13 @@ def waiting_lines(stream, limit: int):
             yield group
 
 
-def answer_waiting(policy: Policy, lines: list, memories: AgentMemories, loads: Callable, limit: int) -> list:
+def answer_waiting(policy: Policy, lines: list, memories: AgentMemories, loads: Callable, limit: int,
+                   scopes: Optional[list] = None) -> list:
     """Answers to a group of waiting lines, in order, each what it would have been alone: plain
     lines (_quick_request) share one engine call (onnxruntime, whose rows do not depend on the
     batch they are in); any other line, and a second line of an id already in the call, first
-    lets the call run, then goes through stream_answer. Bad lines get their error in place."""
+    lets the call run, then goes through stream_answer. Bad lines get their error in place.
+    `scopes` (serve): each line's memory scope (its connection), as stream_answer's `scope`."""
     s = policy.settings
     answers: list = [None] * len(lines)
     batch: list = []  # (index, id, memory key, inputs, masks, memory)
@@ -223,7 +226,7 @@ def answer_waiting(policy: Policy, lines: list, memories: AgentMemories, loads: 
             quick = _quick_request(policy, msg) if together else None
             if quick is not None:
                 ident, inputs, masks, memory, reset = quick
-                key = json.dumps(ident) if s.memory_size and ident is not None else None
+                key = (scopes[i] if scopes else "") + json.dumps(ident) if s.memory_size and ident is not None else None
                 if key is not None and any(b[2] == key for b in batch):
                     run_batch()  # this id's memory comes from the line before
                 if key is not None and memory is None and not reset and key in memories:
@@ -234,7 +237,7 @@ def answer_waiting(policy: Policy, lines: list, memories: AgentMemories, loads: 
             if quick is None:
                 run_batch()
                 ident = _echoed_id(msg)
-                answers[i] = stream_answer(policy, msg, memories)
+                answers[i] = stream_answer(policy, msg, memories, scopes[i] if scopes else "")
             else:
                 batch.append((i, ident, key, inputs, masks, memory))
         except UsageError as exc:

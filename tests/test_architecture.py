@@ -26,6 +26,7 @@ LINE_BUDGET = {
     "issue 26, files: one same-file rule, the Parquet reader's bounds and checks, uint8 frames, --mask with --obs-file": 37,
     "issue 26: Ray in input order, on loopback, its signals; options that need another; the program's own peak RSS": 92,
     "issue 26: an ONNX alone checked against the file (probe run, heads paired by what they feed, cycles, 1.x forms)": 150,
+    "issue 27 scaffold: serve's options, memory scopes, placeholders for serve, ray_serve and remote": 45,
 }
 
 
