@@ -11,13 +11,11 @@ from typing import Callable
 import numpy as np
 
 from .context import Context, _percentiles, check_rows_fit, header
-from .engines import synchronize
 from .errors import UsageError
 from .modes_check import checkpoint_onnx
 from .observations import random_inputs, random_masks
 from .outputs import atomic_write, check_output_path
 from .runtime import MLAgentsOnnx
-from .serializer import export_mlagents_onnx
 from .spec import input_names
 
 # The bare contender of --mode benchmark runs in a process of its own: an onnxruntime session keeps
@@ -147,6 +145,7 @@ def bare_onnxruntime_job(ctx: Context, flat: list) -> tuple:
     except UsageError:
         if ctx.args.onnx:
             raise
+        from .serializer import export_mlagents_onnx
         return export_mlagents_onnx(ctx.checkpoint.actor), list(ctx.policy.fetch[True]), \
             dict(zip(input_names(s, exported=True), flat)), "export of this checkpoint"
     reference.session = None  # the contender runs in a process of its own: no thread pool here
@@ -185,7 +184,9 @@ def mode_benchmark(ctx: Context):
 
     def ours_block(n: int) -> list:
         times = _timed_calls(ours, n)
-        synchronize(ctx.device)  # (each timed call ends by copying actions to the host, which waits too)
+        if ctx.device.type != "cpu" and not ctx.onnxruntime_devices:
+            from .engines import synchronize
+            synchronize(ctx.device)  # (each timed call ends by copying actions to the host, which waits too)
         _settle_threads()
         return times
 

@@ -37,6 +37,9 @@ MODES: dict = {
 }
 
 
+TORCH_MODES = ("precision", "onnx-compare", "export-onnx")  # (the others run on the ML-Agents ONNX alone without torch)
+
+
 def mode_functions(mode: str) -> tuple:
     """(compute, show) of a mode, its module imported now."""
     module, compute, show = MODES[mode]
@@ -77,6 +80,14 @@ def column_names(text: str) -> list:
     if not all(names) or len(set(names)) != len(names):
         raise argparse.ArgumentTypeError(f"expected distinct comma-separated column names, got {text!r}")
     return names
+
+
+def _providers(text: str) -> list:
+    from .runtime import parse_providers  # (onnxruntime's names; whether this build has them is told at load)
+    try:
+        return parse_providers(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--providers: "))
 
 
 def _positive_float(text: str) -> float:
@@ -128,7 +139,11 @@ def build_parser() -> argparse.ArgumentParser:
     option(run, "--device", default="auto", help="auto (npu, else cuda, else cpu) | cpu | cuda[:N] | npu[:N]")
     option(run, "--dtype", choices=DTYPES, default="float32",
            help="the network's precision; normalizers stay float32 (default float32, recommended)")
-    option(run, "--engine", choices=ENGINES, default="auto", help="auto: onnxruntime on CPU float32, torch elsewhere")
+    option(run, "--engine", choices=ENGINES, default="auto",
+           help="auto: onnxruntime on CPU float32, torch elsewhere; without torch: onnxruntime on the policy's ML-Agents ONNX")
+    option(run, "--providers", type=_providers, default=None, metavar="NAME[,NAME...]",
+           help="onnxruntime's execution providers in priority order (cuda, tensorrt, cann, openvino, coreml, directml, "
+                "rocm, ...; the CPU is the fallback): the onnxruntime engine on them (docs/accelerators.md)")
     option(run, "--graphs", choices=("on", "off"), default="on",
            help="torch engine on CUDA/NPU: capture each batch size as a device graph (default on)")
     obs = p.add_argument_group("inputs")
@@ -275,6 +290,11 @@ def main(argv: Optional[list[str]] = None) -> int:
             if sys.stdout is None:  # started with stdout closed (>&-): results would go nowhere
                 raise UsageError("standard output is closed; redirect it to a file or /dev/null")
             args = parse_args(sys.argv[1:] if argv is None else argv)
+            if args.mode in TORCH_MODES:
+                from .runtime import TORCH_HINT, torch_available
+                if not torch_available():
+                    raise UsageError(f"--mode {args.mode} works on ML-Agents' modules rebuilt in torch, which is not "
+                                     f"installed: {TORCH_HINT}")
             compute, show = mode_functions(args.mode)  # (torch is imported here, by the modes that need it)
             result, passed = compute(Context(args))
             if result is not None:  # (stream mode answers line by line)

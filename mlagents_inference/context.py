@@ -53,19 +53,32 @@ class Context:
         return self.checkpoint.settings
 
     @cached_property
+    def onnxruntime_devices(self) -> bool:
+        """Whether --device means onnxruntime's providers: without torch, or with --engine onnxruntime or --providers."""
+        from .runtime import torch_available
+        return self.args.engine == "onnxruntime" or bool(self.args.providers) or not torch_available()
+
+    @cached_property
     def device(self):
+        if self.onnxruntime_devices:
+            from .runtime import ort_device
+            return ort_device(self.args.device)
         from .engines import resolve_device
         return resolve_device(self.args.device)
 
     @cached_property
     def engine_name(self) -> str:
+        if self.onnxruntime_devices:
+            return "onnxruntime"  # (Policy refuses what onnxruntime's engines do not run, naming what to install)
         from .engines import choose_engine
         return choose_engine(self.args.engine, self.device, self.args.dtype)
 
     @cached_property
     def policy(self) -> Policy:
         from .policy import Policy
-        return Policy(self.checkpoint, self.device, self.args.dtype, self.engine_name, self.args.graphs == "on")
+        engine = self.args.engine if self.onnxruntime_devices else self.engine_name
+        return Policy(self.checkpoint, self.device, self.args.dtype, engine, self.args.graphs == "on",
+                      providers=self.args.providers)
 
     def base(self) -> dict:
         return {"checkpoint": str(self.checkpoint.path), "source": self.source.origin, "device": str(self.device),

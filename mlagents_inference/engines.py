@@ -4,7 +4,6 @@ full float32 (TF32 and HF32 off), and the two engines over the same modules' out
 import copy
 import importlib.util
 import os
-import re
 import warnings
 from typing import Callable, Optional
 
@@ -13,17 +12,9 @@ import torch
 from .encoders import Normalizer
 from .errors import UsageError
 from .networks import EngineHeads, SimpleActor
-from .runtime import onnx_session
+from .runtime import onnx_session, parse_device
 from .serializer import export_engine_onnx
 from .spec import ENGINES, engine_output_names, input_names
-
-
-def parse_device(text: str) -> tuple[str, Optional[int]]:
-    """'auto' | 'cpu' | 'cuda[:N]' | 'npu[:N]' -> (kind, index or None)."""
-    m = re.fullmatch(r"(auto|cpu|cuda|npu)(?::(\d+))?", text.strip().lower())
-    if not m or (m.group(1) in ("auto", "cpu") and m.group(2) is not None):
-        raise UsageError(f"--device {text!r}: expected auto, cpu, cuda[:N] or npu[:N]")
-    return m.group(1), int(m.group(2)) if m.group(2) is not None else None
 
 
 def _import_torch_npu():
@@ -176,9 +167,10 @@ class OnnxRuntimeEngine:
     """The same modules exported (deterministic outputs only) and run by onnxruntime on the CPU, float32 only."""
     name = "onnxruntime"
 
-    def __init__(self, actor: "SimpleActor"):
+    def __init__(self, actor: "SimpleActor", providers: Optional[list] = None):
         self.output_names, self.input_names = engine_output_names(actor.settings), input_names(actor.settings)
-        self.session = onnx_session(export_engine_onnx(EngineHeads(actor)))
+        self.session = onnx_session(export_engine_onnx(EngineHeads(actor)), providers=providers)
+        self.providers = self.session.get_providers()
         # InferenceSession.run re-checks on every call what is fixed here (input names, OrtValue
         # ownership, graph capture) through pybind properties: 5-10 µs a call once a run has left the
         # caches cold, a tenth of a small visual policy's batch-1 call. The binding's run skips that.

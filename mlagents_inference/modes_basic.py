@@ -20,8 +20,15 @@ def mode_info(ctx: Context):
     import shutil
     import subprocess
 
-    from .engines import _cuda_count, npu_count  # (the torch layer, imported when a mode runs)
-    v, npus, cudas, health = versions(), npu_count(), _cuda_count(), None
+    from .runtime import torch_available
+    if torch_available():
+        from .engines import _cuda_count, npu_count  # (the torch layer, imported when a mode runs)
+        npus, cudas = npu_count(), _cuda_count()
+    else:  # (torch-free: the devices onnxruntime's providers reach; a count needs the device's own library)
+        import onnxruntime
+        npus, cudas = [int("CANNExecutionProvider" in onnxruntime.get_available_providers()),
+                       int("CUDAExecutionProvider" in onnxruntime.get_available_providers())]
+    v, health = versions(), None
     if shutil.which("npu-smi"):
         try:
             text = subprocess.run(["npu-smi", "info"], capture_output=True, text=True, timeout=10).stdout
@@ -30,15 +37,21 @@ def mode_info(ctx: Context):
         except (OSError, subprocess.SubprocessError):
             health = "no health line found"
     ckpt, src, s = ctx.checkpoint, ctx.source, ctx.settings
-    norms = [p.normalizer for p in ckpt.actor.network_body.processors if getattr(p, "normalizer", None) is not None]
+    steps = None
+    if ckpt.actor is not None:
+        steps = next((int(p.normalizer.normalization_steps) for p in ckpt.actor.network_body.processors
+                      if getattr(p, "normalizer", None) is not None), None)
     log_sigma = None
-    if s.continuous_size and not s.conditional_sigma:
+    if s.continuous_size and not s.conditional_sigma and ckpt.actor is not None:
         log_sigma = ckpt.actor.action_model._continuous_distribution.log_sigma.detach().reshape(-1).numpy()
+    elif s.continuous_size and not s.conditional_sigma:  # the file's own sigma, the same for every observation
+        sigma = ctx.policy.engine.run(ctx.policy.prepare(random_inputs(s, 0), None, None)[0], ["log_sigma"])["sigma"]
+        log_sigma = np.log(sigma[0].astype(np.float64))
     obs = random_inputs(s, ctx.args.seed)
     out = ctx.policy.act(obs)
     first_action_s = time.time() - _process_start_time()
     return {**ctx.policy.info, "obs_dim": sum(int(np.prod(i.shape)) for i in s.inputs), "action_dim": s.continuous_size,
-            "normalize": s.normalize, "normalization_steps": int(norms[0].normalization_steps) if norms else None,
+            "normalize": s.normalize, "normalization_steps": steps,
             "log_sigma": floats(log_sigma) if log_sigma is not None else None, **ctx.base(), "versions": v,
             "load_s": ckpt.load_s, "note": src.note, "devices": {"npu": npus, "cuda": cudas}, "npu_smi": health,
             "architecture": architecture(s), "inputs_described": [i.describe() for i in s.inputs],
@@ -62,7 +75,7 @@ def show_info(r: dict) -> list:
               f"{' (shared critic: value heads in the policy, unused)' if r['shared_critic'] else ''}"
               f" | {'' if r['settings_source'] == ONNX_ONLY_SOURCE else 'settings from '}{r['settings_source']}"]
     lines += [f"[load] input {text}" for text in r["inputs_described"]]
-    lines.append(f"[load] obs normalizer steps = {r['normalization_steps'] or 'none (normalize: false)'}")
+    lines.append(f"[load] obs normalizer steps = {r['normalization_steps'] or ('folded into the ONNX file' if r['normalize'] else 'none (normalize: false)')}")
     if r["log_sigma"] is not None:
         lines.append(f"[load] log_sigma[:6] = {fmt(r['log_sigma'][:6], 4)}")
     lines.append(f"[policy] obs(random,seed={r['seed']})[:6] = {fmt(r['obs'], 4)}")
@@ -70,7 +83,8 @@ def show_info(r: dict) -> list:
         lines.append(f"[policy] deterministic_actions[:6] = {fmt(r['continuous_actions'][:6])}")
     if "discrete_actions" in r:
         lines.append(f"[policy] deterministic_discrete_actions = {r['discrete_actions']}")
-    lines.append(f"[policy] engine = {r['engine']} | process start to first action = {r['time_to_first_action_s']:.2f}s")
+    lines.append(f"[policy] engine = {r['engine']} ({r['runs']}{' on ' + ', '.join(r['providers']) if r['providers'] else ''}) | "
+                 f"process start to first action = {r['time_to_first_action_s']:.2f}s")
     return lines
 
 

@@ -1,17 +1,16 @@
 """Modes that check the policy: precision (against a float64 reference), onnx-compare (against
-ML-Agents' own ONNX) and export-onnx."""
+ML-Agents' own ONNX) and export-onnx. They work on ML-Agents' modules rebuilt in torch (the torch layer is imported
+when they run: benchmark borrows checkpoint_onnx without torch)."""
 from pathlib import Path
 
 import numpy as np
 
 from .context import Context, check_rows_fit, compare, header
-from .engines import TorchEngine, resolve_device
 from .errors import NotThisPolicy, UsageError
 from .observations import random_inputs, random_masks
 from .outputs import atomic_write, check_output_path, floats, fmt, refuse_same_file
 from .policy import Policy
 from .runtime import MLAgentsOnnx, onnx_session
-from .serializer import export_mlagents_onnx
 from .sources import DEFAULT_EXPORT, find_checkpoint_onnx, mlagents_onnx_files, regular_file
 from .spec import PolicySettings, input_names, step_outputs
 
@@ -26,6 +25,7 @@ def mode_precision(ctx: Context):
     flat, _, _ = policy.prepare(obs, masks)
     test, ref = policy.engine.run(flat), policy.reference(flat)
     same_as_test = ctx.engine_name == "torch" and ctx.device.type == "cpu" and ctx.args.dtype == "float32"
+    from .engines import TorchEngine, resolve_device
     cpu32 = test if same_as_test else TorchEngine(ctx.checkpoint.actor, resolve_device("cpu"), "float32").run(flat)
     key = "deterministic_continuous_actions" if s.continuous_size else "probabilities"
     vs_ref, vs_cpu = compare(test[key], ref[key]), compare(test[key], cpu32[key])
@@ -187,6 +187,7 @@ def mode_export_onnx(ctx: Context):
     theirs = [p for p in mlagents_onnx_files(ckpt.path, src.model_dir, src.behavior, ckpt.global_step) if p.is_file()]
     refuse_same_file(output, [ckpt.path] + ([ckpt.onnx.path] if ckpt.onnx else []) +
                      ([Path(ctx.args.onnx)] if ctx.args.onnx else []) + theirs)
+    from .serializer import export_mlagents_onnx
     data = export_mlagents_onnx(ckpt.actor)
     model = onnx.load_from_string(data)
     onnx.checker.check_model(model)

@@ -24,17 +24,16 @@ OBS_WORDS = ("random", "zeros", "ones", "ones_neg", "boundary")
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 
 
-def boundary_input(spec: InputSpec, processor) -> np.ndarray:
+def boundary_input(spec: InputSpec, normalizer: Optional[tuple]) -> np.ndarray:
     """Every feature on the normaliser's clip edge, running_mean ± 5 standard deviations (+ for even and − for odd
     features), so the normalised input is ±5; ±5 without a normaliser; images alternate 0 and 1."""
     signs = np.where(np.arange(int(np.prod(spec.shape))) % 2 == 0, 1.0, -1.0)
     if spec.kind == "visual":
         return ((signs + 1) / 2).reshape(spec.shape).astype(np.float32)
-    normalizer = getattr(processor, "normalizer", None)
     if normalizer is None:
         return (NORMALIZER_CLIP * signs).reshape(spec.shape).astype(np.float32)
-    std = np.sqrt(normalizer.running_variance.double().numpy() / int(normalizer.normalization_steps))
-    return (normalizer.running_mean.double().numpy() + NORMALIZER_CLIP * signs * std).astype(np.float32)
+    mean, std = normalizer  # (Policy.normalizers: float64)
+    return (mean + NORMALIZER_CLIP * signs * std).astype(np.float32)
 
 
 def parse_obs(text: str, policy: "Policy", seed: int) -> list:
@@ -59,16 +58,16 @@ def parse_obs(text: str, policy: "Policy", seed: int) -> list:
         if missing := [i.name for i in s.inputs if i.name not in values]:
             raise UsageError(f"--obs: no value for {', '.join(missing)}; give 'NAME=VALUE' for every input")
     randoms = random_inputs(s, seed)
-    processors = policy.checkpoint.actor.network_body.processors
-    return [parse_one_input(values[spec.name], spec, randoms[i], processors[i]) for i, spec in enumerate(s.inputs)]
+    normalizers = policy.normalizers()
+    return [parse_one_input(values[spec.name], spec, randoms[i], normalizers[i]) for i, spec in enumerate(s.inputs)]
 
 
-def parse_one_input(text: str, spec: InputSpec, random_value: np.ndarray, processor) -> np.ndarray:
+def parse_one_input(text: str, spec: InputSpec, random_value: np.ndarray, normalizer: Optional[tuple]) -> np.ndarray:
     word = text.strip().lower()
     count = int(np.prod(spec.shape))
     named = {"random": lambda: random_value, "zeros": lambda: np.zeros(spec.shape, np.float32),
              "ones": lambda: np.ones(spec.shape, np.float32), "ones_neg": lambda: -np.ones(spec.shape, np.float32),
-             "boundary": lambda: boundary_input(spec, processor)}
+             "boundary": lambda: boundary_input(spec, normalizer)}
     if word in named:
         return named[word]()
     if word.endswith(IMAGE_SUFFIXES + (".npy",)):

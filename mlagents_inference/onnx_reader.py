@@ -1,7 +1,7 @@
 """Reading ML-Agents' ONNX, torch-free: its interface (inputs, outputs, shapes, 1.x names) and,
 for a policy from an ONNX alone, its settings from the graph's structure (docs/policies.md)."""
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
@@ -469,3 +469,34 @@ def onnx_settings(g: OnnxGraph, sensors: list, goal_input: GoalInput) -> PolicyS
                          f"goal-conditioned (hypernetwork) body")
     return PolicySettings(inputs, int(hidden), layers, normalize, continuous, branches, memory, sac, sac,
                           hyper is not None, [], "sac" if sac else None, ONNX_ONLY_SOURCE)
+
+
+def file_input_groups(g: OnnxGraph, sensors: list, settings: PolicySettings) -> tuple:
+    """(the file's inputs in its order, the sensors each carries): a 1.x file's vector sensors all arrive in
+    vector_observation, in the order of their slices; every other input carries one sensor."""
+    if settings.hyper:
+        raise g.refuse(None, "is a 1.x file with a goal signal, which ML-Agents' 1.x serializer never wrote")
+    feeds = list(dict.fromkeys(s.feed for s in sorted(sensors, key=lambda s: list(g.inputs).index(s.feed))))
+    vectors = sorted((i for i, s in enumerate(sensors) if s.feed == "vector_observation"),
+                     key=lambda i: _onnx_attrs(g.producer[sensors[i].tensor]).get("starts", [0])[0]
+                     if sensors[i].tensor in g.producer else 0)
+    groups = [vectors if feed == "vector_observation" else [next(i for i, s in enumerate(sensors) if s.feed == feed)]
+              for feed in feeds]
+    return feeds, groups
+
+
+def file_named_settings(g: OnnxGraph, sensors: list, settings: PolicySettings) -> PolicySettings:
+    """The settings with the file's own inputs (a 1.x file: vector_observation, visual_observation_k as it lays them
+    out); unchanged for a file whose inputs are its sensors (obs_0..obs_k)."""
+    if all(s.feed == s.tensor == spec.name for s, spec in zip(sensors, settings.inputs)):
+        return settings
+    old, inputs = settings.inputs, []
+    for feed, group in zip(*file_input_groups(g, sensors, settings)):
+        spec = old[group[0]]
+        if feed == "vector_observation":
+            spec = InputSpec(feed, "vector", (sum(old[i].shape[0] for i in group),), settings.normalize)
+        else:
+            last = spec.kind == "visual" and sensors[group[0]].tensor != feed  # read through a Transpose
+            spec = replace(spec, name=feed, shape=tuple(g.inputs[feed][1:]) if last else spec.shape, channels_last=last)
+        inputs.append(spec)
+    return replace(settings, inputs=inputs)

@@ -300,6 +300,8 @@ def versions() -> dict:
     out = {"python": sys.version.split()[0]}
     for name in ("torch", "torch_npu", "numpy", "onnxruntime", "onnx"):
         out[name] = None
+        if name in sys.modules and sys.modules[name] is None:  # (made unimportable: as good as absent)
+            continue
         with contextlib.suppress(md.PackageNotFoundError):
             out[name] = md.version(name)
     return out

@@ -1,36 +1,52 @@
 """The policy: load once, act many times (the Python API; every mode goes through it).
-load(), Policy (act, get_action, check_spec, reset, sampling, the float64 reference)."""
+load(), Policy (act, get_action, check_spec, reset, sampling, the float64 reference).
+Without torch (runtime.torch_available) a policy runs as its ML-Agents ONNX file itself, on onnxruntime; with torch,
+as ML-Agents' modules rebuilt from the checkpoint (the torch layer is imported then, not before)."""
 import collections
-import copy
 import math
 import os
+import sys
 import time
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
-import torch
 
-from .checkpoint import LoadedCheckpoint, build_actor, global_step, infer_settings, onnx_difference, policy_needs_onnx, read_checkpoint, trainer_of
-from .engines import OnnxRuntimeEngine, TorchEngine, cast_actor, choose_engine, resolve_device
 from .errors import NotThisPolicy, UsageError
-from .networks import EngineHeads
 from .observations import MASK_KEY_BYTES, AgentMemories, _is_array_list, _mask_key, branch_draw, shape_input, shape_masks, shape_memory
 from .onnx_reader import onnx_input_shapes, read_onnx_interface
-from .serializer import load_onnx_alone
-from .sources import SHA256_HEX, _path_kind, check_sha256, find_checkpoint_onnx, locate_model, read_config, regular_file
+from .outputs import _short_path
+from .runtime import TORCH_HINT, FileCheckpoint, MLAgentsOnnx, OrtDevice, load_file_policy, ort_device, session_providers, torch_available
+from .sources import SHA256_HEX, _path_kind, _step_of, check_sha256, find_checkpoint_onnx, locate_model, read_config, regular_file
 from .spec import DTYPES, ENGINES, FLOAT32, GoalInput, action_tuple, clipped_action, step_outputs
+
+if TYPE_CHECKING:
+    from .checkpoint import LoadedCheckpoint
 
 
 def load_checkpoint(path: Path, onnx_path: Optional[Path] = None, model_dir: Optional[Path] = None,
                     behavior: Optional[str] = None, expect_sha256: Optional[str] = None,
-                    goal_input: GoalInput = None) -> LoadedCheckpoint:
-    """Read, validate and rebuild one checkpoint (sha256 checked before unpickling)."""
+                    goal_input: GoalInput = None):
+    """Read, validate and rebuild one checkpoint (sha256 checked before unpickling); without torch, the policy's ML-Agents
+    ONNX (the file itself: `onnx_path`, the checkpoint's own, or `path` when it is one) as a FileCheckpoint."""
     t0 = time.perf_counter()
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"{path}: no such checkpoint file")
+    if not torch_available():
+        file = path if path.suffix.lower() == ".onnx" else onnx_path or find_checkpoint_onnx(path, model_dir, behavior, None)
+        if file is None:
+            raise UsageError(f"{_short_path(path)}: this checkpoint has no ML-Agents ONNX beside it, and a checkpoint "
+                             f"alone needs torch: {TORCH_HINT}")
+        step = _step_of(path.name, behavior or path.parent.name) if path.suffix.lower() == ".pt" else None
+        policy = load_file_policy(Path(file), expect_sha256, goal_input, step)
+        trainer = read_config(model_dir, behavior).get("trainer_type")  # (the run folder's, as the torch install reads it)
+        if policy.settings.trainer is None and trainer in ("ppo", "sac", "poca"):
+            policy.settings.trainer = str(trainer)
+        return policy
+    from .checkpoint import LoadedCheckpoint, build_actor, global_step, infer_settings, onnx_difference, policy_needs_onnx, read_checkpoint, trainer_of
     if path.suffix.lower() == ".onnx":  # no checkpoint: the ONNX alone
+        from .serializer import load_onnx_alone
         return load_onnx_alone(path, expect_sha256, goal_input)
     sha = check_sha256(path, expect_sha256)
     obj = read_checkpoint(path)
@@ -77,26 +93,53 @@ class Policy:
     seed= on a call reproduces that call alone.
     """
 
-    def __init__(self, checkpoint: LoadedCheckpoint, device="cpu", dtype: str = "float32", engine: str = "auto",
-                 graphs: bool = True, seed: Optional[int] = None):
+    def __init__(self, checkpoint: "LoadedCheckpoint | FileCheckpoint", device="cpu", dtype: str = "float32",
+                 engine: str = "auto", graphs: bool = True, seed: Optional[int] = None, providers: Optional[list] = None):
         self.checkpoint, self.settings = checkpoint, checkpoint.settings
-        self.device = device if isinstance(device, torch.device) else resolve_device(str(device))
         _check_policy_arguments(dtype, engine, graphs, seed)
-        self.dtype = dtype
-        self.engine_name = choose_engine(engine, self.device, dtype)
-        self.engine = (OnnxRuntimeEngine(checkpoint.actor) if self.engine_name == "onnxruntime"
-                       else TorchEngine(checkpoint.actor, self.device, dtype, graphs))
+        self.dtype, self.sigma = dtype, None
+        if checkpoint.actor is None or engine == "onnxruntime" or providers:  # onnxruntime's devices (providers)
+            if engine == "torch" or dtype != "float32" or (providers and checkpoint.actor is not None and engine != "onnxruntime"):
+                raise UsageError(f"--engine {engine} --dtype {dtype}" + (" with --providers" if providers else "") + ": "
+                                 + ("onnxruntime runs float32 only, on its providers; other engines and precisions "
+                                    f"need torch: {TORCH_HINT}" if checkpoint.actor is None else
+                                    "onnxruntime runs float32 only; --providers applies to --engine onnxruntime"))
+            self.device = device if isinstance(device, OrtDevice) else ort_device(str(device))
+            self.engine_name = "onnxruntime"
+            ort_providers = session_providers(self.device, providers)
+            if checkpoint.actor is None:  # the ML-Agents file itself
+                self.engine = MLAgentsOnnx(checkpoint.path, self.settings, providers=ort_providers, sampling=True)
+            else:
+                from .engines import OnnxRuntimeEngine
+                self.engine = OnnxRuntimeEngine(checkpoint.actor, ort_providers)
+        else:
+            from .engines import OnnxRuntimeEngine, TorchEngine, choose_engine, resolve_device
+            self.device = device if type(device).__module__ == "torch" else resolve_device(str(device))
+            self.engine_name = choose_engine(engine, self.device, dtype)
+            self.engine = (OnnxRuntimeEngine(checkpoint.actor) if self.engine_name == "onnxruntime"
+                           else TorchEngine(checkpoint.actor, self.device, dtype, graphs))
+        if checkpoint.actor is not None:
+            continuous = checkpoint.actor.action_model._continuous_distribution
+            self.sigma = (continuous.log_sigma.detach().exp().reshape(-1).numpy()
+                          if continuous is not None and not self.settings.conditional_sigma else None)
         # the engine outputs each kind of step needs (no host copy of the others)
         self.fetch = {deterministic: step_outputs(self.settings, deterministic) for deterministic in (True, False)}
-        continuous = checkpoint.actor.action_model._continuous_distribution
-        self.sigma = (torch.exp(continuous.log_sigma.detach()).reshape(-1).numpy()
-                      if continuous is not None and not self.settings.conditional_sigma else None)
+        if self.sigma is None and self.settings.continuous_size and "log_sigma" not in self.fetch[False]:
+            self.fetch[False].insert(1, "log_sigma")  # (the file's sigma, read where its graph computes it)
         # sampling noise when a call names no seed: fresh on every call, reproducible through load(seed=)
-        self.generator = noise_generator(int.from_bytes(os.urandom(8), "little") >> 1 if seed is None else seed)
+        self._seed = int.from_bytes(os.urandom(8), "little") >> 1 if seed is None else seed
+        self._generator = None
         self.memories = AgentMemories(max_bytes=math.inf)  # get_action: agent id -> its LSTM memory [memory_size]
         self._shapes = [tuple(i.shape) for i in self.settings.inputs]
         self._checked_masks: dict = {}   # small masks already checked (their bytes) -> the engine's array
         self._zeros: dict = {}           # (shape) -> read-only float32 zeros
+
+    @property
+    def generator(self):
+        """The policy's own sampling generator (noise_generator of load()'s seed), made on first use."""
+        if self._generator is None:
+            self._generator = noise_generator(self._seed)
+        return self._generator
 
     # -- what the policy is
     @property
@@ -112,7 +155,19 @@ class Policy:
                 ("state-dependent sigma, tanh squash (SAC)" if s.tanh_squash else "fixed log_sigma, clip(±3)/3"),
                 "parameters": c.parameters, "settings_source": s.source, "checkpoint": str(c.path),
                 "sha256": c.sha256, "global_step": c.global_step, "device": str(self.device), "dtype": self.dtype,
-                "engine": self.engine_name}
+                "engine": self.engine_name, "runs": "ML-Agents' ONNX file" if c.actor is None else "ML-Agents' modules",
+                "providers": self.engine.providers if self.engine_name == "onnxruntime" else None}
+
+    def normalizers(self) -> list:
+        """Per input, its observation normaliser as (running mean, standard deviation) float64 arrays, or None."""
+        if self.checkpoint.actor is None:
+            return list(self.checkpoint.normalizers)
+        out = []
+        for processor in self.checkpoint.actor.network_body.processors:
+            n = getattr(processor, "normalizer", None)
+            out.append(None if n is None else (n.running_mean.double().numpy(), np.sqrt(
+                n.running_variance.double().numpy() / int(n.normalization_steps))))
+        return out
 
     # -- inputs
     def prepare(self, observations, action_masks=None, memory=None) -> tuple:
@@ -375,17 +430,18 @@ class Policy:
         if s.continuous_size:
             if deterministic:
                 out["continuous_actions"] = raw["deterministic_continuous_actions"]
-            else:
-                z = torch.randn((rows, s.continuous_size), generator=generator).numpy()
+            else:  # (sigma: the ML-Agents file's own, read out of its graph)
+                z = normal_noise(generator, (rows, s.continuous_size))
                 if s.tanh_squash:  # SAC: tanh(mu + exp(clamp(log_sigma, -20, 2)) * z)
-                    out["continuous_actions"] = np.tanh(raw["mu"] + z * np.exp(raw["log_sigma"]))
+                    sigma = raw["sigma"] if "sigma" in raw else np.exp(raw["log_sigma"])
+                    out["continuous_actions"] = np.tanh(raw["mu"] + z * sigma)
                 else:              # PPO/POCA: clip(mu + exp(log_sigma) * z, -3, 3) / 3
-                    out["continuous_actions"] = clipped_action(raw["mu"] + z * self.sigma)
+                    out["continuous_actions"] = clipped_action(raw["mu"] + z * (raw["sigma"] if "sigma" in raw else self.sigma))
         if s.discrete_branches:
             if deterministic:
                 out["discrete_actions"] = raw["deterministic_discrete_actions"]
             else:
-                u = torch.rand((rows, len(s.discrete_branches)), generator=generator, dtype=torch.float64).numpy()
+                u = uniform_noise(generator, (rows, len(s.discrete_branches)))
                 out["discrete_actions"] = branch_draw(raw["probabilities"], s.discrete_branches, u)
         if s.memory_size:
             out["memory"] = raw["recurrent_out"].reshape(rows, s.memory_size)
@@ -393,6 +449,14 @@ class Policy:
 
     def reference(self, flat: list) -> dict:
         """The float64 CPU computation of the same modules (the precision reference)."""
+        if self.checkpoint.actor is None:
+            raise UsageError(f"the float64 reference is ML-Agents' modules in float64, which needs torch: {TORCH_HINT}")
+        import copy
+
+        import torch
+
+        from .engines import cast_actor
+        from .networks import EngineHeads
         heads = EngineHeads(cast_actor(copy.deepcopy(self.checkpoint.actor), torch.float64))
         with torch.inference_mode():
             out = heads.outputs([torch.from_numpy(np.asarray(x, np.float64)) for x in flat], cast=lambda x: x)
@@ -403,7 +467,8 @@ def _host_array(value):
     """A torch tensor as a CPU numpy array (detached: one that requires grad is fine); else `value`."""
     if value is None or type(value) is np.ndarray:  # (the usual case, before torch's slower isinstance)
         return value
-    if isinstance(value, torch.Tensor):
+    torch = sys.modules.get("torch")  # (a tensor exists only where torch was imported)
+    if torch is not None and isinstance(value, torch.Tensor):
         try:
             value = value.detach().cpu()
             return (value.float() if value.dtype == torch.bfloat16 else value).numpy()
@@ -480,8 +545,11 @@ def _check_act_arguments(observations, action_masks, memory, deterministic, seed
     if seed is not None and (not isinstance(seed, (int, np.integer)) or isinstance(seed, (bool, np.bool_))
                              or not -2**63 <= int(seed) < 2**64):
         raise UsageError(f"seed={seed!r}: expected a whole number within 64 bits (what torch.Generator takes), or None")
-    if generator is not None and (not isinstance(generator, torch.Generator) or generator.device.type != "cpu"):
-        raise UsageError(f"generator={generator!r}: expected a CPU torch.Generator (the noise is drawn on the CPU), or None")
+    torch = sys.modules.get("torch")
+    if generator is not None and not isinstance(generator, np.random.Generator) and not (
+            torch is not None and isinstance(generator, torch.Generator) and generator.device.type == "cpu"):
+        raise UsageError(f"generator={generator!r}: expected a CPU torch.Generator (the noise is drawn on the CPU), a "
+                         f"numpy Generator (noise_generator without torch), or None")
     if isinstance(observations, dict):
         wrong = next((k for k in observations if not isinstance(k, str)), None)
         if wrong is not None:
@@ -503,36 +571,65 @@ def _check_policy_arguments(dtype, engine, graphs, seed) -> None:
         raise UsageError(f"seed {_brief(seed)}: expected a non-negative integer (or None: from the OS)")
 
 
-def _check_load_arguments(path, device, expect_sha256, onnx):
-    """load()'s arguments, each checked (UsageError naming it) before the checkpoint is read;
-    returns the torch.device (checked to exist) for `device`."""
+def _check_load_arguments(path, device, expect_sha256, onnx) -> None:
+    """load()'s arguments, each checked (UsageError naming it) before the checkpoint is read."""
     for name, value in (("path", path), ("onnx", onnx)):
         if (value is not None or name == "path") and (not isinstance(value, (str, os.PathLike)) or not str(value).strip()):
             raise UsageError(f"{name} {_brief(value)}: expected " + ("an ML-Agents run folder or a .pt checkpoint"
                              if name == "path" else "the checkpoint's ML-Agents .onnx file") + " (a str or Path)")
     if expect_sha256 is not None and not (isinstance(expect_sha256, str) and SHA256_HEX.fullmatch(expect_sha256.strip())):
         raise UsageError(f"expect_sha256 {expect_sha256!r}: expected 64 hexadecimal digits")
-    if not isinstance(device, (str, torch.device)):
+    if not isinstance(device, (str, OrtDevice)) and type(device).__module__ != "torch":
         raise UsageError(f"device {device!r}: expected a str such as 'cpu', 'cuda:0', 'npu:0', or a torch.device")
-    return resolve_device(str(device))  # (a torch.device too: 'meta' or an absent GPU is refused)
 
 
 def load(path, device="cpu", dtype: str = "float32", engine: str = "auto", goal_input: GoalInput = None,
          onnx: Optional[str] = None, expect_sha256: Optional[str] = None, graphs: bool = True,
-         seed: Optional[int] = None) -> Policy:
-    """An ML-Agents run folder (or one .pt checkpoint) as a Policy. UsageError says what is wrong.
+         seed: Optional[int] = None, providers: Optional[list] = None) -> Policy:
+    """An ML-Agents run folder (or one .pt checkpoint, or an ML-Agents .onnx) as a Policy. UsageError says what is wrong.
     `seed` seeds the policy's own sampling generator (None: from the OS); `onnx` names the
-    checkpoint's ML-Agents ONNX (NotThisPolicy, a CheckFailed, when it belongs to another policy)."""
-    device = _check_load_arguments(path, device, expect_sha256, onnx)
+    checkpoint's ML-Agents ONNX (NotThisPolicy, a CheckFailed, when it belongs to another policy); `providers`:
+    onnxruntime's execution providers in priority order (e.g. ["tensorrt", "cuda"]), for the onnxruntime engines."""
+    _check_load_arguments(path, device, expect_sha256, onnx)
     _check_policy_arguments(dtype, engine, graphs, seed)
+    if isinstance(device, str) and (engine == "onnxruntime" or providers or not torch_available()):
+        device = ort_device(device)  # (checked before the checkpoint is read)
+    elif isinstance(device, str) or type(device).__module__ == "torch":
+        from .engines import resolve_device
+        device = resolve_device(str(device))  # ('meta' or an absent GPU refused)
+    if providers is not None:
+        from .runtime import parse_providers
+        if isinstance(providers, str) or not all(isinstance(p, str) for p in providers):
+            raise UsageError(f"providers {_brief(providers)}: expected a list of provider names, e.g. ['cuda']")
+        providers = parse_providers(",".join(providers))
     path = Path(path)
     source = locate_model(None, str(path), None) if _path_kind("path", path) == "dir" else locate_model(str(path), None, None)
     onnx = regular_file("onnx", onnx) if onnx is not None else None
     checkpoint = load_checkpoint(source.checkpoint, onnx, source.model_dir, source.behavior, expect_sha256, goal_input)
-    return Policy(checkpoint, device, dtype, engine, graphs, seed)
+    return Policy(checkpoint, device, dtype, engine, graphs, seed, providers)
 
 
 def noise_generator(seed: int):
-    """The sampling noise's generator for `seed` (act(generator=...)): torch's CPU generator, the
-    convention every seeded sample of this program follows."""
-    return torch.Generator().manual_seed(int(seed))
+    """The sampling noise's generator for `seed` (act(generator=...)): torch's CPU generator, the convention every
+    seeded sample of this program follows where torch is installed; without torch numpy's PCG64, whose draws for a
+    seed are others (the same distributions: docs/setup.md)."""
+    if torch_available():
+        import torch
+        return torch.Generator().manual_seed(int(seed))
+    return np.random.Generator(np.random.PCG64(int(seed)))
+
+
+def normal_noise(generator, shape: tuple) -> np.ndarray:
+    """Standard normal draws, float32: torch.randn with a torch generator, standard_normal with a numpy one."""
+    if isinstance(generator, np.random.Generator):
+        return generator.standard_normal(shape, dtype=np.float32)
+    import torch
+    return torch.randn(shape, generator=generator).numpy()
+
+
+def uniform_noise(generator, shape: tuple) -> np.ndarray:
+    """Uniform draws in [0, 1), float64 (the branches' inverse CDF)."""
+    if isinstance(generator, np.random.Generator):
+        return generator.random(shape)
+    import torch
+    return torch.rand(shape, generator=generator, dtype=torch.float64).numpy()

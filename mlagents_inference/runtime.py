@@ -1,26 +1,135 @@
-"""onnxruntime, torch-free: sessions, and ML-Agents' own ONNX run as the reference
-(MLAgentsOnnx: 2.x and 1.x interfaces, older files without deterministic outputs)."""
+"""onnxruntime, torch-free: sessions on execution providers, and ML-Agents' own ONNX run by itself (MLAgentsOnnx:
+2.x and 1.x interfaces, older files without deterministic outputs): the reference of the checks, and the engine of
+the torch-free install (FileCheckpoint, load_file_policy)."""
 import math
 import re
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
 
 from .errors import NotThisPolicy, UsageError
-from .onnx_reader import onnx_input_shapes, read_onnx_interface
+from .onnx_reader import OnnxGraph, OnnxInterface, file_input_groups, file_named_settings, onnx_input_shapes, onnx_sensors, onnx_settings, read_onnx_interface
 from .outputs import _short_path
-from .spec import PolicySettings, deterministic_continuous, deterministic_discrete
+from .sources import check_sha256
+from .spec import GoalInput, PolicySettings, deterministic_continuous, deterministic_discrete, step_outputs
+
+TORCH_HINT = 'pip install ".[torch]" (or pip install torch; Ascend hosts: CANN\'s torch and torch_npu)'
 
 
-def onnx_session(model_or_path, tuned: bool = True, threads: Optional[int] = None, label: Optional[str] = None):
-    """An onnxruntime CPU session; `tuned` enables every graph optimisation."""
+def torch_available() -> bool:
+    """Whether torch can be imported here, without importing it (sys.modules["torch"] = None counts as absent)."""
+    import sys
+    if "torch" in sys.modules:
+        return sys.modules["torch"] is not None
+    import importlib.util
+    try:
+        return importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def parse_device(text: str) -> tuple:
+    """'auto' | 'cpu' | 'cuda[:N]' | 'npu[:N]' -> (kind, index or None)."""
+    m = re.fullmatch(r"(auto|cpu|cuda|npu)(?::(\d+))?", text.strip().lower())
+    if not m or (m.group(1) in ("auto", "cpu") and m.group(2) is not None):
+        raise UsageError(f"--device {text!r}: expected auto, cpu, cuda[:N] or npu[:N]")
+    return m.group(1), int(m.group(2)) if m.group(2) is not None else None
+
+
+def _ort():
     try:
         import onnxruntime as ort
     except ImportError as exc:  # (installed but broken is said as such, not as "not installed")
         import importlib.util
         raise UsageError("onnxruntime is not installed (pip install onnxruntime)" if importlib.util.find_spec("onnxruntime")
                          is None else f"onnxruntime cannot be imported ({str(exc).splitlines()[0][:160] if str(exc) else exc})")
+    return ort
+
+
+# --providers' short names -> (onnxruntime's execution provider, the package that brings it)
+PROVIDERS = {"cpu": ("CPUExecutionProvider", "onnxruntime"), "cuda": ("CUDAExecutionProvider", "onnxruntime-gpu"),
+             "tensorrt": ("TensorrtExecutionProvider", "onnxruntime-gpu, with TensorRT's libraries"),
+             "cann": ("CANNExecutionProvider", "onnxruntime-cann, with CANN"),
+             "openvino": ("OpenVINOExecutionProvider", "onnxruntime-openvino"),
+             "coreml": ("CoreMLExecutionProvider", "onnxruntime's macOS wheel"),
+             "directml": ("DmlExecutionProvider", "onnxruntime-directml"), "rocm": ("ROCMExecutionProvider", "onnxruntime-rocm"),
+             "migraphx": ("MIGraphXExecutionProvider", "onnxruntime-migraphx"), "qnn": ("QNNExecutionProvider", "onnxruntime-qnn"),
+             "xnnpack": ("XnnpackExecutionProvider", "an onnxruntime built with XNNPACK"),
+             "acl": ("ACLExecutionProvider", "an onnxruntime built with the Arm Compute Library")}
+DEVICE_PROVIDER = {"cuda": "CUDAExecutionProvider", "npu": "CANNExecutionProvider"}
+_TAKES_DEVICE_ID = {"CUDAExecutionProvider", "TensorrtExecutionProvider", "CANNExecutionProvider", "ROCMExecutionProvider",
+                    "MIGraphXExecutionProvider"}
+
+
+def parse_providers(text: str) -> list:
+    """--providers NAME[,NAME...]: short names (cuda, tensorrt, cann, openvino, ...) or onnxruntime's own, in order."""
+    full = {name.lower(): name for name, _ in PROVIDERS.values()}
+    out = []
+    for word in (w.strip() for w in text.split(",")):
+        name = PROVIDERS[word.lower()][0] if word.lower() in PROVIDERS else full.get(word.lower())
+        if name is None:
+            raise UsageError(f"--providers: unknown execution provider {word[:60]!r}; expected one of "
+                             f"{', '.join(PROVIDERS)} (or onnxruntime's names, e.g. CUDAExecutionProvider)")
+        if name in out:
+            raise UsageError(f"--providers: {name} is named twice")
+        out.append(name)
+    return out
+
+
+def _wheel(provider: str) -> str:
+    return next((wheel for name, wheel in PROVIDERS.values() if name == provider), "an onnxruntime build that has it")
+
+
+def _check_available(provider: str, what: str) -> None:
+    available = _ort().get_available_providers()
+    if provider not in available:
+        raise UsageError(f"{what}: this onnxruntime has no {provider} (it has {', '.join(available)}); "
+                         f"install {_wheel(provider)} in place of onnxruntime")
+
+
+@dataclass(frozen=True)
+class OrtDevice:
+    """A device as onnxruntime's execution providers reach it (the torch-free install's torch.device)."""
+    type: str                     # cpu | cuda | npu
+    index: Optional[int] = None
+
+    def __str__(self) -> str:
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+
+def ort_device(text: str) -> OrtDevice:
+    """--device through onnxruntime's providers: cuda[:N] its CUDA provider, npu[:N] its CANN provider; auto takes
+    CANN, else CUDA, where this onnxruntime has them, else the CPU."""
+    kind, index = parse_device(text)
+    if kind == "auto":
+        available = _ort().get_available_providers()
+        kind = next((k for k in ("npu", "cuda") if DEVICE_PROVIDER[k] in available), "cpu")
+    elif kind != "cpu":
+        _check_available(DEVICE_PROVIDER[kind], f"--device {text}")
+    return OrtDevice(kind, None if kind == "cpu" else index or 0)
+
+
+def session_providers(device: Optional[OrtDevice] = None, names: Optional[list] = None) -> list:
+    """onnxruntime's providers for a device and --providers (in priority order), the CPU last as the fallback; the
+    device's index goes to the providers that take one. UsageError naming the wheel for one this build lacks."""
+    device = device or OrtDevice("cpu")
+    names = list(names) if names else ([DEVICE_PROVIDER[device.type]] if device.type != "cpu" else [])
+    out = []
+    for name in names:
+        _check_available(name, "--providers" if name not in DEVICE_PROVIDER.values() else f"--device {device}")
+        out.append((name, {"device_id": str(device.index)}) if name in _TAKES_DEVICE_ID and device.index is not None
+                   else name)
+    return out + ([] if "CPUExecutionProvider" in names else ["CPUExecutionProvider"])
+
+
+def onnx_session(model_or_path, tuned: bool = True, threads: Optional[int] = None, label: Optional[str] = None,
+                 providers: Optional[list] = None):
+    """An onnxruntime session, on the CPU or on `providers` (session_providers); `tuned` enables every graph
+    optimisation. A provider that does not start (onnxruntime would fall back to the CPU) is a UsageError."""
+    ort = _ort()
     options = ort.SessionOptions()
     options.log_severity_level = 4  # its warnings and errors would print beside ours (its errors raise, and are told)
     if tuned:
@@ -28,11 +137,17 @@ def onnx_session(model_or_path, tuned: bool = True, threads: Optional[int] = Non
     if threads:
         options.intra_op_num_threads = threads
     source = model_or_path if isinstance(model_or_path, bytes) else str(model_or_path)
+    providers = providers or ["CPUExecutionProvider"]
     try:
-        return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(source, options, providers=providers)
     except Exception as exc:
         raise UsageError(f"{label or (model_or_path if isinstance(model_or_path, (str, Path)) else 'model')}: "
                          f"onnxruntime cannot load it ({ort_reason(exc)})")
+    first = providers[0] if isinstance(providers[0], str) else providers[0][0]
+    if session.get_providers()[0] != first:
+        raise UsageError(f"onnxruntime could not start {first} (it would run on {session.get_providers()[0]}); "
+                         f"check the device, its driver and the libraries {_wheel(first)} needs")
+    return session
 
 
 def ort_reason(exc: Exception) -> str:
@@ -64,7 +179,8 @@ class MLAgentsOnnx:
     inputs, deterministic_* outputs) and older ones (1.x: one vector_observation input; without deterministic_* outputs
     the action mean and each branch's masked logits are read out of the graph)."""
 
-    def __init__(self, path: Path, settings: PolicySettings, threads: Optional[int] = None):
+    def __init__(self, path: Path, settings: PolicySettings, threads: Optional[int] = None,
+                 providers: Optional[list] = None, sampling: bool = False):
         import onnx
         self.path, self.settings = path, settings
         self.iface = read_onnx_interface(path)
@@ -103,11 +219,77 @@ class MLAgentsOnnx:
             if "recurrent_out" not in outputs:
                 raise UsageError(f"{path}: no recurrent_out output; cannot compare the memory with it")
             self.fetch.append("recurrent_out")
+        self.sampled = sampled_tensors(model, settings, path) if sampling else {}
+        exposed += [name for name in dict.fromkeys(self.sampled.get("mu", []) + self.sampled.get("sigma", []) +
+                                                   self.sampled.get("probabilities", [])) if name not in exposed]
         model.graph.output.extend(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None)
-                                  for name in exposed)
-        self.fetch += exposed
+                                  for name in exposed if name not in outputs)
+        self.fetch += [name for name in exposed if name not in self.fetch]
         self.model = model.SerializeToString() if exposed else str(path)  # what the session runs
-        self.session = onnx_session(self.model, tuned=False, threads=threads, label=_short_path(path))
+        self.session = onnx_session(self.model, tuned=False, threads=threads, label=_short_path(path), providers=providers)
+        self.providers = self.session.get_providers()
+        binding = getattr(self.session, "_sess", None)  # (its run skips the checks InferenceSession.run repeats: engines)
+        self._run = binding.run if callable(getattr(binding, "run", None)) else self.session.run
+        self._plans: dict = {}
+
+    def run(self, flat: list, names: Optional[list] = None) -> dict:
+        """The engines' outputs (spec.step_outputs) for engine-layout inputs, from the file itself: its deterministic
+        outputs (or mu and masked logits read out of its graph), and for sampling its mu and sigma ("sigma" stands for
+        SAC's log_sigma) and each branch's masked probabilities."""
+        names = names or [n for n in ("deterministic_continuous_actions", "deterministic_discrete_actions", "recurrent_out")
+                          if n in step_outputs(self.settings, True)]
+        plan = self._plans.get(tuple(names))
+        if plan is None:
+            plan = self._plans[tuple(names)] = self._plan(names)
+        fetch, steps = plan
+        rows = len(flat[0])
+        try:
+            values = self._run(fetch, self.feed(flat), None)
+        except Exception as exc:
+            raise UsageError(f"{_short_path(self.path)}: onnxruntime cannot run it ({ort_reason(exc)})")
+        return {name: step(values, rows) for name, step in steps}
+
+    def _plan(self, names: list) -> tuple:
+        s, fetch, steps = self.settings, [], []
+
+        def at(name: str) -> int:
+            if name not in fetch:
+                fetch.append(name)
+            return fetch.index(name)
+        outputs = self.iface.outputs
+        for name in names:
+            if name == "deterministic_continuous_actions" and name in outputs:
+                k = at(name)
+                steps.append((name, lambda v, rows, k=k: np.reshape(v[k], (rows, s.continuous_size))))
+            elif name == "deterministic_continuous_actions":
+                k = at(self.mu_name)
+                steps.append((name, lambda v, rows, k=k: deterministic_continuous(np.reshape(v[k], (rows, -1)), s.tanh_squash)))
+            elif name == "deterministic_discrete_actions" and name in outputs:
+                k = at(name)
+                steps.append((name, lambda v, rows, k=k: np.reshape(v[k], (rows, -1)).astype(np.int64)))
+            elif name == "deterministic_discrete_actions":
+                ks = [at(n) for n in self.logit_names]
+                steps.append((name, lambda v, rows, ks=ks: deterministic_discrete([np.reshape(v[k], (rows, -1)) for k in ks])))
+            elif name in ("mu", "log_sigma"):
+                part = "mu" if name == "mu" else "sigma"
+                if part not in self.sampled:
+                    raise UsageError(f"{_short_path(self.path)}: its graph does not show the action distribution "
+                                     f"(no RandomNormalLike sampling); sampling needs the torch install")
+                k = at(self.sampled[part][0])
+                steps.append(("mu" if name == "mu" else "sigma", lambda v, rows, k=k: np.broadcast_to(
+                    np.reshape(v[k], (-1, s.continuous_size)), (rows, s.continuous_size))))
+            elif name == "probabilities":
+                if "probabilities" not in self.sampled:
+                    raise UsageError(f"{_short_path(self.path)}: its graph does not show each branch's probabilities "
+                                     f"(one Softmax per branch); sampling needs the torch install")
+                ks = [at(n) for n in self.sampled["probabilities"]]
+                steps.append((name, lambda v, rows, ks=ks: np.concatenate([np.reshape(v[k], (rows, -1)) for k in ks], axis=1)))
+            elif name == "recurrent_out":
+                k = at(name)
+                steps.append((name, lambda v, rows, k=k: np.reshape(v[k], (rows, 1, s.memory_size))))
+            else:
+                raise UsageError(f"{_short_path(self.path)}: no output {name} to read")
+        return fetch, steps
 
     def feed(self, flat: list) -> dict:
         """The file's inputs for engine-layout inputs (a 1.x file: see legacy_input_shapes)."""
@@ -163,3 +345,96 @@ class MLAgentsOnnx:
         if s.memory_size:
             out["memory"] = values["recurrent_out"].reshape(rows, s.memory_size)
         return out
+
+
+def sampled_tensors(model, settings: PolicySettings, path: Path) -> dict:
+    """What ML-Agents' graph samples from, as its tensors: "mu" and "sigma" (mu + RandomNormalLike(mu) * sigma; SAC's
+    tanh comes after), "probabilities" (each branch's Softmax output, in the order the discrete output concatenates
+    the branches). A part the graph does not show is left out (sampling it is then refused)."""
+    producer = {name: n for n in model.graph.node for name in n.output}
+    consumers: dict = {}
+    for n in model.graph.node:
+        for name in n.input:
+            consumers.setdefault(name, []).append(n)
+    out = {}
+    if settings.continuous_size:
+        for draw in (n for n in model.graph.node if n.op_type == "RandomNormalLike"):
+            mul = next((c for c in consumers.get(draw.output[0], []) if c.op_type == "Mul" and len(c.input) == 2), None)
+            add = next((c for c in consumers.get(mul.output[0], []) if c.op_type == "Add" and len(c.input) == 2), None) \
+                if mul is not None else None
+            if add is not None:
+                out["sigma"] = [mul.input[1] if mul.input[0] == draw.output[0] else mul.input[0]]
+                out["mu"] = [add.input[1] if add.input[0] == mul.output[0] else add.input[0]]
+                break
+    if settings.discrete_branches:
+        concat = producer.get(next((o.name for o in model.graph.output if o.name in ("discrete_actions", "action")), ""))
+        starts = list(concat.input) if concat is not None and concat.op_type == "Concat" else \
+            [concat.output[0]] if concat is not None else []
+        found = []
+        for name in starts:
+            for _ in range(8):  # back through Multinomial, Log, Add of an epsilon, ArgMax to the branch's Softmax
+                node = producer.get(name)
+                if node is None or node.op_type == "Softmax" or not node.input:
+                    break
+                name = node.input[0]
+            if node is not None and node.op_type == "Softmax":
+                found.append(node.output[0])
+        if len(found) == len(settings.discrete_branches) and len(set(found)) == len(found):
+            out["probabilities"] = found
+    return out
+
+
+@dataclass
+class FileCheckpoint:
+    """A policy read from its ML-Agents ONNX alone, for the torch-free install (checkpoint.LoadedCheckpoint's fields;
+    no torch modules: the file itself runs)."""
+    path: Path
+    settings: PolicySettings
+    onnx: OnnxInterface
+    global_step: Optional[int] = None
+    sha256: str = ""
+    load_s: float = 0.0
+    parameters: int = 0
+    normalizers: list = field(default_factory=list)  # per input: (running mean, standard deviation), or None
+    actor = None
+
+
+def load_file_policy(path: Path, expect_sha256: Optional[str] = None, goal_input: GoalInput = None,
+                     step: Optional[int] = None) -> FileCheckpoint:
+    """An ML-Agents ONNX as a policy that runs as the file itself: its settings read from its graph (the inputs as the
+    file names them), its normalisers and weight count for info; no torch."""
+    import onnx
+    t0 = time.perf_counter()
+    sha = check_sha256(path, expect_sha256)
+    interface = read_onnx_interface(path)
+    model = onnx.load(str(path), load_external_data=False)
+    if any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
+        raise UsageError(f"{path}: keeps weights in external files; refused (ML-Agents writes them inside)")
+    try:
+        g = OnnxGraph(model, path.name)
+        sensors = onnx_sensors(g)
+        settings = onnx_settings(g, sensors, goal_input)
+        named = file_named_settings(g, sensors, settings)
+        groups = file_input_groups(g, sensors, settings)[1] if named is not settings else [[i] for i in range(len(sensors))]
+        norms = [_graph_normalizer(g, [sensors[i].tensor for i in group]) if spec.normalized else None
+                 for spec, group in zip(named.inputs, groups)]
+        weights = g.weight_nodes(g.dependencies({s.tensor: i for i, s in enumerate(sensors)}))
+        count = sum(v.size for w in weights if w.kind == "linear" or w.kind == "lstm" or w.kind.startswith("conv")
+                    for v in w.values)
+    except (KeyError, IndexError, ValueError, TypeError, AttributeError) as exc:  # a structure none of the above knows
+        raise UsageError(f"{path}: its graph is not one ML-Agents writes ({type(exc).__name__}: "
+                         f"{str(exc).splitlines()[0][:120] if str(exc) else ''})")
+    return FileCheckpoint(path, named, interface, step, sha, time.perf_counter() - t0, int(count), norms)
+
+
+def _graph_normalizer(g: OnnxGraph, tensors: list) -> Optional[tuple]:
+    """A normaliser as the graph computes it, (x - mean) / std, for sensors read side by side: (mean, std) float64."""
+    means, stds = [], []
+    for tensor in tensors:
+        sub = next((c for c in g.consumers.get(tensor, []) if c.op_type == "Sub" and g.weight(c.input[1])), None)
+        div = next((c for c in g.consumers.get(sub.output[0], []) if c.op_type == "Div" and g.weight(c.input[1])),
+                   None) if sub is not None else None
+        if div is None:
+            return None
+        means.append(g.consts[sub.input[1]].reshape(-1)), stds.append(g.consts[div.input[1]].reshape(-1))
+    return np.concatenate(means).astype(np.float64), np.concatenate(stds).astype(np.float64)

@@ -17,10 +17,10 @@ import torch
 from .checkpoint import LoadedCheckpoint, build_actor, check_image_sides, check_state_dict
 from .errors import NotThisPolicy, UsageError
 from .networks import EngineHeads, SimpleActor, branch_argmax
-from .onnx_reader import SETTINGS_KEYS, OnnxGraph, _onnx_attrs, onnx_sensors, onnx_settings, read_onnx_interface
+from .onnx_reader import SETTINGS_KEYS, OnnxGraph, file_input_groups, file_named_settings, onnx_sensors, onnx_settings, read_onnx_interface
 from .runtime import MLAgentsOnnx
 from .sources import check_sha256
-from .spec import GoalInput, InputSpec, PolicySettings, deterministic_continuous, engine_output_names, input_names, mlagents_output_names
+from .spec import GoalInput, PolicySettings, deterministic_continuous, engine_output_names, input_names, mlagents_output_names
 
 
 def dummy_inputs(settings: PolicySettings, rows: int = 1):
@@ -158,23 +158,14 @@ def file_named_inputs(g: OnnxGraph, sensors: list, settings: PolicySettings, sta
     the body's first layer taking its columns in the file's order (the same sums)."""
     if all(s.feed == s.tensor == spec.name for s, spec in zip(sensors, settings.inputs)):
         return settings, state
-    if settings.hyper:
-        raise g.refuse(None, "is a 1.x file with a goal signal, which ML-Agents' 1.x serializer never wrote")
-    feeds = list(dict.fromkeys(s.feed for s in sorted(sensors, key=lambda s: list(g.inputs).index(s.feed))))
-    vectors = sorted((i for i, s in enumerate(sensors) if s.feed == "vector_observation"),
-                     key=lambda i: _onnx_attrs(g.producer[sensors[i].tensor]).get("starts", [0])[0]
-                     if sensors[i].tensor in g.producer else 0)
-    groups = [vectors if feed == "vector_observation" else [next(i for i, s in enumerate(sensors) if s.feed == feed)]
-              for feed in feeds]
+    feeds, groups = file_input_groups(g, sensors, settings)
     old = settings.inputs
     width = lambda i: old[i].shape[0] if old[i].kind == "vector" else settings.hidden_units if old[i].kind == "visual" else 0
     starts = np.cumsum([0] + [width(i) for i in range(len(old))])
     columns = [c for group in groups for i in group for c in range(starts[i], starts[i + 1])]
-    inputs, out = [], {}
+    out = {}
     for k, (feed, group) in enumerate(zip(feeds, groups)):
-        spec = old[group[0]]
         if feed == "vector_observation":
-            spec = InputSpec(feed, "vector", (sum(old[i].shape[0] for i in group),), settings.normalize)
             if settings.normalize:
                 for prefix in ("network_body.processors", "network_body.observation_encoder.processors"):
                     part = lambda name: torch.cat([state[f"{prefix}.{i}.normalizer.{name}"] for i in group])
@@ -182,13 +173,11 @@ def file_named_inputs(g: OnnxGraph, sensors: list, settings: PolicySettings, sta
                                 f"{prefix}.{k}.normalizer.running_variance": part("running_variance"),
                                 f"{prefix}.{k}.normalizer.normalization_steps": torch.tensor(1)})
         else:
-            last = spec.kind == "visual" and sensors[group[0]].tensor != feed  # read through a Transpose
-            spec = replace(spec, name=feed, shape=tuple(g.inputs[feed][1:]) if last else spec.shape, channels_last=last)
             for key, value in state.items():
                 m = re.match(r"^(network_body\.(?:observation_encoder\.)?processors)\.(\d+)\.(.+)$", key)
                 if m and int(m.group(2)) == group[0]:
                     out[f"{m.group(1)}.{k}.{m.group(3)}"] = value
-        inputs.append(spec)
+    inputs = file_named_settings(g, sensors, settings).inputs
     for key, value in state.items():
         if re.match(r"^network_body\.(?:observation_encoder\.)?processors\.", key):
             continue
