@@ -47,14 +47,17 @@ except ModuleNotFoundError as exc:  # run as a command: one line, not a tracebac
     sys.exit(2)
 
 # The public surface (the Python API and the command line); the rest is the package's own and may change.
-__all__ = ["load", "Policy", "Actions", "UsageError", "CheckFailed", "NotThisPolicy", "main", "__version__"]  # noqa: F822
+__all__ = ["load", "connect", "Policy", "Actions", "UsageError", "CheckFailed", "NotThisPolicy", "main", "__version__"]  # noqa: F822
 
 
 def __getattr__(name: str):
-    """load, Policy and Actions on first use: `import inference` alone imports no torch."""
+    """load, connect, Policy and Actions on first use: `import inference` alone imports no torch."""
     if name in ("load", "Policy"):
         from mlagents_inference import policy
         return getattr(policy, name)
+    if name == "connect":  # a policy served by --mode serve (docs/serve.md), torch-free
+        from mlagents_inference.remote import connect
+        return connect
     if name == "Actions":
         from mlagents_inference.spec import Actions
         return Actions
