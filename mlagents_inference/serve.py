@@ -20,6 +20,7 @@ from .remote import parse_address
 from .stream import _json_codec, answer_waiting
 
 WRITE_BOUND = 1 << 20   # a connection's unsent answers (bytes) past which its lines are no longer read
+READ_SIZE = 1 << 20     # the most one read takes from a connection (the stream's pipe reads: the same)
 READ_BOUND = 4 << 20    # its received, unanswered lines (bytes; with --max-batch) past which likewise
 STOP_GRACE_S = 10.0     # SIGTERM: how long the lines already received have to be answered and sent
 HTTP_SCOPE = "http:"    # the memory scope of every POST /v1/act line (socket connections: "<n>:")
@@ -105,8 +106,9 @@ class Histogram:
         return out + [("+Inf", self.n)]
 
 
-class Connection(asyncio.Protocol):
-    """One client: its bytes split into the stream's lines (too long: None), waiting for the next answering pass."""
+class Connection(asyncio.BufferedProtocol):
+    """One client: its bytes split into the stream's lines (too long: None), waiting for the next answering pass. Reads
+    go into the server's one read buffer (up to READ_SIZE at a time, copied out at once): an idle connection holds none."""
 
     def __init__(self, server: "Server"):
         self.server, self.lines, self.parts, self.parts_len, self.skipping = server, [], [], 0, False
@@ -118,6 +120,12 @@ class Connection(asyncio.Protocol):
         self.transport = transport
         transport.set_write_buffer_limits(high=WRITE_BOUND)
         self.server.opened(self)
+
+    def get_buffer(self, sizehint: int):
+        return self.server.read_view
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.data_received(self.server.read_view[:nbytes].tobytes())
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
@@ -226,7 +234,7 @@ class Server:
         self.lines = self.errors = self.opened_total = 0
         self.latencies: list = []
         self.latency, self.batches = Histogram(LATENCY_BUCKETS_S), Histogram(BATCH_BUCKETS)
-        self.info_text = None
+        self.read_view = memoryview(bytearray(READ_SIZE))
 
     # -- connections
     def opened(self, conn: Connection) -> None:
