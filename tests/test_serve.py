@@ -440,3 +440,14 @@ def test_connect_get_action_gives_mlagents_action_tuples():
         got = remote.get_action(d)
         assert isinstance(got, ActionTuple)
         same(got, local.get_action(d))
+
+
+def test_sigint_drains_the_same_way_then_exits_130_as_every_mode():
+    with server(EXAMPLES / "vector") as (proc, said), dial(said["listen"]) as sock:
+        want = exchange(sock, [{"id": 1, "obs": [0.5] * 8}])
+        sock.sendall(json.dumps({"id": 1, "obs": [0.5] * 8}).encode() + b"\n")
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        assert read_lines(sock, 1) == want and sock.recv(1) == b""
+        assert proc.wait(timeout=60) == 130
+        assert proc.stderr.read().decode().strip().splitlines()[-1] == "interrupted"
