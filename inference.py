@@ -9,6 +9,7 @@
     policy = inference.load("path/to/ml-agents-run")     # or a .pt, or <Behavior>.onnx alone
     out = policy.act(observations, action_masks=None)    # continuous_actions, discrete_actions, memory
     actions = policy.get_action(decision_steps)          # mlagents_envs: an ActionTuple for env.set_actions
+    policy = inference.connect("127.0.0.1:8000")         # the same API, served by --mode serve (docs/serve.md)
 
 This file is the door: the code lives in the package mlagents_inference/ (docs/architecture.md).
 Exit codes: 0 success, 1 a check did not hold, 2 bad input, usage or environment (one line
