@@ -461,6 +461,10 @@ def mode_serve(ctx: Context):
     """Answer the stream's lines on --listen (TCP or Unix socket) and/or POST /v1/act on --http until SIGTERM (then
     exit 0 once every line received is answered) or SIGINT/SIGHUP (the same, then 128 + N)."""
     a = ctx.args
+    if a.ray is not None:  # Ray Serve replicas behind its HTTP ingress (ray_serve; docs/serve.md)
+        from .ray_serve import serve_on_ray
+        serve_on_ray(ctx)
+        return None, True
     if a.listen is None and a.http is None:
         raise UsageError("--mode serve needs --listen HOST:PORT (or unix:PATH), --http HOST:PORT, or both")
     listen = parse_address("--listen", a.listen) if a.listen is not None else None
