@@ -9,6 +9,7 @@
     policy = inference.load("path/to/ml-agents-run")     # or a .pt, or <Behavior>.onnx alone
     out = policy.act(observations, action_masks=None)    # continuous_actions, discrete_actions, memory
     actions = policy.get_action(decision_steps)          # mlagents_envs: an ActionTuple for env.set_actions
+    policy = inference.connect("127.0.0.1:8000")         # the same API, served by --mode serve (docs/serve.md)
 
 This file is the door: the code lives in the package mlagents_inference/ (docs/architecture.md).
 Exit codes: 0 success, 1 a check did not hold, 2 bad input, usage or environment (one line
@@ -47,14 +48,17 @@ except ModuleNotFoundError as exc:  # run as a command: one line, not a tracebac
     sys.exit(2)
 
 # The public surface (the Python API and the command line); the rest is the package's own and may change.
-__all__ = ["load", "Policy", "Actions", "UsageError", "CheckFailed", "NotThisPolicy", "main", "__version__"]  # noqa: F822
+__all__ = ["load", "connect", "Policy", "Actions", "UsageError", "CheckFailed", "NotThisPolicy", "main", "__version__"]  # noqa: F822
 
 
 def __getattr__(name: str):
-    """load, Policy and Actions on first use: `import inference` alone imports no torch."""
+    """load, connect, Policy and Actions on first use: `import inference` alone imports no torch."""
     if name in ("load", "Policy"):
         from mlagents_inference import policy
         return getattr(policy, name)
+    if name == "connect":  # a policy served by --mode serve (docs/serve.md), torch-free
+        from mlagents_inference.remote import connect
+        return connect
     if name == "Actions":
         from mlagents_inference.spec import Actions
         return Actions

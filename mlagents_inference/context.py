@@ -41,7 +41,7 @@ class Context:
     def checkpoint(self) -> LoadedCheckpoint:
         src = self.source
         if src.note:
-            machine_readable = self.args.json or self.args.mode == "stream"  # stdout is JSON only
+            machine_readable = self.args.json or self.args.mode in ("stream", "serve")  # stdout is JSON only (serve: unused)
             print(f"[note] {src.note}", file=sys.stderr if machine_readable else sys.stdout)
         onnx = regular_file("--onnx", self.args.onnx) if self.args.onnx else None
         from .policy import load_checkpoint

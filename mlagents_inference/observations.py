@@ -1,6 +1,7 @@
 """Observations, masks and memories as arrays: the one finite/float32 check, shapes, AgentMemories, stream lines."""
 from __future__ import annotations
 
+import collections
 import itertools
 from typing import TYPE_CHECKING, Optional
 
@@ -329,3 +330,97 @@ class AgentMemories(dict):
     def clear(self) -> None:
         super().clear()
         self.nbytes = 0
+
+
+# -- the Python API's argument checks, torch-free (Policy and connect() share them)
+_MISSING = object()
+
+
+def _field(value, name: str, expected: str):
+    """`value.name`, or a UsageError saying what was expected (mlagents_envs' `expected` class)."""
+    found = getattr(value, name, _MISSING)
+    if found is _MISSING:
+        raise UsageError(f"expected mlagents_envs' {expected} (with .{name}), got {type(value).__name__}")
+    return found
+
+
+def _brief(value) -> str:
+    """A value in a one-line message: its repr on one line, at most 80 characters."""
+    text = " ".join(repr(value).split())
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _whole(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _whole_numbers(value, what: str, one: bool = False):
+    """check_spec: a spec's sizes as ints (a list, or one with one=True); anything else (10.7, nan,
+    None, True, '3') is a UsageError naming `what`, never read as the nearest whole number."""
+    try:
+        items = [value] if one else list(value)
+    except TypeError:
+        items = [None]
+    if not all(map(_whole, items)):
+        raise UsageError(f"the behavior's {what} is {_brief(value)}: expected {'a whole number' if one else 'whole numbers'}")
+    return int(items[0]) if one else [int(v) for v in items]
+
+
+def _agent_ids(value, what: str) -> list:
+    """Agent ids as ML-Agents has them, whole numbers: a list of ints (any array shape flattened);
+    a UsageError naming `what` for text, floats, None, objects or ragged lists."""
+    try:
+        ids = np.asarray(value)
+    except (ValueError, TypeError):  # (ragged)
+        ids = np.asarray(None)
+    if ids.dtype.kind not in "iu" and ids.size:
+        raise UsageError(f"{what}: agent ids must be whole numbers (ML-Agents' int32 agent_id), not {_brief(value)}")
+    return ids.reshape(-1).tolist()
+
+
+def steps_arguments(s: PolicySettings, decision_steps, terminal_steps, deterministic) -> tuple:
+    """get_action()'s arguments checked (UsageError naming the first wrong one), the same for a local policy and
+    connect()'s: (ended agent ids, agent ids, ML-Agents' masks or None, the observations list)."""
+    if not isinstance(deterministic, (bool, np.bool_)):
+        raise UsageError(f"deterministic={deterministic!r}: expected True or False")
+    ended = [] if terminal_steps is None else \
+        _agent_ids(_field(terminal_steps, "agent_id", "TerminalSteps"), "terminal_steps")
+    ids = _agent_ids(_field(decision_steps, "agent_id", "DecisionSteps"), "decision_steps")
+    rows = len(ids)
+    if rows > 1 and len(set(ids)) != rows:  # (one row would win the id's memory: refused, as ML-Agents never sends it)
+        twice = next(agent for agent, n in collections.Counter(ids).items() if n > 1)
+        raise UsageError(f"decision_steps: agent id {twice} appears more than once (an agent decides once a step)")
+    masks = _field(decision_steps, "action_mask", "DecisionSteps") if s.discrete_branches else None
+    if masks is not None and not (type(masks) in (list, tuple) and masks and
+                                  all(type(m) is np.ndarray and m.dtype == bool for m in masks)):
+        raise UsageError("decision_steps.action_mask: expected ML-Agents' list of per-branch bool arrays "
+                         "(True = masked) or None")
+    obs = _field(decision_steps, "obs", "DecisionSteps")
+    if type(obs) not in (list, tuple):
+        raise UsageError(f"decision_steps.obs: expected ML-Agents' list of arrays, one per observation, not "
+                         f"{type(obs).__name__}")
+    return ended, ids, masks, obs
+
+
+def check_behavior_spec(s: PolicySettings, behavior_spec) -> None:
+    """check_spec() (local and connect()'s): UsageError naming the first difference between a BehaviorSpec and `s`."""
+    specs = _field(behavior_spec, "observation_specs", "BehaviorSpec")
+    if type(specs) not in (list, tuple):
+        raise UsageError(f"the behavior's observation_specs is {_brief(specs)}: expected a list")
+    names = ", ".join(f"{i.name} {list(i.shape)}" for i in s.inputs)
+    if len(specs) != len(s.inputs):
+        raise UsageError(f"the behavior has {len(specs)} observation(s), this policy takes {len(s.inputs)} ({names})")
+    for i, (spec, obs) in enumerate(zip(s.inputs, specs)):
+        label = f" ({obs.name})" if isinstance(getattr(obs, "name", None), str) and obs.name else ""
+        shape = _whole_numbers(_field(obs, "shape", "ObservationSpec"), f"observation {i}{label} shape")
+        if shape != list(spec.shape):
+            raise UsageError(f"observation {i}{label} has shape {shape}, this policy's {spec.name} "
+                             f"takes {list(spec.shape)}")
+    actions = _field(behavior_spec, "action_spec", "BehaviorSpec")
+    continuous = _whole_numbers(_field(actions, "continuous_size", "ActionSpec"), "continuous_size", one=True)
+    if continuous != s.continuous_size:
+        raise UsageError(f"the behavior has {continuous} continuous action(s), this policy {s.continuous_size}")
+    branches = _whole_numbers(_field(actions, "discrete_branches", "ActionSpec"), "discrete_branches")
+    if branches != list(s.discrete_branches):
+        raise UsageError(f"the behavior has discrete branches {branches}, this policy {list(s.discrete_branches)}")
+

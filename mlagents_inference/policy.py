@@ -2,7 +2,6 @@
 load(), Policy (act, get_action, check_spec, reset, sampling, the float64 reference).
 Without torch (runtime.torch_available) a policy runs as its ML-Agents ONNX file itself, on onnxruntime; with torch,
 as ML-Agents' modules rebuilt from the checkpoint (the torch layer is imported then, not before)."""
-import collections
 import math
 import os
 import sys
@@ -13,7 +12,21 @@ from typing import TYPE_CHECKING, Optional
 import numpy as np
 
 from .errors import NotThisPolicy, UsageError
-from .observations import MASK_KEY_BYTES, AgentMemories, _is_array_list, _mask_key, branch_draw, shape_input, shape_masks, shape_memory
+from .observations import (
+    MASK_KEY_BYTES,
+    AgentMemories,
+    _agent_ids,
+    _brief,
+    _is_array_list,
+    _mask_key,
+    _whole,
+    branch_draw,
+    check_behavior_spec,
+    shape_input,
+    shape_masks,
+    shape_memory,
+    steps_arguments,
+)
 from .onnx_reader import onnx_input_shapes, read_onnx_interface
 from .outputs import _short_path
 from .runtime import TORCH_HINT, FileCheckpoint, MLAgentsOnnx, OrtDevice, load_file_policy, ort_device, session_providers, torch_available
@@ -339,24 +352,8 @@ class Policy:
         policy keeps each agent's memory here: zeros for a new id, forgotten for the ids in `terminal_steps` before
         acting (their next episode starts from zeros, as in ML-Agents)."""
         s = self.settings
-        if not isinstance(deterministic, (bool, np.bool_)):
-            raise UsageError(f"deterministic={deterministic!r}: expected True or False")
-        ended = [] if terminal_steps is None else \
-            _agent_ids(_field(terminal_steps, "agent_id", "TerminalSteps"), "terminal_steps")
-        ids = _agent_ids(_field(decision_steps, "agent_id", "DecisionSteps"), "decision_steps")
+        ended, ids, masks, obs = steps_arguments(s, decision_steps, terminal_steps, deterministic)
         rows = len(ids)
-        if rows > 1 and len(set(ids)) != rows:  # (one row would win the id's memory: refused, as ML-Agents never sends it)
-            twice = next(agent for agent, n in collections.Counter(ids).items() if n > 1)
-            raise UsageError(f"decision_steps: agent id {twice} appears more than once (an agent decides once a step)")
-        masks = _field(decision_steps, "action_mask", "DecisionSteps") if s.discrete_branches else None
-        if masks is not None and not (type(masks) in (list, tuple) and masks and
-                                      all(type(m) is np.ndarray and m.dtype == bool for m in masks)):
-            raise UsageError("decision_steps.action_mask: expected ML-Agents' list of per-branch bool arrays "
-                             "(True = masked) or None")
-        obs = _field(decision_steps, "obs", "DecisionSteps")
-        if type(obs) not in (list, tuple):
-            raise UsageError(f"decision_steps.obs: expected ML-Agents' list of arrays, one per observation, not "
-                             f"{type(obs).__name__}")
         flat, got, _ = self.prepare(list(obs), masks, None)  # (memories: ours, set below)
         if got != rows:
             raise UsageError(f"decision_steps: {rows} agent id(s) but {got} observation(s)")
@@ -395,26 +392,7 @@ class Policy:
         """UsageError naming the first difference between mlagents_envs' BehaviorSpec (or anything
         with its `observation_specs` and `action_spec`) and this policy: the number of observations,
         an observation's shape, the continuous size, the discrete branches. Returns None when they agree."""
-        s = self.settings
-        specs = _field(behavior_spec, "observation_specs", "BehaviorSpec")
-        if type(specs) not in (list, tuple):
-            raise UsageError(f"the behavior's observation_specs is {_brief(specs)}: expected a list")
-        names = ", ".join(f"{i.name} {list(i.shape)}" for i in s.inputs)
-        if len(specs) != len(s.inputs):
-            raise UsageError(f"the behavior has {len(specs)} observation(s), this policy takes {len(s.inputs)} ({names})")
-        for i, (spec, obs) in enumerate(zip(s.inputs, specs)):
-            label = f" ({obs.name})" if isinstance(getattr(obs, "name", None), str) and obs.name else ""
-            shape = _whole_numbers(_field(obs, "shape", "ObservationSpec"), f"observation {i}{label} shape")
-            if shape != list(spec.shape):
-                raise UsageError(f"observation {i}{label} has shape {shape}, this policy's {spec.name} "
-                                 f"takes {list(spec.shape)}")
-        actions = _field(behavior_spec, "action_spec", "BehaviorSpec")
-        continuous = _whole_numbers(_field(actions, "continuous_size", "ActionSpec"), "continuous_size", one=True)
-        if continuous != s.continuous_size:
-            raise UsageError(f"the behavior has {continuous} continuous action(s), this policy {s.continuous_size}")
-        branches = _whole_numbers(_field(actions, "discrete_branches", "ActionSpec"), "discrete_branches")
-        if branches != list(s.discrete_branches):
-            raise UsageError(f"the behavior has discrete branches {branches}, this policy {list(s.discrete_branches)}")
+        check_behavior_spec(self.settings, behavior_spec)
 
     def run(self, flat: list, rows: int, deterministic: bool = True, seed: Optional[int] = None,
             generator=None) -> dict:
@@ -476,51 +454,6 @@ def _host_array(value):
             raise UsageError(f"a torch tensor ({value.dtype}, {value.layout}, on {value.device}) whose values "
                              f"cannot be read as a numpy array") from None
     return value
-
-
-_MISSING = object()
-
-
-def _field(value, name: str, expected: str):
-    """`value.name`, or a UsageError saying what was expected (mlagents_envs' `expected` class)."""
-    found = getattr(value, name, _MISSING)
-    if found is _MISSING:
-        raise UsageError(f"expected mlagents_envs' {expected} (with .{name}), got {type(value).__name__}")
-    return found
-
-
-def _brief(value) -> str:
-    """A value in a one-line message: its repr on one line, at most 80 characters."""
-    text = " ".join(repr(value).split())
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _whole(value) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-
-def _whole_numbers(value, what: str, one: bool = False):
-    """check_spec: a spec's sizes as ints (a list, or one with one=True); anything else (10.7, nan,
-    None, True, '3') is a UsageError naming `what`, never read as the nearest whole number."""
-    try:
-        items = [value] if one else list(value)
-    except TypeError:
-        items = [None]
-    if not all(map(_whole, items)):
-        raise UsageError(f"the behavior's {what} is {_brief(value)}: expected {'a whole number' if one else 'whole numbers'}")
-    return int(items[0]) if one else [int(v) for v in items]
-
-
-def _agent_ids(value, what: str) -> list:
-    """Agent ids as ML-Agents has them, whole numbers: a list of ints (any array shape flattened);
-    a UsageError naming `what` for text, floats, None, objects or ragged lists."""
-    try:
-        ids = np.asarray(value)
-    except (ValueError, TypeError):  # (ragged)
-        ids = np.asarray(None)
-    if ids.dtype.kind not in "iu" and ids.size:
-        raise UsageError(f"{what}: agent ids must be whole numbers (ML-Agents' int32 agent_id), not {_brief(value)}")
-    return ids.reshape(-1).tolist()
 
 
 _PLAIN = (np.ndarray, type(None))  # act() arguments that need neither a check nor a conversion
