@@ -369,3 +369,31 @@ def test_the_bundled_default_runs_without_torch():
     r = no_torch("--mode", "info", "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["checkpoint"].startswith(str(BUNDLED))
+
+
+def test_serve_and_connect_run_without_torch(tmp_path):
+    """--mode serve on the ML-Agents file, torch unimportable; inference.connect() to it answers as load() does there."""
+    import select
+    import time
+    where = tmp_path / "policy.sock"
+    proc = subprocess.Popen([sys.executable, str(NO_TORCH), "--mode", "serve", "--model-dir", str(EXAMPLES / "lstm"),
+                             "--listen", f"unix:{where}"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=child_env())
+    try:
+        text, deadline = b"", time.monotonic() + 120
+        while b"listening on" not in text:
+            assert proc.poll() is None and time.monotonic() < deadline, text
+            if select.select([proc.stderr], [], [], 1)[0]:
+                text += proc.stderr.read1(4096)
+        mine = no_torch_code(f"""
+import json, numpy as np, inference
+remote, local = inference.connect("unix:{where}"), inference.load({str(EXAMPLES / "lstm")!r})
+obs = np.random.RandomState(0).randn(3, 10).astype(np.float32)
+a, b = remote.act(obs), local.act(obs)
+print(json.dumps({{"same": bool(np.array_equal(a["discrete_actions"], b["discrete_actions"]) and
+                   np.allclose(a["memory"], b["memory"], atol=1e-6)), "runs": local.info["runs"]}}))
+""")
+        assert mine == {"same": True, "runs": "ML-Agents' ONNX file"}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)

@@ -16,6 +16,8 @@
 #      lines/s from first to last answer, and with process start included
 #   5. precision --dtype float16 and bfloat16 for the same folders (recorded: exit 1 = the
 #      measured error misses --tol, which is not a failure here; any other non-zero exit is)
+#   4b. the torch-free path: the sample's ML-Agents ONNX on onnxruntime's provider for the device (torch unimportable),
+#      when onnxruntime-gpu / onnxruntime-cann is installed; its actions beside the CPU provider's; a benchmark
 #   6. DEVICE=<dev> bash run_tests.sh (the 50-case replay), its own log appended at the end
 # Each step: its command, exit code, wall time and verdict; a summary at the end.
 # Parity steps (2, 5) run PARALLEL at a time; benchmarks and run_tests.sh run alone.
@@ -378,6 +380,19 @@ sys.exit(rc if rc else (0 if good == n and bad == 0 else 1))
 PYEOF
 run_now stream "stream: $STREAM_LINES JSON lines {\"obs\": [59 floats]} through one process" -- \
   "$PY" "$WORK/stream_drive.py" "$STREAM_LINES" "${CLI[@]}" --mode stream --model-dir "$SAMPLE" --stats
+flush
+
+# 4b. the torch-free path (issue 25): the bundled sample's ML-Agents ONNX on onnxruntime's provider for the device,
+#     torch made unimportable (tests/no_torch.py), when this onnxruntime has that provider (onnxruntime-gpu on CUDA,
+#     onnxruntime-cann on Ascend); against the same run on the CPU provider
+case "${DEVICE%%:*}" in cuda) PROV=CUDAExecutionProvider ;; npu) PROV=CANNExecutionProvider ;; *) PROV=CPUExecutionProvider ;; esac
+if timeout 60 "$PY" -c "import onnxruntime, sys; sys.exit('$PROV' not in onnxruntime.get_available_providers())" 2>/dev/null; then
+  run_now other "torch-free: the sample's ONNX on $PROV ($DEVICE)" -- "$PY" tests/no_torch.py --mode action --device "$DEVICE" --model-dir "$SAMPLE" --obs ones --json
+  run_now other "torch-free: the same on the CPU provider" -- "$PY" tests/no_torch.py --mode action --device cpu --model-dir "$SAMPLE" --obs ones --json
+  run_now other "torch-free: benchmark batch 64 on $PROV" -- "$PY" tests/no_torch.py --mode benchmark --device "$DEVICE" --model-dir "$SAMPLE" --batch 64 --runs 200 --json
+else
+  echo "# 4b torch-free step left out: this onnxruntime has no $PROV (onnxruntime-gpu on CUDA, onnxruntime-cann on Ascend)" >> "$LOG"
+fi
 flush
 
 # 5. low precision (recorded)
