@@ -220,11 +220,11 @@ class MLAgentsOnnx:
                 raise UsageError(f"{path}: no recurrent_out output; cannot compare the memory with it")
             self.fetch.append("recurrent_out")
         self.sampled = sampled_tensors(model, settings, path) if sampling else {}
+        self.fetch += exposed  # (deterministic(): the sampled tensors below are run() alone's)
         exposed += [name for name in dict.fromkeys(self.sampled.get("mu", []) + self.sampled.get("sigma", []) +
                                                    self.sampled.get("probabilities", [])) if name not in exposed]
         model.graph.output.extend(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None)
                                   for name in exposed if name not in outputs)
-        self.fetch += [name for name in exposed if name not in self.fetch]
         self.model = model.SerializeToString() if exposed else str(path)  # what the session runs
         self.session = onnx_session(self.model, tuned=False, threads=threads, label=_short_path(path), providers=providers)
         self.providers = self.session.get_providers()
