@@ -160,8 +160,9 @@ def _wait_until_running(serve, deadline: float) -> None:
         if state == "RUNNING" and proxies and all(p == "HEALTHY" for p in proxies):
             return
         if state in ("DEPLOY_FAILED", "UNHEALTHY") or any(p == "UNHEALTHY" for p in proxies):
-            message = app.message if app is not None else "the HTTP proxy is unhealthy"
-            found = re.search(r"UsageError: (.+)", message)
+            message = "\n".join([app.message, *(d.message for d in app.deployments.values())] if app is not None
+                                else ["the HTTP proxy is unhealthy"])  # (a replica's traceback: its deployment's)
+            found = re.search(r"UsageError: (.+)", message) or re.search(r"(\w+Error: .+)", message)
             raise UsageError(f"--ray: Ray Serve could not deploy the replicas: "
                              f"{found.group(1).strip() if found else message.strip().splitlines()[-1][:300]}")
         if time.monotonic() > deadline:

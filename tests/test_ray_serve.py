@@ -198,3 +198,16 @@ def test_refusals(tmp_path):
         result = cli(*common, *args, timeout=120)
         assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
         assert says in result.stderr and result.stdout == ""
+
+
+def test_a_replica_that_cannot_load_the_policy_is_one_line(tmp_path):
+    """A replica's own failure (here its checkpoint path, changed in the driver alone, names no file on the node): Ray
+    Serve gives up on the deployment and the command ends in one line naming the replica's error, exit 2."""
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import mlagents_inference.ray_serve as r, inference; model = r.ray_model; "
+            "r.ray_model = lambda ctx: {**model(ctx), 'checkpoint': '/nonexistent/x.pt', 'model_dir': None, 'onnx': None}; "
+            "sys.exit(inference.main(sys.argv[2:]))")
+    result = subprocess.run([sys.executable, "-c", code, str(ROOT), "--mode", "serve", "--ray", "local", "--http",
+                             f"127.0.0.1:{free_port()}", "--model-dir", EXAMPLES / "vector"], capture_output=True, text=True,
+                            timeout=300, env=child_env(RAY_SERVE_MAX_PER_REPLICA_RETRY_COUNT="1"), cwd=tmp_path)
+    assert result.returncode == 2 and result.stdout == "", result.stderr
+    assert result.stderr == "error: --ray: Ray Serve could not deploy the replicas: /nonexistent/x.pt: no such checkpoint file\n"
