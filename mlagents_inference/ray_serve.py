@@ -129,7 +129,7 @@ def serve_on_ray(ctx: Context) -> None:
                 serve._run(deployment.bind(model, args.max_line_bytes, max_batch, args.max_wait_us / 1e6),
                            _blocking=False, name=APP, route_prefix=ROUTE)
             _wait_until_running(serve, time.monotonic() + READY_WITHIN_S)
-            print(f"[serve] ray serve listening on http://{host}:{port}{ROUTE} ({args.replicas} "
+            print(f"[serve] ray serve listening on http://{f'[{host}]' if ':' in host else host}:{port}{ROUTE} ({args.replicas} "
                   f"replica{'s' if args.replicas > 1 else ''})", file=sys.stderr, flush=True)
             while True:  # until a signal: Interrupted (SIGTERM, SIGHUP) or KeyboardInterrupt (SIGINT) ends it
                 time.sleep(3600)
