@@ -95,7 +95,7 @@ def serve_on_ray(ctx: Context) -> None:
             raise UsageError(f"--http {args.http}: cannot listen there ({exc.strerror or exc})")
     model, device = ray_model(ctx), ctx.device
     resources = ({"num_gpus": 1} if device.type == "cuda" else {"resources": {"NPU": 1}} if device.type == "npu"
-                 else {"num_cpus": 0})  # (as Ray Data's actors: nodes of one or two CPUs keep them for Ray's own)
+                 else {"num_cpus": 1})  # (Ray Serve's own actors reserve none; 0 here left replicas side by side)
     import logging
     with tempfile.TemporaryDirectory(prefix="inference-ray-") as code, open(os.devnull, "w") as void, \
             contextlib.redirect_stdout(void):

@@ -211,3 +211,15 @@ def test_a_replica_that_cannot_load_the_policy_is_one_line(tmp_path):
                             timeout=300, env=child_env(RAY_SERVE_MAX_PER_REPLICA_RETRY_COUNT="1"), cwd=tmp_path)
     assert result.returncode == 2 and result.stdout == "", result.stderr
     assert result.stderr == "error: --ray: Ray Serve could not deploy the replicas: /nonexistent/x.pt: no such checkpoint file\n"
+
+
+def test_more_replicas_than_cpus_end_in_one_line_in_time(tmp_path):
+    """Replicas that find no free CPU (a local instance has as many as the machine) wait; the command gives up within
+    its bound (MLAGENTS_RAY_SERVE_READY_S, 600 s by default) in one line, exit 2."""
+    t0 = time.time()
+    result = cli("--mode", "serve", "--ray", "local", "--replicas", (os.cpu_count() or 1) + 2, "--http",
+                 f"127.0.0.1:{free_port()}", "--model-dir", EXAMPLES / "vector", timeout=300,
+                 env=child_env(MLAGENTS_RAY_SERVE_READY_S="15"))
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert result.stderr.startswith("error: --ray: the replicas did not start within 15 s (not enough GPUs, NPUs or CPUs")
+    assert time.time() - t0 < 120
