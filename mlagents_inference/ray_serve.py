@@ -1,9 +1,10 @@
 """serve --ray: Ray Serve replicas, each loading the policy once, behind Ray Serve's HTTP ingress at POST /v1/act (one
 stream line in, its answer out); @serve.batch gathers the lines a replica has waiting into one engine call. Replicas
-share no memory: an LSTM line carries its "memory", the answer the next one (docs/serve-ray.md)."""
+share no memory: an LSTM line carries its "memory", the answer the next one (docs/serve.md#ray-serve)."""
 import contextlib
 import os
 import re
+import signal
 import sys
 import tempfile
 import time
@@ -37,12 +38,12 @@ class PolicyReplica:
         with np.errstate(over="ignore"):
             answers = answer_waiting(self.policy, lines, AgentMemories(), self.loads, self.limit,
                                      [f"{i}:" for i in range(len(lines))])
-        texts = []
+        texts = []  # (its JSON, an error answer?)
         for answer in answers:
             try:
-                texts.append(self.dumps(answer))
+                texts.append((self.dumps(answer), "error" in answer))
             except (TypeError, ValueError):  # (as the stream: strict JSON or nothing)
-                texts.append(self.dumps({"id": answer.get("id"), "error": "the answer holds non-finite numbers"}))
+                texts.append((self.dumps({"id": answer.get("id"), "error": "the answer holds non-finite numbers"}), True))
         return texts
 
     async def __call__(self, request):
@@ -56,7 +57,8 @@ class PolicyReplica:
             if len(body) > self.limit + 2:
                 break
         line = body[:-1] if body.endswith(b"\n") else body
-        return Response(await self.answer(None if len(line) > self.limit else line), media_type="application/json")
+        text, error = await self.answer(None if len(line) > self.limit else line)
+        return Response(text, status_code=400 if error else 200, media_type="application/json")  # (as serve's --http)
 
 
 def _http_address(text: str) -> tuple:
@@ -133,7 +135,11 @@ def serve_on_ray(ctx: Context) -> None:
                   f"replica{'s' if args.replicas > 1 else ''})", file=sys.stderr, flush=True)
             while True:  # until a signal: Interrupted (SIGTERM, SIGHUP) or KeyboardInterrupt (SIGINT) ends it
                 time.sleep(3600)
-        except (UsageError, KeyboardInterrupt):
+        except KeyboardInterrupt as exc:
+            if getattr(exc, "signum", None) != signal.SIGTERM:
+                raise  # (SIGINT, SIGHUP: 128 + N, as every mode)
+            # SIGTERM: a server's normal end, exit 0 once what it deployed is deleted (as serve without --ray)
+        except UsageError:
             raise
         except Exception as exc:
             raise UsageError(f"--ray: {_ray_failure(exc)}") from None

@@ -1,4 +1,4 @@
-"""POST /v1/act timings against a running `serve --ray` (docs/serve-ray.md): one client's per-line latency, then
+"""POST /v1/act timings against a running `serve --ray` (docs/serve.md#ray-serve): one client's per-line latency, then
 CLIENTS clients at once (lines/s). Huggy-shaped lines (59 random numbers) unless --obs-size says otherwise.
   python tools/bench_ray_serve.py http://127.0.0.1:8000/v1/act [--lines 2000] [--clients 16] [--obs-size 59]"""
 import argparse
