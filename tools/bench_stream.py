@@ -5,7 +5,11 @@
 2. one at a time: send a line, wait for its answer, repeat; round-trip p50/p99;
 3. 64 LSTM agents (examples/lstm), one line per agent id per step, memory kept per id by the
    stream; agent-steps/s;
-beside a bare onnxruntime session on ML-Agents' own ONNX (batch 1 per call, and batch 64).
+1 and 3 also for the floor (issue 27): the simplest correct loop a Python server can be, in its own
+process, driven by the same harness (FLOOR below: read what is waiting, orjson.loads each line, one
+onnxruntime call on ML-Agents' own ONNX, orjson.dumps each answer, a dict of memories by id for the
+LSTM), and the stream's rate as a ratio of the floor's, both measured in this run; beside a bare
+onnxruntime session on ML-Agents' own ONNX (batch 1 per call, and batch 64).
 
     python tools/bench_stream.py [--lines 50000] [--steps 300] [--inference path/to/inference.py]
 """
@@ -13,6 +17,7 @@ import argparse
 import json
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -22,9 +27,56 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 
 
+FLOOR = r"""
+import sys
+import numpy as np
+import onnxruntime as ort
+import orjson
+onnx, lstm = sys.argv[1], sys.argv[2] == "lstm"
+session = ort.InferenceSession(onnx, providers=["CPUExecutionProvider"])
+read, write, flush = sys.stdin.buffer.read1, sys.stdout.buffer.write, sys.stdout.buffer.flush
+memories, zeros, pending = {}, np.zeros((1, 32), np.float32), b""
+while True:
+    data = read(1 << 16)
+    if not data:
+        break
+    *lines, pending = (pending + data).split(b"\n")
+    msgs = [orjson.loads(line) for line in lines if line]
+    out = []
+    while msgs:
+        if lstm:  # one engine call per run of distinct ids (an id's next line needs its memory)
+            seen = set()
+            n = next((j for j, m in enumerate(msgs) if m["id"] in seen or seen.add(m["id"])), len(msgs))
+            group, msgs = msgs[:n], msgs[n:]
+            ids = [m["id"] for m in group]
+            actions, memory = session.run(["deterministic_discrete_actions", "recurrent_out"], {
+                "obs_0": np.array([m["obs"] for m in group], np.float32),
+                "action_masks": np.ones((n, 4), np.float32),
+                "recurrent_in": np.stack([memories.get(i, zeros) for i in ids])})
+            for i, m in zip(ids, memory):
+                memories[i] = m
+            out += [orjson.dumps({"id": i, "discrete_actions": a, "memory": m[0]})
+                    for i, a, m in zip(ids, actions.tolist(), memory.tolist())]
+        else:
+            group, msgs = msgs, []
+            actions, = session.run(["deterministic_continuous_actions"],
+                                   {"obs_0": np.array([m["obs"] for m in group], np.float32)})
+            out += [orjson.dumps({"id": m["id"], "continuous_actions": a, "actions": a})
+                    for m, a in zip(group, actions.tolist())]
+    if out:
+        write(b"\n".join(out) + b"\n")
+        flush()
+"""
+
+
 def start(inference: str, model_dir: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, inference, "--mode", "stream", "--model-dir", str(model_dir)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    """The stream (inference.py --mode stream), or the floor when `inference` is a (floor script, onnx) pair."""
+    if isinstance(inference, tuple):
+        script, onnx = inference
+        command = [sys.executable, script, str(onnx), "lstm" if model_dir.name == "lstm" else "huggy"]
+    else:
+        command = [sys.executable, inference, "--mode", "stream", "--model-dir", str(model_dir)]
+    return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
 
 
 def piped(inference: str, lines: int) -> float:
@@ -104,6 +156,7 @@ def main() -> None:
     p.add_argument("--lines", type=int, default=50_000)
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--inference", default=str(ROOT / "inference.py"))
+    p.add_argument("--rounds", type=int, default=1, help="stream and floor alternated this many times (medians)")
     args = p.parse_args()
     huggy = ROOT / "assets" / "ppo-Huggy-sample" / "Huggy.onnx"
     if not huggy.exists():
@@ -112,10 +165,28 @@ def main() -> None:
     x1 = {"obs_0": np.zeros((1, 59), np.float32)}
     lstm64 = {"obs_0": np.zeros((64, 10), np.float32), "action_masks": np.ones((64, 4), np.float32),
               "recurrent_in": np.zeros((64, 1, 32), np.float32)}
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(FLOOR)
+    floor_huggy, floor_lstm = (f.name, huggy), (f.name, lstm)
+    runs: dict = {"piped": [], "floor_piped": [], "lstm": [], "floor_lstm": []}
+    try:
+        for _ in range(args.rounds):  # alternated, so that a busy spell on a shared machine hits both
+            runs["piped"].append(piped(args.inference, args.lines))
+            runs["floor_piped"].append(piped(floor_huggy, args.lines))
+            runs["lstm"].append(lstm_agents(args.inference, args.steps))
+            runs["floor_lstm"].append(lstm_agents(floor_lstm, args.steps))
+    finally:
+        Path(f.name).unlink()
+    med = {k: float(np.median(v)) for k, v in runs.items()}
     result = {
-        "piped_lines_per_s": piped(args.inference, args.lines),
+        "piped_lines_per_s": med["piped"],
+        "floor_piped_lines_per_s": med["floor_piped"],
+        "piped_vs_floor": round(med["piped"] / med["floor_piped"], 3),
+        "lstm_64_agent_steps_per_s": med["lstm"],
+        "floor_lstm_64_agent_steps_per_s": med["floor_lstm"],
+        "lstm_vs_floor": round(med["lstm"] / med["floor_lstm"], 3),
+        "rounds": {k: [round(x) for x in v] for k, v in runs.items()} if args.rounds > 1 else None,
         "one_at_a_time": one_at_a_time(args.inference, 2000),
-        "lstm_64_agent_steps_per_s": lstm_agents(args.inference, args.steps),
         "bare_onnxruntime_huggy_batch1_per_s": bare(huggy, x1, 5000),
         "bare_onnxruntime_lstm_batch64_agent_steps_per_s": bare(lstm, lstm64, 2000),
     }
