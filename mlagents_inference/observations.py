@@ -282,18 +282,18 @@ class AgentMemories(dict):
         self[key] = memory
         self.nbytes += self.cost(key, memory)
 
-    def keep_rows(self, items: list) -> None:
-        """keep() each (key, memory) in turn: in one pass where none of them need make room."""
-        added = sum(self.cost(key, memory) for key, memory in items)
-        if len(self) + len(items) >= self.max_ids or self.nbytes + added > self.max_bytes:
-            for key, memory in items:
-                self.keep(key, memory)
+    def keep_rows(self, keys: list, rows) -> None:
+        """keep(key, row) for each key and its row of `rows` (all of one size) in turn: in one pass where none of
+        them need make room."""
+        each = rows[0].nbytes + 256 if len(keys) else 0
+        added = sum(len(key) if isinstance(key, str) else 8 for key in keys) + each * len(keys)  # (cost(), summed)
+        if len(self) + len(keys) >= self.max_ids or self.nbytes + added > self.max_bytes:
+            for key, row in zip(keys, rows):
+                self.keep(key, row)
             return
-        for key, memory in items:
-            old = self.pop(key, None)
-            added -= 0 if old is None else self.cost(key, old)
-            self[key] = memory
-        self.nbytes += added
+        olds = list(map(self.pop, keys, itertools.repeat(None, len(keys))))  # (keys distinct: as one at a time)
+        self.update(zip(keys, rows))
+        self.nbytes += added - sum(self.cost(key, old) for key, old in zip(keys, olds) if old is not None)
 
     def forget(self, key) -> None:
         if key in self:

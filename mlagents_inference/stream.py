@@ -1,5 +1,6 @@
 """stream: JSON lines in, one answer per line out; the lines already waiting are answered together (docs/stream.md)."""
 import gc
+import itertools
 import json
 import sys
 import time
@@ -166,25 +167,28 @@ def waiting_lines(stream, limit: int):
         fd = None
     pending, skipping = b"", False
     while True:
-        data = read(1 << 16)
-        while data and fd is not None and len(data) < (1 << 20) and select.select([fd], [], [], 0)[0]:
-            more = read(1 << 16)
-            if not more:
-                break
-            data += more
+        chunks = [read(1 << 16)]
+        size = len(chunks[0])
+        while chunks[-1] and fd is not None and size < (1 << 20) and select.select([fd], [], [], 0)[0]:
+            chunks.append(read(1 << 16))
+            size += len(chunks[-1])
+        data = b"".join(chunks)
         if not data:  # end of input: a last line without its newline is a line too
             if pending.strip() and not skipping:
                 yield [pending]
             return
         *complete, tail = (pending + data).split(b"\n")
-        group = []
-        for line in complete:
-            if skipping:  # the end of a line already answered as too long
-                skipping = False
-            elif len(line) > limit:
-                group.append(None)
-            elif line.strip():
-                group.append(line)
+        if not skipping and len(pending) + len(data) <= limit:  # (no line too long: the blank ones dropped)
+            group = [line for line in complete if line and not line.isspace()]
+        else:
+            group = []
+            for line in complete:
+                if skipping:  # the end of a line already answered as too long
+                    skipping = False
+                elif len(line) > limit:
+                    group.append(None)
+                elif line.strip():
+                    group.append(line)
         if skipping or len(tail) > limit:  # a too-long line is answered at once, its rest skipped
             if not skipping:
                 group.append(None)
@@ -211,8 +215,9 @@ def answer_waiting(policy: Policy, lines: list, memories: AgentMemories, loads: 
     # A plain line's observations are checked with the others' when the call runs, unless keeping this group's
     # memories could drop an id (AgentMemories' bounds): then as each line comes, so that a memory is read when
     # it was read line by line.
-    exact = bool(s.memory_size) and (len(memories) + len(lines) >= memories.max_ids or memories.nbytes + sum(
-        (6 + 4 * s.memory_size) * len(raw) + 256 for raw in lines if raw) + sum(map(len, scopes or ())) > memories.max_bytes)
+    exact = bool(s.memory_size) and (len(memories) + len(lines) >= memories.max_ids or memories.nbytes + 256 * len(lines)
+                                     + (6 + 4 * s.memory_size) * sum(map(len, filter(None, lines)))
+                                     + sum(map(len, scopes or ())) > memories.max_bytes)
     for i, raw in enumerate(lines):
         ident = msg = None
         try:
@@ -229,7 +234,8 @@ def answer_waiting(policy: Policy, lines: list, memories: AgentMemories, loads: 
                 ident, values, masks, memory = quick
                 key = None
                 if s.memory_size and ident is not None:
-                    key = (scopes[i] if scopes else "") + (str(ident) if type(ident) is int else json.dumps(ident))
+                    key = str(ident) if type(ident) is int else json.dumps(ident)
+                    key = scopes[i] + key if scopes else key
                     if key in keys:  # this id's memory comes from the line before
                         _answer_plain(policy, plain, answers, memories, scopes)
                         keys.clear()
@@ -259,20 +265,36 @@ def _plain_rules(policy: Policy) -> Optional[tuple]:
     if policy.engine_name != "onnxruntime" or any(i.kind != "vector" for i in s.inputs):
         return None
     names = [i.name for i in s.inputs]
-    return s, names, STREAM_KEYS | set(names), [i.shape[0] for i in s.inputs]
+    return s, names, STREAM_KEYS | set(names), {"id", "obs", *names}, [i.shape[0] for i in s.inputs]
 
 
 def _plain_line(rules: tuple, msg) -> Optional[tuple]:
-    """A plain line's (id, input lists, masks [width] or None, memory [size] or None), checked but for its
+    """A plain line's (id, input lists, masks [1, width] or None, memory [1, size] or None), checked but for its
     observations' values (finite within float32: _answer_plain checks them together); None for any other line."""
-    s, names, allowed, sizes = rules
-    if type(msg) is not dict or not msg.keys() <= allowed or msg.get("stochastic", False) is not False:
+    s, names, allowed, bare, sizes = rules
+    if type(msg) is not dict or not msg.keys() <= allowed:
         return None
     get = msg.get
-    ident, seed = get("id"), get("seed", 0)
-    if type(get("reset", False)) is not bool or type(seed) is not int or not 0 <= seed < 2**63 or ident is not None \
-            and not (type(ident) is str and len(ident) <= STREAM_ID_CHARS or type(ident) is int and abs(ident) <= 2**53):
+    ident, masks, memory = get("id"), None, None
+    if ident is not None and not (type(ident) is str and len(ident) <= STREAM_ID_CHARS
+                                  or type(ident) is int and abs(ident) <= 2**53):
         return None
+    if not msg.keys() <= bare:  # (the other keys a plain line may hold)
+        seed, masks, memory = get("seed", 0), get("action_masks"), get("memory")
+        if get("stochastic", False) is not False or type(get("reset", False)) is not bool or type(seed) is not int \
+                or not 0 <= seed < 2**63:
+            return None
+        try:
+            if masks is not None:
+                if not s.discrete_branches or type(masks) is not list or not set(map(type, masks)) <= NUMBER_TYPES:
+                    return None
+                masks = shape_masks(masks, s.discrete_branches, 1, False)
+            if memory is not None:
+                if not s.memory_size or type(memory) is not list or not set(map(type, memory)) <= NUMBER_TYPES:
+                    return None
+                memory = shape_memory(memory, s.memory_size, 1, False)[:, 0]
+        except (UsageError, OverflowError):
+            return None
     if len(names) > 1:  # (an "obs" beside them is not looked at)
         values = [get(name) for name in names]
     elif "obs" not in msg or names[0] in msg:
@@ -282,18 +304,6 @@ def _plain_line(rules: tuple, msg) -> Optional[tuple]:
     for value, size in zip(values, sizes):
         if type(value) is not list or len(value) != size or not set(map(type, value)) <= NUMBER_TYPES:
             return None
-    masks, memory = get("action_masks"), get("memory")
-    try:
-        if masks is not None:
-            if not s.discrete_branches or type(masks) is not list or not set(map(type, masks)) <= NUMBER_TYPES:
-                return None
-            masks = shape_masks(masks, s.discrete_branches, 1, False)
-        if memory is not None:
-            if not s.memory_size or type(memory) is not list or not set(map(type, memory)) <= NUMBER_TYPES:
-                return None
-            memory = shape_memory(memory, s.memory_size, 1, False)[:, 0]
-    except (UsageError, OverflowError):
-        return None
     return ident, values, masks, memory
 
 
@@ -368,11 +378,19 @@ def _run_plain(policy: Policy, plain: list, flat: list, answers: list, memories:
     fields, again = ["id", *out], []
     if _continuous_only(s):  # ("actions": the continuous actions again)
         fields, again = fields + ["actions"], columns
-    for line, values in zip(plain, zip([line[2] for line in plain], *columns, *again)):
-        answers[line[0]] = dict(zip(fields, values))
+    built = list(map(dict, map(zip, itertools.repeat(fields), zip([line[2] for line in plain], *columns, *again))))
+    first = plain[0][0]
+    if plain[-1][0] - first == rows - 1:  # (in a row, as they usually are)
+        answers[first:first + rows] = built
+    else:
+        for line, answer in zip(plain, built):
+            answers[line[0]] = answer
     if s.memory_size:
-        memory = out["memory"].reshape(rows, 1, s.memory_size)
-        memories.keep_rows([(line[3], memory[j]) for j, line in enumerate(plain) if line[3] is not None and finite[j]])
+        keys, memory = [line[3] for line in plain], out["memory"].reshape(rows, 1, s.memory_size)
+        if None in keys or not finite.all():
+            keep = [j for j, key in enumerate(keys) if key is not None and finite[j]]
+            keys, memory = [keys[j] for j in keep], memory[keep]
+        memories.keep_rows(keys, memory)
     for j in np.flatnonzero(~finite).tolist():
         answers[plain[j][0]] = {"id": plain[j][2], "error": NON_FINITE_ACTIONS}
 

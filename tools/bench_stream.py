@@ -15,6 +15,7 @@ onnxruntime session on ML-Agents' own ONNX (batch 1 per call, and batch 64).
 """
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -79,7 +80,17 @@ def start(inference: str, model_dir: Path) -> subprocess.Popen:
     return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
 
 
-def piped(inference: str, lines: int) -> float:
+def cpu_seconds(proc: subprocess.Popen) -> float:
+    """The process's CPU time so far, all its threads (Linux: /proc; nan elsewhere): on a shared machine, what the
+    lines cost it whatever else ran meanwhile."""
+    try:
+        fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
+def piped(inference: str, lines: int) -> tuple:
     obs = np.random.RandomState(0).randn(lines, 59).astype(np.float32)
     payload = b"".join(json.dumps({"id": i, "obs": obs[i].tolist()}).encode() + b"\n" for i in range(lines))
     proc = start(inference, ROOT / "assets" / "ppo-Huggy-sample")
@@ -89,16 +100,16 @@ def piped(inference: str, lines: int) -> float:
     reader.readline()
     writer = threading.Thread(target=lambda: (proc.stdin.write(payload), proc.stdin.close()))
     writer.start()
-    first = None
+    first = cpu = None
     for n in range(lines):
         line = reader.readline()
         if first is None:
-            first = time.perf_counter()
+            first, cpu = time.perf_counter(), cpu_seconds(proc)
         assert b"error" not in line, line
-    seconds = time.perf_counter() - first
+    seconds, cpu = time.perf_counter() - first, cpu_seconds(proc) - cpu
     writer.join()
     proc.wait(timeout=60)
-    return (lines - 1) / seconds
+    return (lines - 1) / seconds, cpu / (lines - 1) * 1e6
 
 
 def one_at_a_time(inference: str, n: int) -> dict:
@@ -119,13 +130,13 @@ def one_at_a_time(inference: str, n: int) -> dict:
     return {"p50_ms": float(np.percentile(times, 50)), "p99_ms": float(np.percentile(times, 99))}
 
 
-def lstm_agents(inference: str, steps: int, agents: int = 64) -> float:
+def lstm_agents(inference: str, steps: int, agents: int = 64) -> tuple:
     proc = start(inference, ROOT / "examples" / "lstm")
     rng = np.random.RandomState(2)
     t0 = None
     for step in range(steps + 20):
         if step == 20:
-            t0 = time.perf_counter()
+            t0, cpu = time.perf_counter(), cpu_seconds(proc)
         obs = rng.randn(agents, 10).astype(np.float32)
         proc.stdin.write(b"".join(json.dumps({"id": a, "obs": obs[a].tolist()}).encode() + b"\n"
                                   for a in range(agents)))
@@ -133,10 +144,10 @@ def lstm_agents(inference: str, steps: int, agents: int = 64) -> float:
         for _ in range(agents):
             answer = proc.stdout.readline()
             assert b"error" not in answer, answer
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, cpu_seconds(proc) - cpu
     proc.stdin.close()
     proc.wait(timeout=60)
-    return steps * agents / seconds
+    return steps * agents / seconds, cpu / (steps * agents) * 1e6
 
 
 def bare(onnx: Path, feeds, n: int) -> float:
@@ -177,7 +188,8 @@ def main() -> None:
             runs["floor_lstm"].append(lstm_agents(floor_lstm, args.steps))
     finally:
         Path(f.name).unlink()
-    med = {k: float(np.median(v)) for k, v in runs.items()}
+    med = {k: float(np.median([rate for rate, _ in v])) for k, v in runs.items()}
+    cpu = {k: float(np.median([us for _, us in v])) for k, v in runs.items()}
     result = {
         "piped_lines_per_s": med["piped"],
         "floor_piped_lines_per_s": med["floor_piped"],
@@ -185,7 +197,12 @@ def main() -> None:
         "lstm_64_agent_steps_per_s": med["lstm"],
         "floor_lstm_64_agent_steps_per_s": med["floor_lstm"],
         "lstm_vs_floor": round(med["lstm"] / med["floor_lstm"], 3),
-        "rounds": {k: [round(x) for x in v] for k, v in runs.items()} if args.rounds > 1 else None,
+        "cpu_us_per_line": {k: round(v, 2) for k, v in cpu.items()},  # (the server process's, all its threads)
+        "cpu_piped_vs_floor": round(cpu["floor_piped"] / cpu["piped"], 3),
+        "cpu_lstm_vs_floor": round(cpu["floor_lstm"] / cpu["lstm"], 3),
+        "rounds": {k: [round(rate) for rate, _ in v] for k, v in runs.items()} if args.rounds > 1 else None,
+        "round_ratios": {case: [round(a[0] / b[0], 3) for a, b in zip(runs[case], runs["floor_" + case])]
+                         for case in ("piped", "lstm")} if args.rounds > 1 else None,
         "one_at_a_time": one_at_a_time(args.inference, 2000),
         "bare_onnxruntime_huggy_batch1_per_s": bare(huggy, x1, 5000),
         "bare_onnxruntime_lstm_batch64_agent_steps_per_s": bare(lstm, lstm64, 2000),
