@@ -272,17 +272,17 @@ def _plain_line(rules: tuple, msg) -> Optional[tuple]:
     """A plain line's (id, input lists, masks [1, width] or None, memory [1, size] or None), checked but for its
     observations' values (finite within float32: _answer_plain checks them together); None for any other line."""
     s, names, allowed, bare, sizes = rules
-    if type(msg) is not dict or not msg.keys() <= allowed:
+    if type(msg) is not dict:
         return None
-    get = msg.get
+    get, keys = msg.get, msg.keys()
     ident, masks, memory = get("id"), None, None
     if ident is not None and not (type(ident) is str and len(ident) <= STREAM_ID_CHARS
                                   or type(ident) is int and abs(ident) <= 2**53):
         return None
-    if not msg.keys() <= bare:  # (the other keys a plain line may hold)
+    if not keys <= bare:  # (the other keys a plain line may hold)
         seed, masks, memory = get("seed", 0), get("action_masks"), get("memory")
-        if get("stochastic", False) is not False or type(get("reset", False)) is not bool or type(seed) is not int \
-                or not 0 <= seed < 2**63:
+        if not keys <= allowed or get("stochastic", False) is not False or type(get("reset", False)) is not bool \
+                or type(seed) is not int or not 0 <= seed < 2**63:
             return None
         try:
             if masks is not None:
@@ -295,12 +295,12 @@ def _plain_line(rules: tuple, msg) -> Optional[tuple]:
                 memory = shape_memory(memory, s.memory_size, 1, False)[:, 0]
         except (UsageError, OverflowError):
             return None
-    if len(names) > 1:  # (an "obs" beside them is not looked at)
-        values = [get(name) for name in names]
-    elif "obs" not in msg or names[0] in msg:
-        values = [None if "obs" in msg else get(names[0])]
-    else:
-        values = [msg["obs"]]
+    if len(names) == 1:
+        value = get(names[0]) if "obs" not in keys else None if names[0] in keys else msg["obs"]
+        if type(value) is not list or len(value) != sizes[0] or not set(map(type, value)) <= NUMBER_TYPES:
+            return None
+        return ident, (value,), masks, memory
+    values = [get(name) for name in names]  # (an "obs" beside them is not looked at)
     for value, size in zip(values, sizes):
         if type(value) is not list or len(value) != size or not set(map(type, value)) <= NUMBER_TYPES:
             return None
@@ -378,7 +378,7 @@ def _run_plain(policy: Policy, plain: list, flat: list, answers: list, memories:
     fields, again = ["id", *out], []
     if _continuous_only(s):  # ("actions": the continuous actions again)
         fields, again = fields + ["actions"], columns
-    built = list(map(dict, map(zip, itertools.repeat(fields), zip([line[2] for line in plain], *columns, *again))))
+    built = _dicts(fields, [[line[2] for line in plain], *columns, *again])
     first = plain[0][0]
     if plain[-1][0] - first == rows - 1:  # (in a row, as they usually are)
         answers[first:first + rows] = built
@@ -393,6 +393,17 @@ def _run_plain(policy: Policy, plain: list, flat: list, answers: list, memories:
         memories.keep_rows(keys, memory)
     for j in np.flatnonzero(~finite).tolist():
         answers[plain[j][0]] = {"id": plain[j][2], "error": NON_FINITE_ACTIONS}
+
+
+def _dicts(fields: list, columns: list) -> list:
+    """One dict per row of `columns`, keyed by `fields` (a dict display where there are few: faster than dict(zip))."""
+    if len(fields) == 2:
+        a, b = fields
+        return [{a: x, b: y} for x, y in zip(*columns)]
+    if len(fields) == 3:
+        a, b, c = fields
+        return [{a: x, b: y, c: z} for x, y, z in zip(*columns)]
+    return list(map(dict, map(zip, itertools.repeat(fields), zip(*columns))))
 
 
 def _json_codec() -> tuple:
