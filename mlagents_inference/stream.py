@@ -320,7 +320,7 @@ def _answer_plain(policy: Policy, plain: list, answers: list, memories: AgentMem
     lines that pass share one engine call, one that fails goes through stream_answer (its error) in its place."""
     if not plain:
         return
-    arrays, bad = [], np.zeros(len(plain), bool)
+    arrays, bad = [], set()  # (the lines that fail: rare)
     for k in range(len(plain[0][4])):
         column = [line[4][k] for line in plain]
         try:
@@ -331,11 +331,12 @@ def _answer_plain(policy: Policy, plain: list, answers: list, memories: AgentMem
                 try:
                     array[j] = np.array(value, np.float32)
                 except OverflowError:
-                    bad[j] = True
-        bad |= ~np.isfinite(array).all(axis=1)
+                    bad.add(j)
+        if not np.isfinite(array).all():
+            bad.update(np.flatnonzero(~np.isfinite(array).all(axis=1)).tolist())
         arrays.append(array)
     start = 0
-    for j in np.flatnonzero(bad).tolist() + [len(plain)]:
+    for j in sorted(bad) + [len(plain)]:
         _run_plain(policy, plain[start:j], [a[start:j] for a in arrays], answers, memories)
         if j < len(plain):
             i, msg = plain[j][:2]
@@ -370,10 +371,9 @@ def _run_plain(policy: Policy, plain: list, flat: list, answers: list, memories:
         for j in range(rows) if rows > 1 else ():  # each line alone, so that it is the failing line's
             _run_plain(policy, plain[j:j + 1], [a[j:j + 1] for a in flat[:len(s.inputs)]], answers, memories)
         return
-    finite = np.ones(rows, bool)
-    for value in out.values():
-        if value.dtype.kind == "f":
-            finite &= np.isfinite(value).reshape(rows, -1).all(axis=1)
+    floats = [value for value in out.values() if value.dtype.kind == "f"]
+    finite = None if all(np.isfinite(value).all() for value in floats) else np.logical_and.reduce(
+        [np.isfinite(value).reshape(rows, -1).all(axis=1) for value in floats])  # (None: every row's are)
     columns = [value.tolist() for value in out.values()]
     fields, again = ["id", *out], []
     if _continuous_only(s):  # ("actions": the continuous actions again)
@@ -387,11 +387,11 @@ def _run_plain(policy: Policy, plain: list, flat: list, answers: list, memories:
             answers[line[0]] = answer
     if s.memory_size:
         keys, memory = [line[3] for line in plain], out["memory"].reshape(rows, 1, s.memory_size)
-        if None in keys or not finite.all():
-            keep = [j for j, key in enumerate(keys) if key is not None and finite[j]]
+        if None in keys or finite is not None:
+            keep = [j for j, key in enumerate(keys) if key is not None and (finite is None or finite[j])]
             keys, memory = [keys[j] for j in keep], memory[keep]
         memories.keep_rows(keys, memory)
-    for j in np.flatnonzero(~finite).tolist():
+    for j in np.flatnonzero(~finite).tolist() if finite is not None else ():
         answers[plain[j][0]] = {"id": plain[j][2], "error": NON_FINITE_ACTIONS}
 
 
