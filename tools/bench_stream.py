@@ -11,7 +11,8 @@ onnxruntime call on ML-Agents' own ONNX, orjson.dumps each answer, a dict of mem
 LSTM), and the stream's rate as a ratio of the floor's, both measured in this run; beside a bare
 onnxruntime session on ML-Agents' own ONNX (batch 1 per call, and batch 64).
 
-    python tools/bench_stream.py [--lines 50000] [--steps 300] [--inference path/to/inference.py]
+    python tools/bench_stream.py [--lines 50000] [--steps 300] [--inference path/to/inference.py] [--rounds N]
+                                 [--before path/to/earlier/inference.py]
 """
 import argparse
 import json
@@ -168,6 +169,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--inference", default=str(ROOT / "inference.py"))
     p.add_argument("--rounds", type=int, default=1, help="stream and floor alternated this many times (medians)")
+    p.add_argument("--before", help="another inference.py (an earlier checkout), run in the same rounds")
     args = p.parse_args()
     huggy = ROOT / "assets" / "ppo-Huggy-sample" / "Huggy.onnx"
     if not huggy.exists():
@@ -180,12 +182,17 @@ def main() -> None:
         f.write(FLOOR)
     floor_huggy, floor_lstm = (f.name, huggy), (f.name, lstm)
     runs: dict = {"piped": [], "floor_piped": [], "lstm": [], "floor_lstm": []}
+    runs.update({"before_piped": [], "before_lstm": []} if args.before else {})
     try:
         for _ in range(args.rounds):  # alternated, so that a busy spell on a shared machine hits both
             runs["piped"].append(piped(args.inference, args.lines))
             runs["floor_piped"].append(piped(floor_huggy, args.lines))
+            if args.before:
+                runs["before_piped"].append(piped(args.before, args.lines))
             runs["lstm"].append(lstm_agents(args.inference, args.steps))
             runs["floor_lstm"].append(lstm_agents(floor_lstm, args.steps))
+            if args.before:
+                runs["before_lstm"].append(lstm_agents(args.before, args.steps))
     finally:
         Path(f.name).unlink()
     med = {k: float(np.median([rate for rate, _ in v])) for k, v in runs.items()}
@@ -200,9 +207,13 @@ def main() -> None:
         "cpu_us_per_line": {k: round(v, 2) for k, v in cpu.items()},  # (the server process's, all its threads)
         "cpu_piped_vs_floor": round(cpu["floor_piped"] / cpu["piped"], 3),
         "cpu_lstm_vs_floor": round(cpu["floor_lstm"] / cpu["lstm"], 3),
+        **({"before": {"piped_vs_floor": round(med["before_piped"] / med["floor_piped"], 3),
+                       "lstm_vs_floor": round(med["before_lstm"] / med["floor_lstm"], 3),
+                       "cpu_piped_vs_floor": round(cpu["floor_piped"] / cpu["before_piped"], 3),
+                       "cpu_lstm_vs_floor": round(cpu["floor_lstm"] / cpu["before_lstm"], 3)}} if args.before else {}),
         "rounds": {k: [round(rate) for rate, _ in v] for k, v in runs.items()} if args.rounds > 1 else None,
-        "round_ratios": {case: [round(a[0] / b[0], 3) for a, b in zip(runs[case], runs["floor_" + case])]
-                         for case in ("piped", "lstm")} if args.rounds > 1 else None,
+        "round_ratios": {case: [round(a[0] / b[0], 3) for a, b in zip(runs[case], runs["floor_" + case.split("_")[-1]])]
+                         for case in runs if not case.startswith("floor")} if args.rounds > 1 else None,
         "one_at_a_time": one_at_a_time(args.inference, 2000),
         "bare_onnxruntime_huggy_batch1_per_s": bare(huggy, x1, 5000),
         "bare_onnxruntime_lstm_batch64_agent_steps_per_s": bare(lstm, lstm64, 2000),
