@@ -169,7 +169,9 @@ def waiting_lines(stream, limit: int):
     while True:
         chunks = [read(1 << 16)]
         size = len(chunks[0])
-        while chunks[-1] and fd is not None and size < (1 << 20) and select.select([fd], [], [], 0)[0]:
+        # (up to 256 KiB: in a larger group the first lines wait longer, its objects outgrow the caches, and its answers fill
+        # the pipe while the reader waits)
+        while chunks[-1] and fd is not None and size < (1 << 18) and select.select([fd], [], [], 0)[0]:
             chunks.append(read(1 << 16))
             size += len(chunks[-1])
         data = b"".join(chunks)
