@@ -4,6 +4,7 @@
 import asyncio
 import contextlib
 import errno
+import gc
 import os
 import signal
 import socket
@@ -476,6 +477,7 @@ def mode_serve(ctx: Context):
         except ImportError:
             raise UsageError(NEED_HTTP) from None
     server = Server(ctx)  # (the policy is loaded here, before any socket is opened)
+    gc.freeze()  # (as the stream: what is loaded stays, a full collection need not walk it again and again)
     _raise_open_files_limit()
     sockets, made = [], None
     loop = None
