@@ -106,7 +106,8 @@ def show_batch(r: dict) -> list:
         actions = np.asarray(r["continuous_actions"], np.float32)
         lines.append("  deterministic[:5, :6] =")
         lines += [f"    batch[{i}] {fmt(actions[i, :6])}" for i in range(min(5, rows))]
-        lines.append(f"  |mu| max (first {min(rows, 4096)} rows) = {r['mu_abs_max']:.4f}")
+        if "mu_abs_max" in r:  # (a file whose graph does not show its mu)
+            lines.append(f"  |mu| max (first {min(rows, 4096)} rows) = {r['mu_abs_max']:.4f}")
         lines.append(f"  output range = [{actions.min():.4f}, {actions.max():.4f}]")
     if "discrete_actions" in r:
         lines.append(f"  discrete_actions[:5] = {r['discrete_actions'][:5]} (random masks, seed {r['seed']})")
