@@ -567,7 +567,7 @@ def noise_generator(seed: int):
     if torch_available():
         import torch
         return torch.Generator().manual_seed(int(seed))
-    return np.random.Generator(np.random.PCG64(int(seed)))
+    return np.random.Generator(np.random.PCG64(int(seed) if seed >= 0 else 0xFFFF_FFFF_FFFF_FFFF + int(seed)))  # (torch's map)
 
 
 def normal_noise(generator, shape: tuple) -> np.ndarray:

@@ -116,3 +116,15 @@ def test_a_missing_provider_named_by_providers_is_blamed_on_providers():
     if r.returncode == 0:
         pytest.skip("this onnxruntime has CUDA")
     assert r.returncode == 2 and r.stderr.startswith("error: --providers: this onnxruntime has no CUDAExecutionProvider"), r.stderr
+
+
+def test_a_negative_seed_samples_as_with_torch():
+    """act(seed=-1) is within what act() takes (torch's manual_seed maps it); numpy's PCG64 raised ValueError."""
+    got = no_torch_code("""
+import json, numpy as np, inference
+p = inference.load(%r)
+a, b = (p.act(np.zeros(8, np.float32), deterministic=False, seed=-1)["continuous_actions"] for _ in range(2))
+c = p.act(np.zeros(8, np.float32), deterministic=False, seed=-2**63)["continuous_actions"]
+print(json.dumps([a.tolist(), b.tolist(), c.tolist()]))
+""" % str(EXAMPLES / "vector"))
+    assert got[0] == got[1] != got[2]
