@@ -250,16 +250,31 @@ def show_batch_file(r: dict) -> list:
     return lines
 
 
+def ray_model(ctx: Context) -> dict:
+    """What a Ray worker loads its policy from (ray_policy): the source as this command resolved it, at absolute paths
+    (read at the same paths on every node); the checkpoint is checked here before any worker starts."""
+    args, src = ctx.args, ctx.source
+    ctx.settings
+    return {"checkpoint": str(Path(src.checkpoint).resolve()), "onnx": args.onnx and str(Path(args.onnx).resolve()),
+            "model_dir": src.model_dir and str(Path(src.model_dir).resolve()), "behavior": src.behavior,
+            "expect_sha256": args.expect_sha256, "goal_input": args.goal_input, "device": ctx.device.type,
+            "dtype": args.dtype, "engine": ctx.engine_name, "graphs": args.graphs == "on", "providers": args.providers}
+
+
+def ray_policy(model: dict) -> Policy:
+    checkpoint = load_checkpoint(Path(model["checkpoint"]), model["onnx"] and Path(model["onnx"]),
+                                 model["model_dir"] and Path(model["model_dir"]), model["behavior"],
+                                 model["expect_sha256"], model["goal_input"])
+    return Policy(checkpoint, model["device"], model["dtype"], model["engine"], model["graphs"], providers=model["providers"])
+
+
 class PolicyActor:
     """Ray Data's worker: loads the policy once, then reads the units it is given (_read_units) as batch_file reads a
     file (ParquetSource.chunks) and yields their results (_result_table), the kept columns, and each row's position in
     the input in the column `order`."""
 
     def __init__(self, model: dict, source: ParquetSource, chunk: int, order: str):
-        checkpoint = load_checkpoint(Path(model["checkpoint"]), model["onnx"] and Path(model["onnx"]),
-                                     model["model_dir"] and Path(model["model_dir"]), model["behavior"],
-                                     model["expect_sha256"], model["goal_input"])
-        self.policy = Policy(checkpoint, model["device"], model["dtype"], model["engine"], model["graphs"])
+        self.policy = ray_policy(model)
         self.source, self.chunk, self.order = source, chunk, order
 
     def __call__(self, units):
@@ -311,12 +326,7 @@ def ray_results(ctx: Context, source: "ParquetSource", chunk: int, info: dict, w
     import logging
     if unreachable := _ray_unreachable(ctx.args.ray):
         raise UsageError(f"--ray {ctx.args.ray}: no Ray cluster there ({unreachable})")
-    args, src, device = ctx.args, ctx.source, ctx.device
-    model = {"checkpoint": str(Path(src.checkpoint).resolve()), "onnx": args.onnx and str(Path(args.onnx).resolve()),
-             "model_dir": src.model_dir and str(Path(src.model_dir).resolve()), "behavior": src.behavior,
-             "expect_sha256": args.expect_sha256, "goal_input": args.goal_input, "device": device.type,
-             "dtype": args.dtype, "engine": ctx.engine_name, "graphs": args.graphs == "on"}
-    ctx.settings  # (checked here before any worker starts)
+    args, device, model = ctx.args, ctx.device, ray_model(ctx)
     # a CPU actor reserves no CPU in Ray's books (SPREAD places them): reserved ones would leave no
     # whole CPU to Ray Data's own tasks (its file listing, write_parquet) on nodes of one or two CPUs: the job would wait
     resources = ({"num_gpus": 1} if device.type == "cuda" else {"resources": {"NPU": 1}} if device.type == "npu"

@@ -128,3 +128,19 @@ c = p.act(np.zeros(8, np.float32), deterministic=False, seed=-2**63)["continuous
 print(json.dumps([a.tolist(), b.tolist(), c.tolist()]))
 """ % str(EXAMPLES / "vector"))
     assert got[0] == got[1] != got[2]
+
+
+def test_ray_actors_load_the_policy_on_the_providers_named():
+    """batch --ray: each PolicyActor loaded the policy without --providers (Ray's actors ran on the device's default
+    provider, or the CPU, whatever --providers said). Checked without Ray: what an actor is given, and what it loads."""
+    got = no_torch_code("""
+import json
+from mlagents_inference.cli import parse_args
+from mlagents_inference.context import Context
+from mlagents_inference.datasets import PolicyActor, ray_model
+ctx = Context(parse_args(["--mode", "batch", "--model-dir", %r, "--obs-file", "x.parquet", "--ray", "local",
+                          "--providers", "CPUExecutionProvider", "--device", "cpu"]))
+model = ray_model(ctx)
+print(json.dumps([model["providers"], PolicyActor(model, None, 8, "order").policy.info["providers"]]))
+""" % str(EXAMPLES / "vector"))
+    assert got == [["CPUExecutionProvider"], ["CPUExecutionProvider"]]
