@@ -286,6 +286,24 @@ class PolicyActor:
             yield table.append_column(self.order, pa.array(np.arange(start, start + table.num_rows, dtype=np.int64)))
 
 
+def ray_model(ctx: Context) -> dict:
+    """What a Ray worker loads its policy from (ray_policy): the source as this command resolved it, at absolute paths
+    (read at the same paths on every node); the checkpoint is checked here before any worker starts."""
+    args, src = ctx.args, ctx.source
+    ctx.settings
+    return {"checkpoint": str(Path(src.checkpoint).resolve()), "onnx": args.onnx and str(Path(args.onnx).resolve()),
+            "model_dir": src.model_dir and str(Path(src.model_dir).resolve()), "behavior": src.behavior,
+            "expect_sha256": args.expect_sha256, "goal_input": args.goal_input, "device": ctx.device.type,
+            "dtype": args.dtype, "engine": ctx.engine_name, "graphs": args.graphs == "on"}
+
+
+def ray_policy(model: dict) -> Policy:
+    checkpoint = load_checkpoint(Path(model["checkpoint"]), model["onnx"] and Path(model["onnx"]),
+                                 model["model_dir"] and Path(model["model_dir"]), model["behavior"],
+                                 model["expect_sha256"], model["goal_input"])
+    return Policy(checkpoint, model["device"], model["dtype"], model["engine"], model["graphs"])
+
+
 def _read_units(source: ParquetSource, chunk: int, pieces: int) -> list:
     """What each Ray task reads, in input order (ParquetSource.batches' units): runs of whole row groups of `chunk`
     rows or more, a row group of many chunks cut into `pieces` runs of record batches (a task decodes those before its

@@ -288,10 +288,9 @@ def refuse_same_file(output: Optional[Path], inputs: list) -> None:
 def _process_start_time() -> float:
     """Seconds since the epoch when this process started (Linux /proc), else import time."""
     try:
-        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
-        boot = next(int(l.split()[1]) for l in Path("/proc/stat").read_text().splitlines() if l.startswith("btime"))
-        return boot + ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, StopIteration):
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])  # since boot, in clock ticks
+        return time.time() - (time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError, AttributeError):  # (/proc/stat's btime is whole seconds: not used)
         return time.time() - (time.perf_counter() - PROCESS_T0)
 
 

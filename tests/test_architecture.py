@@ -29,6 +29,7 @@ LINE_BUDGET = {
     "issue 27 scaffold: serve's options, memory scopes, placeholders for serve, ray_serve and remote": 45,
     "issue 25: the torch-free install (the ML-Agents file as the engine, execution providers, lazy torch)": 470,
     "issue 27: serve, its HTTP side and connect()": 785,
+    "issue 27: Ray Serve replicas (ray_serve.py; the Ray worker's model shared with Ray Data; serve.py's dispatch; SIGTERM 0, errors 400 as serve)": 193,
 }
 
 
