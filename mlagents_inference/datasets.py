@@ -250,24 +250,6 @@ def show_batch_file(r: dict) -> list:
     return lines
 
 
-def ray_model(ctx: Context) -> dict:
-    """What a Ray worker loads its policy from (ray_policy): the source as this command resolved it, at absolute paths
-    (read at the same paths on every node); the checkpoint is checked here before any worker starts."""
-    args, src = ctx.args, ctx.source
-    ctx.settings
-    return {"checkpoint": str(Path(src.checkpoint).resolve()), "onnx": args.onnx and str(Path(args.onnx).resolve()),
-            "model_dir": src.model_dir and str(Path(src.model_dir).resolve()), "behavior": src.behavior,
-            "expect_sha256": args.expect_sha256, "goal_input": args.goal_input, "device": ctx.device.type,
-            "dtype": args.dtype, "engine": ctx.engine_name, "graphs": args.graphs == "on", "providers": args.providers}
-
-
-def ray_policy(model: dict) -> Policy:
-    checkpoint = load_checkpoint(Path(model["checkpoint"]), model["onnx"] and Path(model["onnx"]),
-                                 model["model_dir"] and Path(model["model_dir"]), model["behavior"],
-                                 model["expect_sha256"], model["goal_input"])
-    return Policy(checkpoint, model["device"], model["dtype"], model["engine"], model["graphs"], providers=model["providers"])
-
-
 class PolicyActor:
     """Ray Data's worker: loads the policy once, then reads the units it is given (_read_units) as batch_file reads a
     file (ParquetSource.chunks) and yields their results (_result_table), the kept columns, and each row's position in
@@ -294,14 +276,14 @@ def ray_model(ctx: Context) -> dict:
     return {"checkpoint": str(Path(src.checkpoint).resolve()), "onnx": args.onnx and str(Path(args.onnx).resolve()),
             "model_dir": src.model_dir and str(Path(src.model_dir).resolve()), "behavior": src.behavior,
             "expect_sha256": args.expect_sha256, "goal_input": args.goal_input, "device": ctx.device.type,
-            "dtype": args.dtype, "engine": ctx.engine_name, "graphs": args.graphs == "on"}
+            "dtype": args.dtype, "engine": ctx.engine_name, "graphs": args.graphs == "on", "providers": args.providers}
 
 
 def ray_policy(model: dict) -> Policy:
     checkpoint = load_checkpoint(Path(model["checkpoint"]), model["onnx"] and Path(model["onnx"]),
                                  model["model_dir"] and Path(model["model_dir"]), model["behavior"],
                                  model["expect_sha256"], model["goal_input"])
-    return Policy(checkpoint, model["device"], model["dtype"], model["engine"], model["graphs"])
+    return Policy(checkpoint, model["device"], model["dtype"], model["engine"], model["graphs"], providers=model["providers"])
 
 
 def _read_units(source: ParquetSource, chunk: int, pieces: int) -> list:
