@@ -550,7 +550,7 @@ def load(path, device="cpu", dtype: str = "float32", engine: str = "auto", goal_
         device = resolve_device(str(device))  # ('meta' or an absent GPU refused)
     if providers is not None:
         from .runtime import parse_providers
-        if isinstance(providers, str) or not all(isinstance(p, str) for p in providers):
+        if isinstance(providers, str) or not providers or not all(isinstance(p, str) for p in providers):
             raise UsageError(f"providers {_brief(providers)}: expected a list of provider names, e.g. ['cuda']")
         providers = parse_providers(",".join(providers))
     path = Path(path)

@@ -144,3 +144,15 @@ model = ray_model(ctx)
 print(json.dumps([model["providers"], PolicyActor(model, None, 8, "order").policy.info["providers"]]))
 """ % str(EXAMPLES / "vector"))
     assert got == [["CPUExecutionProvider"], ["CPUExecutionProvider"]]
+
+
+def test_an_empty_providers_list_is_refused_as_the_apis_argument():
+    """load(providers=[]) said "--providers: unknown execution provider ''" (an option the caller never gave)."""
+    got = no_torch_code("""
+import json, inference
+try:
+    inference.load(%r, providers=[])
+except inference.UsageError as exc:
+    print(json.dumps(str(exc)))
+""" % str(EXAMPLES / "vector"))
+    assert got.startswith("providers []: expected a list of provider names")
