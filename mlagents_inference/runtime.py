@@ -104,12 +104,22 @@ def ort_device(text: str) -> OrtDevice:
     """--device through onnxruntime's providers: cuda[:N] its CUDA provider, npu[:N] its CANN provider; auto takes
     CANN, else CUDA, where this onnxruntime has them, else the CPU."""
     kind, index = parse_device(text)
-    if kind == "auto":
+    if kind == "auto":  # (a GPU wheel on a host without the device: the CPU, not a provider that cannot start)
         available = _ort().get_available_providers()
-        kind = next((k for k in ("npu", "cuda") if DEVICE_PROVIDER[k] in available), "cpu")
+        kind = next((k for k in ("npu", "cuda") if DEVICE_PROVIDER[k] in available and _host_has(k)), "cpu")
     elif kind != "cpu":
         _check_available(DEVICE_PROVIDER[kind], f"--device {text}")
     return OrtDevice(kind, None if kind == "cpu" else index or 0)
+
+
+def _host_has(kind: str) -> bool:
+    """Whether this host shows a device of `kind` (Linux: its device files; elsewhere taken as there)."""
+    import glob
+    import os
+    import sys
+    if kind == "cuda" and os.environ.get("CUDA_VISIBLE_DEVICES", "0").strip() in ("", "-1"):
+        return False
+    return sys.platform != "linux" or bool(glob.glob("/dev/davinci[0-9]*" if kind == "npu" else "/dev/nvidia[0-9]*"))
 
 
 def session_providers(device: Optional[OrtDevice] = None, names: Optional[list] = None) -> list:

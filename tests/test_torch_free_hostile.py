@@ -156,3 +156,23 @@ except inference.UsageError as exc:
     print(json.dumps(str(exc)))
 """ % str(EXAMPLES / "vector"))
     assert got.startswith("providers []: expected a list of provider names")
+
+
+def test_auto_takes_the_cpu_where_a_gpu_wheel_meets_no_gpu(monkeypatch):
+    """onnxruntime-gpu on a host without a GPU: --device auto (the default) took CUDA, whose provider cannot start, and
+    every command ended 'onnxruntime could not start CUDAExecutionProvider'; auto is the CPU there."""
+    from mlagents_inference import runtime
+
+    class FakeOrt:
+        @staticmethod
+        def get_available_providers():
+            return ["CUDAExecutionProvider", "CANNExecutionProvider", "CPUExecutionProvider"]
+    monkeypatch.setattr(runtime, "_ort", lambda: FakeOrt)
+    monkeypatch.setattr(runtime, "_host_has", lambda kind: False)
+    assert runtime.ort_device("auto") == runtime.OrtDevice("cpu")
+    monkeypatch.setattr(runtime, "_host_has", lambda kind: kind == "cuda")
+    assert runtime.ort_device("auto") == runtime.OrtDevice("cuda", 0)
+    assert str(runtime.ort_device("npu:1")) == "npu:1"  # (named: as asked; a provider that cannot start is refused)
+    monkeypatch.undo()
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert runtime._host_has("cuda") is False
