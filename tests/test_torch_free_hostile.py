@@ -176,3 +176,16 @@ def test_auto_takes_the_cpu_where_a_gpu_wheel_meets_no_gpu(monkeypatch):
     monkeypatch.undo()
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     assert runtime._host_has("cuda") is False
+
+
+@pytest.mark.parametrize("source", [["--model-dir", EXAMPLES / "vector"], ["--onnx", EXAMPLES / "onnx-interfaces" / "Hybrid-2x.onnx"]])
+def test_sample_shows_the_files_sigma(source):
+    """--mode sample showed sigma from the checkpoint's modules alone: without torch its "sigma" was missing."""
+    r = no_torch("--mode", "sample", *source, "--json")
+    assert r.returncode == 0, r.stderr
+    sigma = json.loads(r.stdout)["sigma"]
+    log_sigma = json.loads(no_torch("--mode", "info", *source, "--json").stdout)["log_sigma"]
+    assert np.allclose(np.log(sigma), log_sigma, atol=1e-6)
+    if TORCH:
+        theirs = json.loads(with_torch("--mode", "sample", *source, "--json", "--engine", "onnxruntime").stdout)["sigma"]
+        assert np.allclose(sigma, theirs, atol=1e-6)
