@@ -3,15 +3,12 @@ from __future__ import annotations
 
 import collections
 import itertools
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import numpy as np
 
 from .errors import UsageError
 from .spec import InputSpec, PolicySettings
-
-if TYPE_CHECKING:  # (annotations only: the module above imports this one)
-    from .policy import Policy
 
 
 def _is_array_list(value) -> bool:
@@ -266,43 +263,6 @@ def stream_array(spec: InputSpec, value: list) -> np.ndarray:
         raise UsageError(f'"{spec.name}": rows of different lengths')
 
 
-def _quick_request(policy: Policy, msg) -> Optional[tuple]:
-    """The plain stream line, checked cheaply: one observation of each vector input, as a flat list of JSON numbers, a
-    deterministic step, optional "id", "reset", "memory", "action_masks". Returns (id, inputs, masks, memory, reset) or
-    None: anything else (and every error) goes through stream_answer, whose rules and messages stay the only ones."""
-    s = policy.settings
-    if type(msg) is not dict or msg.get("stochastic", False) is not False or type(msg.get("reset", False)) is not bool:
-        return None
-    ident, seed = msg.get("id"), msg.get("seed", 0)
-    if (ident is not None and _echoed_id(msg) is None) or type(seed) is not int or not 0 <= seed < 2**63:
-        return None
-    names = ["obs"] if len(s.inputs) == 1 and "obs" in msg else [i.name for i in s.inputs]
-    if any(k not in STREAM_KEYS and k not in names for k in msg) or (names == ["obs"] and s.inputs[0].name in msg):
-        return None
-    inputs, masks, memory = [], msg.get("action_masks"), msg.get("memory")
-    try:
-        for spec, name in zip(s.inputs, names):
-            value = msg.get(name)
-            if spec.kind != "vector" or type(value) is not list or len(value) != spec.shape[0] \
-                    or not set(map(type, value)) <= NUMBER_TYPES:
-                return None
-            array = np.array(value, np.float32)
-            if not np.isfinite(array).all():
-                return None
-            inputs.append(array)
-        if masks is not None:
-            if not s.discrete_branches or type(masks) is not list or not set(map(type, masks)) <= NUMBER_TYPES:
-                return None
-            masks = shape_masks(masks, s.discrete_branches, 1, False)[0]
-        if memory is not None:
-            if not s.memory_size or type(memory) is not list or not set(map(type, memory)) <= NUMBER_TYPES:
-                return None
-            memory = shape_memory(memory, s.memory_size, 1, False)[0, 0]
-    except (UsageError, OverflowError):
-        return None
-    return ident, inputs, masks, memory, msg.get("reset", False)
-
-
 class AgentMemories(dict):
     """LSTM memory per agent id (the stream's: the id's JSON text; get_action's: the agent id),
     least recently answered first, at most `max_ids` ids and `max_bytes` bytes (arrays and ids);
@@ -322,6 +282,19 @@ class AgentMemories(dict):
             self.forget(next(iter(self)))
         self[key] = memory
         self.nbytes += self.cost(key, memory)
+
+    def keep_rows(self, keys: list, rows) -> None:
+        """keep(key, row) for each key and its row of `rows` (all of one size) in turn: in one pass where none of
+        them need make room."""
+        each = rows[0].nbytes + 256 if len(keys) else 0
+        added = sum(len(key) if isinstance(key, str) else 8 for key in keys) + each * len(keys)  # (cost(), summed)
+        if len(self) + len(keys) >= self.max_ids or self.nbytes + added > self.max_bytes:
+            for key, row in zip(keys, rows):
+                self.keep(key, row)
+            return
+        olds = list(map(self.pop, keys, itertools.repeat(None, len(keys))))  # (keys distinct: as one at a time)
+        self.update(zip(keys, rows))
+        self.nbytes += added - sum(self.cost(key, old) for key, old in zip(keys, olds) if old is not None)
 
     def forget(self, key) -> None:
         if key in self:

@@ -1,4 +1,6 @@
 """stream: JSON lines in, one answer per line out; the lines already waiting are answered together (docs/stream.md)."""
+import gc
+import itertools
 import json
 import sys
 import time
@@ -8,8 +10,10 @@ import numpy as np
 
 from .context import Context, _continuous_only, _percentiles, check_rows_fit
 from .errors import UsageError
-from .observations import STREAM_ID_CHARS, STREAM_KEYS, AgentMemories, _echoed_id, _json_numbers_only, _quick_request, stream_array
+from .observations import NUMBER_TYPES, STREAM_ID_CHARS, STREAM_KEYS, AgentMemories, _echoed_id, _json_numbers_only, shape_masks, shape_memory, stream_array
 from .policy import Policy
+
+NON_FINITE_ACTIONS = "the observation drives the network beyond float32 (non-finite actions)"
 
 
 def _engine_failure(policy: Policy, exc: Exception) -> str:
@@ -23,7 +27,7 @@ def _engine_failure(policy: Policy, exc: Exception) -> str:
 def _stream_reply(policy: Policy, ident, key: Optional[str], out: dict, memories: AgentMemories) -> dict:
     """A line's answer from its actions (UsageError when they are not finite); the id's next memory kept."""
     if not all(np.isfinite(np.asarray(value, np.float64)).all() for value in out.values()):
-        raise UsageError("the observation drives the network beyond float32 (non-finite actions)")
+        raise UsageError(NON_FINITE_ACTIONS)
     if key is not None:
         memories.keep(key, np.asarray(out["memory"]).reshape(-1, policy.settings.memory_size))
     answer = {"id": ident, **{name: np.asarray(value).tolist() for name, value in out.items()}}
@@ -103,7 +107,12 @@ def mode_stream(ctx: Context):
     Out: {"id": ..., "continuous_actions": [...], "discrete_actions": [...], "memory": [...]}
          ("actions" too for a continuous-only policy) or {"id": ..., "error": "..."}."""
     policy = ctx.policy
-    write, flush = sys.stdout.write, sys.stdout.flush
+    gc.freeze()  # (what is loaded stays: a full collection need not walk torch's objects again and again)
+    sys.stdout.flush()
+    out = getattr(sys.stdout, "buffer", None)  # UTF-8 bytes straight to the pipe (else text, as the encoding says)
+    if (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "") != "utf8":
+        out = None
+    write, flush = (out.write, out.flush) if out is not None else (lambda b: sys.stdout.write(b.decode()), sys.stdout.flush)
     loads, dumps = _json_codec()
     lines = errors = 0
     latencies: list = []
@@ -113,24 +122,36 @@ def mode_stream(ctx: Context):
     with np.errstate(over="ignore"):  # an observation beyond float32 becomes inf, answered with an error
         for group in waiting_lines(sys.stdin.buffer, limit):
             t0 = clock()
-            texts = []
-            for answer in answer_waiting(policy, group, memories, loads, limit):
-                try:
-                    texts.append(dumps(answer))
-                except (TypeError, ValueError):  # a non-finite number slipped through: strict JSON or nothing
-                    answer = {"id": answer.get("id"), "error": "the answer holds non-finite numbers"}
-                    texts.append(dumps(answer))
-                errors += "error" in answer
-            write(b"\n".join(texts).decode() + "\n")
+            answers = answer_waiting(policy, group, memories, loads, limit)
+            texts = _texts(dumps, answers)
+            errors += sum("error" in answer for answer in answers)
+            texts.append(b"")
+            write(b"\n".join(texts))
             flush()
-            lines += len(texts)
+            lines += len(answers)
             if len(latencies) < 1_000_000:  # bounded: a day-long stream keeps the first million
-                latencies += [(clock() - t0) * 1e3] * len(texts)
+                latencies += [(clock() - t0) * 1e3] * len(answers)
     if ctx.args.stream_stats:
         p = _percentiles(latencies) if latencies else {"p50_ms": float("nan"), "p99_ms": float("nan")}
         print(f"[stream] lines={lines} errors={errors} p50={p['p50_ms']:.4f}ms p99={p['p99_ms']:.4f}ms "
               f"engine={ctx.engine_name} device={ctx.device}", file=sys.stderr)
     return None, True
+
+
+def _texts(dumps: Callable, answers: list) -> list:
+    """The answers as JSON bytes; one holding a non-finite number that slipped through becomes an error (strict JSON
+    or nothing), in `answers` too."""
+    try:
+        return [dumps(answer) for answer in answers]
+    except (TypeError, ValueError):
+        texts = []
+        for k, answer in enumerate(answers):
+            try:
+                texts.append(dumps(answer))
+            except (TypeError, ValueError):
+                answers[k] = {"id": answer.get("id"), "error": "the answer holds non-finite numbers"}
+                texts.append(dumps(answers[k]))
+        return texts
 
 
 # -- stream lines already waiting, answered together (one engine call per waiting group)
@@ -146,25 +167,30 @@ def waiting_lines(stream, limit: int):
         fd = None
     pending, skipping = b"", False
     while True:
-        data = read(1 << 16)
-        while data and fd is not None and len(data) < (1 << 20) and select.select([fd], [], [], 0)[0]:
-            more = read(1 << 16)
-            if not more:
-                break
-            data += more
+        chunks = [read(1 << 16)]
+        size = len(chunks[0])
+        # (up to 256 KiB: in a larger group the first lines wait longer, its objects outgrow the caches, and its answers fill
+        # the pipe while the reader waits)
+        while chunks[-1] and fd is not None and size < (1 << 18) and select.select([fd], [], [], 0)[0]:
+            chunks.append(read(1 << 16))
+            size += len(chunks[-1])
+        data = b"".join(chunks)
         if not data:  # end of input: a last line without its newline is a line too
             if pending.strip() and not skipping:
                 yield [pending]
             return
         *complete, tail = (pending + data).split(b"\n")
-        group = []
-        for line in complete:
-            if skipping:  # the end of a line already answered as too long
-                skipping = False
-            elif len(line) > limit:
-                group.append(None)
-            elif line.strip():
-                group.append(line)
+        if not skipping and len(pending) + len(data) <= limit:  # (no line too long: the blank ones dropped)
+            group = [line for line in complete if line and not line.isspace()]
+        else:
+            group = []
+            for line in complete:
+                if skipping:  # the end of a line already answered as too long
+                    skipping = False
+                elif len(line) > limit:
+                    group.append(None)
+                elif line.strip():
+                    group.append(line)
         if skipping or len(tail) > limit:  # a too-long line is answered at once, its rest skipped
             if not skipping:
                 group.append(None)
@@ -176,46 +202,26 @@ def waiting_lines(stream, limit: int):
 
 def answer_waiting(policy: Policy, lines: list, memories: AgentMemories, loads: Callable, limit: int,
                    scopes: Optional[list] = None) -> list:
-    """Answers to a group of waiting lines, in order, each what it would have been alone: plain
-    lines (_quick_request) share one engine call (onnxruntime, whose rows do not depend on the
-    batch they are in); any other line, and a second line of an id already in the call, first
-    lets the call run, then goes through stream_answer. Bad lines get their error in place.
+    """Answers to a group of waiting lines, in order, each what it would have been alone: plain lines (one
+    observation of each vector input as a flat list of JSON numbers, deterministic; optional "id", "reset",
+    "memory", "action_masks") share one engine call (onnxruntime, whose rows do not depend on the batch they are
+    in), their observations read and checked as one array per input (_answer_plain). Any other line, and a second
+    line of an id already in the call, first lets the call run, then goes through stream_answer, whose rules and
+    messages stay the only ones. Bad lines get their error in place.
     `scopes` (serve): each line's memory scope (its connection), as stream_answer's `scope`."""
     s = policy.settings
     answers: list = [None] * len(lines)
-    batch: list = []  # (index, id, memory key, inputs, masks, memory)
-    together = policy.engine_name == "onnxruntime"
-
-    def run_batch() -> None:
-        if not batch:
-            return
-        rows = len(batch)
-        flat = [np.stack([b[3][k] for b in batch]) for k in range(len(s.inputs))]
-        if s.discrete_branches:
-            flat.append(np.stack([np.ones(sum(s.discrete_branches), np.float32) if b[4] is None else b[4] for b in batch]))
-        if s.memory_size:
-            flat.append(np.stack([np.zeros(s.memory_size, np.float32) if b[5] is None else b[5]
-                                  for b in batch])[:, None])
-        try:
-            out = policy.run(flat, rows)
-        except Exception as exc:  # noqa: BLE001 - the engine's failure (out of memory, say) is a line's answer
-            waiting = batch[:]
-            batch.clear()
-            if rows == 1:
-                answers[waiting[0][0]] = {"id": waiting[0][1], "error": _engine_failure(policy, exc)}
-            for entry in waiting if rows > 1 else ():  # each line alone, so that it is the failing line's
-                batch.append(entry)
-                run_batch()
-            return
-        for j, (i, ident, key, _, _, _) in enumerate(batch):
-            try:
-                answers[i] = _stream_reply(policy, ident, key, {name: value[j] for name, value in out.items()}, memories)
-            except UsageError as exc:
-                answers[i] = {"id": ident, "error": str(exc)}
-        batch.clear()
-
+    rules = _plain_rules(policy)
+    plain: list = []  # (index, message, id, memory key, inputs, masks, memory [1, size] or None)
+    keys: set = set()
+    # A plain line's observations are checked with the others' when the call runs, unless keeping this group's
+    # memories could drop an id (AgentMemories' bounds): then as each line comes, so that a memory is read when
+    # it was read line by line.
+    exact = bool(s.memory_size) and (len(memories) + len(lines) >= memories.max_ids or memories.nbytes + 256 * len(lines)
+                                     + (6 + 4 * s.memory_size) * sum(map(len, filter(None, lines)))
+                                     + sum(map(len, scopes or ())) > memories.max_bytes)
     for i, raw in enumerate(lines):
-        ident = None
+        ident = msg = None
         try:
             if raw is None:
                 raise UsageError(f"line longer than {limit} bytes (--max-line-bytes)")
@@ -223,29 +229,183 @@ def answer_waiting(policy: Policy, lines: list, memories: AgentMemories, loads: 
                 msg = loads(raw)
             except (ValueError, RecursionError):
                 raise UsageError("line is not JSON (or nested too deep)")
-            quick = _quick_request(policy, msg) if together else None
+            quick = _plain_line(rules, msg) if rules is not None else None
+            if quick is not None and exact and not _finite(quick[1]):
+                quick = None
             if quick is not None:
-                ident, inputs, masks, memory, reset = quick
-                key = (scopes[i] if scopes else "") + json.dumps(ident) if s.memory_size and ident is not None else None
-                if key is not None and any(b[2] == key for b in batch):
-                    run_batch()  # this id's memory comes from the line before
-                if key is not None and memory is None and not reset and key in memories:
-                    if len(memories[key]) != 1:
-                        quick = None  # (stream_answer tells the agent count that differs)
-                    else:
-                        memory = memories[key][0]
-            if quick is None:
-                run_batch()
-                ident = _echoed_id(msg)
-                answers[i] = stream_answer(policy, msg, memories, scopes[i] if scopes else "")
-            else:
-                batch.append((i, ident, key, inputs, masks, memory))
+                ident, values, masks, memory = quick
+                key = None
+                if s.memory_size and ident is not None:
+                    key = str(ident) if type(ident) is int else json.dumps(ident)
+                    key = scopes[i] + key if scopes else key
+                    if key in keys:  # this id's memory comes from the line before
+                        _answer_plain(policy, plain, answers, memories, scopes)
+                        keys.clear()
+                    if memory is None and key in memories and not msg.get("reset", False):
+                        memory = memories[key]  # [agents, memory size]
+                        quick = quick if len(memory) == 1 else None  # (stream_answer tells the count that differs)
+                    keys.add(key)
+                if quick is not None:
+                    plain.append((i, msg, ident, key, values, masks, memory))
+                    continue
+            _answer_plain(policy, plain, answers, memories, scopes)
+            keys.clear()
+            ident = _echoed_id(msg)
+            answers[i] = stream_answer(policy, msg, memories, scopes[i] if scopes else "")
         except UsageError as exc:
             answers[i] = {"id": ident, "error": str(exc)}
         except MemoryError:  # reading the line itself: that line fails, the stream goes on
             answers[i] = {"id": ident, "error": "out of memory on this line; send fewer rows per line"}
-    run_batch()
+    _answer_plain(policy, plain, answers, memories, scopes)
     return answers
+
+
+def _plain_rules(policy: Policy) -> Optional[tuple]:
+    """What a plain line of this policy may hold (_plain_line), or None where no line is plain (the torch engine,
+    whose rows may depend on the batch; an input that is not a vector)."""
+    s = policy.settings
+    if policy.engine_name != "onnxruntime" or any(i.kind != "vector" for i in s.inputs):
+        return None
+    names = [i.name for i in s.inputs]
+    return s, names, STREAM_KEYS | set(names), {"id", "obs", *names}, [i.shape[0] for i in s.inputs]
+
+
+def _plain_line(rules: tuple, msg) -> Optional[tuple]:
+    """A plain line's (id, input lists, masks [1, width] or None, memory [1, size] or None), checked but for its
+    observations' values (finite within float32: _answer_plain checks them together); None for any other line."""
+    s, names, allowed, bare, sizes = rules
+    if type(msg) is not dict:
+        return None
+    get, keys = msg.get, msg.keys()
+    ident, masks, memory = get("id"), None, None
+    if ident is not None and not (type(ident) is str and len(ident) <= STREAM_ID_CHARS
+                                  or type(ident) is int and abs(ident) <= 2**53):
+        return None
+    if not keys <= bare:  # (the other keys a plain line may hold)
+        seed, masks, memory = get("seed", 0), get("action_masks"), get("memory")
+        if not keys <= allowed or get("stochastic", False) is not False or type(get("reset", False)) is not bool \
+                or type(seed) is not int or not 0 <= seed < 2**63:
+            return None
+        try:
+            if masks is not None:
+                if not s.discrete_branches or type(masks) is not list or not set(map(type, masks)) <= NUMBER_TYPES:
+                    return None
+                masks = shape_masks(masks, s.discrete_branches, 1, False)
+            if memory is not None:
+                if not s.memory_size or type(memory) is not list or not set(map(type, memory)) <= NUMBER_TYPES:
+                    return None
+                memory = shape_memory(memory, s.memory_size, 1, False)[:, 0]
+        except (UsageError, OverflowError):
+            return None
+    if len(names) == 1:
+        value = get(names[0]) if "obs" not in keys else None if names[0] in keys else msg["obs"]
+        if type(value) is not list or len(value) != sizes[0] or not set(map(type, value)) <= NUMBER_TYPES:
+            return None
+        return ident, (value,), masks, memory
+    values = [get(name) for name in names]  # (an "obs" beside them is not looked at)
+    for value, size in zip(values, sizes):
+        if type(value) is not list or len(value) != size or not set(map(type, value)) <= NUMBER_TYPES:
+            return None
+    return ident, values, masks, memory
+
+
+def _finite(values: list) -> bool:
+    """A plain line's observations finite within float32 (one line's share of _answer_plain's check)."""
+    try:
+        return all(np.isfinite(np.array(value, np.float32)).all() for value in values)
+    except OverflowError:
+        return False
+
+
+def _answer_plain(policy: Policy, plain: list, answers: list, memories: AgentMemories, scopes: Optional[list]) -> None:
+    """The plain lines waiting (emptied): their observations read as one array per input and checked together; the
+    lines that pass share one engine call, one that fails goes through stream_answer (its error) in its place."""
+    if not plain:
+        return
+    arrays, bad = [], set()  # (the lines that fail: rare)
+    for k in range(len(plain[0][4])):
+        column = [line[4][k] for line in plain]
+        try:
+            array = np.array(column, np.float32)
+        except OverflowError:  # an integer beyond float64: that line's error
+            array = np.zeros((len(column), len(column[0])), np.float32)
+            for j, value in enumerate(column):
+                try:
+                    array[j] = np.array(value, np.float32)
+                except OverflowError:
+                    bad.add(j)
+        if not np.isfinite(array).all():
+            bad.update(np.flatnonzero(~np.isfinite(array).all(axis=1)).tolist())
+        arrays.append(array)
+    start = 0
+    for j in sorted(bad) + [len(plain)]:
+        _run_plain(policy, plain[start:j], [a[start:j] for a in arrays], answers, memories)
+        if j < len(plain):
+            i, msg = plain[j][:2]
+            try:
+                answers[i] = stream_answer(policy, msg, memories, scopes[i] if scopes else "")
+            except UsageError as exc:
+                answers[i] = {"id": _echoed_id(msg), "error": str(exc)}
+            except MemoryError:
+                answers[i] = {"id": _echoed_id(msg), "error": "out of memory on this line; send fewer rows per line"}
+        start = j + 1
+    plain.clear()
+
+
+def _run_plain(policy: Policy, plain: list, flat: list, answers: list, memories: AgentMemories) -> None:
+    """One engine call for these plain lines (each alone where it fails: the failing line's error), their answers."""
+    s, rows = policy.settings, len(plain)
+    if not rows:
+        return
+    if s.discrete_branches:
+        width = sum(s.discrete_branches)
+        masks = [line[5] for line in plain if line[5] is not None]
+        flat.append(np.ones((rows, width), np.float32) if not masks else np.concatenate(
+            [np.ones((1, width), np.float32) if line[5] is None else line[5] for line in plain]))
+    if s.memory_size:
+        zeros = np.zeros((1, s.memory_size), np.float32)
+        flat.append(np.concatenate([zeros if line[6] is None else line[6] for line in plain])[:, None])
+    try:
+        out = policy.run(flat, rows)
+    except Exception as exc:  # noqa: BLE001 - the engine's failure (out of memory, say) is a line's answer
+        if rows == 1:
+            answers[plain[0][0]] = {"id": plain[0][2], "error": _engine_failure(policy, exc)}
+        for j in range(rows) if rows > 1 else ():  # each line alone, so that it is the failing line's
+            _run_plain(policy, plain[j:j + 1], [a[j:j + 1] for a in flat[:len(s.inputs)]], answers, memories)
+        return
+    floats = [value for value in out.values() if value.dtype.kind == "f"]
+    finite = None if all(np.isfinite(value).all() for value in floats) else np.logical_and.reduce(
+        [np.isfinite(value).reshape(rows, -1).all(axis=1) for value in floats])  # (None: every row's are)
+    columns = [value.tolist() for value in out.values()]
+    fields, again = ["id", *out], []
+    if _continuous_only(s):  # ("actions": the continuous actions again)
+        fields, again = fields + ["actions"], columns
+    built = _dicts(fields, [[line[2] for line in plain], *columns, *again])
+    first = plain[0][0]
+    if plain[-1][0] - first == rows - 1:  # (in a row, as they usually are)
+        answers[first:first + rows] = built
+    else:
+        for line, answer in zip(plain, built):
+            answers[line[0]] = answer
+    if s.memory_size:
+        keys, memory = [line[3] for line in plain], out["memory"].reshape(rows, 1, s.memory_size)
+        if None in keys or finite is not None:
+            keep = [j for j, key in enumerate(keys) if key is not None and (finite is None or finite[j])]
+            keys, memory = [keys[j] for j in keep], memory[keep]
+        memories.keep_rows(keys, memory)
+    for j in np.flatnonzero(~finite).tolist() if finite is not None else ():
+        answers[plain[j][0]] = {"id": plain[j][2], "error": NON_FINITE_ACTIONS}
+
+
+def _dicts(fields: list, columns: list) -> list:
+    """One dict per row of `columns`, keyed by `fields` (a dict display where there are few: faster than dict(zip))."""
+    if len(fields) == 2:
+        a, b = fields
+        return [{a: x, b: y} for x, y in zip(*columns)]
+    if len(fields) == 3:
+        a, b, c = fields
+        return [{a: x, b: y, c: z} for x, y, z in zip(*columns)]
+    return list(map(dict, map(zip, itertools.repeat(fields), zip(*columns))))
 
 
 def _json_codec() -> tuple:
