@@ -106,7 +106,8 @@ def show_batch(r: dict) -> list:
         actions = np.asarray(r["continuous_actions"], np.float32)
         lines.append("  deterministic[:5, :6] =")
         lines += [f"    batch[{i}] {fmt(actions[i, :6])}" for i in range(min(5, rows))]
-        lines.append(f"  |mu| max (first {min(rows, 4096)} rows) = {r['mu_abs_max']:.4f}")
+        if "mu_abs_max" in r:  # (a file whose graph does not show its mu)
+            lines.append(f"  |mu| max (first {min(rows, 4096)} rows) = {r['mu_abs_max']:.4f}")
         lines.append(f"  output range = [{actions.min():.4f}, {actions.max():.4f}]")
     if "discrete_actions" in r:
         lines.append(f"  discrete_actions[:5] = {r['discrete_actions'][:5]} (random masks, seed {r['seed']})")
@@ -275,14 +276,14 @@ def ray_model(ctx: Context) -> dict:
     return {"checkpoint": str(Path(src.checkpoint).resolve()), "onnx": args.onnx and str(Path(args.onnx).resolve()),
             "model_dir": src.model_dir and str(Path(src.model_dir).resolve()), "behavior": src.behavior,
             "expect_sha256": args.expect_sha256, "goal_input": args.goal_input, "device": ctx.device.type,
-            "dtype": args.dtype, "engine": ctx.engine_name, "graphs": args.graphs == "on"}
+            "dtype": args.dtype, "engine": ctx.engine_name, "graphs": args.graphs == "on", "providers": args.providers}
 
 
 def ray_policy(model: dict) -> Policy:
     checkpoint = load_checkpoint(Path(model["checkpoint"]), model["onnx"] and Path(model["onnx"]),
                                  model["model_dir"] and Path(model["model_dir"]), model["behavior"],
                                  model["expect_sha256"], model["goal_input"])
-    return Policy(checkpoint, model["device"], model["dtype"], model["engine"], model["graphs"])
+    return Policy(checkpoint, model["device"], model["dtype"], model["engine"], model["graphs"], providers=model["providers"])
 
 
 def _read_units(source: ParquetSource, chunk: int, pieces: int) -> list:

@@ -45,8 +45,7 @@ def mode_info(ctx: Context):
     if s.continuous_size and not s.conditional_sigma and ckpt.actor is not None:
         log_sigma = ckpt.actor.action_model._continuous_distribution.log_sigma.detach().reshape(-1).numpy()
     elif s.continuous_size and not s.conditional_sigma:  # the file's own sigma, the same for every observation
-        sigma = ctx.policy.engine.run(ctx.policy.prepare(random_inputs(s, 0), None, None)[0], ["log_sigma"])["sigma"]
-        log_sigma = np.log(sigma[0].astype(np.float64))
+        log_sigma = np.log(fixed_sigma(ctx).astype(np.float64))
     obs = random_inputs(s, ctx.args.seed)
     out = ctx.policy.act(obs)
     first_action_s = time.time() - _process_start_time()
@@ -58,6 +57,13 @@ def mode_info(ctx: Context):
             "seed": ctx.args.seed, "obs": floats(obs[0].reshape(-1)[:6]),
             **({"deterministic_actions": floats(out["continuous_actions"])} if "continuous_actions" in out else {}),
             **_action_fields(s, out), "time_to_first_action_s": first_action_s}, _actions_ok(s, out)
+
+
+def fixed_sigma(ctx: Context) -> np.ndarray:
+    """A sigma the same for every observation (not SAC's): the checkpoint's, or the file's, read out of its graph."""
+    if ctx.policy.sigma is not None:
+        return ctx.policy.sigma
+    return ctx.policy.engine.run(ctx.policy.prepare(random_inputs(ctx.settings, 0), None, None)[0], ["log_sigma"])["sigma"][0]
 
 
 def show_info(r: dict) -> list:
@@ -185,8 +191,8 @@ def mode_sample(ctx: Context):
     if s.discrete_branches:
         result.update(deterministic_discrete=det["discrete_actions"].tolist(),
                       sampled_discrete_again=second["discrete_actions"].tolist())
-    if ctx.policy.sigma is not None:
-        result["sigma"] = floats(ctx.policy.sigma)
+    if s.continuous_size and not s.conditional_sigma:  # (the checkpoint's sigma, or the file's)
+        result["sigma"] = floats(fixed_sigma(ctx))
     result.update({("sampled_" + k if k != "memory" else k): v for k, v in _action_fields(s, first).items() if k != "actions"})
     return {**result, **ctx.base()}, same and _actions_ok(s, first, False) and _actions_ok(s, det)
 

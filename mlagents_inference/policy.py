@@ -47,15 +47,22 @@ def load_checkpoint(path: Path, onnx_path: Optional[Path] = None, model_dir: Opt
     if not path.is_file():
         raise UsageError(f"{path}: no such checkpoint file")
     if not torch_available():
-        file = path if path.suffix.lower() == ".onnx" else onnx_path or find_checkpoint_onnx(path, model_dir, behavior, None)
+        own = path if path.suffix.lower() == ".onnx" else find_checkpoint_onnx(path, model_dir, behavior, None)
+        file = own or onnx_path  # (the checkpoint's own ONNX runs: the torch install runs the checkpoint's weights)
         if file is None:
             raise UsageError(f"{_short_path(path)}: this checkpoint has no ML-Agents ONNX beside it, and a checkpoint "
                              f"alone needs torch: {TORCH_HINT}")
         step = _step_of(path.name, behavior or path.parent.name) if path.suffix.lower() == ".pt" else None
-        policy = load_file_policy(Path(file), expect_sha256, goal_input, step)
-        trainer = read_config(model_dir, behavior).get("trainer_type")  # (the run folder's, as the torch install reads it)
+        policy = load_file_policy(Path(file), expect_sha256, goal_input, step, path.suffix.lower() == ".pt")
+        if onnx_path is not None and own is not None and Path(onnx_path).resolve() != Path(own).resolve():
+            _same_policy(policy.settings, load_file_policy(Path(onnx_path), None, goal_input).settings, Path(onnx_path))
+        config = read_config(model_dir, behavior)  # (the run folder's, as the torch install reads it)
+        trainer, hyper = config.get("trainer_type"), config.get("hyperparameters")
         if policy.settings.trainer is None and trainer in ("ppo", "sac", "poca"):
             policy.settings.trainer = str(trainer)
+        if isinstance(hyper, dict) and hyper.get("shared_critic") is True:  # (value heads the ONNX leaves out)
+            policy.settings.value_streams = list(config.get("reward_signals") or ["extrinsic"])
+        policy.behavior = behavior or path.parent.name if path.suffix.lower() == ".pt" else None
         return policy
     from .checkpoint import LoadedCheckpoint, build_actor, global_step, infer_settings, onnx_difference, policy_needs_onnx, read_checkpoint, trainer_of
     if path.suffix.lower() == ".onnx":  # no checkpoint: the ONNX alone
@@ -86,6 +93,17 @@ def load_checkpoint(path: Path, onnx_path: Optional[Path] = None, model_dir: Opt
     if difference:
         raise NotThisPolicy(f"{onnx_path.name} {difference}: not this policy")
     return LoadedCheckpoint(path, settings, actor, needed, step, sha, time.perf_counter() - t0)
+
+
+def _same_policy(own, given, onnx_path: Path) -> None:
+    """NotThisPolicy when --onnx takes or answers other shapes than the checkpoint's own ONNX (torch-free)."""
+    def shape(s):
+        return (sum(math.prod(i.shape) for i in s.inputs), s.continuous_size, list(s.discrete_branches), s.memory_size)
+    if shape(own) != shape(given):
+        raise NotThisPolicy(f"{onnx_path.name} takes {shape(given)[0]} input values and answers continuous "
+                            f"{given.continuous_size}, discrete {list(given.discrete_branches)}, memory {given.memory_size}; "
+                            f"the checkpoint's {shape(own)[0]}, {own.continuous_size}, {list(own.discrete_branches)}, "
+                            f"{own.memory_size}: not this policy")
 
 
 class Policy:
@@ -158,7 +176,7 @@ class Policy:
     @property
     def info(self) -> dict:
         s, c = self.settings, self.checkpoint
-        return {"behavior": c.path.stem if c.path.suffix.lower() == ".onnx" else c.path.parent.name, "trainer": s.trainer, "shared_critic": bool(s.value_streams),
+        return {"behavior": getattr(c, "behavior", None) or (c.path.stem if c.path.suffix.lower() == ".onnx" else c.path.parent.name), "trainer": s.trainer, "shared_critic": bool(s.value_streams),
                 "inputs": [{"name": i.name, "kind": i.kind, "shape": list(i.shape), "normalized": i.normalized,
                             "encoder": i.encoder, "goal": i.goal} for i in s.inputs],
                 "continuous_size": s.continuous_size, "discrete_branches": list(s.discrete_branches),
@@ -532,7 +550,7 @@ def load(path, device="cpu", dtype: str = "float32", engine: str = "auto", goal_
         device = resolve_device(str(device))  # ('meta' or an absent GPU refused)
     if providers is not None:
         from .runtime import parse_providers
-        if isinstance(providers, str) or not all(isinstance(p, str) for p in providers):
+        if isinstance(providers, str) or not providers or not all(isinstance(p, str) for p in providers):
             raise UsageError(f"providers {_brief(providers)}: expected a list of provider names, e.g. ['cuda']")
         providers = parse_providers(",".join(providers))
     path = Path(path)
@@ -549,7 +567,7 @@ def noise_generator(seed: int):
     if torch_available():
         import torch
         return torch.Generator().manual_seed(int(seed))
-    return np.random.Generator(np.random.PCG64(int(seed)))
+    return np.random.Generator(np.random.PCG64(int(seed) if seed >= 0 else 0xFFFF_FFFF_FFFF_FFFF + int(seed)))  # (torch's map)
 
 
 def normal_noise(generator, shape: tuple) -> np.ndarray:

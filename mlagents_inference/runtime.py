@@ -104,22 +104,32 @@ def ort_device(text: str) -> OrtDevice:
     """--device through onnxruntime's providers: cuda[:N] its CUDA provider, npu[:N] its CANN provider; auto takes
     CANN, else CUDA, where this onnxruntime has them, else the CPU."""
     kind, index = parse_device(text)
-    if kind == "auto":
+    if kind == "auto":  # (a GPU wheel on a host without the device: the CPU, not a provider that cannot start)
         available = _ort().get_available_providers()
-        kind = next((k for k in ("npu", "cuda") if DEVICE_PROVIDER[k] in available), "cpu")
+        kind = next((k for k in ("npu", "cuda") if DEVICE_PROVIDER[k] in available and _host_has(k)), "cpu")
     elif kind != "cpu":
         _check_available(DEVICE_PROVIDER[kind], f"--device {text}")
     return OrtDevice(kind, None if kind == "cpu" else index or 0)
 
 
+def _host_has(kind: str) -> bool:
+    """Whether this host shows a device of `kind` (Linux: its device files; elsewhere taken as there)."""
+    import glob
+    import os
+    import sys
+    if kind == "cuda" and os.environ.get("CUDA_VISIBLE_DEVICES", "0").strip() in ("", "-1"):
+        return False
+    return sys.platform != "linux" or bool(glob.glob("/dev/davinci[0-9]*" if kind == "npu" else "/dev/nvidia[0-9]*"))
+
+
 def session_providers(device: Optional[OrtDevice] = None, names: Optional[list] = None) -> list:
     """onnxruntime's providers for a device and --providers (in priority order), the CPU last as the fallback; the
     device's index goes to the providers that take one. UsageError naming the wheel for one this build lacks."""
-    device = device or OrtDevice("cpu")
+    device, given = device or OrtDevice("cpu"), bool(names)
     names = list(names) if names else ([DEVICE_PROVIDER[device.type]] if device.type != "cpu" else [])
     out = []
     for name in names:
-        _check_available(name, "--providers" if name not in DEVICE_PROVIDER.values() else f"--device {device}")
+        _check_available(name, "--providers" if given else f"--device {device}")
         out.append((name, {"device_id": str(device.index)}) if name in _TAKES_DEVICE_ID and device.index is not None
                    else name)
     return out + ([] if "CPUExecutionProvider" in names else ["CPUExecutionProvider"])
@@ -236,8 +246,8 @@ class MLAgentsOnnx:
         """The engines' outputs (spec.step_outputs) for engine-layout inputs, from the file itself: its deterministic
         outputs (or mu and masked logits read out of its graph), and for sampling its mu and sigma ("sigma" stands for
         SAC's log_sigma) and each branch's masked probabilities."""
-        names = names or [n for n in ("deterministic_continuous_actions", "deterministic_discrete_actions", "recurrent_out")
-                          if n in step_outputs(self.settings, True)]
+        names = names or [n for n in ("mu", "deterministic_continuous_actions", "deterministic_discrete_actions", "recurrent_out")
+                          if n in step_outputs(self.settings, True) or n == "mu" and "mu" in self.sampled]
         plan = self._plans.get(tuple(names))
         if plan is None:
             plan = self._plans[tuple(names)] = self._plan(names)
@@ -396,13 +406,15 @@ class FileCheckpoint:
     load_s: float = 0.0
     parameters: int = 0
     normalizers: list = field(default_factory=list)  # per input: (running mean, standard deviation), or None
+    behavior: Optional[str] = None  # the checkpoint's behaviour, when a checkpoint was named (the file's name may differ)
     actor = None
 
 
 def load_file_policy(path: Path, expect_sha256: Optional[str] = None, goal_input: GoalInput = None,
-                     step: Optional[int] = None) -> FileCheckpoint:
+                     step: Optional[int] = None, sensors_as_inputs: bool = False) -> FileCheckpoint:
     """An ML-Agents ONNX as a policy that runs as the file itself: its settings read from its graph (the inputs as the
-    file names them), its normalisers and weight count for info; no torch."""
+    file names them; `sensors_as_inputs`: as its sensors, obs_0..obs_k, the checkpoint's inputs, which a 1.x file
+    concatenates), its normalisers and weight count for info; no torch."""
     import onnx
     t0 = time.perf_counter()
     sha = check_sha256(path, expect_sha256)
@@ -414,13 +426,18 @@ def load_file_policy(path: Path, expect_sha256: Optional[str] = None, goal_input
         g = OnnxGraph(model, path.name)
         sensors = onnx_sensors(g)
         settings = onnx_settings(g, sensors, goal_input)
-        named = file_named_settings(g, sensors, settings)
+        named = settings if sensors_as_inputs else file_named_settings(g, sensors, settings)
         groups = file_input_groups(g, sensors, settings)[1] if named is not settings else [[i] for i in range(len(sensors))]
         norms = [_graph_normalizer(g, [sensors[i].tensor for i in group]) if spec.normalized else None
                  for spec, group in zip(named.inputs, groups)]
         weights = g.weight_nodes(g.dependencies({s.tensor: i for i, s in enumerate(sensors)}))
         count = sum(v.size for w in weights if w.kind == "linear" or w.kind == "lstm" or w.kind.startswith("conv")
                     for v in w.values)
+        generated = [n for n in g.nodes if settings.hyper and n.op_type == "MatMul" and not g.weight(n.input[1])]
+        for n in generated:  # the generated layer's own bias: x @ (the weights the hypernetwork generated) + bias
+            while n.op_type != "Add" and len(g.consumers.get(n.output[0], [])) == 1:
+                n = g.consumers[n.output[0]][0]
+            count += sum(g.consts[i].size for i in n.input if n.op_type == "Add" and g.weight(i))
     except (KeyError, IndexError, ValueError, TypeError, AttributeError) as exc:  # a structure none of the above knows
         raise UsageError(f"{path}: its graph is not one ML-Agents writes ({type(exc).__name__}: "
                          f"{str(exc).splitlines()[0][:120] if str(exc) else ''})")

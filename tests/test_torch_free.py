@@ -326,6 +326,7 @@ def test_the_device_and_providers_logic(monkeypatch):
         def get_available_providers():
             return ["TensorrtExecutionProvider", "CUDAExecutionProvider", "CANNExecutionProvider", "CPUExecutionProvider"]
     monkeypatch.setattr(runtime, "_ort", lambda: FakeOrt)
+    monkeypatch.setattr(runtime, "_host_has", lambda kind: True)  # (the host's devices: tests/test_torch_free_hostile.py)
     assert runtime.ort_device("auto") == runtime.OrtDevice("npu", 0)
     assert str(runtime.ort_device("cuda:1")) == "cuda:1" and str(runtime.ort_device("cpu")) == "cpu"
     assert runtime.session_providers(runtime.OrtDevice("cuda", 1)) == [("CUDAExecutionProvider", {"device_id": "1"}), "CPUExecutionProvider"]
