@@ -44,7 +44,7 @@ def mode_info(ctx: Context):
     log_sigma = None
     if s.continuous_size and not s.conditional_sigma and ckpt.actor is not None:
         log_sigma = ckpt.actor.action_model._continuous_distribution.log_sigma.detach().reshape(-1).numpy()
-    elif s.continuous_size and not s.conditional_sigma:  # the file's own sigma, the same for every observation
+    elif s.continuous_size and not s.conditional_sigma and "sigma" in ctx.policy.engine.sampled:  # the file's own
         log_sigma = np.log(fixed_sigma(ctx).astype(np.float64))
     obs = random_inputs(s, ctx.args.seed)
     out = ctx.policy.act(obs)
