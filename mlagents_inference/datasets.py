@@ -336,15 +336,7 @@ def ray_results(ctx: Context, source: "ParquetSource", chunk: int, info: dict, w
             open(os.devnull, "w") as void, contextlib.redirect_stdout(void):
         warnings.simplefilter("ignore")  # Ray Data's advice on block counts and deprecations
         _copy_package(Path(code))  # (PolicyActor is pickled by reference: the workers import it from there)
-        try:
-            with handlers_kept():  # (ray.init installs SIGTERM handlers of its own)
-                ray.init(address="local" if args.ray == "local" else args.ray, runtime_env={"working_dir": code},
-                         include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
-        except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise UsageError(f"--ray {args.ray}: no Ray cluster there ({str(exc).splitlines()[0][:160]})")
-        except KeyboardInterrupt:  # (a signal while Ray starts: what it started ends)
-            ray.shutdown()
-            raise
+        ray_init(ray, args.ray, code)
         try:
             info.update(ray_nodes=sum(1 for node in ray.nodes() if node.get("Alive")), ray_actors=args.ray_actors)
             if args.ray == "local" and (where := {n["NodeManagerAddress"] for n in ray.nodes()}) != {"127.0.0.1"}:
@@ -376,6 +368,21 @@ def ray_results(ctx: Context, source: "ParquetSource", chunk: int, info: dict, w
             raise UsageError(f"--ray: {_ray_failure(exc)}") from None
         finally:
             ray.shutdown()
+
+
+def ray_init(ray, where: str, code: str) -> None:
+    """ray.init for --ray local|ADDRESS, the package's copy `code` as the workers' working_dir; no cluster there is
+    one line. Batch's Ray Data and serve's Ray Serve both start this way."""
+    import logging
+    try:
+        with handlers_kept():  # (ray.init installs SIGTERM handlers of its own)
+            ray.init(address="local" if where == "local" else where, runtime_env={"working_dir": code},
+                     include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise UsageError(f"--ray {where}: no Ray cluster there ({str(exc).splitlines()[0][:160]})")
+    except KeyboardInterrupt:  # (a signal while Ray starts: what it started ends)
+        ray.shutdown()
+        raise
 
 
 def _copy_package(folder: Path) -> None:

@@ -15,6 +15,34 @@ def _is_array_list(value) -> bool:
     return isinstance(value, (list, tuple)) and len(value) > 0 and all(isinstance(v, np.ndarray) for v in value)
 
 
+def observation_arrays(s: PolicySettings, observations) -> tuple:
+    """Observations (one array, a list in input order, or a dict by input name; each [rows, *shape] or one
+    [*shape]) as float32 [rows, *shape] in input order: (arrays, rows, batched). The API's and connect()'s check."""
+    names = [i.name for i in s.inputs]
+    if isinstance(observations, dict):
+        unknown = sorted(set(observations) - set(names), key=str)
+        if unknown:
+            raise UsageError(f"unknown input {unknown[0]!r}; this policy takes {', '.join(names)}")
+        missing = [n for n in names if n not in observations]
+        if missing:
+            raise UsageError(f"input {missing[0]} is missing; this policy takes {', '.join(names)}")
+        observations = [observations[n] for n in names]
+    elif not isinstance(observations, (list, tuple)) or (len(names) == 1 and not (len(observations) > 0 and all(
+            isinstance(v, np.ndarray) or type(v).__module__.startswith("torch") for v in observations))):
+        observations = [observations]
+    if len(observations) != len(names):
+        raise UsageError(f"expected {len(names)} input(s) ({', '.join(names)}), got {len(observations)}")
+    arrays, rows, batched = [], None, None
+    for spec, value in zip(s.inputs, observations):
+        array, is_batch = shape_input(spec, value)
+        if rows is not None and (array.shape[0] != rows or is_batch != batched):
+            raise UsageError(f"{spec.name}: {array.shape[0] if is_batch else 'one'} observation(s), but "
+                             f"{s.inputs[0].name} has {rows if batched else 'one'}")
+        rows, batched = array.shape[0], is_batch
+        arrays.append(array)
+    return arrays, rows, batched
+
+
 def finite_float32(values, what: str, unit: Optional[str] = None, first: int = 0) -> np.ndarray:
     """The one check every door for numbers makes (the API, --obs, files, stream lines): the values
     as float32 (beyond its range they become inf) and finite, else a UsageError naming `what` and,

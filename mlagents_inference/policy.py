@@ -17,12 +17,11 @@ from .observations import (
     AgentMemories,
     _agent_ids,
     _brief,
-    _is_array_list,
     _mask_key,
     _whole,
     branch_draw,
     check_behavior_spec,
-    shape_input,
+    observation_arrays,
     shape_masks,
     shape_memory,
     steps_arguments,
@@ -31,7 +30,7 @@ from .onnx_reader import onnx_input_shapes, read_onnx_interface
 from .outputs import _short_path
 from .runtime import TORCH_HINT, FileCheckpoint, MLAgentsOnnx, OrtDevice, load_file_policy, ort_device, session_providers, torch_available
 from .sources import SHA256_HEX, _path_kind, _step_of, check_sha256, find_checkpoint_onnx, locate_model, read_config, regular_file
-from .spec import DTYPES, ENGINES, FLOAT32, GoalInput, action_tuple, clipped_action, step_outputs
+from .spec import DTYPES, ENGINES, FLOAT32, GoalInput, action_tuple, clipped_action, no_actions, step_outputs
 
 if TYPE_CHECKING:
     from .checkpoint import LoadedCheckpoint
@@ -272,29 +271,7 @@ class Policy:
 
     def observation_arrays(self, observations) -> tuple:
         """The observations as float32 [rows, *shape] in input order: (arrays, rows, batched)."""
-        s = self.settings
-        if isinstance(observations, dict):
-            unknown = sorted(set(observations) - {i.name for i in s.inputs})
-            if unknown:
-                raise UsageError(f"unknown input {unknown[0]!r}; this policy takes {', '.join(i.name for i in s.inputs)}")
-            missing = [i.name for i in s.inputs if i.name not in observations]
-            if missing:
-                raise UsageError(f"input {missing[0]} is missing; this policy takes {', '.join(i.name for i in s.inputs)}")
-            observations = [observations[i.name] for i in s.inputs]
-        elif not isinstance(observations, (list, tuple)) or (len(s.inputs) == 1 and not _is_array_list(observations)):
-            observations = [observations]
-        if len(observations) != len(s.inputs):
-            raise UsageError(f"expected {len(s.inputs)} input(s) ({', '.join(i.name for i in s.inputs)}), "
-                             f"got {len(observations)}")
-        arrays, rows, batched = [], None, None
-        for spec, value in zip(s.inputs, observations):
-            array, is_batch = shape_input(spec, value)
-            if rows is not None and (array.shape[0] != rows or is_batch != batched):
-                raise UsageError(f"{spec.name}: {array.shape[0] if is_batch else 'one'} observation(s), but "
-                                 f"{s.inputs[0].name} has {rows if batched else 'one'}")
-            rows, batched = array.shape[0], is_batch
-            arrays.append(array)
-        return arrays, rows, batched
+        return observation_arrays(self.settings, observations)
 
     def _remember_sizes(self, arrays: list) -> None:
         """The zeros the fast path's finite-values check needs to take arrays of these sizes next time
@@ -354,14 +331,7 @@ class Policy:
 
     def no_actions(self) -> dict:
         """act()'s answer for 0 observations: each output with 0 rows and its width."""
-        s, out = self.settings, {}
-        if s.continuous_size:
-            out["continuous_actions"] = np.zeros((0, s.continuous_size), np.float32)
-        if s.discrete_branches:
-            out["discrete_actions"] = np.zeros((0, len(s.discrete_branches)), np.int64)
-        if s.memory_size:
-            out["memory"] = np.zeros((0, s.memory_size), np.float32)
-        return out
+        return no_actions(self.settings)
 
     def get_action(self, decision_steps, terminal_steps=None, deterministic: bool = True):
         """ML-Agents' Python API: actions for exactly the agents of `decision_steps` (mlagents_envs' DecisionSteps, or

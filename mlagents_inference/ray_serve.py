@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from .context import Context
-from .datasets import _copy_package, _ray_failure, _ray_unreachable, ray_model, ray_policy
+from .datasets import _copy_package, _ray_failure, _ray_unreachable, ray_init, ray_model, ray_policy
 from .errors import UsageError
 from .observations import AgentMemories
 from .outputs import handlers_kept
@@ -102,15 +102,7 @@ def serve_on_ray(ctx: Context) -> None:
     with tempfile.TemporaryDirectory(prefix="inference-ray-") as code, open(os.devnull, "w") as void, \
             contextlib.redirect_stdout(void):
         _copy_package(Path(code))  # (PolicyReplica is pickled by reference: the replicas import it from there)
-        try:
-            with handlers_kept():  # (ray.init installs SIGTERM handlers of its own)
-                ray.init(address="local" if args.ray == "local" else args.ray, runtime_env={"working_dir": code},
-                         include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
-        except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise UsageError(f"--ray {args.ray}: no Ray cluster there ({str(exc).splitlines()[0][:160]})")
-        except KeyboardInterrupt:
-            ray.shutdown()
-            raise
+        ray_init(ray, args.ray, code)
         started_serve = deployed = False
         try:
             logging.getLogger("ray.serve").setLevel(logging.ERROR)

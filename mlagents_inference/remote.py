@@ -9,8 +9,8 @@ import time
 import numpy as np
 
 from .errors import UsageError
-from .observations import _agent_ids, _whole, check_behavior_spec, shape_input, shape_masks, shape_memory, steps_arguments
-from .spec import InputSpec, PolicySettings, action_tuple
+from .observations import _agent_ids, _whole, check_behavior_spec, observation_arrays, shape_masks, shape_memory, steps_arguments
+from .spec import InputSpec, PolicySettings, action_tuple, no_actions
 
 
 def parse_address(option: str, text: str, unix: bool = True) -> tuple:
@@ -142,30 +142,7 @@ class RemotePolicy:
     # -- the policy's API
     def _observation_arrays(self, observations) -> tuple:
         """As Policy.observation_arrays: float32 [rows, *shape] per input, rows, batched."""
-        s = self.settings
-        names = [i.name for i in s.inputs]
-        if isinstance(observations, dict):
-            unknown = sorted(set(observations) - set(names), key=str)
-            if unknown:
-                raise UsageError(f"unknown input {unknown[0]!r}; this policy takes {', '.join(names)}")
-            missing = [n for n in names if n not in observations]
-            if missing:
-                raise UsageError(f"input {missing[0]} is missing; this policy takes {', '.join(names)}")
-            observations = [observations[n] for n in names]
-        elif not isinstance(observations, (list, tuple)) or (len(names) == 1 and not (
-                len(observations) > 0 and all(isinstance(v, np.ndarray) or type(v).__module__.startswith("torch") for v in observations))):
-            observations = [observations]
-        if len(observations) != len(names):
-            raise UsageError(f"expected {len(names)} input(s) ({', '.join(names)}), got {len(observations)}")
-        arrays, rows, batched = [], None, None
-        for spec, value in zip(s.inputs, observations):
-            array, is_batch = shape_input(spec, value)
-            if rows is not None and (array.shape[0] != rows or is_batch != batched):
-                raise UsageError(f"{spec.name}: {array.shape[0] if is_batch else 'one'} observation(s), but "
-                                 f"{s.inputs[0].name} has {rows if batched else 'one'}")
-            rows, batched = array.shape[0], is_batch
-            arrays.append(array)
-        return arrays, rows, batched
+        return observation_arrays(self.settings, observations)
 
     def _line(self, arrays: list, masks, memory, deterministic: bool, seed) -> dict:
         s = self.settings
@@ -214,14 +191,7 @@ class RemotePolicy:
         return self._outputs(answer)
 
     def _no_actions(self) -> dict:
-        s, out = self.settings, {}
-        if s.continuous_size:
-            out["continuous_actions"] = np.zeros((0, s.continuous_size), np.float32)
-        if s.discrete_branches:
-            out["discrete_actions"] = np.zeros((0, len(s.discrete_branches)), np.int64)
-        if s.memory_size:
-            out["memory"] = np.zeros((0, s.memory_size), np.float32)
-        return out
+        return no_actions(self.settings)
 
     def get_action(self, decision_steps, terminal_steps=None, deterministic: bool = True):
         """As Policy.get_action: one line per agent ("id": its agent id; the server keeps its memory for this

@@ -410,18 +410,25 @@ class FileCheckpoint:
     actor = None
 
 
-def load_file_policy(path: Path, expect_sha256: Optional[str] = None, goal_input: GoalInput = None,
-                     step: Optional[int] = None, sensors_as_inputs: bool = False) -> FileCheckpoint:
-    """An ML-Agents ONNX as a policy that runs as the file itself: its settings read from its graph (the inputs as the
-    file names them; `sensors_as_inputs`: as its sensors, obs_0..obs_k, the checkpoint's inputs, which a 1.x file
-    concatenates), its normalisers and weight count for info; no torch."""
+def read_policy_onnx(path: Path, expect_sha256: Optional[str] = None) -> tuple:
+    """(sha256, interface, model) of a policy's ML-Agents ONNX, the sha256 checked first; weights in external files
+    are refused (ML-Agents writes them inside)."""
     import onnx
-    t0 = time.perf_counter()
     sha = check_sha256(path, expect_sha256)
     interface = read_onnx_interface(path)
     model = onnx.load(str(path), load_external_data=False)
     if any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
         raise UsageError(f"{path}: keeps weights in external files; refused (ML-Agents writes them inside)")
+    return sha, interface, model
+
+
+def load_file_policy(path: Path, expect_sha256: Optional[str] = None, goal_input: GoalInput = None,
+                     step: Optional[int] = None, sensors_as_inputs: bool = False) -> FileCheckpoint:
+    """An ML-Agents ONNX as a policy that runs as the file itself: its settings read from its graph (the inputs as the
+    file names them; `sensors_as_inputs`: as its sensors, obs_0..obs_k, the checkpoint's inputs, which a 1.x file
+    concatenates), its normalisers and weight count for info; no torch."""
+    t0 = time.perf_counter()
+    sha, interface, model = read_policy_onnx(path, expect_sha256)
     try:
         g = OnnxGraph(model, path.name)
         sensors = onnx_sensors(g)

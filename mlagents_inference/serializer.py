@@ -17,9 +17,8 @@ import torch
 from .checkpoint import LoadedCheckpoint, build_actor, check_image_sides, check_state_dict
 from .errors import NotThisPolicy, UsageError
 from .networks import EngineHeads, SimpleActor, branch_argmax
-from .onnx_reader import SETTINGS_KEYS, OnnxGraph, file_input_groups, file_named_settings, onnx_sensors, onnx_settings, read_onnx_interface
-from .runtime import MLAgentsOnnx
-from .sources import check_sha256
+from .onnx_reader import SETTINGS_KEYS, OnnxGraph, file_input_groups, file_named_settings, onnx_sensors, onnx_settings
+from .runtime import MLAgentsOnnx, read_policy_onnx
 from .spec import GoalInput, PolicySettings, deterministic_continuous, engine_output_names, input_names, mlagents_output_names
 
 
@@ -190,13 +189,8 @@ def file_named_inputs(g: OnnxGraph, sensors: list, settings: PolicySettings, sta
 def load_onnx_alone(path: Path, expect_sha256: Optional[str] = None, goal_input: GoalInput = None) -> LoadedCheckpoint:
     """A policy from its ML-Agents ONNX alone: ML-Agents' modules with the file's weights, built
     and loaded (strict) as a checkpoint's are."""
-    import onnx
     t0 = time.perf_counter()
-    sha = check_sha256(path, expect_sha256)
-    interface = read_onnx_interface(path)
-    model = onnx.load(str(path), load_external_data=False)
-    if any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
-        raise UsageError(f"{path}: keeps weights in external files; refused (ML-Agents writes them inside)")
+    sha, interface, model = read_policy_onnx(path, expect_sha256)
     try:
         g = OnnxGraph(model, path.name)
         sensors = onnx_sensors(g)

@@ -151,3 +151,15 @@ def action_tuple(continuous: np.ndarray, discrete: np.ndarray):
         _ACTION_TUPLE.append(ActionTuple)
     return _ACTION_TUPLE[0](continuous=continuous, discrete=discrete)
 
+
+
+def no_actions(s: "PolicySettings") -> dict:
+    """act()'s answer for 0 observations: each output with 0 rows and its width (float32, int64, float32)."""
+    out = {}
+    if s.continuous_size:
+        out["continuous_actions"] = np.zeros((0, s.continuous_size), np.float32)
+    if s.discrete_branches:
+        out["discrete_actions"] = np.zeros((0, len(s.discrete_branches)), np.int64)
+    if s.memory_size:
+        out["memory"] = np.zeros((0, s.memory_size), np.float32)
+    return out
