@@ -54,9 +54,9 @@ class Context:
 
     @cached_property
     def onnxruntime_devices(self) -> bool:
-        """Whether --device means onnxruntime's providers: without torch, or with --engine onnxruntime or --providers."""
-        from .runtime import torch_available
-        return self.args.engine == "onnxruntime" or bool(self.args.providers) or not torch_available()
+        """Whether --device means onnxruntime's providers (runtime.onnxruntime_devices)."""
+        from .runtime import onnxruntime_devices
+        return onnxruntime_devices(self.args.engine, self.args.providers)
 
     @cached_property
     def device(self):

@@ -28,7 +28,7 @@ from .observations import (
 )
 from .onnx_reader import onnx_input_shapes, read_onnx_interface
 from .outputs import _short_path
-from .runtime import TORCH_HINT, FileCheckpoint, MLAgentsOnnx, OrtDevice, load_file_policy, ort_device, session_providers, torch_available
+from .runtime import TORCH_HINT, FileCheckpoint, MLAgentsOnnx, OrtDevice, load_file_policy, onnxruntime_devices, ort_device, session_providers, torch_available
 from .sources import SHA256_HEX, _path_kind, _step_of, check_sha256, find_checkpoint_onnx, locate_model, read_config, regular_file
 from .spec import DTYPES, ENGINES, FLOAT32, GoalInput, action_tuple, clipped_action, no_actions, step_outputs
 
@@ -513,7 +513,7 @@ def load(path, device="cpu", dtype: str = "float32", engine: str = "auto", goal_
     onnxruntime's execution providers in priority order (e.g. ["tensorrt", "cuda"]), for the onnxruntime engines."""
     _check_load_arguments(path, device, expect_sha256, onnx)
     _check_policy_arguments(dtype, engine, graphs, seed)
-    if isinstance(device, str) and (engine == "onnxruntime" or providers or not torch_available()):
+    if isinstance(device, str) and onnxruntime_devices(engine, providers):
         device = ort_device(device)  # (checked before the checkpoint is read)
     elif isinstance(device, str) or type(device).__module__ == "torch":
         from .engines import resolve_device

@@ -31,6 +31,11 @@ def torch_available() -> bool:
         return False
 
 
+def onnxruntime_devices(engine: str, providers) -> bool:
+    """Whether a device means onnxruntime's providers: without torch, or with --engine onnxruntime or --providers."""
+    return engine == "onnxruntime" or bool(providers) or not torch_available()
+
+
 def parse_device(text: str) -> tuple:
     """'auto' | 'cpu' | 'cuda[:N]' | 'npu[:N]' -> (kind, index or None)."""
     m = re.fullmatch(r"(auto|cpu|cuda|npu)(?::(\d+))?", text.strip().lower())
