@@ -78,7 +78,7 @@ class Context:
         from .policy import Policy
         engine = self.args.engine if self.onnxruntime_devices else self.engine_name
         return Policy(self.checkpoint, self.device, self.args.dtype, engine, self.args.graphs == "on",
-                      providers=self.args.providers)
+                      providers=self.args.providers, spin=self.args.spin == "on")
 
     def base(self) -> dict:
         return {"checkpoint": str(self.checkpoint.path), "source": self.source.origin, "device": str(self.device),

@@ -276,14 +276,16 @@ def ray_model(ctx: Context) -> dict:
     return {"checkpoint": str(Path(src.checkpoint).resolve()), "onnx": args.onnx and str(Path(args.onnx).resolve()),
             "model_dir": src.model_dir and str(Path(src.model_dir).resolve()), "behavior": src.behavior,
             "expect_sha256": args.expect_sha256, "goal_input": args.goal_input, "device": ctx.device.type,
-            "dtype": args.dtype, "engine": ctx.engine_name, "graphs": args.graphs == "on", "providers": args.providers}
+            "dtype": args.dtype, "engine": ctx.engine_name, "graphs": args.graphs == "on", "providers": args.providers,
+            "spin": args.spin == "on"}
 
 
 def ray_policy(model: dict) -> Policy:
     checkpoint = load_checkpoint(Path(model["checkpoint"]), model["onnx"] and Path(model["onnx"]),
                                  model["model_dir"] and Path(model["model_dir"]), model["behavior"],
                                  model["expect_sha256"], model["goal_input"])
-    return Policy(checkpoint, model["device"], model["dtype"], model["engine"], model["graphs"], providers=model["providers"])
+    return Policy(checkpoint, model["device"], model["dtype"], model["engine"], model["graphs"], providers=model["providers"],
+                  spin=model["spin"])
 
 
 def _read_units(source: ParquetSource, chunk: int, pieces: int) -> list:

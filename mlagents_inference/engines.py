@@ -167,9 +167,9 @@ class OnnxRuntimeEngine:
     """The same modules exported (deterministic outputs only) and run by onnxruntime on the CPU, float32 only."""
     name = "onnxruntime"
 
-    def __init__(self, actor: "SimpleActor", providers: Optional[list] = None):
+    def __init__(self, actor: "SimpleActor", providers: Optional[list] = None, spin: bool = True):
         self.output_names, self.input_names = engine_output_names(actor.settings), input_names(actor.settings)
-        self.session = onnx_session(export_engine_onnx(EngineHeads(actor)), providers=providers)
+        self.session = onnx_session(export_engine_onnx(EngineHeads(actor)), providers=providers, spin=spin)
         self.providers = self.session.get_providers()
         # InferenceSession.run re-checks on every call what is fixed here (input names, OrtValue
         # ownership, graph capture) through pybind properties: 5-10 µs a call once a run has left the

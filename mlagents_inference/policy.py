@@ -124,9 +124,10 @@ class Policy:
     """
 
     def __init__(self, checkpoint: "LoadedCheckpoint | FileCheckpoint", device="cpu", dtype: str = "float32",
-                 engine: str = "auto", graphs: bool = True, seed: Optional[int] = None, providers: Optional[list] = None):
+                 engine: str = "auto", graphs: bool = True, seed: Optional[int] = None, providers: Optional[list] = None,
+                 spin: bool = True):
         self.checkpoint, self.settings = checkpoint, checkpoint.settings
-        _check_policy_arguments(dtype, engine, graphs, seed)
+        _check_policy_arguments(dtype, engine, graphs, seed, spin)
         self.dtype, self.sigma = dtype, None
         if checkpoint.actor is None or engine == "onnxruntime" or providers:  # onnxruntime's devices (providers)
             if engine == "torch" or dtype != "float32" or (providers and checkpoint.actor is not None and engine != "onnxruntime"):
@@ -138,15 +139,15 @@ class Policy:
             self.engine_name = "onnxruntime"
             ort_providers = session_providers(self.device, providers)
             if checkpoint.actor is None:  # the ML-Agents file itself
-                self.engine = MLAgentsOnnx(checkpoint.path, self.settings, providers=ort_providers, sampling=True)
+                self.engine = MLAgentsOnnx(checkpoint.path, self.settings, providers=ort_providers, sampling=True, spin=spin)
             else:
                 from .engines import OnnxRuntimeEngine
-                self.engine = OnnxRuntimeEngine(checkpoint.actor, ort_providers)
+                self.engine = OnnxRuntimeEngine(checkpoint.actor, ort_providers, spin)
         else:
             from .engines import OnnxRuntimeEngine, TorchEngine, choose_engine, resolve_device
             self.device = device if type(device).__module__ == "torch" else resolve_device(str(device))
             self.engine_name = choose_engine(engine, self.device, dtype)
-            self.engine = (OnnxRuntimeEngine(checkpoint.actor) if self.engine_name == "onnxruntime"
+            self.engine = (OnnxRuntimeEngine(checkpoint.actor, spin=spin) if self.engine_name == "onnxruntime"
                            else TorchEngine(checkpoint.actor, self.device, dtype, graphs))
         if checkpoint.actor is not None:
             continuous = checkpoint.actor.action_model._continuous_distribution
@@ -481,13 +482,14 @@ def _check_act_arguments(observations, action_masks, memory, deterministic, seed
     return _host_array(observations), _host_array(action_masks), _host_array(memory)
 
 
-def _check_policy_arguments(dtype, engine, graphs, seed) -> None:
+def _check_policy_arguments(dtype, engine, graphs, seed, spin=True) -> None:
     """load()'s and Policy's own arguments, each checked (UsageError naming it)."""
     for name, value, choices in (("dtype", dtype, DTYPES), ("engine", engine, ENGINES)):
         if not isinstance(value, str) or value not in choices:
             raise UsageError(f"{name} {_brief(value)}: expected one of {', '.join(choices)}")
-    if not isinstance(graphs, (bool, np.bool_)):
-        raise UsageError(f"graphs={_brief(graphs)}: expected True or False")
+    for name, value in (("graphs", graphs), ("spin", spin)):
+        if not isinstance(value, (bool, np.bool_)):
+            raise UsageError(f"{name}={_brief(value)}: expected True or False")
     if seed is not None and (not _whole(seed) or not 0 <= seed < 2**63):
         raise UsageError(f"seed {_brief(seed)}: expected a non-negative integer (or None: from the OS)")
 
@@ -506,13 +508,14 @@ def _check_load_arguments(path, device, expect_sha256, onnx) -> None:
 
 def load(path, device="cpu", dtype: str = "float32", engine: str = "auto", goal_input: GoalInput = None,
          onnx: Optional[str] = None, expect_sha256: Optional[str] = None, graphs: bool = True,
-         seed: Optional[int] = None, providers: Optional[list] = None) -> Policy:
+         seed: Optional[int] = None, providers: Optional[list] = None, spin: bool = True) -> Policy:
     """An ML-Agents run folder (or one .pt checkpoint, or an ML-Agents .onnx) as a Policy. UsageError says what is wrong.
     `seed` seeds the policy's own sampling generator (None: from the OS); `onnx` names the
     checkpoint's ML-Agents ONNX (NotThisPolicy, a CheckFailed, when it belongs to another policy); `providers`:
-    onnxruntime's execution providers in priority order (e.g. ["tensorrt", "cuda"]), for the onnxruntime engines."""
+    onnxruntime's execution providers in priority order (e.g. ["tensorrt", "cuda"]), for the onnxruntime engines;
+    `spin` False: onnxruntime's threads sleep between calls instead of spin-waiting (the CPU shared with simulators)."""
     _check_load_arguments(path, device, expect_sha256, onnx)
-    _check_policy_arguments(dtype, engine, graphs, seed)
+    _check_policy_arguments(dtype, engine, graphs, seed, spin)
     if isinstance(device, str) and onnxruntime_devices(engine, providers):
         device = ort_device(device)  # (checked before the checkpoint is read)
     elif isinstance(device, str) or type(device).__module__ == "torch":
@@ -527,7 +530,7 @@ def load(path, device="cpu", dtype: str = "float32", engine: str = "auto", goal_
     source = locate_model(None, str(path), None) if _path_kind("path", path) == "dir" else locate_model(str(path), None, None)
     onnx = regular_file("onnx", onnx) if onnx is not None else None
     checkpoint = load_checkpoint(source.checkpoint, onnx, source.model_dir, source.behavior, expect_sha256, goal_input)
-    return Policy(checkpoint, device, dtype, engine, graphs, seed, providers)
+    return Policy(checkpoint, device, dtype, engine, graphs, seed, providers, spin)
 
 
 def noise_generator(seed: int):

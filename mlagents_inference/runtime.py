@@ -141,9 +141,11 @@ def session_providers(device: Optional[OrtDevice] = None, names: Optional[list] 
 
 
 def onnx_session(model_or_path, tuned: bool = True, threads: Optional[int] = None, label: Optional[str] = None,
-                 providers: Optional[list] = None):
+                 providers: Optional[list] = None, spin: bool = True):
     """An onnxruntime session, on the CPU or on `providers` (session_providers); `tuned` enables every graph
-    optimisation. A provider that does not start (onnxruntime would fall back to the CPU) is a UsageError."""
+    optimisation; `spin` False: its intra-op threads sleep between runs instead of spin-waiting for the next one
+    (onnxruntime's default), leaving the CPU to other processes (a server's clients: docs/serve.md, "Measured").
+    A provider that does not start (onnxruntime would fall back to the CPU) is a UsageError."""
     ort = _ort()
     options = ort.SessionOptions()
     options.log_severity_level = 4  # its warnings and errors would print beside ours (its errors raise, and are told)
@@ -151,6 +153,8 @@ def onnx_session(model_or_path, tuned: bool = True, threads: Optional[int] = Non
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     if threads:
         options.intra_op_num_threads = threads
+    if not spin:
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     source = model_or_path if isinstance(model_or_path, bytes) else str(model_or_path)
     providers = providers or ["CPUExecutionProvider"]
     try:
@@ -195,7 +199,7 @@ class MLAgentsOnnx:
     the action mean and each branch's masked logits are read out of the graph)."""
 
     def __init__(self, path: Path, settings: PolicySettings, threads: Optional[int] = None,
-                 providers: Optional[list] = None, sampling: bool = False):
+                 providers: Optional[list] = None, sampling: bool = False, spin: bool = True):
         import onnx
         self.path, self.settings = path, settings
         self.iface = read_onnx_interface(path)
@@ -241,7 +245,8 @@ class MLAgentsOnnx:
         model.graph.output.extend(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None)
                                   for name in exposed if name not in outputs)
         self.model = model.SerializeToString() if exposed else str(path)  # what the session runs
-        self.session = onnx_session(self.model, tuned=False, threads=threads, label=_short_path(path), providers=providers)
+        self.session = onnx_session(self.model, tuned=False, threads=threads, label=_short_path(path), providers=providers,
+                                    spin=spin)
         self.providers = self.session.get_providers()
         binding = getattr(self.session, "_sess", None)  # (its run skips the checks InferenceSession.run repeats: engines)
         self._run = binding.run if callable(getattr(binding, "run", None)) else self.session.run

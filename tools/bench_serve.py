@@ -7,7 +7,7 @@
    with 64 connections in lock-step (each sends its next line when its answer has come); lines/s, serve's p99;
 3. a lone client: send one line, wait for its answer, repeat; round-trip p50 (stream and serve).
 
-    python tools/bench_serve.py [--lines 50000] [--steps 300] [--rounds 3000] [--json]
+    python tools/bench_serve.py [--lines 50000] [--steps 300] [--rounds 3000] [--json] [--spin on|off]
 """
 import argparse
 import json
@@ -26,6 +26,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 HUGGY = ROOT / "assets" / "ppo-Huggy-sample"
+SPIN = ["--spin", "off"]  # (--spin: the stream's and serve's alike; off is both modes' default)
 
 
 def huggy_lines(n: int, seed: int, ids=None) -> list:
@@ -35,7 +36,7 @@ def huggy_lines(n: int, seed: int, ids=None) -> list:
 
 
 def start_stream() -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, str(ROOT / "inference.py"), "--mode", "stream", "--model-dir", str(HUGGY)],
+    proc = subprocess.Popen([sys.executable, str(ROOT / "inference.py"), "--mode", "stream", "--model-dir", str(HUGGY), *SPIN],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     proc.stdin.write(huggy_lines(1, 99)[0])  # warm up: the first answer
     proc.stdin.flush()
@@ -45,7 +46,7 @@ def start_stream() -> subprocess.Popen:
 
 def start_serve() -> tuple:
     proc = subprocess.Popen([sys.executable, str(ROOT / "inference.py"), "--mode", "serve", "--model-dir", str(HUGGY),
-                             "--listen", "127.0.0.1:0"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             "--listen", "127.0.0.1:0", *SPIN], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
     text, deadline = b"", time.monotonic() + 120
     while not (found := re.search(rb"listening on 127\.0\.0\.1:(\d+)", text)):
@@ -200,7 +201,10 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=3, help="each pair measured this many times, stream and serve "
                    "alternating; medians reported (default 3)")
     p.add_argument("--json", action="store_true", help="one JSON object instead of lines")
+    p.add_argument("--spin", choices=("on", "off"), default="off", help="onnxruntime's threads spin-wait between calls, "
+                   "in the stream and serve alike (their --spin; default off, their default)")
     a = p.parse_args()
+    SPIN[1] = a.spin
     lines = huggy_lines(a.lines, 0)
     payload = b"".join(lines)
     per_step = [huggy_lines(64, 1000 + s, ids=list(range(64))) for s in range(a.steps + 10)]
@@ -220,7 +224,7 @@ def main() -> None:
         r["serve_lone_p50"].append(p50)
         r["serve_lone_p99"].append(p99)
     m = {k: median(v) for k, v in r.items()}
-    out = {"cpus": os.cpu_count(), "repeat": a.repeat, "load_average_1m": os.getloadavg()[0],
+    out = {"cpus": os.cpu_count(), "repeat": a.repeat, "spin": a.spin, "load_average_1m": os.getloadavg()[0],
            "piped": {"lines": a.lines, "stream_lines_per_s": round(m["stream_piped"]),
                      "serve_one_connection_lines_per_s": round(m["serve_piped"]),
                      "ratio": round(m["serve_piped"] / m["stream_piped"], 3)},

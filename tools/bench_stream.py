@@ -8,11 +8,12 @@
 1 and 3 also for the floor (issue 27): the simplest correct loop a Python server can be, in its own
 process, driven by the same harness (FLOOR below: read what is waiting, orjson.loads each line, one
 onnxruntime call on ML-Agents' own ONNX, orjson.dumps each answer, a dict of memories by id for the
-LSTM), and the stream's rate as a ratio of the floor's, both measured in this run; beside a bare
+LSTM; its session's threads spin or sleep between calls as the stream's: --spin), and the stream's
+rate as a ratio of the floor's, both measured in this run; beside a bare
 onnxruntime session on ML-Agents' own ONNX (batch 1 per call, and batch 64).
 
     python tools/bench_stream.py [--lines 50000] [--steps 300] [--inference path/to/inference.py] [--rounds N]
-                                 [--before path/to/earlier/inference.py]
+                                 [--before path/to/earlier/inference.py] [--spin on|off]
 """
 import argparse
 import json
@@ -34,8 +35,10 @@ import sys
 import numpy as np
 import onnxruntime as ort
 import orjson
-onnx, lstm = sys.argv[1], sys.argv[2] == "lstm"
-session = ort.InferenceSession(onnx, providers=["CPUExecutionProvider"])
+onnx, lstm, spin = sys.argv[1], sys.argv[2] == "lstm", sys.argv[3] == "on"
+options = ort.SessionOptions()  # (the stream's session options: its threads spin or sleep between calls as the stream's)
+options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
+session = ort.InferenceSession(onnx, options, providers=["CPUExecutionProvider"])
 read, write, flush = sys.stdin.buffer.read1, sys.stdout.buffer.write, sys.stdout.buffer.flush
 memories, zeros, pending = {}, np.zeros((1, 32), np.float32), b""
 while True:
@@ -71,13 +74,16 @@ while True:
 """
 
 
+SPIN = "off"  # --spin: the stream's and the floor's alike
+
+
 def start(inference: str, model_dir: Path) -> subprocess.Popen:
     """The stream (inference.py --mode stream), or the floor when `inference` is a (floor script, onnx) pair."""
     if isinstance(inference, tuple):
         script, onnx = inference
-        command = [sys.executable, script, str(onnx), "lstm" if model_dir.name == "lstm" else "huggy"]
+        command = [sys.executable, script, str(onnx), "lstm" if model_dir.name == "lstm" else "huggy", SPIN]
     else:
-        command = [sys.executable, inference, "--mode", "stream", "--model-dir", str(model_dir)]
+        command = [sys.executable, inference, "--mode", "stream", "--model-dir", str(model_dir), "--spin", SPIN]
     return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
 
 
@@ -169,8 +175,13 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--inference", default=str(ROOT / "inference.py"))
     p.add_argument("--rounds", type=int, default=1, help="stream and floor alternated this many times (medians)")
-    p.add_argument("--before", help="another inference.py (an earlier checkout), run in the same rounds")
+    p.add_argument("--before", help="another inference.py (an earlier checkout, which must know --spin), run in the "
+                   "same rounds")
+    p.add_argument("--spin", choices=("on", "off"), default="off", help="onnxruntime's threads spin-wait between calls "
+                   "(the stream's --spin) in the stream and the floor alike (default off: the stream's own default)")
     args = p.parse_args()
+    global SPIN
+    SPIN = args.spin
     huggy = ROOT / "assets" / "ppo-Huggy-sample" / "Huggy.onnx"
     if not huggy.exists():
         huggy = ROOT / "assets" / "ppo-Huggy-sample" / "Huggy" / "Huggy-600017.onnx"
