@@ -146,9 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
                 "rocm, ...; the CPU is the fallback): the onnxruntime engine on them (docs/accelerators.md)")
     option(run, "--graphs", choices=("on", "off"), default="on",
            help="torch engine on CUDA/NPU: capture each batch size as a device graph (default on)")
-    option(run, "--spin", choices=("on", "off"), default=None, per_mode={"stream": "off", "serve": "off", "*": "on"},
-           help="onnxruntime engine: its threads spin-wait for the next call (onnxruntime's default: on; stream/serve "
-                "off: a server waiting on its clients leaves them the CPU; docs/serve.md)")
+    option(run, "--spin", choices=("on", "off"), default=None, per_mode={"serve": "off", "*": "on"},
+           help="onnxruntime engine: its threads spin-wait for the next call (default on, onnxruntime's own; serve: off, "
+                "leaving the CPU to its clients; docs/serve.md#measured)")
     obs = p.add_argument_group("inputs")
     option(obs, "--obs", default="random", modes=("action", "sample"),
            help="random | zeros | ones | ones_neg | boundary | <number> | <comma-separated numbers>, for every input; "

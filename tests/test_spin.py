@@ -1,5 +1,5 @@
-"""--spin / load(spin=): onnxruntime's intra-op threads spin-wait between runs (its own default) or sleep. The stream and
-serve default to sleeping: their clients share the CPU (docs/serve.md, "Measured"). Read back from the session itself."""
+"""--spin / load(spin=): onnxruntime's intra-op threads spin-wait between runs (its own default) or sleep. serve defaults
+to sleeping: its clients share the CPU (docs/serve.md, "Measured"). Read back from the session itself."""
 import importlib.util
 
 import pytest
@@ -21,9 +21,9 @@ def spinning(session) -> bool:
         return True
 
 
-@pytest.mark.parametrize("mode, expected", [("stream", "off"), ("serve", "off"), ("action", "on"), ("batch", "on"),
+@pytest.mark.parametrize("mode, expected", [("stream", "on"), ("serve", "off"), ("action", "on"), ("batch", "on"),
                                             ("benchmark", "on"), ("info", "on")])
-def test_stream_and_serve_default_to_sleeping_threads_the_other_modes_to_onnxruntimes_default(mode, expected):
+def test_serve_defaults_to_sleeping_threads_the_other_modes_to_onnxruntimes_default(mode, expected):
     assert parse_args(["--mode", mode]).spin == expected
     other = "on" if expected == "off" else "off"
     assert parse_args(["--mode", mode, "--spin", other]).spin == other
@@ -51,8 +51,10 @@ def test_load_passes_spin_to_the_onnxruntime_engine_and_checks_it():
 
 
 @pytest.mark.skipif(not TORCH, reason="the rebuilt modules' engine needs torch")
-def test_the_stream_and_serve_contexts_load_their_policy_with_sleeping_threads():
+def test_the_serve_context_loads_its_policy_with_sleeping_threads_and_the_stream_as_asked():
     from mlagents_inference.context import Context
-    for mode, spins in (("stream", False), ("serve", False), ("action", True)):
+    for mode, spins in (("serve", False), ("stream", True), ("action", True)):
         ctx = Context(parse_args(["--mode", mode, "--model-dir", str(BUNDLED)]))
         assert spinning(ctx.policy.engine.session) is spins, mode
+    ctx = Context(parse_args(["--mode", "stream", "--model-dir", str(BUNDLED), "--spin", "off"]))
+    assert not spinning(ctx.policy.engine.session)

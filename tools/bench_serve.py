@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""serve mode's speed beside the stream's, in one run, on the bundled Huggy (a benchmark, not a test; docs/serve.md):
+"""serve mode's speed beside the stream's, in one run, on the bundled Huggy (a benchmark, not a test; docs/serve.md),
+both at one --spin setting (default off, serve's own; the stream is measured at its own default, on, beside):
 
 1. piped: N Huggy lines written at once, answers read as they come: the stream (a pipe) and serve (one TCP
    connection on 127.0.0.1); lines/s from the first answer to the last;
@@ -21,12 +22,13 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 HUGGY = ROOT / "assets" / "ppo-Huggy-sample"
-SPIN = ["--spin", "off"]  # (--spin: the stream's and serve's alike; off is both modes' default)
+SPIN = ["--spin", "off"]  # (--spin: the stream's and serve's alike, so that a ratio measures serve's own costs)
 
 
 def huggy_lines(n: int, seed: int, ids=None) -> list:
@@ -35,8 +37,9 @@ def huggy_lines(n: int, seed: int, ids=None) -> list:
             for i in range(n)]
 
 
-def start_stream() -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, str(ROOT / "inference.py"), "--mode", "stream", "--model-dir", str(HUGGY), *SPIN],
+def start_stream(spin: Optional[list] = None) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, str(ROOT / "inference.py"), "--mode", "stream", "--model-dir", str(HUGGY),
+                             *(SPIN if spin is None else spin)],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     proc.stdin.write(huggy_lines(1, 99)[0])  # warm up: the first answer
     proc.stdin.flush()
@@ -75,8 +78,8 @@ def read_answers(recv, n: int) -> float:
     return first
 
 
-def stream_piped(payload: bytes, n: int) -> float:
-    proc = start_stream()
+def stream_piped(payload: bytes, n: int, spin: Optional[list] = None) -> float:
+    proc = start_stream(spin)
     writer = threading.Thread(target=lambda: (proc.stdin.write(payload), proc.stdin.flush()))
     writer.start()
     first = read_answers(proc.stdout.read1, n)
@@ -102,8 +105,8 @@ def serve_piped(payload: bytes, n: int) -> float:
     return rate
 
 
-def stream_64(per_step: list, steps: int, agents: int = 64) -> float:
-    proc = start_stream()
+def stream_64(per_step: list, steps: int, agents: int = 64, spin: Optional[list] = None) -> float:
+    proc = start_stream(spin)
     t0 = None
     for s, step in enumerate(per_step):
         if s == 10:
@@ -157,8 +160,8 @@ def serve_64(per_step: list, steps: int, agents: int = 64) -> tuple:
     return rate, float(np.percentile(latencies, 50)) * 1e3, float(np.percentile(latencies, 99)) * 1e3
 
 
-def stream_lone(lines: list) -> float:
-    proc = start_stream()
+def stream_lone(lines: list, spin: Optional[list] = None) -> float:
+    proc = start_stream(spin)
     times = []
     for i, line in enumerate(lines):
         t0 = time.perf_counter()
@@ -201,25 +204,34 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=3, help="each pair measured this many times, stream and serve "
                    "alternating; medians reported (default 3)")
     p.add_argument("--json", action="store_true", help="one JSON object instead of lines")
-    p.add_argument("--spin", choices=("on", "off"), default="off", help="onnxruntime's threads spin-wait between calls, "
-                   "in the stream and serve alike (their --spin; default off, their default)")
+    p.add_argument("--spin", choices=("on", "off"), default="off", help="onnxruntime's threads spin-wait between calls "
+                   "in the stream and serve alike (their --spin; default off, serve's default); the stream is measured at "
+                   "its own default (on) too, in the same repetitions")
     a = p.parse_args()
     SPIN[1] = a.spin
+    own = a.spin != "on"  # (the stream at its own default, spin on, beside)
     lines = huggy_lines(a.lines, 0)
     payload = b"".join(lines)
     per_step = [huggy_lines(64, 1000 + s, ids=list(range(64))) for s in range(a.steps + 10)]
     lone_lines = huggy_lines(a.rounds + 200, 7, ids=["a"])
     r: dict = {k: [] for k in ("stream_piped", "serve_piped", "stream_64", "serve_64", "serve_64_p50", "serve_64_p99",
                                "stream_lone_p50", "serve_lone_p50", "serve_lone_p99")}
+    r.update({k: [] for k in ("stream_piped_spin_on", "stream_64_spin_on", "stream_lone_p50_spin_on")} if own else {})
     for _ in range(a.repeat):
         r["stream_piped"].append(stream_piped(payload, len(lines)))
         r["serve_piped"].append(serve_piped(payload, len(lines)))
+        if own:
+            r["stream_piped_spin_on"].append(stream_piped(payload, len(lines), ["--spin", "on"]))
         r["stream_64"].append(stream_64(per_step, a.steps))
+        if own:
+            r["stream_64_spin_on"].append(stream_64(per_step, a.steps, spin=["--spin", "on"]))
         rate, p50, p99 = serve_64(per_step, a.steps)
         r["serve_64"].append(rate)
         r["serve_64_p50"].append(p50)
         r["serve_64_p99"].append(p99)
         r["stream_lone_p50"].append(stream_lone(lone_lines))
+        if own:
+            r["stream_lone_p50_spin_on"].append(stream_lone(lone_lines, ["--spin", "on"]))
         p50, p99 = serve_lone(lone_lines)
         r["serve_lone_p50"].append(p50)
         r["serve_lone_p99"].append(p99)
@@ -227,14 +239,19 @@ def main() -> None:
     out = {"cpus": os.cpu_count(), "repeat": a.repeat, "spin": a.spin, "load_average_1m": os.getloadavg()[0],
            "piped": {"lines": a.lines, "stream_lines_per_s": round(m["stream_piped"]),
                      "serve_one_connection_lines_per_s": round(m["serve_piped"]),
-                     "ratio": round(m["serve_piped"] / m["stream_piped"], 3)},
+                     "ratio": round(m["serve_piped"] / m["stream_piped"], 3),
+                     **({"stream_spin_on_lines_per_s": round(m["stream_piped_spin_on"]),
+                         "ratio_to_stream_spin_on": round(m["serve_piped"] / m["stream_piped_spin_on"], 3)} if own else {})},
            "agents_64": {"steps": a.steps, "stream_64_in_one_pipe_lines_per_s": round(m["stream_64"]),
                          "serve_64_connections_lines_per_s": round(m["serve_64"]),
                          "ratio": round(m["serve_64"] / m["stream_64"], 3), "serve_p50_ms": round(m["serve_64_p50"], 3),
-                         "serve_p99_ms": round(m["serve_64_p99"], 3)},
+                         "serve_p99_ms": round(m["serve_64_p99"], 3),
+                         **({"stream_spin_on_lines_per_s": round(m["stream_64_spin_on"]),
+                             "ratio_to_stream_spin_on": round(m["serve_64"] / m["stream_64_spin_on"], 3)} if own else {})},
            "lone": {"rounds": a.rounds, "stream_p50_ms": round(m["stream_lone_p50"], 4),
                     "serve_p50_ms": round(m["serve_lone_p50"], 4), "ratio": round(m["serve_lone_p50"] / m["stream_lone_p50"], 3),
-                    "serve_p99_ms": round(m["serve_lone_p99"], 4)},
+                    "serve_p99_ms": round(m["serve_lone_p99"], 4),
+                    **({"stream_spin_on_p50_ms": round(m["stream_lone_p50_spin_on"], 4)} if own else {})},
            "raw": {k: [round(x, 4) for x in v] for k, v in r.items()}}
     if a.json:
         print(json.dumps(out))

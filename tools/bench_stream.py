@@ -74,7 +74,7 @@ while True:
 """
 
 
-SPIN = "off"  # --spin: the stream's and the floor's alike
+SPIN = "on"  # --spin: the stream's and the floor's alike
 
 
 def start(inference: str, model_dir: Path) -> subprocess.Popen:
@@ -177,8 +177,8 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=1, help="stream and floor alternated this many times (medians)")
     p.add_argument("--before", help="another inference.py (an earlier checkout, which must know --spin), run in the "
                    "same rounds")
-    p.add_argument("--spin", choices=("on", "off"), default="off", help="onnxruntime's threads spin-wait between calls "
-                   "(the stream's --spin) in the stream and the floor alike (default off: the stream's own default)")
+    p.add_argument("--spin", choices=("on", "off"), default="on", help="onnxruntime's threads spin-wait between calls "
+                   "(the stream's --spin) in the stream and the floor alike (default on: the stream's own default)")
     args = p.parse_args()
     global SPIN
     SPIN = args.spin
