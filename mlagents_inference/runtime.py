@@ -1,6 +1,7 @@
 """onnxruntime, torch-free: sessions on execution providers, and ML-Agents' own ONNX run by itself (MLAgentsOnnx:
 2.x and 1.x interfaces, older files without deterministic outputs): the reference of the checks, and the engine of
 the torch-free install (FileCheckpoint, load_file_policy)."""
+import contextlib
 import math
 import re
 import time
@@ -432,17 +433,35 @@ def read_policy_onnx(path: Path, expect_sha256: Optional[str] = None) -> tuple:
     return sha, interface, model
 
 
+@contextlib.contextmanager
+def graph_errors(path: Path, suffix: str = ""):
+    """A graph structure none of the readers knows (their KeyError, IndexError, ...) as one UsageError naming the file."""
+    try:
+        yield
+    except (KeyError, IndexError, ValueError, TypeError, AttributeError) as exc:
+        raise UsageError(f"{path}: its graph is not one ML-Agents writes ({type(exc).__name__}: "
+                         f"{str(exc).splitlines()[0][:120] if str(exc) else ''}){suffix}")
+
+
+def read_policy_graph(path: Path, expect_sha256: Optional[str] = None, goal_input: GoalInput = None,
+                      suffix: str = "") -> tuple:
+    """(sha256, interface, graph, sensors, settings) of a policy's ML-Agents ONNX (read_policy_onnx, then its graph);
+    `suffix` ends graph_errors' message."""
+    sha, interface, model = read_policy_onnx(path, expect_sha256)
+    with graph_errors(path, suffix):
+        g = OnnxGraph(model, path.name)
+        sensors = onnx_sensors(g)
+        return sha, interface, g, sensors, onnx_settings(g, sensors, goal_input)
+
+
 def load_file_policy(path: Path, expect_sha256: Optional[str] = None, goal_input: GoalInput = None,
                      step: Optional[int] = None, sensors_as_inputs: bool = False) -> FileCheckpoint:
     """An ML-Agents ONNX as a policy that runs as the file itself: its settings read from its graph (the inputs as the
     file names them; `sensors_as_inputs`: as its sensors, obs_0..obs_k, the checkpoint's inputs, which a 1.x file
     concatenates), its normalisers and weight count for info; no torch."""
     t0 = time.perf_counter()
-    sha, interface, model = read_policy_onnx(path, expect_sha256)
-    try:
-        g = OnnxGraph(model, path.name)
-        sensors = onnx_sensors(g)
-        settings = onnx_settings(g, sensors, goal_input)
+    sha, interface, g, sensors, settings = read_policy_graph(path, expect_sha256, goal_input)
+    with graph_errors(path):
         named = settings if sensors_as_inputs else file_named_settings(g, sensors, settings)
         groups = file_input_groups(g, sensors, settings)[1] if named is not settings else [[i] for i in range(len(sensors))]
         norms = [_graph_normalizer(g, [sensors[i].tensor for i in group]) if spec.normalized else None
@@ -455,9 +474,6 @@ def load_file_policy(path: Path, expect_sha256: Optional[str] = None, goal_input
             while n.op_type != "Add" and len(g.consumers.get(n.output[0], [])) == 1:
                 n = g.consumers[n.output[0]][0]
             count += sum(g.consts[i].size for i in n.input if n.op_type == "Add" and g.weight(i))
-    except (KeyError, IndexError, ValueError, TypeError, AttributeError) as exc:  # a structure none of the above knows
-        raise UsageError(f"{path}: its graph is not one ML-Agents writes ({type(exc).__name__}: "
-                         f"{str(exc).splitlines()[0][:120] if str(exc) else ''})")
     return FileCheckpoint(path, named, interface, step, sha, time.perf_counter() - t0, int(count), norms)
 
 

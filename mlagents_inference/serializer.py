@@ -17,8 +17,8 @@ import torch
 from .checkpoint import LoadedCheckpoint, build_actor, check_image_sides, check_state_dict
 from .errors import NotThisPolicy, UsageError
 from .networks import EngineHeads, SimpleActor, branch_argmax
-from .onnx_reader import SETTINGS_KEYS, OnnxGraph, file_input_groups, file_named_settings, onnx_sensors, onnx_settings
-from .runtime import MLAgentsOnnx, read_policy_onnx
+from .onnx_reader import SETTINGS_KEYS, OnnxGraph, file_input_groups, file_named_settings
+from .runtime import MLAgentsOnnx, graph_errors, read_policy_graph
 from .spec import GoalInput, PolicySettings, deterministic_continuous, engine_output_names, input_names, mlagents_output_names
 
 
@@ -190,16 +190,10 @@ def load_onnx_alone(path: Path, expect_sha256: Optional[str] = None, goal_input:
     """A policy from its ML-Agents ONNX alone: ML-Agents' modules with the file's weights, built
     and loaded (strict) as a checkpoint's are."""
     t0 = time.perf_counter()
-    sha, interface, model = read_policy_onnx(path, expect_sha256)
-    try:
-        g = OnnxGraph(model, path.name)
-        sensors = onnx_sensors(g)
-        settings = onnx_settings(g, sensors, goal_input)
+    sha, interface, g, sensors, settings = read_policy_graph(path, expect_sha256, goal_input, "; not rebuilt")
+    with graph_errors(path, "; not rebuilt"):
         check_image_sides(settings, path, [s.feed for s in sensors])  # (before the template is exported)
         settings, state = file_named_inputs(g, sensors, settings, onnx_state_dict(g, sensors, settings))
-    except (KeyError, IndexError, ValueError, TypeError, AttributeError) as exc:  # a structure none of the above knows
-        raise UsageError(f"{path}: its graph is not one ML-Agents writes ({type(exc).__name__}: "
-                         f"{str(exc).splitlines()[0][:120] if str(exc) else ''}); not rebuilt")
     check_state_dict(state, lambda problem: UsageError(f"{path}: not a usable ML-Agents policy: {problem}"))
     actor = build_actor(settings, state, path)
     check_rebuilt(path, actor)
