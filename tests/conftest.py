@@ -1,7 +1,7 @@
 """Shared helpers. Every policy kind is in the repository: examples/ (one run folder per kind, written by
-ML-Agents 1.1.0) and the bundled Huggy sample under assets/. The larger development fixtures outside the
-repository ($HUGGY_FIXTURES, default ../shared/fixtures beside the checkout) are optional: tests that use
-them run only where they are present."""
+ML-Agents 1.1.0; examples/trained/, three policies Unity trained, older ONNX interface) and the bundled Huggy
+sample under assets/. The larger development fixtures outside the repository ($HUGGY_FIXTURES, default
+../shared/fixtures beside the checkout) are optional: tests that use them run only where they are present."""
 import json
 import os
 import subprocess
@@ -18,6 +18,7 @@ import inference  # noqa: E402
 FIXTURES = Path(os.environ.get("HUGGY_FIXTURES") or ROOT.parent / "shared" / "fixtures")
 BUNDLED = ROOT / "assets" / "ppo-Huggy-sample"
 EXAMPLES = ROOT / "examples"  # one run folder per policy kind, written by ML-Agents 1.1.0 (tools/mlagents_fixtures.py)
+TRAINED = EXAMPLES / "trained"  # Unity's trained 3DBallHard, DungeonEscape, SoccerTwos (examples/trained/README.md)
 AGENT = EXAMPLES / "vector"  # one unnormalised vector input, two checkpoints (50000, 100000)
 BUNDLED_PT = BUNDLED / "Huggy" / "Huggy-600017.pt"
 BUNDLED_ONNX = BUNDLED / "Huggy" / "Huggy-600017.onnx"

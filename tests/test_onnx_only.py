@@ -1,13 +1,13 @@
 """Policies from an ML-Agents ONNX alone (no checkpoint): every example's <Behavior>.onnx and the
 bundled Huggy.onnx, the older 1.x interface (vector_observation, visual_observation_k) built from
-them with ML-Agents' own graph after the inputs, and Unity's trained 1.x files when present.
+them with ML-Agents' own graph after the inputs, and Unity's trained 1.x files (examples/trained/).
 The reference is a bare onnxruntime session on the file itself (tests/mlagents_reference.py)."""
 import shutil
 
 import numpy as np
 import onnx
 import pytest
-from conftest import BUNDLED, EXAMPLES, FIXTURES, call, need
+from conftest import BUNDLED, EXAMPLES, TRAINED, call
 from mlagents_reference import (
     TRAINED_SPLITS,
     OnnxReference,
@@ -161,7 +161,7 @@ def test_the_interface_example_files(capsys, name, inputs):
 @pytest.mark.parametrize("name", sorted(TRAINED_SPLITS))
 def test_unity_trained_files_alone(name):
     """Unity's trained example models (1.x interface, torch 1.7 export), given as the ONNX alone."""
-    path = need(FIXTURES / "trained" / name / f"{name}.onnx")
+    path = TRAINED / name / f"{name}.onnx"
     ref = OnnxReference(path, TRAINED_SPLITS[name])
     rng = np.random.RandomState(5)
     obs = [vector_obs(rng, ROWS, width) for width in TRAINED_SPLITS[name]]

@@ -10,13 +10,13 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import BUNDLED, EXAMPLES, FIXTURES, ROOT, call, child_env
+from conftest import BUNDLED, EXAMPLES, ROOT, TRAINED, call, child_env
 
 TORCH = importlib.util.find_spec("torch") is not None
 NO_TORCH = ROOT / "tests" / "no_torch.py"
-FOLDERS = sorted(p.name for p in EXAMPLES.iterdir() if p.is_dir() and p.name != "onnx-interfaces")
+FOLDERS = sorted(p.name for p in EXAMPLES.iterdir() if p.is_dir() and p.name not in ("onnx-interfaces", "trained"))
 INTERFACES = sorted(p.name for p in (EXAMPLES / "onnx-interfaces").glob("*.onnx"))
-TRAINED = ["3DBallHard", "DungeonEscape", "SoccerTwos"]
+UNITY_TRAINED = ["3DBallHard", "DungeonEscape", "SoccerTwos"]  # examples/trained/
 needs_torch = pytest.mark.skipif(not TORCH, reason="the torch install's answers are the oracle")
 
 
@@ -37,23 +37,19 @@ def source_args(case: str) -> list:
         return ["--model-dir", EXAMPLES / case]
     if case in INTERFACES:
         return ["--onnx", EXAMPLES / "onnx-interfaces" / case]
-    if case in TRAINED:
-        path = FIXTURES / "trained" / case / f"{case}.onnx"
-        if not path.is_file():
-            pytest.skip(f"{path} is absent (development fixtures)")
-        return ["--onnx", path]
+    if case in UNITY_TRAINED:
+        return ["--onnx", TRAINED / case / f"{case}.onnx"]
     return []  # the bundled sample
 
 
-CASES = FOLDERS + INTERFACES + TRAINED + ["bundled"]
+CASES = FOLDERS + INTERFACES + UNITY_TRAINED + ["bundled"]
 
 
 @pytest.fixture(scope="module")
 def torch_free_actions():
     """`--mode action --obs random|ones --seed 0 --json` for every case, all in one torch-free process."""
     runs = {f"{case}/{obs}": [str(a) for a in source_args(case)] + ["--obs", obs]
-            for case in CASES for obs in ("random", "ones")
-            if case not in TRAINED or (FIXTURES / "trained" / case / f"{case}.onnx").is_file()}
+            for case in CASES for obs in ("random", "ones")}
     code = f"""
 import contextlib, io, json, sys
 import inference
@@ -79,8 +75,6 @@ def close(a, b, tol=1e-5) -> bool:
 def test_actions_equal_the_torch_installs(case, torch_free_actions, capsys):
     for obs in ("random", "ones"):
         key = f"{case}/{obs}"
-        if key not in torch_free_actions:
-            pytest.skip("absent fixture")
         mine = torch_free_actions[key]
         assert "exit" not in mine, (key, mine)
         code, theirs, err = call(capsys, "--mode", "action", "--seed", "0", "--obs", obs, "--engine", "onnxruntime",

@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import BUNDLED, EXAMPLES, FIXTURES, ROOT, child_env
+from conftest import BUNDLED, EXAMPLES, ROOT, TRAINED, child_env
 from test_torch_free import TORCH, needs_torch, no_torch, no_torch_code
 
 
@@ -17,10 +17,7 @@ def with_torch(*args) -> subprocess.CompletedProcess:
 
 
 def trained(name: str):
-    folder = FIXTURES / "trained" / name
-    if not (folder / f"{name}.onnx").is_file():
-        pytest.skip(f"{folder} is absent (development fixtures)")
-    return folder
+    return TRAINED / name
 
 
 @pytest.mark.parametrize("source", [["--model-dir", EXAMPLES / "hybrid"], ["--model-dir", EXAMPLES / "sac-continuous"],

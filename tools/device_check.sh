@@ -288,10 +288,10 @@ add_models() {  # run folders: any folder with a <Behavior>/ subfolder holding .
     MODELS+=("${d%/}")
   done
 }
-add_models examples/*/   # the repository's own, one per policy kind
+add_models examples/*/ examples/trained/*/   # the repository's own: one per policy kind, and Unity's trained three
 EXAMPLES=$(( ${#MODELS[@]} - 1 ))
 if [ -d "$FIXTURES" ]; then
-  add_models "$FIXTURES"/ppo-*/ "$FIXTURES"/zoo/*/ "$FIXTURES"/trained/*/
+  add_models "$FIXTURES"/ppo-*/ "$FIXTURES"/zoo/*/
   say "# models: ${#MODELS[@]} (bundled sample + $EXAMPLES under examples/ + $(( ${#MODELS[@]} - 1 - EXAMPLES )) fixture folders under $FIXTURES${ONLY:+ matching ONLY=$ONLY})"
 else
   say "# models: ${#MODELS[@]} (bundled sample + $EXAMPLES under examples/${ONLY:+ matching ONLY=$ONLY}; no fixture folder at FIXTURES=$FIXTURES)"
