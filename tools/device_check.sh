@@ -7,8 +7,8 @@
 # It writes ONE log (default logs/device_check.log) holding, for the chosen device:
 #   1. python inference.py --mode info
 #   2. parity: onnx-compare and precision --dtype float32 for the bundled sample
-#      (assets/ppo-Huggy-sample), every run folder under examples/, and every fixture folder
-#      found under $FIXTURES (ppo-*/, zoo/*/, trained/*/ — any folder with a <Behavior>/
+#      (assets/ppo-Huggy-sample), every run folder under examples/ and examples/trained/, and every
+#      fixture folder found under $FIXTURES (ppo-*/, zoo/*/ — any folder with a <Behavior>/
 #      subfolder holding .pt files), when that folder exists
 #   3. benchmark at --batch 1, 64, 4096, 65536 with device graphs on and off (--graphs on|off;
 #      when the CLI refuses --graphs, once per batch without it, noted in the log)
