@@ -388,7 +388,7 @@ def test_action_json_and_human_output(capsys):
 def test_exit_codes(capsys):
     """main()'s exit codes and streams in this process, and in a real process the code the
     shell sees for a check that did not hold (0 and 2 from real processes: test_modes'
-    fingerprint and test_hostile's refusal as a user runs it)."""
+    fingerprint and test_signals_and_stdio's refusal as a user runs it)."""
     assert I.main(["--mode", "action", "--obs", "1,2", "--model-dir", str(BUNDLED)]) == 2
     out, err = capsys.readouterr()
     assert out.count("\n") <= 1 and "Traceback" not in err
