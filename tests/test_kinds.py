@@ -21,7 +21,7 @@ from typing import Optional
 
 import numpy as np
 import pytest
-from conftest import BUNDLED, EXAMPLES, TRAINED, need
+from conftest import BUNDLED, EXAMPLES, TRAINED, need, random_memories
 from mlagents_reference import (
     TRAINED_SPLITS,
     OnnxReference,
@@ -192,10 +192,7 @@ def _data(name: str):
     rng = np.random.RandomState(sum(map(ord, name)))
     obs = make_obs(kind, rng, kind.rows)
     masks = random_masks(rng, kind.rows, kind.branches) if kind.branches else None
-    memory = None
-    if kind.memory:  # h in +-1, c ~ N(0, 4), as a running LSTM has
-        h = kind.memory // 2
-        memory = np.concatenate([rng.uniform(-1, 1, (kind.rows, h)), rng.randn(kind.rows, h) * 2], 1).astype(np.float32)
+    memory = random_memories(rng, kind.rows, kind.memory) if kind.memory else None
     return obs, masks, memory, ref.run(obs, masks, memory)
 
 
@@ -592,7 +589,7 @@ def test_device_graph_replay_matches_the_onnx(name):
     for step, rows in enumerate([5, 5, 3, 5, 3]):
         obs = make_obs(kind, rng, rows)
         masks = random_masks(rng, rows, kind.branches) if kind.branches else None
-        memory = rng.uniform(-1, 1, (rows, kind.memory)).astype(np.float32) if kind.memory else None
+        memory = random_memories(rng, rows, kind.memory) if kind.memory else None
         out = p.act(obs, action_masks=masks, memory=memory)
         check_against(name, out, ref.run(obs, masks, memory), masks, rows, f" (graph replay, call {step})")
     assert p.engine.graph_api is api and api.captures == 2 and len(p.engine.graphs) == 2
