@@ -10,7 +10,6 @@ program in a process of its own, the rest through inference.main([...]) in this 
 from __future__ import annotations
 
 import errno
-import functools
 import json
 import os
 import shutil
@@ -410,25 +409,38 @@ def test_os_error_and_memory_error_reaching_main(capsys, monkeypatch):
     refused(run(capsys, "--mode", "info"), "out of memory")
 
 
-def nobody(*args, cwd=None) -> subprocess.CompletedProcess:
-    """inference.py as user nobody (65534), through setpriv."""
+AS_NOBODY = """
+import contextlib, io, json, sys
+try:  # (a venv inside a private temporary folder, as CI may make, is not reachable)
+    import numpy, torch
+    sys.path.insert(0, sys.argv[1])
+    import inference
+except Exception as exc:
+    print(json.dumps({"unreachable": repr(exc)}))
+    sys.exit(0)
+answers = []
+for argv in json.loads(sys.argv[2]):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = inference.main(argv)
+    answers.append([code, out.getvalue(), err.getvalue()])
+print(json.dumps({"answers": answers}))
+"""
+
+
+def as_nobody(*argvs) -> list:
+    """Command lines run by user nobody (65534), through setpriv, in one interpreter: [(exit code, stdout, stderr)]."""
     if os.geteuid() != 0 or not shutil.which("setpriv"):
         pytest.skip("needs root and setpriv to run as an unprivileged user")
-    if not nobody_can_run():
-        pytest.skip("this interpreter, its packages or inference.py are not readable by an unprivileged user")
-    return subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable,
-                           str(ROOT / "inference.py"), *map(str, args)], capture_output=True, text=True,
-                          env=child_env(HOME="/nonexistent"), timeout=300, cwd=cwd or "/")
-
-
-@functools.lru_cache(maxsize=None)
-def nobody_can_run() -> bool:
-    """Whether user nobody can start this interpreter with its packages and read inference.py
-    (a venv inside a private temporary folder, as CI may make, is not reachable)."""
-    probe = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c",
-                            f"import numpy, torch; open({str(ROOT / 'inference.py')!r}).close()"],
-                           capture_output=True, env=child_env(HOME="/nonexistent"), timeout=120, cwd="/")
-    return probe.returncode == 0
+    done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c",
+                           AS_NOBODY, str(ROOT), json.dumps([[str(a) for a in argv] for argv in argvs])],
+                          capture_output=True, text=True, env=child_env(HOME="/nonexistent"), timeout=300, cwd="/")
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    if "unreachable" in result:
+        pytest.skip(f"this interpreter, its packages or inference.py are not readable by an unprivileged user "
+                    f"({result['unreachable']})")
+    return result["answers"]
 
 
 @pytest.fixture()
@@ -444,16 +456,18 @@ def test_permission_denied_as_unprivileged_user(public_dir):
     run = Path(shutil.copytree(BUNDLED, public_dir / "run"))
     for p in [run, *run.rglob("*")]:
         p.chmod(0o755 if p.is_dir() else 0o644)
-    secret = run / "Huggy" / "Huggy-600017.pt"
-    secret.chmod(0o600)  # root's: nobody cannot read it
-    refused(nobody("--mode", "action", "--model-dir", run), "Permission denied", "Huggy-600017.pt")
-    secret.chmod(0o644)
+    private = Path(shutil.copytree(run, public_dir / "private"))
+    (private / "Huggy" / "Huggy-600017.pt").chmod(0o600)  # root's: nobody cannot read it
     locked = public_dir / "locked"
     locked.mkdir(mode=0o700)  # root's: nobody can neither look inside nor write
     np.save(locked / "in.npy", np.zeros((3, 59), np.float32))
-    refused(nobody("--mode", "batch", "--model-dir", run, "--batch", "2", "--output", locked / "out.npy"),
-            "Permission denied")
-    refused(nobody("--mode", "batch", "--model-dir", run, "--obs-file", locked / "in.npy"), "Permission denied")
+    unreadable, unwritable, unlisted = as_nobody(
+        ["--mode", "action", "--model-dir", private],
+        ["--mode", "batch", "--model-dir", run, "--batch", "2", "--output", locked / "out.npy"],
+        ["--mode", "batch", "--model-dir", run, "--obs-file", locked / "in.npy"])
+    refused(unreadable, "Permission denied", "Huggy-600017.pt")
+    refused(unwritable, "Permission denied")
+    refused(unlisted, "Permission denied")
     assert sorted(p.name for p in locked.iterdir()) == ["in.npy"]
 
 
