@@ -7,7 +7,7 @@ import shutil
 import numpy as np
 import onnx
 import pytest
-from conftest import BUNDLED, EXAMPLES, TRAINED, call, random_memories
+from conftest import BUNDLED, EXAMPLES, TRAINED, call, random_memories, refused, run
 from mlagents_reference import (
     TRAINED_SPLITS,
     OnnxReference,
@@ -233,9 +233,7 @@ def test_patterns_ml_agents_never_writes_are_refused_naming_the_node(capsys, tmp
     path = edited(next((EXAMPLES / kind).glob("*.onnx")), tmp_path, lambda g: _set_attr(g, op, attr, value))
     with pytest.raises(inference.UsageError, match=f"node .*\\({node_word}\\)"):
         inference.load(path)
-    code = inference.main(["--mode", "info", "--onnx", str(path)])
-    err = capsys.readouterr().err
-    assert code == 2 and len(err.strip().splitlines()) == 1 and "not an ML-Agents policy" in err
+    refused(run(capsys, "--mode", "info", "--onnx", path), "not an ML-Agents policy")
 
 
 def test_onnx_files_that_are_no_ml_agents_policy_are_refused_in_one_line(capsys, tmp_path):
@@ -252,6 +250,4 @@ def test_onnx_files_that_are_no_ml_agents_policy_are_refused_in_one_line(capsys,
                         (tmp_path / "garbage.onnx", "not an ONNX file")):
         with pytest.raises(inference.UsageError, match=words):
             inference.load(path)
-        assert inference.main(["--mode", "info", "--onnx", str(path)]) == 2
-        err = capsys.readouterr().err
-        assert len(err.strip().splitlines()) == 1 and words in err
+        refused(run(capsys, "--mode", "info", "--onnx", path), words)

@@ -1,7 +1,7 @@
-"""What only a real process shows, so each test here starts one: a signal ends a run with 128 + N after clean-up
+"""What only a real process shows, so these tests start one: a signal ends a run with 128 + N after clean-up
 (while the heavy modules import, mid-batch, while the stream waits), a full or closed stdout is one line, and
-stderr stays one line where torch, numpy or onnxruntime would write to it themselves. (main()'s own handlers are
-put back when it returns: in this process.)"""
+stderr stays one line where torch, numpy or onnxruntime would write to it themselves. In this process: main()
+puts back the signal handlers it installed, and a write interrupted by a signal leaves the old file."""
 import json
 import os
 import signal
