@@ -403,9 +403,9 @@ def test_os_error_and_memory_error_reaching_main(capsys, monkeypatch):
 
     def no_memory(ctx):
         raise MemoryError()
-    monkeypatch.setattr(command_line, "mode_functions", lambda mode: (denied, None))
+    monkeypatch.setattr(command_line, "mode_functions", lambda mode, *_, **__: (denied, None))
     refused(run(capsys, "--mode", "info"), "/some/where/file.bin", "Permission denied")
-    monkeypatch.setattr(command_line, "mode_functions", lambda mode: (no_memory, None))
+    monkeypatch.setattr(command_line, "mode_functions", lambda mode, *_, **__: (no_memory, None))
     refused(run(capsys, "--mode", "info"), "out of memory")
 
 
