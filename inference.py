@@ -37,8 +37,8 @@ if __name__ == "__main__":  # (main() installs the handlers of a running command
 
 try:
     from mlagents_inference import __version__
-    from mlagents_inference.cli import main
-    from mlagents_inference.errors import CheckFailed, NotThisPolicy, UsageError
+    from mlagents_inference.core.errors import CheckFailed, NotThisPolicy, UsageError
+    from mlagents_inference.fronts.cli import main
 except ModuleNotFoundError as exc:  # run as a command: one line, not a traceback
     if __name__ != "__main__":
         raise
@@ -54,13 +54,13 @@ __all__ = ["load", "connect", "Policy", "Actions", "UsageError", "CheckFailed", 
 def __getattr__(name: str):
     """load, connect, Policy and Actions on first use: `import inference` alone imports no torch."""
     if name in ("load", "Policy"):
-        from mlagents_inference import policy
+        from mlagents_inference.api import policy
         return getattr(policy, name)
     if name == "connect":  # a policy served by --mode serve (docs/serve.md), torch-free
-        from mlagents_inference.remote import connect
+        from mlagents_inference.fronts.remote import connect
         return connect
     if name == "Actions":
-        from mlagents_inference.spec import Actions
+        from mlagents_inference.core.spec import Actions
         return Actions
     raise AttributeError(f"module 'inference' has no attribute {name!r}")
 

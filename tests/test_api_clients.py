@@ -27,7 +27,7 @@ from conftest import BUNDLED, EXAMPLES, call
 from mlagents_reference import OnnxReference, discrete_mismatches, max_rel_err
 
 import inference as I
-from mlagents_inference.observations import AgentMemories
+from mlagents_inference.core.observations import AgentMemories
 
 TOL = 1e-5
 

@@ -171,7 +171,7 @@ def test_the_pyz_answers_as_inference_py(pyz, tmp_path):
 
 
 def test_the_pyz_unpacks_its_sample_into_a_private_temporary_folder(pyz, tmp_path, monkeypatch):
-    from mlagents_inference import sources
+    from mlagents_inference.core import sources
     monkeypatch.setattr(sources, "HERE", pyz)
     monkeypatch.setattr(sources, "BUNDLED_MODEL_DIR", pyz / sources.SAMPLE)
     monkeypatch.setattr(sources.tempfile, "tempdir", str(tmp_path))

@@ -11,12 +11,14 @@ import torch
 from conftest import AGENT, BUNDLED, BUNDLED_ONNX, BUNDLED_PT, call, cli, ort_deterministic, ort_mu
 
 import inference as I
-from mlagents_inference import engines
-from mlagents_inference.engines import choose_engine, full_float32, parse_device, resolve_device, select_device
-from mlagents_inference.obs_files import parse_obs
-from mlagents_inference.observations import random_inputs
-from mlagents_inference.policy import load_checkpoint
-from mlagents_inference.sources import default_checkpoint, file_sha256, find_behavior, list_checkpoints, locate_model, pick_hub_files
+from mlagents_inference.core.inputs import parse_obs
+from mlagents_inference.core.observations import random_inputs
+from mlagents_inference.core.sources import default_checkpoint, file_sha256, find_behavior, list_checkpoints, locate_model, pick_hub_files
+from mlagents_inference.engines import torch_devices as engines
+from mlagents_inference.engines.factory import choose_engine
+from mlagents_inference.engines.torch_devices import full_float32, resolve_device, select_device
+from mlagents_inference.engines.devices import parse_device
+from mlagents_inference.loaders.policy_files import load_checkpoint
 
 CASES = [  # (model folder, checkpoint, its ML-Agents ONNX)
     pytest.param("bundled", "Huggy/Huggy-600017.pt", "Huggy/Huggy-600017.onnx", id="bundled-huggy-final"),
@@ -56,7 +58,7 @@ def observations(policy, rows=32) -> np.ndarray:
     """Normal draws, the named observations, and values far outside the normalizer's range."""
     width = policy.settings.inputs[0].shape[0]
     rng = np.random.RandomState(1234)
-    named = [np.zeros(width), np.ones(width), -np.ones(width), parse_obs("boundary", policy, 0)[0],
+    named = [np.zeros(width), np.ones(width), -np.ones(width), parse_obs("boundary", policy.settings, 0, policy.normalizers)[0],
              np.full(width, 1e4), np.full(width, -1e4)]
     return np.vstack([rng.randn(rows, width) * 3, *named]).astype(np.float32)
 
@@ -123,7 +125,7 @@ def test_low_precision_keeps_normalizer_float32():
 def test_random_observation_convention(policy):
     obs = rs_obs(0)
     assert np.allclose(obs[:3], [1.7640524, 0.4001572, 0.9787380], atol=1e-6)  # the original NPU adaptation's obs[:3]
-    random = parse_obs("random", policy, 0)
+    random = parse_obs("random", policy.settings, 0, policy.normalizers)
     assert len(random) == 1 and random[0].dtype == np.float32 and np.array_equal(random[0], obs)
     single, = random_inputs(policy.settings, 0)
     assert single.shape == (59,) and np.array_equal(single, obs)
@@ -187,7 +189,7 @@ def policy():
 
 def test_named_observations(policy):
     def one(text, seed=0):
-        values = parse_obs(text, policy, seed)
+        values = parse_obs(text, policy.settings, seed, policy.normalizers)
         assert len(values) == 1 and values[0].dtype == np.float32 and values[0].shape == (59,)
         return values[0]
     assert np.array_equal(one("zeros"), np.zeros(59, np.float32))
@@ -198,7 +200,7 @@ def test_named_observations(policy):
 
 
 def test_boundary_sits_on_the_clip_edges(policy):
-    obs = parse_obs("boundary", policy, 0)[0].astype(np.float64)
+    obs = parse_obs("boundary", policy.settings, 0, policy.normalizers)[0].astype(np.float64)
     prefix = "network_body.observation_encoder.processors.0.normalizer."
     steps = int(STATE[prefix + "normalization_steps"])
     std = np.sqrt(STATE[prefix + "running_variance"].numpy().astype(np.float64) / steps)
@@ -210,7 +212,7 @@ def test_boundary_sits_on_the_clip_edges(policy):
 def test_comma_list(policy):
     values = np.linspace(-2, 2, 59)
     text = ",".join(f"{v:.2f}" for v in values)
-    assert np.allclose(parse_obs(text, policy, 0)[0], np.round(values, 2), atol=1e-6)
+    assert np.allclose(parse_obs(text, policy.settings, 0, policy.normalizers)[0], np.round(values, 2), atol=1e-6)
 
 
 @pytest.mark.parametrize("text,words", [
@@ -220,7 +222,7 @@ def test_comma_list(policy):
 ])
 def test_bad_observations_refused(policy, text, words):
     with pytest.raises(I.UsageError, match=words):
-        parse_obs(text, policy, 0)
+        parse_obs(text, policy.settings, 0, policy.normalizers)
 
 
 def test_negative_values_typed_without_equals(capsys):

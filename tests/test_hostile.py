@@ -17,8 +17,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import inference as I
-from mlagents_inference.obs_files import parse_obs
-from mlagents_inference.sources import file_sha256
+from mlagents_inference.core.inputs import parse_obs
+from mlagents_inference.core.sources import file_sha256
 
 
 class RunsCode:
@@ -340,7 +340,7 @@ def test_the_numpy_forward_is_huggys():
                       .map(lambda xs: ",".join(repr(x) for x in xs))))
 def test_fuzzed_observations_parse_or_refuse(text):
     try:
-        obs = parse_obs(text, FUZZ_POLICY, 0)
+        obs = parse_obs(text, FUZZ_POLICY.settings, 0, FUZZ_POLICY.normalizers)
     except I.UsageError as exc:
         assert str(exc).startswith("--obs")
         return
@@ -350,7 +350,7 @@ def test_fuzzed_observations_parse_or_refuse(text):
 @settings(max_examples=100, deadline=None)
 @given(values=st.lists(st.floats(allow_nan=False, allow_infinity=False, width=32), min_size=59, max_size=59))
 def test_fuzzed_lists_round_trip(values):
-    obs = parse_obs(",".join(repr(v) for v in values), FUZZ_POLICY, 0)
+    obs = parse_obs(",".join(repr(v) for v in values), FUZZ_POLICY.settings, 0, FUZZ_POLICY.normalizers)
     assert len(obs) == 1 and np.array_equal(obs[0], np.asarray(values, np.float32))
 
 

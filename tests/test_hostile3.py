@@ -19,11 +19,10 @@ import torch
 from conftest import BUNDLED, EXAMPLES, ort_deterministic
 
 import inference as I
-from mlagents_inference import context
-from mlagents_inference.context import check_rows_fit
-from mlagents_inference.observations import AgentMemories
-from mlagents_inference.spec import InputSpec, PolicySettings
-from mlagents_inference.stream import stream_answer
+from mlagents_inference.core.observations import AgentMemories, check_rows_fit
+from mlagents_inference.core.spec import InputSpec, PolicySettings
+from mlagents_inference.core import observations as context
+from mlagents_inference.services.protocol import stream_answer
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

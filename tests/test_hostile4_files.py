@@ -16,7 +16,7 @@ import pytest
 from conftest import BUNDLED, BUNDLED_ONNX, EXAMPLES, ROOT, child_env, cli, ort_deterministic
 
 import inference as I
-from mlagents_inference.outputs import refuse_same_file
+from mlagents_inference.core.files import refuse_same_file
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 CHECKSUMS = "page_checksum_verification" in inspect.signature(pq.ParquetFile).parameters  # pyarrow 15 and later
@@ -207,8 +207,8 @@ READ_PEAK = """
 import sys
 from pathlib import Path
 import pyarrow as pa
-from mlagents_inference.obs_files import ParquetSource
-from mlagents_inference.spec import InputSpec, PolicySettings
+from mlagents_inference.core.inputs import ParquetSource
+from mlagents_inference.core.spec import InputSpec, PolicySettings
 def hwm():
     return int(next(l for l in open("/proc/self/status") if l.startswith("VmHWM")).split()[1]) * 1024
 settings = PolicySettings([InputSpec("obs_0", "vector", (59,))], 16, 1, False, continuous_size=2)

@@ -33,10 +33,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import inference as I
-from mlagents_inference import cli as command_line
-from mlagents_inference.checkpoint import read_checkpoint, validate_tensors
-from mlagents_inference.outputs import Interrupted, atomic_write, npy_size, open_npy_memmap, refuse_same_file
-from mlagents_inference.sources import check_sha256, file_sha256, final_step, status_entry, training_status
+from mlagents_inference.core.files import Interrupted, atomic_write, npy_size, open_npy_memmap, refuse_same_file
+from mlagents_inference.core.sources import check_sha256, file_sha256, final_step, status_entry, training_status
+from mlagents_inference.fronts import cli as command_line
+from mlagents_inference.loaders.checkpoint import read_checkpoint, validate_tensors
 
 LONG = "x" * 300  # one path component longer than NAME_MAX (255)
 
@@ -311,11 +311,11 @@ def test_os_error_and_memory_error_reaching_main(capsys, monkeypatch):
 
     def no_memory(ctx):
         raise MemoryError()
-    monkeypatch.setattr(command_line, "mode_functions", lambda mode: (denied, None))
+    monkeypatch.setattr(command_line, "mode_functions", lambda mode, ray=False: (denied, None))
     code, out, err = run_main(capsys, "--mode", "info")
     assert code == 2
     one_line(err, "/some/where/file.bin", "Permission denied")
-    monkeypatch.setattr(command_line, "mode_functions", lambda mode: (no_memory, None))
+    monkeypatch.setattr(command_line, "mode_functions", lambda mode, ray=False: (no_memory, None))
     code, out, err = run_main(capsys, "--mode", "info")
     assert code == 2
     one_line(err, "out of memory")

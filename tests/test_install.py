@@ -40,7 +40,7 @@ def test_pyproject_installs_the_package_the_door_its_command_and_the_ascend_requ
     meta = pyproject()
     assert meta["tool"]["setuptools"]["py-modules"] == ["inference"]
     assert meta["tool"]["setuptools"]["packages"] == ["mlagents_inference"]  # examples/, tests/, tools/ stay in the clone
-    assert meta["project"]["scripts"] == {"mlagents-infer": "mlagents_inference.cli:main"}
+    assert meta["project"]["scripts"] == {"mlagents-infer": "mlagents_inference.fronts.cli:main"}
     assert meta["project"]["dynamic"] == ["version"]
     assert meta["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "mlagents_inference.__version__"}
     assert meta["project"]["dependencies"] == requirement_lines(ROOT / "requirements-ascend.txt")
@@ -106,7 +106,7 @@ def test_the_wheel_holds_the_package_the_door_its_version_dependencies_and_comma
     requires = re.findall(r"^Requires-Dist: (.+)$", metadata, re.M)
     assert [r for r in requires if "extra ==" not in r] == requirement_lines(ROOT / "requirements-ascend.txt")
     assert any(r.startswith("torch") and 'extra == "torch"' in r for r in requires)
-    assert re.search(r"^mlagents-infer = mlagents_inference.cli:main$", entry_points, re.M)
+    assert re.search(r"^mlagents-infer = mlagents_inference.fronts.cli:main$", entry_points, re.M)
 
 
 def test_the_installed_module_imports_from_another_folder(installed, tmp_path):

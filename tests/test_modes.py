@@ -9,8 +9,8 @@ import pytest
 from conftest import AGENT, BUNDLED, BUNDLED_ONNX, BUNDLED_PT, call, cli, ort_deterministic
 
 import inference as I
-from mlagents_inference.cli import parse_args
-from mlagents_inference.sources import DEFAULT_EXPORT, HERE
+from mlagents_inference.core.sources import DEFAULT_EXPORT, HERE
+from mlagents_inference.fronts.cli import parse_args
 
 
 def rs_obs(seed: int, rows: int) -> np.ndarray:

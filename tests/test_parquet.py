@@ -248,19 +248,19 @@ def test_pyarrow_ray_and_orjson_stay_unimported():
 
 @pytest.mark.parametrize("chunk", [1, 7, 300, 5000])
 def test_the_read_units_of_ray_cover_every_row_once_in_order(tmp_path, chunk):
-    """What --ray hands its actors (datasets._read_units, read by ParquetSource.batches): small row
+    """What --ray hands its actors (datasets.read_units, read by ParquetSource.batches): small row
     groups together, a row group of many chunks cut in runs of record batches; read one after the
     other, every row comes once, in input order, its position right. (No Ray: the units alone.)"""
-    from mlagents_inference.datasets import _read_units
-    from mlagents_inference.obs_files import ParquetSource
-    from mlagents_inference.policy import load
+    from mlagents_inference.api.policy import load
+    from mlagents_inference.core.inputs import ParquetSource
+    from mlagents_inference.fronts.batch import read_units
     (tmp_path / "data").mkdir()
     for name, rows, groups in (("a", 2000, 90), ("b", 1300, None), ("c", 1, None), ("d", 950, 400)):
         start = {"a": 0, "b": 2000, "c": 3300, "d": 3301}[name]
         pq.write_table(pa.table({"id": np.arange(start, start + rows), "obs": fixed(huggy_obs(rows))}),
                        tmp_path / "data" / f"{name}.parquet", row_group_size=groups)
     source = ParquetSource.open(tmp_path / "data", load(BUNDLED).settings, ["id"])
-    units = [(u["file"], u["groups"], u["first"], u["skip"], u["take"]) for u in _read_units(source, chunk, 4)]
+    units = [(u["file"], u["groups"], u["first"], u["skip"], u["take"]) for u in read_units(source, chunk, 4)]
     seen = [(start, batch.column("id").to_numpy()) for unit in units for start, batch in source.batches(chunk, [unit])]
     assert all(len(ids) <= chunk and np.array_equal(ids, np.arange(start, start + len(ids))) for start, ids in seen)
     assert np.array_equal(np.concatenate([ids for _, ids in seen]), np.arange(4251))

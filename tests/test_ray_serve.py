@@ -210,7 +210,7 @@ def test_refusals(tmp_path):
 def test_a_replica_that_cannot_load_the_policy_is_one_line(tmp_path):
     """A replica's own failure (here its checkpoint path, changed in the driver alone, names no file on the node): Ray
     Serve gives up on the deployment and the command ends in one line naming the replica's error, exit 2."""
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); import mlagents_inference.ray_serve as r, inference; model = r.ray_model; "
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import mlagents_inference.fronts.ray_serve as r, inference; model = r.ray_model; "
             "r.ray_model = lambda ctx: {**model(ctx), 'checkpoint': '/nonexistent/x.pt', 'model_dir': None, 'onnx': None}; "
             "sys.exit(inference.main(sys.argv[2:]))")
     result = subprocess.run([sys.executable, "-c", code, str(ROOT), "--mode", "serve", "--ray", "local", "--http",

@@ -221,7 +221,7 @@ def test_problems_catches_a_wrong_exit_a_traceback_and_a_wordy_refusal():
 # ----------------------------------------------------------------------------------------
 
 def test_modes_md_has_a_section_for_every_mode_and_readme_links_every_page():
-    from mlagents_inference.cli import MODES
+    from mlagents_inference.fronts.cli import MODES
     headings = set(re.findall(r"^## `([a-z-]+)`", (ROOT / "docs" / "modes.md").read_text(encoding="utf-8"), re.M))
     assert set(MODES) <= headings, sorted(set(MODES) - headings)
     readme = README.read_text(encoding="utf-8")

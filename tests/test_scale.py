@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from conftest import BUNDLED, BUNDLED_ONNX, EXAMPLES, call, cli, ort_deterministic
 
-from mlagents_inference.engines import choose_engine
-from mlagents_inference.sources import HERE
+from mlagents_inference.core.sources import HERE
+from mlagents_inference.engines.factory import choose_engine
 
 BENCH_FIELDS = ("runs", "warmup", "batch", "avg_ms", "p50_ms", "p95_ms", "p99_ms", "max_ms", "throughput_per_s",
                 "engine", "onnxruntime_p50_ms", "ratio_to_onnxruntime")

@@ -5,9 +5,9 @@ import importlib.util
 import pytest
 from conftest import BUNDLED, EXAMPLES
 
-from mlagents_inference.cli import parse_args
-from mlagents_inference.errors import UsageError
-from mlagents_inference.runtime import MLAgentsOnnx, load_file_policy
+from mlagents_inference.core.errors import UsageError
+from mlagents_inference.fronts.cli import parse_args
+from mlagents_inference.loaders.onnx_file import MLAgentsOnnx, load_file_policy
 
 TORCH = importlib.util.find_spec("torch") is not None
 SPIN_KEY = "session.intra_op.allow_spinning"
@@ -52,7 +52,7 @@ def test_load_passes_spin_to_the_onnxruntime_engine_and_checks_it():
 
 @pytest.mark.skipif(not TORCH, reason="the rebuilt modules' engine needs torch")
 def test_the_serve_context_loads_its_policy_with_sleeping_threads_and_the_stream_as_asked():
-    from mlagents_inference.context import Context
+    from mlagents_inference.services.context import Context
     for mode, spins in (("serve", False), ("stream", True), ("action", True)):
         ctx = Context(parse_args(["--mode", mode, "--model-dir", str(BUNDLED)]))
         assert spinning(ctx.policy.engine.session) is spins, mode

@@ -14,7 +14,8 @@ import pytest
 from conftest import BUNDLED, BUNDLED_ONNX, EXAMPLES, ROOT, child_env, ort_deterministic, strict
 
 import inference as I
-from mlagents_inference.stream import mode_stream, waiting_lines
+from mlagents_inference.fronts.stream import mode_stream
+from mlagents_inference.services.protocol import waiting_lines
 
 
 @pytest.fixture(scope="module")

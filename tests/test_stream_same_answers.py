@@ -15,9 +15,9 @@ import pytest
 from conftest import BUNDLED, EXAMPLES
 
 import inference as I
-from mlagents_inference.errors import UsageError
-from mlagents_inference.observations import AgentMemories, _echoed_id
-from mlagents_inference.stream import _json_codec, _texts, answer_waiting, stream_answer
+from mlagents_inference.core.errors import UsageError
+from mlagents_inference.core.observations import AgentMemories
+from mlagents_inference.services.protocol import answer_texts, answer_waiting, echoed_id, json_codec, stream_answer
 
 IDS = [0, 1, 2, 3, -7, 2**53, -2**53, 2**53 + 1, "a", "b", "é✓", "x" * 256, "y" * 257, None, 1.5, True, [1], 10**30]
 
@@ -68,7 +68,7 @@ def mixed_lines(settings, count: int, seed: int) -> list:
 
 def alone(policy, lines: list, memories: AgentMemories) -> list:
     """Each line answered by itself through stream_answer (loads, then its rules), the memories carried in order."""
-    loads, answers = _json_codec()[0], []
+    loads, answers = json_codec()[0], []
     for raw in lines:
         msg = None
         try:
@@ -78,7 +78,7 @@ def alone(policy, lines: list, memories: AgentMemories) -> list:
                 raise UsageError("line is not JSON (or nested too deep)")
             answers.append(stream_answer(policy, msg, memories))
         except UsageError as exc:
-            answers.append({"id": _echoed_id(msg), "error": str(exc)})
+            answers.append({"id": echoed_id(msg), "error": str(exc)})
     return answers
 
 
@@ -98,15 +98,15 @@ def test_every_line_gets_the_bytes_it_gets_alone(policies, name, max_ids):
     lines = mixed_lines(policy.settings, 1200, seed=len(name))
     if len(policy.settings.inputs) > 1:  # ("obs" beside obs_0, obs_1: a plain line answers it, stream_answer refuses)
         lines = [line for line in lines if b'"obs":' not in line]
-    loads, dumps = _json_codec()
-    want = _texts(orjson.dumps, alone(policy, lines, AgentMemories(max_ids)))
+    loads, dumps = json_codec()
+    want = answer_texts(orjson.dumps, alone(policy, lines, AgentMemories(max_ids)))
     sizes = [1, 2, 5, 64, 300] if max_ids > len(lines) else [1]
     with np.errstate(over="ignore"):
-        whole = _texts(dumps, answer_waiting(policy, lines, AgentMemories(max_ids), loads, 1 << 20))
+        whole = answer_texts(dumps, answer_waiting(policy, lines, AgentMemories(max_ids), loads, 1 << 20))
         rng, memories, grouped, start = random.Random(7), AgentMemories(max_ids), [], 0
         while start < len(lines):
             size = rng.choice(sizes)
-            grouped += _texts(dumps, answer_waiting(policy, lines[start:start + size], memories, loads, 1 << 20))
+            grouped += answer_texts(dumps, answer_waiting(policy, lines[start:start + size], memories, loads, 1 << 20))
             start += size
     assert sum(b'"error"' not in t for t in want) > len(lines) // 3  # (enough good lines to matter)
     if name == "vector":  # (its unnormalised input: 3.4e38 drives some actions beyond float32)

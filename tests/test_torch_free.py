@@ -319,14 +319,14 @@ def test_the_stream_answers_as_the_torch_installs():
 
 def test_the_device_and_providers_logic(monkeypatch):
     """Without hardware: the providers a device and --providers ask for, in order, the device index where it goes."""
-    from mlagents_inference import runtime
+    from mlagents_inference.engines import devices as runtime
 
     class FakeOrt:
         @staticmethod
         def get_available_providers():
             return ["TensorrtExecutionProvider", "CUDAExecutionProvider", "CANNExecutionProvider", "CPUExecutionProvider"]
-    monkeypatch.setattr(runtime, "_ort", lambda: FakeOrt)
-    monkeypatch.setattr(runtime, "_host_has", lambda kind: True)  # (the host's devices: tests/test_torch_free_hostile.py)
+    monkeypatch.setattr(runtime, "import_onnxruntime", lambda: FakeOrt)
+    monkeypatch.setattr(runtime, "host_has_device", lambda kind: True)  # (the host's devices: tests/test_torch_free_hostile.py)
     assert runtime.ort_device("auto") == runtime.OrtDevice("npu", 0)
     assert str(runtime.ort_device("cuda:1")) == "cuda:1" and str(runtime.ort_device("cpu")) == "cpu"
     assert runtime.session_providers(runtime.OrtDevice("cuda", 1)) == [("CUDAExecutionProvider", {"device_id": "1"}), "CPUExecutionProvider"]
@@ -344,7 +344,7 @@ def test_the_device_and_providers_logic(monkeypatch):
 
 def test_a_provider_that_falls_back_is_refused(monkeypatch):
     """onnxruntime runs on the CPU when a provider cannot start (a driver missing): that is refused, not hidden."""
-    from mlagents_inference import runtime
+    from mlagents_inference.engines import devices as runtime
 
     class Session:
         def __init__(self, *a, **k):

@@ -135,9 +135,10 @@ def test_ray_actors_load_the_policy_on_the_providers_named():
     provider, or the CPU, whatever --providers said). Checked without Ray: what an actor is given, and what it loads."""
     got = no_torch_code("""
 import json
-from mlagents_inference.cli import parse_args
-from mlagents_inference.context import Context
-from mlagents_inference.datasets import PolicyActor, ray_model
+from mlagents_inference.fronts.cli import parse_args
+from mlagents_inference.services.context import Context
+from mlagents_inference.fronts.batch import PolicyActor
+from mlagents_inference.services.ray_support import ray_model
 ctx = Context(parse_args(["--mode", "batch", "--model-dir", %r, "--obs-file", "x.parquet", "--ray", "local",
                           "--providers", "CPUExecutionProvider", "--device", "cpu"]))
 model = ray_model(ctx)
@@ -161,21 +162,21 @@ except inference.UsageError as exc:
 def test_auto_takes_the_cpu_where_a_gpu_wheel_meets_no_gpu(monkeypatch):
     """onnxruntime-gpu on a host without a GPU: --device auto (the default) took CUDA, whose provider cannot start, and
     every command ended 'onnxruntime could not start CUDAExecutionProvider'; auto is the CPU there."""
-    from mlagents_inference import runtime
+    from mlagents_inference.engines import devices as runtime
 
     class FakeOrt:
         @staticmethod
         def get_available_providers():
             return ["CUDAExecutionProvider", "CANNExecutionProvider", "CPUExecutionProvider"]
-    monkeypatch.setattr(runtime, "_ort", lambda: FakeOrt)
-    monkeypatch.setattr(runtime, "_host_has", lambda kind: False)
+    monkeypatch.setattr(runtime, "import_onnxruntime", lambda: FakeOrt)
+    monkeypatch.setattr(runtime, "host_has_device", lambda kind: False)
     assert runtime.ort_device("auto") == runtime.OrtDevice("cpu")
-    monkeypatch.setattr(runtime, "_host_has", lambda kind: kind == "cuda")
+    monkeypatch.setattr(runtime, "host_has_device", lambda kind: kind == "cuda")
     assert runtime.ort_device("auto") == runtime.OrtDevice("cuda", 0)
     assert str(runtime.ort_device("npu:1")) == "npu:1"  # (named: as asked; a provider that cannot start is refused)
     monkeypatch.undo()
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    assert runtime._host_has("cuda") is False
+    assert runtime.host_has_device("cuda") is False
 
 
 @pytest.mark.parametrize("source", [["--model-dir", EXAMPLES / "vector"], ["--onnx", EXAMPLES / "onnx-interfaces" / "Hybrid-2x.onnx"]])

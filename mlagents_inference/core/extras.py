@@ -1,0 +1,43 @@
+"""Observations from --obs words and files: text, images (read as ML-Agents' camera sensor does), .npy/.npz, Parquet."""
+
+from .errors import UsageError
+
+
+def import_pyarrow():
+    """pyarrow, an optional dependency: imported on the Parquet path only."""
+    try:
+        import pyarrow
+        import pyarrow.compute  # noqa: F401
+        import pyarrow.parquet  # noqa: F401
+    except ImportError:
+        raise UsageError("Parquet files need pyarrow, which is not installed: pip install pyarrow")
+    return pyarrow
+
+
+
+TORCH_HINT = 'pip install ".[torch]" (or pip install torch; Ascend hosts: CANN\'s torch and torch_npu)'
+
+
+
+def torch_available() -> bool:
+    """Whether torch can be imported here, without importing it (sys.modules["torch"] = None counts as absent)."""
+    import sys
+    if "torch" in sys.modules:
+        return sys.modules["torch"] is not None
+    import importlib.util
+    try:
+        return importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+
+def import_onnxruntime():
+    try:
+        import onnxruntime as ort
+    except ImportError as exc:  # (installed but broken is said as such, not as "not installed")
+        import importlib.util
+        raise UsageError("onnxruntime is not installed (pip install onnxruntime)" if importlib.util.find_spec("onnxruntime")
+                         is None else f"onnxruntime cannot be imported ({str(exc).splitlines()[0][:160] if str(exc) else exc})")
+    return ort
+

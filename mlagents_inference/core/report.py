@@ -1,0 +1,108 @@
+"""The run context shared by the modes (the source, checkpoint, device, engine and policy of one
+command, each made once) and the small helpers their results share."""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from .files import PROCESS_T0
+from .spec import PolicySettings
+
+
+def header(r: dict, title: str) -> str:
+    return f"===== {title} (device={r['device']}, dtype={r['dtype']}, engine={r['engine']}) ====="
+
+
+
+def compare(test: np.ndarray, ref: np.ndarray) -> dict:
+    diff = np.abs(test.astype(np.float64) - ref.astype(np.float64))
+    rel = diff / np.maximum(np.abs(ref.astype(np.float64)), 1e-6)
+    return {"cos": _cosine(test, ref), "max_abs_err": float(diff.max()), "mean_abs_err": float(diff.mean()),
+            "max_rel_err": float(rel.max()),
+            "bitwise_equal_ratio": float(np.mean(test.astype(np.float32) == ref.astype(np.float32)))}
+
+
+
+def percentiles(times_ms: list) -> dict:
+    t = np.asarray(times_ms)
+    return {"avg_ms": float(t.mean()), "p50_ms": float(np.percentile(t, 50)), "p95_ms": float(np.percentile(t, 95)),
+            "p99_ms": float(np.percentile(t, 99)), "max_ms": float(t.max())}
+
+
+
+def parity(s: PolicySettings, ours: dict, theirs: dict) -> dict:
+    """How far our actions are from the reference's: continuous max abs error and cos, discrete
+    mismatching rows, memory error relative to max(1, |value|)."""
+    out = {}
+    if "continuous_actions" in ours:
+        st = compare(ours["continuous_actions"], theirs["continuous_actions"])
+        out.update(max_abs_err=st["max_abs_err"], mean_abs_err=st["mean_abs_err"], cos=st["cos"])
+    if "discrete_actions" in ours:
+        out["discrete_mismatches"] = int((np.asarray(ours["discrete_actions"]) != np.asarray(theirs["discrete_actions"])).any(axis=1).sum())
+    if "memory" in ours:
+        a, b = np.asarray(ours["memory"], np.float64), np.asarray(theirs["memory"], np.float64)
+        out["memory_max_rel_err"] = float((np.abs(a - b) / np.maximum(1.0, np.abs(b))).max())
+    return out
+
+
+
+PARITY_MIN_COS = 0.999999  # onnx-compare: the rebuilt policy's continuous actions against ML-Agents' ONNX
+
+
+
+def parity_holds(p: dict, tol: float) -> bool:
+    return (p.get("max_abs_err", 0.0) < tol and p.get("cos", 1.0) >= PARITY_MIN_COS
+            and p.get("discrete_mismatches", 0) == 0 and p.get("memory_max_rel_err", 0.0) < tol)
+
+
+
+def fmt(values, digits: Optional[int] = None) -> str:
+    """A list at full float32 precision (shortest text that reads back the same float32)."""
+    values = np.asarray(values, np.float32).reshape(-1)
+    if digits is not None:
+        return "[" + ", ".join(f"{v:.{digits}f}" for v in values) + "]"
+    return "[" + ", ".join(np.format_float_positional(v, unique=True, trim="0") if abs(v) >= 1e-4 or v == 0
+                           else np.format_float_scientific(v, unique=True, trim="0") for v in values) + "]"
+
+
+
+def floats(values) -> list:
+    """JSON-ready floats: each float32 value exactly (float64 text of the float32)."""
+    return np.asarray(values, np.float32).astype(np.float64).tolist()
+
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> float:
+    a, b = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
+    denom = np.linalg.norm(a) * np.linalg.norm(b)
+    return float(a @ b / denom) if denom else float(np.array_equal(a, b))
+
+
+
+def process_start_time() -> float:
+    """Seconds since the epoch when this process started (Linux /proc), else import time."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])  # since boot, in clock ticks
+        return time.time() - (time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError, AttributeError):  # (/proc/stat's btime is whole seconds: not used)
+        return time.time() - (time.perf_counter() - PROCESS_T0)
+
+
+
+def versions() -> dict:
+    import importlib.metadata as md
+    out = {"python": sys.version.split()[0]}
+    for name in ("torch", "torch_npu", "numpy", "onnxruntime", "onnx"):
+        out[name] = None
+        if name in sys.modules and sys.modules[name] is None:  # (made unimportable: as good as absent)
+            continue
+        with contextlib.suppress(md.PackageNotFoundError):
+            out[name] = md.version(name)
+    return out
+

@@ -1,0 +1,35 @@
+"""Devices and engines: --device parsing and selection (CPU, CUDA, Ascend NPU through torch_npu),
+full float32 (TF32 and HF32 off), and the two engines over the same modules' outputs
+(EngineHeads): torch (device graphs on CUDA/NPU) and onnxruntime (CPU float32)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+from ..core.sessions import onnx_session
+from ..core.spec import engine_output_names, input_names
+from ..model.export import export_engine_onnx
+from ..model.networks import EngineHeads
+
+if TYPE_CHECKING:  # (annotations only)
+    from ..model.networks import SimpleActor
+
+
+
+class OnnxRuntimeEngine:
+    """The same modules exported (deterministic outputs only) and run by onnxruntime on the CPU, float32 only."""
+    name = "onnxruntime"
+
+    def __init__(self, actor: "SimpleActor", providers: Optional[list] = None, spin: bool = True):
+        self.output_names, self.input_names = engine_output_names(actor.settings), input_names(actor.settings)
+        self.session = onnx_session(export_engine_onnx(EngineHeads(actor)), providers=providers, spin=spin)
+        self.providers = self.session.get_providers()
+        # InferenceSession.run re-checks on every call what is fixed here (input names, OrtValue
+        # ownership, graph capture) through pybind properties: 5-10 µs a call once a run has left the
+        # caches cold, a tenth of a small visual policy's batch-1 call. The binding's run skips that.
+        binding = getattr(self.session, "_sess", None)
+        self._run = binding.run if callable(getattr(binding, "run", None)) else self.session.run
+
+    def run(self, flat: list, names: Optional[list] = None) -> dict:
+        names = self.output_names if names is None else names
+        return dict(zip(names, self._run(names, dict(zip(self.input_names, flat)), None)))
+

@@ -1,0 +1,549 @@
+"""serve: the stream's JSON lines over TCP or a Unix socket, the lines waiting on every connection answered together
+(one answer_waiting call: one engine call for the plain lines); --http adds GET /healthz, GET /metrics and POST /v1/act
+(aiohttp and prometheus-client, optional: imported with --http alone). docs/serve.md."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import gc
+import os
+import signal
+import socket
+import stat
+import sys
+import time
+from bisect import bisect_left
+from typing import TYPE_CHECKING
+
+from ..core.errors import UsageError
+from ..core.files import Interrupted
+from ..core.observations import AgentMemories
+from ..core.report import percentiles
+from ..services.protocol import answer_waiting, echoed_id, json_codec, parse_address
+
+if TYPE_CHECKING:  # (annotations only)
+    from ..services.context import Context
+
+
+
+WRITE_BOUND = 1 << 20   # a connection's unsent answers (bytes) past which its lines are no longer read
+
+
+
+READ_SIZE = 1 << 20     # the most one read takes from a connection (the stream's pipe reads: the same)
+
+
+
+READ_BOUND = 4 << 20    # its received, unanswered lines (bytes; with --max-batch) past which likewise
+
+
+
+STOP_GRACE_S = 10.0     # SIGTERM: how long the lines already received have to be answered and sent
+
+
+
+HTTP_SCOPE = "http:"    # the memory scope of every POST /v1/act line (socket connections: "<n>:")
+
+
+
+LATENCY_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+
+
+
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
+
+
+
+NEED_HTTP = "--http needs aiohttp and prometheus-client: pip install aiohttp prometheus-client"
+
+
+
+def _cannot_listen(option: str, text: str, exc: OSError) -> UsageError:
+    reason = {errno.EADDRINUSE: "address already in use", errno.EACCES: "permission denied",
+              errno.EADDRNOTAVAIL: "no such address on this machine"}.get(exc.errno, exc.strerror or str(exc))
+    return UsageError(f"{option} {text}: cannot listen ({reason})")
+
+
+
+def listening_socket(option: str, text: str, address: tuple) -> tuple:
+    """A bound, listening, non-blocking socket and the Unix socket file's (dev, inode) it created (None for TCP).
+    An existing Unix socket file is replaced when nothing answers on it; any other existing path is refused."""
+    made = None
+    try:
+        if address[0] == "unix":
+            path = address[1]
+            with contextlib.suppress(FileNotFoundError):
+                if not stat.S_ISSOCK(os.lstat(path).st_mode):
+                    raise UsageError(f"{option} {text}: {path} exists and is not a socket; refusing to replace it")
+                with socket.socket(socket.AF_UNIX) as probe:
+                    try:
+                        probe.connect(path)
+                    except (ConnectionRefusedError, FileNotFoundError):
+                        os.unlink(path)  # a socket file left by a server that is gone
+                    else:
+                        raise UsageError(f"{option} {text}: another server is listening on {path}")
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.bind(path)
+            made = (os.stat(path).st_dev, os.stat(path).st_ino)
+        else:
+            family, kind, proto, _, where = socket.getaddrinfo(address[1], address[2], type=socket.SOCK_STREAM,
+                                                               flags=socket.AI_PASSIVE)[0]
+            sock = socket.socket(family, kind, proto)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(where)
+        sock.listen(4096)
+        sock.setblocking(False)
+        return sock, made
+    except socket.gaierror as exc:
+        raise UsageError(f"{option} {text}: cannot listen (unknown host: {exc.strerror})")
+    except OSError as exc:
+        raise _cannot_listen(option, text, exc)
+
+
+
+def _shown(sock: socket.socket) -> str:
+    if sock.family == socket.AF_UNIX:
+        return f"unix:{sock.getsockname()}"
+    host, port = sock.getsockname()[:2]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+
+def _raise_open_files_limit() -> None:
+    """Idle connections cost a file descriptor each: the soft limit goes up to the hard one."""
+    with contextlib.suppress(ImportError, ValueError, OSError):
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        target = 1 << 20 if hard == resource.RLIM_INFINITY else hard
+        if soft != resource.RLIM_INFINITY and soft < target:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+
+
+
+class Histogram:
+    """Counts per bucket (Prometheus' `le`), added to n lines at a time: the answering path stays plain Python."""
+
+    def __init__(self, bounds: tuple):
+        self.bounds, self.counts, self.sum, self.n = bounds, [0] * (len(bounds) + 1), 0.0, 0
+
+    def add(self, value: float, n: int = 1) -> None:
+        self.counts[bisect_left(self.bounds, value)] += n
+        self.sum += value * n
+        self.n += n
+
+    def buckets(self) -> list:
+        out, total = [], 0
+        for bound, count in zip(self.bounds, self.counts):
+            total += count
+            out.append((repr(float(bound)), total))
+        return out + [("+Inf", self.n)]
+
+
+
+class Connection(asyncio.BufferedProtocol):
+    """One client: its bytes split into the stream's lines (too long: None), waiting for the next answering pass. Reads
+    go into the server's one read buffer (up to READ_SIZE at a time, copied out at once): an idle connection holds none."""
+
+    def __init__(self, server: "Server"):
+        self.server, self.lines, self.parts, self.parts_len, self.skipping = server, [], [], 0, False
+        self.arrived, self.closed, self.eof, self.info = 0.0, False, False, False
+        self.write_paused = self.read_paused = False
+        self.waiting_bytes, self.transport, self.scope, self.fd = 0, None, "", -1
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        transport.set_write_buffer_limits(high=WRITE_BOUND)
+        self.server.opened(self)
+
+    def get_buffer(self, sizehint: int):
+        return self.server.read_view
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.data_received(self.server.read_view[:nbytes].tobytes())
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        limit, lines = self.server.limit, self.lines
+        before = len(lines)
+        self.info = self.info or b'"info"' in data
+        if b"\n" not in data:
+            if not self.skipping:
+                self.parts.append(data)
+                self.parts_len += len(data)
+                if self.parts_len > limit:  # a too-long line is answered at once, its rest skipped
+                    lines.append(None)
+                    self.parts, self.parts_len, self.skipping = [], 0, True
+        else:
+            if self.parts:
+                data = b"".join(self.parts) + data
+                self.parts, self.parts_len = [], 0
+            *complete, tail = data.split(b"\n")
+            for line in complete:
+                if self.skipping:  # the end of a line already answered as too long
+                    self.skipping = False
+                elif len(line) > limit:
+                    lines.append(None)
+                elif line and not line.isspace():
+                    lines.append(line)
+            if len(tail) > limit:
+                lines.append(None)
+                self.skipping = True
+            elif tail:
+                self.parts, self.parts_len = [tail], len(tail)
+        if len(lines) > before:
+            self.waiting_bytes += len(data)
+            self.server.waiting(self, len(lines) - before)
+            if self.waiting_bytes > READ_BOUND:
+                self.reading()
+
+    def eof_received(self) -> bool:
+        tail = b"".join(self.parts)  # a last line without its newline is a line too
+        if tail.strip() and not self.skipping:
+            self.lines.append(tail)
+            self.server.waiting(self, 1)
+        self.parts, self.eof = [], True
+        if not self.lines:
+            self.transport.close()  # (after the answers already written)
+        return True  # the answers still to come are written before it closes
+
+    def connection_lost(self, exc) -> None:
+        self.closed = True
+        self.server.lost(self)
+
+    def pause_writing(self) -> None:  # its unsent answers passed WRITE_BOUND: stop reading it
+        self.write_paused = True
+        self.reading()
+
+    def resume_writing(self) -> None:
+        self.write_paused = False
+        self.reading()
+
+    def reading(self) -> None:
+        pause = self.write_paused or self.waiting_bytes > READ_BOUND
+        if pause != self.read_paused and not self.closed and not self.transport.is_closing():
+            self.read_paused = pause
+            (self.transport.pause_reading if pause else self.transport.resume_reading)()
+
+    def deliver(self, texts: list, answers: list) -> None:
+        if not self.closed and not self.transport.is_closing():
+            self.transport.write(b"\n".join(texts) + b"\n")
+
+    def answered(self) -> None:
+        self.waiting_bytes = sum(len(line) for line in self.lines if line) if self.lines else 0
+        self.reading()
+        if self.eof and not self.lines and not self.closed:
+            self.transport.close()
+
+
+
+class HttpLine:
+    """POST /v1/act: one line, its answer handed to the request's future."""
+    eof = closed = info = False
+
+    def __init__(self, line, future):
+        self.lines, self.future, self.scope, self.arrived = [line], future, HTTP_SCOPE, time.perf_counter()
+        self.info = line is not None and b'"info"' in line
+
+    def deliver(self, texts: list, answers: list) -> None:
+        if not self.future.done():
+            self.future.set_result((texts[0], answers[0]))
+
+    def answered(self) -> None:
+        pass
+
+
+
+class Server:
+    """The answering loop: every connection's waiting lines go through one answer_waiting call per pass."""
+
+    def __init__(self, ctx: Context):
+        a = ctx.args
+        self.ctx, self.policy, self.limit = ctx, ctx.policy, a.max_line_bytes
+        self.max_batch, self.max_wait = a.max_batch, a.max_wait_us / 1e6
+        self.loads, self.dumps = json_codec()
+        self.memories = AgentMemories()
+        self.ready: dict = {}  # connections (and HTTP lines) with lines waiting, in arrival order
+        self.conns: set = set()
+        self.waiting_lines, self.serial, self.timer, self.scheduled = 0, 0, None, False
+        self.stopping, self.failure, self.loop, self.done = 0, None, None, None
+        self.lines = self.errors = self.opened_total = 0
+        self.latencies: list = []
+        self.latency, self.batches = Histogram(LATENCY_BUCKETS_S), Histogram(BATCH_BUCKETS)
+        self.read_view = memoryview(bytearray(READ_SIZE))
+
+    # -- connections
+    def opened(self, conn: Connection) -> None:
+        self.serial += 1
+        self.opened_total += 1
+        conn.scope = f"{self.serial}:"
+        sock = conn.transport.get_extra_info("socket")
+        conn.fd = sock.fileno() if sock is not None else -1
+        self.conns.add(conn)
+        if self.stopping:
+            conn.transport.close()
+
+    def lost(self, conn: Connection) -> None:
+        self.conns.discard(conn)
+        self.ready.pop(conn, None)
+        self.waiting_lines -= len(conn.lines)
+        conn.lines = []
+        if self.policy.settings.memory_size and self.memories:  # its agents' memories go with it
+            for key in [k for k in self.memories if k.startswith(conn.scope)]:
+                self.memories.forget(key)
+        if self.stopping:
+            self.check_drained()
+
+    def waiting(self, owner, n: int) -> None:
+        if owner not in self.ready:
+            self.ready[owner] = None
+            owner.arrived = time.perf_counter()
+        self.waiting_lines += n
+        full = self.max_batch is not None and self.waiting_lines >= self.max_batch
+        if self.timer is not None and full:
+            self.timer.cancel()
+            self.timer = None
+            self.scheduled = False
+        if not self.scheduled:
+            self.scheduled = True
+            if self.max_wait and not full:
+                self.timer = self.loop.call_later(self.max_wait, self.answer_pass)
+            else:
+                self.loop.call_soon(self.answer_pass)
+
+    # -- answering
+    def control(self, raw):
+        """{"info": true} (optionally with "id"): the policy's info dict; None for any other line."""
+        try:
+            msg = self.loads(raw)
+        except (ValueError, RecursionError):
+            return None
+        if type(msg) is not dict or msg.get("info") is not True or not set(msg) <= {"info", "id"}:
+            return None
+        return {"id": echoed_id(msg), "info": self.policy.info}
+
+    def answer_pass(self) -> None:
+        self.scheduled, self.timer = False, None
+        try:
+            self._answer_pass()
+        except BaseException as exc:  # noqa: BLE001 - ends the server through mode_serve, which raises it again
+            self.failure = self.failure or exc
+            if not self.done.done():
+                self.done.set_result(None)
+
+    def _answer_pass(self) -> None:
+        lines, scopes, owners, budget, ready = [], [], [], self.max_batch or sys.maxsize, self.ready
+        info = False
+        while ready and budget > 0:
+            owner = next(iter(ready))
+            del ready[owner]
+            take = owner.lines
+            if len(take) > budget:  # (--max-batch) the rest waits for the next pass, this owner last in line
+                owner.lines, take = take[budget:], take[:budget]
+                ready[owner] = None
+            else:
+                owner.lines = []
+            lines += take
+            scopes += [owner.scope] * len(take)
+            owners.append((owner, len(take), owner.arrived))
+            budget -= len(take)
+            info = info or owner.info
+        self.waiting_lines -= len(lines)
+        if lines:
+            special = {i: a for i, raw in enumerate(lines) if raw is not None and b'"info"' in raw
+                       for a in [self.control(raw)] if a is not None} if info else {}
+            if special:
+                rest = [i for i in range(len(lines)) if i not in special]
+                answers = [None] * len(lines)
+                for i, answer in zip(rest, answer_waiting(self.policy, [lines[i] for i in rest], self.memories,
+                                                           self.loads, self.limit, [scopes[i] for i in rest])):
+                    answers[i] = answer
+                for i, answer in special.items():
+                    answers[i] = answer
+            else:
+                answers = answer_waiting(self.policy, lines, self.memories, self.loads, self.limit, scopes)
+            dumps, texts, errors = self.dumps, [], 0
+            for i, answer in enumerate(answers):
+                try:
+                    texts.append(dumps(answer))
+                except (TypeError, ValueError):  # a non-finite number slipped through: strict JSON or nothing
+                    answers[i] = answer = {"id": answer.get("id"), "error": "the answer holds non-finite numbers"}
+                    texts.append(dumps(answer))
+                errors += "error" in answer
+            now, at = time.perf_counter(), 0
+            for owner, n, arrived in owners:
+                owner.deliver(texts[at:at + n], answers[at:at + n])
+                at += n
+                self.latency.add(now - arrived, n)
+                if len(self.latencies) < 1_000_000:  # bounded: a day-long server keeps the first million
+                    self.latencies += [(now - arrived) * 1e3] * n
+            self.lines += len(lines)
+            self.errors += errors
+            self.batches.add(len(lines))
+        for owner, _, _ in owners:
+            owner.answered()
+        if ready and not self.scheduled:
+            self.scheduled = True
+            self.loop.call_soon(self.answer_pass)
+        if self.stopping:
+            self.check_drained()
+
+    # -- stopping
+    def stop(self, signum: int) -> None:
+        """SIGTERM (SIGINT, SIGHUP): accept no more; answer every line received; close each connection once its
+        answers are sent and nothing more is waiting on it; at most STOP_GRACE_S. A second signal: at once."""
+        if self.stopping:
+            return self.finish()
+        self.stopping = signum
+        for listener in self.listeners:
+            listener.close()
+        self.loop.call_later(STOP_GRACE_S, self.finish)
+        self.check_drained()
+
+    def check_drained(self) -> None:
+        if self.done.done():
+            return
+        import select
+        idle = [c for c in self.conns if not c.lines and c not in self.ready and not c.read_paused
+                and not c.transport.get_write_buffer_size() and not c.transport.is_closing()]
+        poll = select.poll()
+        for conn in idle:
+            poll.register(conn.fd, select.POLLIN)
+        busy = {fd for fd, _ in poll.poll(0)} if idle else set()
+        for conn in idle:
+            if conn.fd not in busy:  # (what it sent is read and answered: it closes after its answers)
+                conn.transport.close()
+        if not self.conns and not self.ready:
+            self.done.set_result(None)
+        else:
+            self.loop.call_later(0.005, self.check_drained)
+
+    def finish(self) -> None:
+        for conn in list(self.conns):
+            conn.transport.abort()
+        if not self.done.done():
+            self.done.set_result(None)
+
+    async def run(self, listener, http) -> None:
+        loop = self.loop = asyncio.get_running_loop()
+        self.done = loop.create_future()
+        loop.set_exception_handler(lambda loop, context: None)  # (accept() out of descriptors: asyncio retries)
+        self.listeners = [await loop.create_server(lambda: Connection(self), sock=listener, backlog=4096)] if listener else []
+        runner = await start_http(self, http) if http is not None else None
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            loop.add_signal_handler(signum, self.stop, signum)
+        if listener is not None:
+            print(f"[serve] listening on {_shown(listener)}", file=sys.stderr, flush=True)
+        if http is not None:
+            print(f"[serve] http on {_shown(http)}", file=sys.stderr, flush=True)
+        try:
+            await self.done
+        finally:
+            if runner is not None:
+                await runner.cleanup()
+
+
+
+async def start_http(server: Server, sock: socket.socket):
+    """GET /healthz, GET /metrics (Prometheus text, a registry of its own), POST /v1/act (one stream line, batched
+    with the socket lines; its answer object, status 400 when it is an error answer), in the same event loop."""
+    from aiohttp import web
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+    class Collector:
+        def collect(self):
+            s = server
+            yield CounterMetricFamily("mlagents_serve_lines", "lines answered (sockets and /v1/act)", value=s.lines)
+            yield CounterMetricFamily("mlagents_serve_error_answers", "error answers", value=s.errors)
+            yield GaugeMetricFamily("mlagents_serve_connections_open", "socket connections open", value=len(s.conns))
+            yield CounterMetricFamily("mlagents_serve_connections", "socket connections accepted", value=s.opened_total)
+            yield HistogramMetricFamily("mlagents_serve_batch_lines", "lines per answering pass (one engine call for "
+                                        "the plain ones)", buckets=s.batches.buckets(), sum_value=s.batches.sum)
+            yield HistogramMetricFamily("mlagents_serve_latency_seconds", "from the read that brought a line to the "
+                                        "write of its answer", buckets=s.latency.buckets(), sum_value=s.latency.sum)
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Collector())
+
+    async def healthz(request):
+        return web.Response(text="stopping\n" if server.stopping else "ok\n", status=503 if server.stopping else 200)
+
+    async def metrics(request):
+        return web.Response(body=generate_latest(registry), headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+
+    async def act(request):
+        if server.stopping:
+            return web.json_response({"id": None, "error": "the server is stopping"}, status=503)
+        try:
+            body = (await request.read()).strip()
+        except web.HTTPRequestEntityTooLarge:
+            body = None
+        line = HttpLine(body if body is None or len(body) <= server.limit else None, server.loop.create_future())
+        if body == b"":
+            return web.json_response({"id": None, "error": "empty body: expected one stream line"}, status=400)
+        server.waiting(line, 1)
+        text, answer = await line.future
+        return web.Response(body=text, status=400 if "error" in answer else 200, content_type="application/json")
+
+    app = web.Application(client_max_size=server.limit + 1)
+    app.add_routes([web.get("/healthz", healthz), web.get("/metrics", metrics), web.post("/v1/act", act)])
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
+    await runner.setup()
+    await web.SockSite(runner, sock).start()
+    return runner
+
+
+
+def mode_serve(ctx: Context):
+    """Answer the stream's lines on --listen (TCP or Unix socket) and/or POST /v1/act on --http until SIGTERM (then
+    exit 0 once every line received is answered) or SIGINT/SIGHUP (the same, then 128 + N)."""
+    a = ctx.args
+    if a.listen is None and a.http is None:
+        raise UsageError("--mode serve needs --listen HOST:PORT (or unix:PATH), --http HOST:PORT, or both")
+    listen = parse_address("--listen", a.listen) if a.listen is not None else None
+    http = parse_address("--http", a.http, unix=False) if a.http is not None else None
+    if http is not None:
+        try:
+            import aiohttp  # noqa: F401
+            import prometheus_client  # noqa: F401
+        except ImportError:
+            raise UsageError(NEED_HTTP) from None
+    server = Server(ctx)  # (the policy is loaded here, before any socket is opened)
+    gc.freeze()  # (as the stream: what is loaded stays, a full collection need not walk it again and again)
+    _raise_open_files_limit()
+    sockets, made = [], None
+    loop = None
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    try:
+        listener, made = listening_socket("--listen", a.listen, listen) if listen else (None, None)
+        sockets.append(listener)
+        http_sock = listening_socket("--http", a.http, http)[0] if http else None
+        sockets.append(http_sock)
+        loop = asyncio.new_event_loop()
+        loop.run_until_complete(server.run(listener, http_sock))
+    finally:
+        if loop is not None:
+            loop.close()
+        for signum, handler in before.items():
+            with contextlib.suppress(ValueError, OSError, TypeError):
+                signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+        for sock in sockets:
+            if sock is not None:
+                sock.close()
+        if made is not None:  # the Unix socket file it made (and only that one) goes
+            with contextlib.suppress(OSError):
+                st = os.stat(listen[1])
+                if (st.st_dev, st.st_ino) == made:
+                    os.unlink(listen[1])
+    if server.failure is not None:
+        raise server.failure
+    if a.stream_stats:
+        p = percentiles(server.latencies) if server.latencies else {"p50_ms": float("nan"), "p99_ms": float("nan")}
+        print(f"[serve] lines={server.lines} errors={server.errors} p50={p['p50_ms']:.4f}ms p99={p['p99_ms']:.4f}ms "
+              f"connections={server.opened_total} engine={ctx.engine_name} device={ctx.device}", file=sys.stderr, flush=True)
+    if server.stopping and server.stopping != signal.SIGTERM:
+        raise Interrupted(server.stopping)
+    return None, True
+
