@@ -1,4 +1,5 @@
-"""Observations, masks and memories as arrays: the one finite/float32 check, shapes, AgentMemories, stream lines."""
+"""The policy API's contract, torch-free: PolicyAPI (what load() and connect() both return) and the one set of
+argument checks, messages and ranges that Policy and RemotePolicy share."""
 from __future__ import annotations
 
 import collections

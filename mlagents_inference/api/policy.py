@@ -13,11 +13,18 @@ import numpy as np
 
 from ..core.errors import UsageError
 from ..core.extras import TORCH_HINT, torch_available
-from ..core.observations import MASK_KEY_BYTES, AgentMemories, branch_draw, mask_key, observation_arrays, shape_masks, shape_memory
+from ..core.observations import (
+    MASK_KEY_BYTES,
+    AgentMemories,
+    branch_draw,
+    mask_key,
+    observation_arrays,
+    shape_masks,
+    shape_memory,
+)
 from ..core.sources import locate_model, path_kind, regular_file
 from ..core.spec import FLOAT32, GoalInput, action_tuple, clipped_action, no_actions, step_outputs
-from ..engines.devices import OrtDevice, onnxruntime_devices, ort_device, session_providers
-from ..loaders.onnx_file import MLAgentsOnnx
+from ..engines.factory import make_engine, pick_device
 from ..loaders.policy_files import load_checkpoint
 from .contract import (
     PLAIN_TYPES,
@@ -61,29 +68,7 @@ class Policy:
         self.checkpoint, self.settings = checkpoint, checkpoint.settings
         check_policy_arguments(dtype, engine, graphs, seed, spin)
         self.dtype, self.sigma = dtype, None
-        if checkpoint.actor is None or engine == "onnxruntime" or providers:  # onnxruntime's devices (providers)
-            if engine == "torch" or dtype != "float32" or (providers and checkpoint.actor is not None and engine != "onnxruntime"):
-                raise UsageError(f"--engine {engine} --dtype {dtype}" + (" with --providers" if providers else "") + ": "
-                                 + ("onnxruntime runs float32 only, on its providers; other engines and precisions "
-                                    f"need torch: {TORCH_HINT}" if checkpoint.actor is None else
-                                    "onnxruntime runs float32 only; --providers applies to --engine onnxruntime"))
-            self.device = device if isinstance(device, OrtDevice) else ort_device(str(device))
-            self.engine_name = "onnxruntime"
-            ort_providers = session_providers(self.device, providers)
-            if checkpoint.actor is None:  # the ML-Agents file itself
-                self.engine = MLAgentsOnnx(checkpoint.path, self.settings, providers=ort_providers, sampling=True, spin=spin)
-            else:
-                from ..engines.onnx_engine import OnnxRuntimeEngine
-                self.engine = OnnxRuntimeEngine(checkpoint.actor, ort_providers, spin)
-        else:
-            from ..engines.factory import choose_engine
-            from ..engines.onnx_engine import OnnxRuntimeEngine
-            from ..engines.torch_devices import resolve_device
-            from ..engines.torch_engine import TorchEngine
-            self.device = device if type(device).__module__ == "torch" else resolve_device(str(device))
-            self.engine_name = choose_engine(engine, self.device, dtype)
-            self.engine = (OnnxRuntimeEngine(checkpoint.actor, spin=spin) if self.engine_name == "onnxruntime"
-                           else TorchEngine(checkpoint.actor, self.device, dtype, graphs))
+        self.engine, self.device, self.engine_name = make_engine(checkpoint, device, dtype, engine, graphs, providers, spin)
         if checkpoint.actor is not None:
             continuous = checkpoint.actor.action_model._continuous_distribution
             self.sigma = (continuous.log_sigma.detach().exp().reshape(-1).numpy()
@@ -376,11 +361,7 @@ def load(path, device="cpu", dtype: str = "float32", engine: str = "auto", goal_
     `spin` False: onnxruntime's threads sleep between calls instead of spin-waiting (the CPU shared with simulators)."""
     check_load_arguments(path, device, expect_sha256, onnx)
     check_policy_arguments(dtype, engine, graphs, seed, spin)
-    if isinstance(device, str) and onnxruntime_devices(engine, providers):
-        device = ort_device(device)  # (checked before the checkpoint is read)
-    elif isinstance(device, str) or type(device).__module__ == "torch":
-        from ..engines.torch_devices import resolve_device
-        device = resolve_device(str(device))  # ('meta' or an absent GPU refused)
+    device = pick_device(device, engine, providers)  # (checked before the checkpoint is read; 'meta' or an absent GPU refused)
     if providers is not None:
         from ..engines.devices import parse_providers
         if isinstance(providers, str) or not providers or not all(isinstance(p, str) for p in providers):

@@ -1,5 +1,5 @@
-"""Observations from --obs words and files: text, images (read as ML-Agents' camera sensor does), .npy/.npz, Parquet."""
-
+"""Optional packages, asked for where they are needed: whether torch is here (without importing it), onnxruntime
+and pyarrow imported with one-line errors."""
 from .errors import UsageError
 
 

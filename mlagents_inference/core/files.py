@@ -1,4 +1,5 @@
-"""Output: numbers as text, deferred signals, reserved space, atomic writes, the same-file rule for outputs."""
+"""Files and signals: atomic writes, reserved space, the same-file rule for outputs, short paths and OS errors in
+one line, deferred signals."""
 import contextlib
 import os
 import tempfile

@@ -1,4 +1,5 @@
-"""Observations, masks and memories as arrays: the one finite/float32 check, shapes, AgentMemories, stream lines."""
+"""Observations, masks and memories as arrays: the one finite/float32 check, shapes, per-agent memories
+(AgentMemories), random inputs, whether a batch fits in memory."""
 from __future__ import annotations
 
 import contextlib

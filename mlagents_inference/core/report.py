@@ -1,5 +1,5 @@
-"""The run context shared by the modes (the source, checkpoint, device, engine and policy of one
-command, each made once) and the small helpers their results share."""
+"""Numbers as text and the figures results share: fmt/floats, cosine, percentiles, compare and parity against
+a reference, the header of a mode's human lines, the versions of what runs."""
 from __future__ import annotations
 
 import contextlib

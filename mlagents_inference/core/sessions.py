@@ -1,6 +1,5 @@
-"""onnxruntime, torch-free: sessions on execution providers, and ML-Agents' own ONNX run by itself (MLAgentsOnnx:
-2.x and 1.x interfaces, older files without deterministic outputs): the reference of the checks, and the engine of
-the torch-free install (FileCheckpoint, load_file_policy)."""
+"""onnxruntime sessions, torch-free: one InferenceSession on execution providers (tuned, threads, spinning) and
+its errors in one line; the table of providers and the wheels that bring them."""
 import re
 from pathlib import Path
 from typing import Optional

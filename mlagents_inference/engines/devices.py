@@ -1,6 +1,5 @@
-"""onnxruntime, torch-free: sessions on execution providers, and ML-Agents' own ONNX run by itself (MLAgentsOnnx:
-2.x and 1.x interfaces, older files without deterministic outputs): the reference of the checks, and the engine of
-the torch-free install (FileCheckpoint, load_file_policy)."""
+"""Devices, torch-free: --device parsed, onnxruntime's execution providers for a device and --providers
+(OrtDevice, session_providers), and when a device means onnxruntime's providers."""
 import re
 from dataclasses import dataclass
 from typing import Optional

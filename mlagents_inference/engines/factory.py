@@ -1,10 +1,15 @@
-"""Devices and engines: --device parsing and selection (CPU, CUDA, Ascend NPU through torch_npu),
-full float32 (TF32 and HF32 off), and the two engines over the same modules' outputs
-(EngineHeads): torch (device graphs on CUDA/NPU) and onnxruntime (CPU float32)."""
+"""The one engine factory: which device and engine run a loaded policy (torch, or onnxruntime on its execution
+providers) and the engine built. Importable without torch: the torch layer is imported only when a torch device is
+resolved or a torch engine built. Policy, load() and the run context all go through here."""
 import importlib.util
+from typing import Optional
 
 from ..core.errors import UsageError
+from ..core.extras import TORCH_HINT
 from ..core.spec import ENGINES
+from .devices import OrtDevice, onnxruntime_devices, ort_device, session_providers
+
+__all__ = ["choose_engine", "pick_device", "engine_name", "make_engine"]
 
 
 def choose_engine(name: str, device, dtype: str) -> str:
@@ -22,3 +27,48 @@ def choose_engine(name: str, device, dtype: str) -> str:
         raise UsageError(f"engine {name!r}: expected one of {', '.join(ENGINES)}")
     return "onnxruntime" if name == "auto" and device.type == "cpu" and dtype == "float32" and has_ort else "torch"
 
+
+def pick_device(device, engine: str = "auto", providers: Optional[list] = None, file_policy: bool = False):
+    """The device a policy runs on: onnxruntime's (OrtDevice) where a device means its providers (without torch, with
+    engine onnxruntime or providers: devices.onnxruntime_devices; or a policy that runs as its ML-Agents file), else
+    torch's (a torch.device, checked to exist). A device already made is kept."""
+    if isinstance(device, OrtDevice) or (not isinstance(device, str) and type(device).__module__ == "torch"):
+        return device
+    if file_policy or onnxruntime_devices(engine, providers):
+        return ort_device(str(device))
+    from .torch_devices import resolve_device
+    return resolve_device(str(device))
+
+
+def engine_name(device, engine: str, dtype: str) -> str:
+    """The engine that runs on `device` (pick_device's): onnxruntime on onnxruntime's devices, else choose_engine."""
+    return "onnxruntime" if isinstance(device, OrtDevice) else choose_engine(engine, device, dtype)
+
+
+def make_engine(checkpoint, device="cpu", dtype: str = "float32", engine: str = "auto", graphs: bool = True,
+                providers: Optional[list] = None, spin: bool = True) -> tuple:
+    """(engine, device, engine name) for a loaded policy: its ML-Agents ONNX file itself where it has no modules (the
+    torch-free install), ML-Agents' modules on onnxruntime (exported once) or on torch. UsageError for a combination
+    that cannot run, naming what to install."""
+    actor = checkpoint.actor
+    if actor is None or engine == "onnxruntime" or providers:  # onnxruntime's devices (providers)
+        if engine == "torch" or dtype != "float32" or (providers and actor is not None and engine != "onnxruntime"):
+            raise UsageError(f"--engine {engine} --dtype {dtype}" + (" with --providers" if providers else "") + ": "
+                             + ("onnxruntime runs float32 only, on its providers; other engines and precisions "
+                                f"need torch: {TORCH_HINT}" if actor is None else
+                                "onnxruntime runs float32 only; --providers applies to --engine onnxruntime"))
+        device = device if isinstance(device, OrtDevice) else ort_device(str(device))
+        ort_providers = session_providers(device, providers)
+        if actor is None:  # the ML-Agents file itself
+            from ..loaders.onnx_file import MLAgentsOnnx
+            return MLAgentsOnnx(checkpoint.path, checkpoint.settings, providers=ort_providers, sampling=True,
+                                spin=spin), device, "onnxruntime"
+        from .onnx_engine import OnnxRuntimeEngine
+        return OnnxRuntimeEngine(actor, ort_providers, spin), device, "onnxruntime"
+    device = pick_device(device, engine, providers)
+    name = choose_engine(engine, device, dtype)
+    if name == "onnxruntime":
+        from .onnx_engine import OnnxRuntimeEngine
+        return OnnxRuntimeEngine(actor, spin=spin), device, name
+    from .torch_engine import TorchEngine
+    return TorchEngine(actor, device, dtype, graphs), device, name

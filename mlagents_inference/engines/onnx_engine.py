@@ -1,6 +1,5 @@
-"""Devices and engines: --device parsing and selection (CPU, CUDA, Ascend NPU through torch_npu),
-full float32 (TF32 and HF32 off), and the two engines over the same modules' outputs
-(EngineHeads): torch (device graphs on CUDA/NPU) and onnxruntime (CPU float32)."""
+"""The onnxruntime engine over ML-Agents' modules: EngineHeads exported once, run by an onnxruntime session
+(CPU float32, or execution providers)."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional

@@ -1,6 +1,5 @@
-"""Devices and engines: --device parsing and selection (CPU, CUDA, Ascend NPU through torch_npu),
-full float32 (TF32 and HF32 off), and the two engines over the same modules' outputs
-(EngineHeads): torch (device graphs on CUDA/NPU) and onnxruntime (CPU float32)."""
+"""torch's devices: --device resolved (CPU, CUDA, Ascend NPU through torch_npu), full float32 (TF32 and
+HF32 off), synchronisation and casting the actor to a dtype."""
 from __future__ import annotations
 
 import importlib.util

@@ -1,6 +1,4 @@
-"""Devices and engines: --device parsing and selection (CPU, CUDA, Ascend NPU through torch_npu),
-full float32 (TF32 and HF32 off), and the two engines over the same modules' outputs
-(EngineHeads): torch (device graphs on CUDA/NPU) and onnxruntime (CPU float32)."""
+"""The torch engine: ML-Agents' modules (EngineHeads) on a torch device, with device graphs on CUDA/NPU."""
 from __future__ import annotations
 
 import copy

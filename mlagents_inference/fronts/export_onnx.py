@@ -1,6 +1,5 @@
-"""Modes that check the policy: precision (against a float64 reference), onnx-compare (against
-ML-Agents' own ONNX) and export-onnx. They work on ML-Agents' modules rebuilt in torch (the torch layer is imported
-when they run: benchmark borrows checkpoint_onnx without torch)."""
+"""export-onnx: the policy written with ML-Agents' ONNX interface (torch.onnx.export of the same modules, as
+ML-Agents exports them), verified against the checkpoint's own ONNX before it is written."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,4 +1,5 @@
-"""stream: JSON lines in, one answer per line out; the lines already waiting are answered together (docs/stream.md)."""
+"""stream: JSON lines on stdin, one answer per line on stdout; the lines already waiting are answered together
+(the line protocol: services.protocol; docs/stream.md)."""
 from __future__ import annotations
 
 import gc

@@ -1,6 +1,5 @@
-"""Modes that check the policy: precision (against a float64 reference), onnx-compare (against
-ML-Agents' own ONNX) and export-onnx. They work on ML-Agents' modules rebuilt in torch (the torch layer is imported
-when they run: benchmark borrows checkpoint_onnx without torch)."""
+"""Modes that check the policy: precision (against a float64 reference) and onnx-compare (against ML-Agents'
+own ONNX), on ML-Agents' modules rebuilt in torch."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,6 +1,6 @@
-"""onnxruntime, torch-free: sessions on execution providers, and ML-Agents' own ONNX run by itself (MLAgentsOnnx:
-2.x and 1.x interfaces, older files without deterministic outputs): the reference of the checks, and the engine of
-the torch-free install (FileCheckpoint, load_file_policy)."""
+"""ML-Agents' own ONNX run by itself, torch-free (MLAgentsOnnx: 2.x and 1.x interfaces, older files without
+deterministic outputs): the reference of the checks, and the engine of the torch-free install (FileCheckpoint,
+load_file_policy)."""
 import contextlib
 import math
 import time
@@ -12,7 +12,16 @@ import numpy as np
 
 from ..core.errors import NotThisPolicy, UsageError
 from ..core.files import short_path
-from ..core.onnx_graph import OnnxGraph, OnnxInterface, file_input_groups, file_named_settings, onnx_input_shapes, onnx_sensors, onnx_settings, read_onnx_interface
+from ..core.onnx_graph import (
+    OnnxGraph,
+    OnnxInterface,
+    file_input_groups,
+    file_named_settings,
+    onnx_input_shapes,
+    onnx_sensors,
+    onnx_settings,
+    read_onnx_interface,
+)
 from ..core.sessions import onnx_session, ort_reason
 from ..core.sources import check_sha256
 from ..core.spec import GoalInput, PolicySettings, deterministic_continuous, deterministic_discrete, step_outputs

@@ -1,7 +1,5 @@
-"""The policy: load once, act many times (the Python API; every mode goes through it).
-load(), Policy (act, get_action, check_spec, reset, sampling, the float64 reference).
-Without torch (runtime.torch_available) a policy runs as its ML-Agents ONNX file itself, on onnxruntime; with torch,
-as ML-Agents' modules rebuilt from the checkpoint (the torch layer is imported then, not before)."""
+"""A policy's files read: a checkpoint (sha256 checked before unpickling) rebuilt as ML-Agents' modules, an
+ONNX alone, or, without torch, the policy's ML-Agents ONNX itself."""
 import math
 import time
 from pathlib import Path
@@ -43,7 +41,16 @@ def load_checkpoint(path: Path, onnx_path: Optional[Path] = None, model_dir: Opt
             policy.settings.value_streams = list(config.get("reward_signals") or ["extrinsic"])
         policy.behavior = behavior or path.parent.name if path.suffix.lower() == ".pt" else None
         return policy
-    from .checkpoint import LoadedCheckpoint, build_actor, global_step, infer_settings, onnx_difference, policy_needs_onnx, read_checkpoint, trainer_of
+    from .checkpoint import (
+        LoadedCheckpoint,
+        build_actor,
+        global_step,
+        infer_settings,
+        onnx_difference,
+        policy_needs_onnx,
+        read_checkpoint,
+        trainer_of,
+    )
     if path.suffix.lower() == ".onnx":  # no checkpoint: the ONNX alone
         from .onnx_alone import load_onnx_alone
         return load_onnx_alone(path, expect_sha256, goal_input)

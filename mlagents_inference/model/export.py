@@ -1,6 +1,5 @@
-"""The model serializer: export as ML-Agents' ModelSerializer does it (torch.onnx.export, the
-TorchScript exporter, opset 9, its names), and its inverse: ML-Agents' modules with the weights
-of an ML-Agents ONNX alone (no checkpoint; docs/policies.md tells how they are paired)."""
+"""The export as ML-Agents' ModelSerializer does it (torch.onnx.export, the TorchScript exporter, opset 9, its
+names), of the actor and of the engines' heads."""
 from __future__ import annotations
 
 import contextlib

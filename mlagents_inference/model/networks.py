@@ -5,7 +5,13 @@ SimpleActor writes the graph ML-Agents' ModelSerializer writes. No log-probabili
 import torch
 from torch import nn
 
-from ..core.spec import PolicySettings, clipped_action, deterministic_continuous, engine_output_names, mlagents_output_names
+from ..core.spec import (
+    PolicySettings,
+    clipped_action,
+    deterministic_continuous,
+    engine_output_names,
+    mlagents_output_names,
+)
 from .encoders import ConditionalEncoder, LinearEncoder, ObservationEncoder
 
 

@@ -1,5 +1,5 @@
-"""The run context shared by the modes (the source, checkpoint, device, engine and policy of one
-command, each made once) and the small helpers their results share."""
+"""The run context of one command (the source, checkpoint, device, engine and policy, each made once), the
+ONNX that belongs to its checkpoint, and the small helpers the modes' results share."""
 from __future__ import annotations
 
 import argparse
@@ -52,31 +52,19 @@ class Context:
         return self.checkpoint.settings
 
     @cached_property
-    def onnxruntime_devices(self) -> bool:
-        """Whether --device means onnxruntime's providers (runtime.onnxruntime_devices)."""
-        from ..engines.devices import onnxruntime_devices
-        return onnxruntime_devices(self.args.engine, self.args.providers)
-
-    @cached_property
     def device(self):
-        if self.onnxruntime_devices:
-            from ..engines.devices import ort_device
-            return ort_device(self.args.device)
-        from ..engines.torch_devices import resolve_device
-        return resolve_device(self.args.device)
+        from ..engines.factory import pick_device
+        return pick_device(self.args.device, self.args.engine, self.args.providers)
 
     @cached_property
     def engine_name(self) -> str:
-        if self.onnxruntime_devices:
-            return "onnxruntime"  # (Policy refuses what onnxruntime's engines do not run, naming what to install)
-        from ..engines.factory import choose_engine
-        return choose_engine(self.args.engine, self.device, self.args.dtype)
+        from ..engines.factory import engine_name
+        return engine_name(self.device, self.args.engine, self.args.dtype)
 
     @cached_property
     def policy(self) -> Policy:
         from ..api.policy import Policy
-        engine = self.args.engine if self.onnxruntime_devices else self.engine_name
-        return Policy(self.checkpoint, self.device, self.args.dtype, engine, self.args.graphs == "on",
+        return Policy(self.checkpoint, self.device, self.args.dtype, self.args.engine, self.args.graphs == "on",
                       providers=self.args.providers, spin=self.args.spin == "on")
 
     def base(self) -> dict:

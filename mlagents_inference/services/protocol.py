@@ -1,4 +1,5 @@
-"""stream: JSON lines in, one answer per line out; the lines already waiting are answered together (docs/stream.md)."""
+"""The line protocol of stream, serve, Ray Serve and connect(): a line's answer, the lines waiting answered
+together (one engine call for the plain ones), the JSON codec, the keys and ids a line may hold, addresses."""
 from __future__ import annotations
 
 import itertools

@@ -1,4 +1,5 @@
-"""batch: random rows, or a dataset (arrays, CSV, .npz, Parquet) in chunks into an output file; Ray Data (--ray)."""
+"""Ray support for batch --ray (Ray Data) and serve --ray (Ray Serve): Ray started or joined, the package
+shipped to its workers, the policy a Ray worker loads, Ray's failures in one line."""
 from __future__ import annotations
 
 import re
