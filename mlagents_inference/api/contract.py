@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import os
 import sys
+from typing import Optional, Protocol
 
 import numpy as np
 
@@ -146,14 +147,64 @@ def plain_arrays(observations) -> bool:
 
 
 
-def check_act_arguments(observations, action_masks, memory, deterministic, seed, generator) -> tuple:
+class PolicyAPI(Protocol):
+    """What inference.load() (Policy, in this process) and inference.connect() (RemotePolicy, served by --mode serve)
+    both return: the same methods, arguments, checks (this module's) and answers. tests/test_api_contract.py holds
+    both to it."""
+
+    @property
+    def info(self) -> dict:
+        """The policy as `--mode info --json` shows it: behaviour, inputs (name, kind, shape), continuous_size,
+        discrete_branches, memory_size, engine, device, ..."""
+
+    def act(self, observations, action_masks=None, deterministic: bool = True, seed: Optional[int] = None,
+            memory=None) -> dict:
+        """Actions for one observation or a batch: {"continuous_actions", "discrete_actions", "memory"} (those the
+        policy has) as numpy arrays. `action_masks`: 1 = allowed, or ML-Agents' per-branch bool arrays (True =
+        masked); `seed` (check_seed) reproduces a sampled call; `memory`: an LSTM's, zeros when None."""
+
+    def get_action(self, decision_steps, terminal_steps=None, deterministic: bool = True):
+        """mlagents_envs' DecisionSteps (and TerminalSteps) in, an ActionTuple for env.set_actions out; an LSTM's
+        memory is kept per agent id and forgotten for the agents in `terminal_steps`."""
+
+    def check_spec(self, behavior_spec) -> None:
+        """UsageError naming the first difference between a BehaviorSpec and this policy; None when they agree."""
+
+    def reset(self, agent_ids=None) -> None:
+        """Forget the memories get_action keeps: every agent's, or those of `agent_ids`."""
+
+    def close(self) -> None:
+        """Let go of what the policy holds: connect()'s connection (it answers no more), load()'s memories."""
+
+
+SEED_MIN, SEED_END = -2**63, 2**64  # a sampling seed: what torch.Generator.manual_seed takes (act(), a line's "seed")
+
+
+def check_seed(seed, what: str = "seed", optional: bool = True) -> Optional[int]:
+    """A sampling seed (act()'s, connect()'s, a stream line's "seed"): a whole number in [SEED_MIN, SEED_END), or None
+    where `optional`; else a UsageError naming `what`."""
+    if seed is None and optional:
+        return None
+    if not is_whole(seed) or not SEED_MIN <= int(seed) < SEED_END:
+        raise UsageError(f"{what} {brief(seed)}: expected a whole number from -2**63 to 2**64 - 1 (what torch.Generator "
+                         f"takes){', or None' if optional else ''}")
+    return int(seed)
+
+
+def check_no_extras(settings: PolicySettings, action_masks, memory) -> None:
+    """Action masks for a policy without discrete actions, or a memory for one without memory: a UsageError."""
+    if action_masks is not None and not settings.discrete_branches:
+        raise UsageError("action masks given, but this policy has no discrete actions")
+    if memory is not None and not settings.memory_size:
+        raise UsageError("a memory given, but this policy has no memory (LSTM)")
+
+
+def check_act_arguments(observations, action_masks, memory, deterministic, seed, generator=None) -> tuple:
     """act()'s arguments, each checked (UsageError naming it) before any work; torch tensors
     come back as CPU numpy arrays: (observations, action_masks, memory)."""
     if not isinstance(deterministic, (bool, np.bool_)):
         raise UsageError(f"deterministic={deterministic!r}: expected True or False")
-    if seed is not None and (not isinstance(seed, (int, np.integer)) or isinstance(seed, (bool, np.bool_))
-                             or not -2**63 <= int(seed) < 2**64):
-        raise UsageError(f"seed={seed!r}: expected a whole number within 64 bits (what torch.Generator takes), or None")
+    check_seed(seed)
     torch = sys.modules.get("torch")
     if generator is not None and not isinstance(generator, np.random.Generator) and not (
             torch is not None and isinstance(generator, torch.Generator) and generator.device.type == "cpu"):

@@ -33,6 +33,7 @@ from .contract import (
     check_agent_ids,
     check_behavior_spec,
     check_load_arguments,
+    check_no_extras,
     check_policy_arguments,
     plain_arrays,
     steps_arguments,
@@ -128,14 +129,11 @@ class Policy:
             return ready
         s = self.settings
         arrays, rows, batched = self.observation_arrays(observations)
+        check_no_extras(s, action_masks, memory)
         if s.discrete_branches:
             arrays.append(self.mask_array(action_masks, rows, batched))
-        elif action_masks is not None:
-            raise UsageError("action masks given, but this policy has no discrete actions")
         if s.memory_size:
             arrays.append(self.memory_array(memory, rows, batched))
-        elif memory is not None:
-            raise UsageError("a memory given, but this policy has no memory (LSTM)")
         self._remember_sizes(arrays)
         return arrays, rows, batched
 
@@ -296,6 +294,17 @@ class Policy:
         else:
             for agent in check_agent_ids(agent_ids, "agent_ids"):
                 self.memories.forget(agent)
+
+    def close(self) -> None:
+        """The API's contract (api.contract.PolicyAPI), as RemotePolicy.close: a policy in this process holds no
+        connection, so this only forgets the memories get_action keeps (the engine goes with the object)."""
+        self.memories.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def check_spec(self, behavior_spec) -> None:
         """UsageError naming the first difference between mlagents_envs' BehaviorSpec (or anything

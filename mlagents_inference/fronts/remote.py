@@ -8,7 +8,13 @@ import time
 
 import numpy as np
 
-from ..api.contract import check_agent_ids, check_behavior_spec, is_whole, steps_arguments
+from ..api.contract import (
+    check_act_arguments,
+    check_agent_ids,
+    check_behavior_spec,
+    check_no_extras,
+    steps_arguments,
+)
 from ..core.errors import UsageError
 from ..core.observations import observation_arrays, shape_masks, shape_memory
 from ..core.spec import InputSpec, PolicySettings, action_tuple, no_actions
@@ -157,20 +163,12 @@ class RemotePolicy:
         """As Policy.act (deterministic results equal; sampled ones draw the stream's noise for `seed`, or for a seed
         drawn here when None): {"continuous_actions", "discrete_actions", "memory"} as numpy arrays."""
         s = self.settings
-        if not isinstance(deterministic, (bool, np.bool_)):
-            raise UsageError(f"deterministic={deterministic!r}: expected True or False")
-        if seed is not None and (not is_whole(seed) or not 0 <= int(seed) < 2**63):
-            raise UsageError(f"seed={seed!r}: expected a whole number from 0 to 2**63 - 1 (the stream's seed), or None")
+        observations, action_masks, memory = check_act_arguments(observations, action_masks, memory, deterministic, seed)
         arrays, rows, batched = self._observation_arrays(observations)
-        masks = None
-        if s.discrete_branches:
-            masks = shape_masks(action_masks, s.discrete_branches, rows, batched) if action_masks is not None else None
-        elif action_masks is not None:
-            raise UsageError("action masks given, but this policy has no discrete actions")
-        if s.memory_size and memory is not None:
+        check_no_extras(s, action_masks, memory)
+        masks = shape_masks(action_masks, s.discrete_branches, rows, batched) if action_masks is not None else None
+        if memory is not None:
             memory = shape_memory(memory, s.memory_size, rows, batched)[:, 0]
-        elif memory is not None:
-            raise UsageError("a memory given, but this policy has no memory (LSTM)")
         if not rows:
             return self._no_actions()
         one = (lambda x: x) if batched else (lambda x: None if x is None else x[0])

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 import numpy as np
 
+from ..api.contract import SEED_END, SEED_MIN, check_seed
 from ..core.errors import UsageError
 from ..core.observations import AgentMemories, check_rows_fit, finite_float32, shape_masks, shape_memory
 from ..core.spec import InputSpec, continuous_only
@@ -139,8 +140,7 @@ def stream_answer(policy: Policy, msg, memories: AgentMemories, scope: str = "")
     stochastic, seed, reset = msg.get("stochastic", False), msg.get("seed", 0), msg.get("reset", False)
     if not isinstance(stochastic, bool):
         raise UsageError('"stochastic" must be true or false')
-    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63:
-        raise UsageError('"seed" must be a non-negative integer')
+    check_seed(seed, '"seed"', optional=False)
     if not isinstance(reset, bool):
         raise UsageError('"reset" must be true or false')
     masks, memory = msg.get("action_masks"), msg.get("memory")
@@ -321,7 +321,7 @@ def _plain_line(rules: tuple, msg) -> Optional[tuple]:
     if not keys <= bare:  # (the other keys a plain line may hold)
         seed, masks, memory = get("seed", 0), get("action_masks"), get("memory")
         if not keys <= allowed or get("stochastic", False) is not False or type(get("reset", False)) is not bool \
-                or type(seed) is not int or not 0 <= seed < 2**63:
+                or type(seed) is not int or not SEED_MIN <= seed < SEED_END:
             return None
         try:
             if masks is not None:
