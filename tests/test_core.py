@@ -18,7 +18,7 @@ from mlagents_inference.engines import torch_devices as engines
 from mlagents_inference.engines.factory import choose_engine
 from mlagents_inference.engines.torch_devices import full_float32, resolve_device, select_device
 from mlagents_inference.engines.devices import parse_device
-from mlagents_inference.loaders.policy_files import load_checkpoint
+from mlagents_inference.api.policy import load_checkpoint
 
 CASES = [  # (model folder, checkpoint, its ML-Agents ONNX)
     pytest.param("bundled", "Huggy/Huggy-600017.pt", "Huggy/Huggy-600017.onnx", id="bundled-huggy-final"),

@@ -43,7 +43,7 @@ import inference as I
 from mlagents_inference.core.observations import random_inputs
 from mlagents_inference.core.spec import InputSpec
 from mlagents_inference.loaders.checkpoint import pick_goal
-from mlagents_inference.loaders.policy_files import load_checkpoint
+from mlagents_inference.api.policy import load_checkpoint
 
 ZOO = EXAMPLES  # the in-repository examples carry the development zoo's kinds under the same names
 TRAINED = FIXTURES / "trained"

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import inference as I
 from mlagents_inference.fronts.stream import mode_stream
-from mlagents_inference.loaders.policy_files import load_checkpoint
+from mlagents_inference.api.policy import load_checkpoint
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.text(max_size=8),
                     st.floats(allow_nan=True, allow_infinity=True))

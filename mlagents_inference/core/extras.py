@@ -32,12 +32,4 @@ def torch_available() -> bool:
 
 
 
-def import_onnxruntime():
-    try:
-        import onnxruntime as ort
-    except ImportError as exc:  # (installed but broken is said as such, not as "not installed")
-        import importlib.util
-        raise UsageError("onnxruntime is not installed (pip install onnxruntime)" if importlib.util.find_spec("onnxruntime")
-                         is None else f"onnxruntime cannot be imported ({str(exc).splitlines()[0][:160] if str(exc) else exc})")
-    return ort
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from .errors import UsageError
 from .files import short_path
+from .geometry import encoder_from_kernels
 from .spec import MAX_ENTITIES, GoalInput, InputSpec, PolicySettings, goal_indices
 
 
@@ -440,9 +441,7 @@ def onnx_settings(g: OnnxGraph, sensors: list, goal_input: GoalInput) -> PolicyS
             own = [w for w in weights if w.kind.startswith("conv") and w.deps == {i}]
             kernels = list(dict.fromkeys((w.values[0].shape[0], w.values[0].shape[2]) for w in own))
             pooled = any(n.op_type == "MaxPool" and deps.get(n.output[0]) == {i} for n in g.nodes)
-            found = {((16, 8), (32, 4)): "simple", ((32, 8), (64, 4), (64, 3)): "nature_cnn", ((35, 3), (144, 3)): "match3",
-                     (): "fully_connected"}
-            encoder = "resnet" if pooled else found.get(tuple(kernels))
+            encoder = encoder_from_kernels(kernels, pooled)
             if encoder is None:
                 raise g.refuse(own[0].node, f"starts convolutions {kernels} that match none of ML-Agents' visual encoders")
         inputs.append(InputSpec(f"obs_{i}", s.kind, s.shape, normalize and s.kind == "vector", encoder))

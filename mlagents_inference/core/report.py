@@ -12,7 +12,7 @@ from typing import Optional
 import numpy as np
 
 from .files import PROCESS_T0
-from .spec import PolicySettings
+from .spec import PolicySettings, continuous_only
 
 
 def header(r: dict, title: str) -> str:
@@ -106,3 +106,53 @@ def versions() -> dict:
             out[name] = md.version(name)
     return out
 
+
+def action_fields(settings: PolicySettings, out: dict) -> dict:
+    """An action result for JSON: ML-Agents' output names; a continuous-only policy keeps 'actions'."""
+    fields = {}
+    if "continuous_actions" in out:
+        fields["continuous_actions"] = floats(out["continuous_actions"])
+        if continuous_only(settings):
+            fields["actions"] = fields["continuous_actions"]
+    if "discrete_actions" in out:
+        fields["discrete_actions"] = np.asarray(out["discrete_actions"]).tolist()
+    if "memory" in out:
+        fields["memory"] = floats(out["memory"])
+    return fields
+
+
+
+def actions_ok(settings: PolicySettings, out: dict, deterministic: bool = True) -> bool:
+    """Finite, continuous in [-1, 1] (except SAC's deterministic raw mu), discrete within each branch."""
+    ok = True
+    if "continuous_actions" in out:
+        c = np.asarray(out["continuous_actions"])
+        ok &= bool(np.isfinite(c).all()) and (settings.tanh_squash and deterministic or bool(np.all(np.abs(c) <= 1.0)))
+    if "discrete_actions" in out:
+        d = np.asarray(out["discrete_actions"]).reshape(-1, len(settings.discrete_branches))
+        ok &= bool(((d >= 0) & (d < np.asarray(settings.discrete_branches))).all())
+    if "memory" in out:
+        ok &= bool(np.isfinite(out["memory"]).all())
+    return ok
+
+
+
+def action_lines(r: dict, prefix: str = "", label: str = "action") -> list:
+    """The human lines of one action (the continuous lines keep the original NPU adaptation's labels)."""
+    lines = []
+    if prefix + "continuous_actions" in r:
+        c = np.asarray(r[prefix + "continuous_actions"], np.float32)
+        lines.append(f"  {label + '[:8]':<14} = {fmt(c[:8])}")
+        lines.append(f"  {label + ' range':<14} = [{c.min():.4f}, {c.max():.4f}]"
+                     + (" (SAC: raw mu, as ML-Agents' ONNX)" if r.get("sac") else " (must lie in [-1, 1])"))
+    if prefix + "discrete_actions" in r:
+        lines.append(f"  discrete_actions = {r[prefix + 'discrete_actions']} (branches {r['discrete_branches']})")
+    if prefix + "memory" in r:
+        lines.append(f"  next memory[:8] = {fmt(np.asarray(r[prefix + 'memory'])[:8])}")
+    return lines
+
+
+
+def kind_fields(s: PolicySettings) -> dict:
+    """What the renderers need to know about the policy's actions."""
+    return {"discrete_branches": list(s.discrete_branches), "sac": s.tanh_squash}

@@ -5,7 +5,6 @@ from pathlib import Path
 from typing import Optional
 
 from .errors import UsageError
-from .extras import import_onnxruntime
 
 # --providers' short names -> (onnxruntime's execution provider, the package that brings it)
 PROVIDERS = {"cpu": ("CPUExecutionProvider", "onnxruntime"), "cuda": ("CUDAExecutionProvider", "onnxruntime-gpu"),
@@ -17,6 +16,18 @@ PROVIDERS = {"cpu": ("CPUExecutionProvider", "onnxruntime"), "cuda": ("CUDAExecu
              "migraphx": ("MIGraphXExecutionProvider", "onnxruntime-migraphx"), "qnn": ("QNNExecutionProvider", "onnxruntime-qnn"),
              "xnnpack": ("XnnpackExecutionProvider", "an onnxruntime built with XNNPACK"),
              "acl": ("ACLExecutionProvider", "an onnxruntime built with the Arm Compute Library")}
+
+
+def import_onnxruntime():
+    """onnxruntime, or a UsageError in one line: not installed, or installed but broken."""
+    try:
+        import onnxruntime as ort
+    except ImportError as exc:  # (installed but broken is said as such, not as "not installed")
+        import importlib.util
+        raise UsageError("onnxruntime is not installed (pip install onnxruntime)" if importlib.util.find_spec("onnxruntime")
+                         is None else f"onnxruntime cannot be imported ({str(exc).splitlines()[0][:160] if str(exc) else exc})")
+    return ort
+
 
 
 

@@ -5,8 +5,8 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..core.errors import UsageError
-from ..core.extras import import_onnxruntime, torch_available
-from ..core.sessions import PROVIDERS, provider_wheel
+from ..core.extras import torch_available
+from ..core.sessions import PROVIDERS, import_onnxruntime, provider_wheel
 
 
 def onnxruntime_devices(engine: str, providers) -> bool:

@@ -17,9 +17,8 @@ from ..core.extras import import_pyarrow
 from ..core.files import atomic_write, check_output_path, npy_size, open_npy_memmap, refuse_same_file
 from ..core.inputs import ParquetSource, array_chunks, open_obs_file
 from ..core.observations import check_rows_fit, finite_float32, random_inputs, random_masks
-from ..core.report import floats, fmt, header
+from ..core.report import action_fields, actions_ok, floats, fmt, header, kind_fields
 from ..core.spec import PolicySettings, continuous_only
-from ..services.context import action_fields, actions_ok, kind_fields
 from ..services.ray_support import copy_package, ray_failure, ray_init, ray_model, ray_policy, ray_unreachable
 
 if TYPE_CHECKING:  # (annotations only)

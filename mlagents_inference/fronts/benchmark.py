@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import pkgutil
 import sys
 import tempfile
 import time
@@ -18,91 +19,37 @@ from ..core.observations import check_rows_fit, random_inputs, random_masks
 from ..core.report import header, percentiles
 from ..core.spec import input_names
 from ..loaders.onnx_file import MLAgentsOnnx
-from ..services.context import checkpoint_onnx
+from .bare_onnxruntime import settle_threads
 
 if TYPE_CHECKING:  # (annotations only)
     from ..services.context import Context
 
 
 
-# The bare contender of --mode benchmark runs in a process of its own: an onnxruntime session keeps
-# its intra-op threads spinning for tens of milliseconds after each run, so two sessions in one
-# process (ours and the bare one) fight for the cores and both come out slower than either alone.
-# This program (numpy and onnxruntime only, no torch) loads the model with default options and, on
-# each request (pickled on stdin), times that many calls and answers (pickled on stdout) once its
-# own threads have gone idle.
-BARE_ONNXRUNTIME_PROGRAM = r'''
-import os, pickle, sys, time
-answer, ask = os.fdopen(os.dup(1), "wb"), sys.stdin.buffer
-os.dup2(2, 1)  # stray prints go to stderr, not into the answers
-
-
-def settle(limit_s=1.0):  # (_settle_threads below, for this process of its own)
-    end = time.perf_counter() + limit_s
-    while time.perf_counter() < end:
-        cpu, t0 = time.process_time(), time.perf_counter()
-        time.sleep(0.01)
-        if time.process_time() - cpu < 0.05 * (time.perf_counter() - t0):
-            return
-
-
-def send(message):
-    pickle.dump(message, answer)
-    answer.flush()
-
-
-try:
-    import onnxruntime as ort
-    job = pickle.load(ask)
-    session = ort.InferenceSession(job["model"], providers=["CPUExecutionProvider"])  # default options
-    names = {i.name for i in session.get_inputs()}
-    feed, fetch = {k: v for k, v in job["feed"].items() if k in names}, job["fetch"]
-    run = session.run
-    run(fetch, feed)
-except Exception as exc:
-    text = str(exc).strip()
-    send(("error", type(exc).__name__ + (": " + text.splitlines()[0][:200] if text else "")))
-    sys.exit(1)
-send(("ready", ort.__version__))
-perf = time.perf_counter
-while True:
+def bare_onnxruntime_command() -> list:
+    """The command that starts the bare contender (bare_onnxruntime.py) in a process of its own: its source, read
+    through the package's loader, run with `python -c`. The same from the clone and from inside the one-file .pyz
+    (a file in a zip cannot be run by its path), and the process imports nothing of this package."""
     try:
-        n = pickle.load(ask)
-    except EOFError:  # the parent closed stdin: no more requests
-        break
-    run(fetch, feed)  # untimed: wakes the thread pool after the pause
-    times = []
-    for _ in range(n):
-        t0 = perf()
-        run(fetch, feed)
-        times.append((perf() - t0) * 1e3)
-    settle()
-    send(times)
-'''
-
-
-
-def _settle_threads(limit_s: float = 1.0) -> None:
-    """Return once this process's threads are idle (this thread sleeping, no other using more than
-    5 % of a core), at most limit_s: onnxruntime's pool (and OpenMP's) spins a while after a run."""
-    end = time.perf_counter() + limit_s
-    while time.perf_counter() < end:
-        cpu, t0 = time.process_time(), time.perf_counter()
-        time.sleep(0.01)
-        if time.process_time() - cpu < 0.05 * (time.perf_counter() - t0):
-            return
+        source = pkgutil.get_data(__package__, "bare_onnxruntime.py")
+    except OSError as exc:
+        raise UsageError(f"benchmark: cannot read the bare onnxruntime program ({exc.strerror or exc})")
+    if source is None:  # (a loader that gives no files)
+        raise UsageError("benchmark: cannot read the bare onnxruntime program (no source beside the package)")
+    return [sys.executable or "python3", "-c", source.decode("utf-8")]
 
 
 
 class BareOnnxRuntime:
-    """The bare contender in its own process (BARE_ONNXRUNTIME_PROGRAM): block(n) -> n latencies (ms)."""
+    """The bare contender in its own process (bare_onnxruntime.py): block(n) -> n latencies (ms)."""
 
     def __init__(self, model, fetch: list, feed: dict):
         import pickle
         import subprocess
+        command = bare_onnxruntime_command()
         self.pickle, self.stderr = pickle, tempfile.TemporaryFile()
         try:
-            self.proc = subprocess.Popen([sys.executable or "python3", "-c", BARE_ONNXRUNTIME_PROGRAM],
+            self.proc = subprocess.Popen(command,
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr)
         except OSError as exc:
             self.stderr.close()
@@ -150,7 +97,7 @@ def bare_onnxruntime_job(ctx: Context, flat: list) -> tuple:
     own ML-Agents ONNX, every input fed as MLAgentsOnnx feeds it; else ML-Agents' export of this checkpoint."""
     s = ctx.settings
     try:  # (NotThisPolicy goes through: another policy's ONNX is a failure, not "no ONNX")
-        path = checkpoint_onnx(ctx)
+        path = ctx.checkpoint_onnx()
         reference = MLAgentsOnnx(path, s)
     except UsageError:
         if ctx.args.onnx:
@@ -199,7 +146,7 @@ def mode_benchmark(ctx: Context):
         if ctx.device.type != "cpu" and not ctx.onnxruntime_devices:
             from ..engines.torch_devices import synchronize
             synchronize(ctx.device)  # (each timed call ends by copying actions to the host, which waits too)
-        _settle_threads()
+        settle_threads()
         return times
 
     bare, bare_name = None, None

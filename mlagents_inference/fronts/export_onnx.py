@@ -15,7 +15,6 @@ from ..core.sessions import onnx_session
 from ..core.sources import DEFAULT_EXPORT, mlagents_onnx_files
 from ..core.spec import input_names, step_outputs
 from ..loaders.onnx_file import MLAgentsOnnx
-from ..services.context import checkpoint_onnx
 
 if TYPE_CHECKING:  # (annotations only)
     from ..services.context import Context
@@ -46,7 +45,7 @@ def mode_export_onnx(ctx: Context):
     mine = dict(zip(fetch, onnx_session(data, tuned=False).run(fetch, feed)))
     reference_path = None
     try:  # another policy's ONNX named with --onnx is a failure (exit 1), never "no ONNX"
-        reference_path = checkpoint_onnx(ctx)
+        reference_path = ctx.checkpoint_onnx()
         theirs = MLAgentsOnnx(reference_path, s).deterministic(flat)
         reference_name = str(reference_path)
     except (UsageError, NotThisPolicy) as exc:  # no usable ML-Agents ONNX beside the checkpoint: hold it to float64

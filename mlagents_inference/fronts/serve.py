@@ -1,6 +1,11 @@
 """serve: the stream's JSON lines over TCP or a Unix socket, the lines waiting on every connection answered together
 (one answer_waiting call: one engine call for the plain lines); --http adds GET /healthz, GET /metrics and POST /v1/act
-(aiohttp and prometheus-client, optional: imported with --http alone). docs/serve.md."""
+(aiohttp and prometheus-client, optional: imported with --http alone). docs/serve.md.
+
+The pieces, as uvicorn's pluggable protocols: a Server (the answering loop, given a policy and ServeOptions) takes
+lines from Owners (the Owner protocol: a connection, an HTTP request) and hands them their answers; a front (Front: a
+listening transport) makes owners. FRONTS maps each front's option to its class: a new transport is one class and
+one row there."""
 from __future__ import annotations
 
 import asyncio
@@ -14,7 +19,8 @@ import stat
 import sys
 import time
 from bisect import bisect_left
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional, Protocol
 
 from ..core.errors import UsageError
 from ..core.files import Interrupted
@@ -141,8 +147,38 @@ class Histogram:
 
 
 
+@dataclass(frozen=True)
+class ServeOptions:
+    """What the answering loop needs to know (the command line's --max-line-bytes, --max-batch, --max-wait-us)."""
+    max_line_bytes: int = 16 << 20  # a longer line gets an error answer, its rest skipped
+    max_batch: Optional[int] = None  # the most lines one answering pass takes (None: every line waiting)
+    max_wait_us: int = 0  # how long a pass waits for more lines after the first arrives (0: answer at once)
+
+    @classmethod
+    def from_args(cls, args) -> "ServeOptions":
+        return cls(args.max_line_bytes, args.max_batch, args.max_wait_us)
+
+
+class Owner(Protocol):
+    """Whatever hands the Server lines and takes their answers (a socket connection, one HTTP request). The Server
+    learns of its lines through Server.waiting(owner, n) and, in an answering pass, takes them from `lines`."""
+
+    lines: list  # its raw lines waiting to be answered, in order (bytes; None for a line past --max-line-bytes)
+    scope: str  # the prefix of its ids' memory keys: two owners' agent 0 are two agents ("<n>:", "http:")
+    arrived: float  # time.perf_counter() when its oldest waiting line was read (latency is measured from there)
+    eof: bool  # no more lines will come: close once the last answer is written
+    closed: bool  # gone: answers for it are dropped
+    info: bool  # a line of it may be {"info": true} (the pass looks for control lines only then)
+
+    def deliver(self, texts: list, answers: list) -> None:
+        """The answers to the lines it handed over, in their order: JSON texts (bytes) and the answer dicts."""
+
+    def answered(self) -> None:
+        """The pass that took its lines is over (resume reading, close after EOF, ...)."""
+
+
 class Connection(asyncio.BufferedProtocol):
-    """One client: its bytes split into the stream's lines (too long: None), waiting for the next answering pass. Reads
+    """One client (an Owner): its bytes split into the stream's lines (too long: None), waiting for the next answering pass. Reads
     go into the server's one read buffer (up to READ_SIZE at a time, copied out at once): an idle connection holds none."""
 
     def __init__(self, server: "Server"):
@@ -239,7 +275,7 @@ class Connection(asyncio.BufferedProtocol):
 
 
 class HttpLine:
-    """POST /v1/act: one line, its answer handed to the request's future."""
+    """POST /v1/act: one line, its answer handed to the request's future (an Owner)."""
     eof = closed = info = False
 
     def __init__(self, line, future):
@@ -258,10 +294,9 @@ class HttpLine:
 class Server:
     """The answering loop: every connection's waiting lines go through one answer_waiting call per pass."""
 
-    def __init__(self, ctx: Context):
-        a = ctx.args
-        self.ctx, self.policy, self.limit = ctx, ctx.policy, a.max_line_bytes
-        self.max_batch, self.max_wait = a.max_batch, a.max_wait_us / 1e6
+    def __init__(self, policy, options: ServeOptions = ServeOptions()):
+        self.policy, self.limit = policy, options.max_line_bytes
+        self.max_batch, self.max_wait = options.max_batch, options.max_wait_us / 1e6
         self.loads, self.dumps = json_codec()
         self.memories = AgentMemories()
         self.ready: dict = {}  # connections (and HTTP lines) with lines waiting, in arrival order
@@ -396,8 +431,8 @@ class Server:
         if self.stopping:
             return self.finish()
         self.stopping = signum
-        for listener in self.listeners:
-            listener.close()
+        for front in self.fronts:
+            front.stop_accepting()
         self.loop.call_later(STOP_GRACE_S, self.finish)
         self.check_drained()
 
@@ -425,24 +460,117 @@ class Server:
         if not self.done.done():
             self.done.set_result(None)
 
-    async def run(self, listener, http) -> None:
+    async def run(self, fronts: list, signals: bool = True) -> None:
+        """Serve on `fronts` (bound already) until stopped: SIGTERM, SIGINT or SIGHUP where `signals` (the main
+        thread), else stop() called in this loop (loop.call_soon_threadsafe)."""
         loop = self.loop = asyncio.get_running_loop()
-        self.done = loop.create_future()
-        loop.set_exception_handler(lambda loop, context: None)  # (accept() out of descriptors: asyncio retries)
-        self.listeners = [await loop.create_server(lambda: Connection(self), sock=listener, backlog=4096)] if listener else []
-        runner = await start_http(self, http) if http is not None else None
-        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            loop.add_signal_handler(signum, self.stop, signum)
-        if listener is not None:
-            print(f"[serve] listening on {_shown(listener)}", file=sys.stderr, flush=True)
-        if http is not None:
-            print(f"[serve] http on {_shown(http)}", file=sys.stderr, flush=True)
+        self.done, self.fronts = loop.create_future(), fronts
+        loop.set_exception_handler(loop_error)
+        for front in fronts:
+            await front.start(self)
+        if signals:
+            for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                loop.add_signal_handler(signum, self.stop, signum)
+        for front in fronts:
+            print(f"[serve] {front.says} on {front.shown()}", file=sys.stderr, flush=True)
         try:
             await self.done
         finally:
-            if runner is not None:
-                await runner.cleanup()
+            for front in fronts:
+                await front.cleanup()
 
+
+DESCRIPTORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+LOOP_ERRORS = {"last": 0.0, "quiet": 0}  # the last loop error told, and how many since were not
+
+
+def loop_error(loop, context: dict) -> None:
+    """The event loop's errors: accept() out of descriptors is asyncio's to retry (a flood of connections, said
+    nowhere); anything else in one line on stderr, at most one a second (a peer cannot fill the log)."""
+    exc = context.get("exception")
+    if isinstance(exc, OSError) and exc.errno in DESCRIPTORS:
+        return
+    now = time.monotonic()
+    if now - LOOP_ERRORS["last"] < 1.0:
+        LOOP_ERRORS["quiet"] += 1
+        return
+    quiet, LOOP_ERRORS["quiet"], LOOP_ERRORS["last"] = LOOP_ERRORS["quiet"], 0, now
+    what = f"{type(exc).__name__}: {exc}" if exc is not None else ""
+    text = " ".join(f"{context.get('message', 'error')} {what}".split())[:300]
+    print(f"[serve] event loop: {text}" + (f" ({quiet} more not shown)" if quiet else ""), file=sys.stderr, flush=True)
+
+
+class Front:
+    """A listening transport that makes Owners for the Server: bound before the loop starts (so that a taken port is
+    one line before anything runs), started in it, told to stop accepting at the first signal, cleaned up after."""
+    option = ""  # its command-line option (FRONTS' key, with --)
+    says = ""  # its start-up line: "[serve] <says> on <address>"
+    unix = False  # whether it listens on a Unix socket too (unix:PATH)
+
+    def __init__(self, text: str):
+        self.text, self.address = text, parse_address(self.option, text, unix=self.unix)
+        self.sock, self.made = None, None
+
+    def check(self) -> None:
+        """What it needs that may be missing (an optional package): a UsageError naming it, before the policy loads."""
+
+    def bind(self) -> None:
+        self.sock, self.made = listening_socket(self.option, self.text, self.address)
+
+    async def start(self, server: "Server") -> None:
+        raise NotImplementedError
+
+    def stop_accepting(self) -> None:
+        """The first signal: take no new clients (those already here are answered)."""
+
+    async def cleanup(self) -> None:
+        """The loop is ending: let go of what start() made."""
+
+    def shown(self) -> str:
+        return _shown(self.sock)
+
+    def close(self) -> None:
+        """After the loop: the socket closed, and the Unix socket file it made (and only that one) removed."""
+        if self.sock is not None:
+            self.sock.close()
+        if self.made is not None:
+            with contextlib.suppress(OSError):
+                st = os.stat(self.address[1])
+                if (st.st_dev, st.st_ino) == self.made:
+                    os.unlink(self.address[1])
+
+
+class LineFront(Front):
+    """--listen: the stream's JSON lines over TCP or a Unix socket, one Connection per client."""
+    option, says, unix = "--listen", "listening", True
+
+    async def start(self, server: "Server") -> None:
+        self.listener = await server.loop.create_server(lambda: Connection(server), sock=self.sock, backlog=4096)
+
+    def stop_accepting(self) -> None:
+        self.listener.close()
+
+
+class HttpFront(Front):
+    """--http: GET /healthz, GET /metrics and POST /v1/act (start_http), aiohttp in the server's loop."""
+    option, says = "--http", "http"
+
+    def check(self) -> None:
+        try:
+            import aiohttp  # noqa: F401
+            import prometheus_client  # noqa: F401
+        except ImportError:
+            raise UsageError(NEED_HTTP) from None
+
+    async def start(self, server: "Server") -> None:
+        self.runner = await start_http(server, self.sock)
+
+    async def cleanup(self) -> None:
+        await self.runner.cleanup()
+
+
+# The fronts, by the command line's option (its dest): one class and one row a transport.
+FRONTS = {"listen": LineFront, "http": HttpFront}
 
 
 async def start_http(server: Server, sock: socket.socket):
@@ -500,50 +628,66 @@ def mode_serve(ctx: Context):
     """Answer the stream's lines on --listen (TCP or Unix socket) and/or POST /v1/act on --http until SIGTERM (then
     exit 0 once every line received is answered) or SIGINT/SIGHUP (the same, then 128 + N)."""
     a = ctx.args
-    if a.listen is None and a.http is None:
+    fronts = [front(getattr(a, dest)) for dest, front in FRONTS.items() if getattr(a, dest, None) is not None]
+    if not fronts:
         raise UsageError("--mode serve needs --listen HOST:PORT (or unix:PATH), --http HOST:PORT, or both")
-    listen = parse_address("--listen", a.listen) if a.listen is not None else None
-    http = parse_address("--http", a.http, unix=False) if a.http is not None else None
-    if http is not None:
-        try:
-            import aiohttp  # noqa: F401
-            import prometheus_client  # noqa: F401
-        except ImportError:
-            raise UsageError(NEED_HTTP) from None
-    server = Server(ctx)  # (the policy is loaded here, before any socket is opened)
+    for front in fronts:
+        front.check()
+    server = Server(ctx.policy, ServeOptions.from_args(a))  # (the policy is loaded here, before any socket is opened)
     gc.freeze()  # (as the stream: what is loaded stays, a full collection need not walk it again and again)
     _raise_open_files_limit()
-    sockets, made = [], None
     loop = None
     before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     try:
-        listener, made = listening_socket("--listen", a.listen, listen) if listen else (None, None)
-        sockets.append(listener)
-        http_sock = listening_socket("--http", a.http, http)[0] if http else None
-        sockets.append(http_sock)
+        for front in fronts:
+            front.bind()
         loop = asyncio.new_event_loop()
-        loop.run_until_complete(server.run(listener, http_sock))
+        loop.run_until_complete(server.run(fronts))
     finally:
         if loop is not None:
             loop.close()
         for signum, handler in before.items():
             with contextlib.suppress(ValueError, OSError, TypeError):
                 signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
-        for sock in sockets:
-            if sock is not None:
-                sock.close()
-        if made is not None:  # the Unix socket file it made (and only that one) goes
-            with contextlib.suppress(OSError):
-                st = os.stat(listen[1])
-                if (st.st_dev, st.st_ino) == made:
-                    os.unlink(listen[1])
+        for front in fronts:
+            front.close()
     if server.failure is not None:
         raise server.failure
     if a.stream_stats:
         p = percentiles(server.latencies) if server.latencies else {"p50_ms": float("nan"), "p99_ms": float("nan")}
         print(f"[serve] lines={server.lines} errors={server.errors} p50={p['p50_ms']:.4f}ms p99={p['p99_ms']:.4f}ms "
-              f"connections={server.opened_total} engine={ctx.engine_name} device={ctx.device}", file=sys.stderr, flush=True)
+              f"connections={server.opened_total} engine={ctx.engine_name} device={ctx.device}", file=sys.stderr,
+              flush=True)
     if server.stopping and server.stopping != signal.SIGTERM:
         raise Interrupted(server.stopping)
     return None, True
 
+
+@contextlib.contextmanager
+def serving(policy, options: ServeOptions = ServeOptions(), **addresses):
+    """The server in this process, on a thread of its own (tests, or an application embedding it): serving(policy,
+    listen="127.0.0.1:0", http="127.0.0.1:0") yields {"listen": "HOST:PORT", "http": ...} as bound; leaving the block
+    stops it as SIGTERM does (every line received answered) and closes its sockets."""
+    import threading
+    fronts = [FRONTS[dest](text) for dest, text in addresses.items()]
+    for front in fronts:
+        front.check()
+    server = Server(policy, options)
+    loop, started = asyncio.new_event_loop(), threading.Event()
+    try:
+        for front in fronts:
+            front.bind()
+        loop.call_soon(started.set)
+        thread = threading.Thread(target=loop.run_until_complete, args=(server.run(fronts, signals=False),), daemon=True)
+        thread.start()
+        started.wait()
+        yield {dest: front.shown() for dest, front in zip(addresses, fronts)}
+        loop.call_soon_threadsafe(server.stop, signal.SIGTERM)
+        thread.join(STOP_GRACE_S + 5)
+    finally:
+        if not loop.is_running():
+            loop.close()
+        for front in fronts:
+            front.close()
+    if server.failure is not None:
+        raise server.failure

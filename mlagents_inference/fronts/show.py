@@ -13,10 +13,19 @@ from ..core.errors import UsageError
 from ..core.files import short_path
 from ..core.observations import check_rows_fit, random_inputs, random_masks
 from ..core.onnx_graph import ONNX_ONLY_SOURCE
-from ..core.report import floats, fmt, header, process_start_time, versions
+from ..core.report import (
+    action_fields,
+    action_lines,
+    actions_ok,
+    floats,
+    fmt,
+    header,
+    kind_fields,
+    process_start_time,
+    versions,
+)
 from ..core.sources import check_sha256, default_checkpoint, list_checkpoints, status_entry, training_status
 from ..core.spec import ATTENTION_EMBEDDING, InputSpec, PolicySettings
-from ..services.context import action_fields, action_lines, actions_ok, kind_fields, obs_label
 
 if TYPE_CHECKING:  # (annotations only)
     from ..services.context import Context
@@ -175,7 +184,7 @@ def mode_action(ctx: Context):
     out = ctx.policy.act(obs, masks, memory=memory)
     obs_json = floats(obs[0].reshape(-1)) if len(obs) == 1 and obs[0].ndim == 1 else \
         {spec.name: np.asarray(v, np.float32).astype(np.float64).tolist() for spec, v in zip(s.inputs, obs)}
-    return {"obs": obs_json, "obs_label": obs_label(ctx), "seed": ctx.args.seed, **action_fields(s, out),
+    return {"obs": obs_json, "obs_label": ctx.obs_label(), "seed": ctx.args.seed, **action_fields(s, out),
             **kind_fields(s), **ctx.base()}, actions_ok(s, out)
 
 
@@ -200,7 +209,7 @@ def mode_sample(ctx: Context):
     obs_json = floats(obs[0].reshape(-1)) if len(obs) == 1 and obs[0].ndim == 1 else \
         {spec.name: np.asarray(v, np.float32).astype(np.float64).tolist() for spec, v in zip(s.inputs, obs)}
     result = {"obs": obs_json, "obs_head": floats(obs[0].reshape(-1)[:8]),
-              "obs_label": obs_label(ctx), "seed": ctx.args.seed, "identical": same, **kind_fields(s)}
+              "obs_label": ctx.obs_label(), "seed": ctx.args.seed, "identical": same, **kind_fields(s)}
     if s.continuous_size:
         result.update(deterministic=floats(det["continuous_actions"]), sampled=floats(first["continuous_actions"]),
                       sampled_again=floats(second["continuous_actions"]))

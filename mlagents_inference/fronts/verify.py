@@ -12,7 +12,6 @@ from ..core.observations import check_rows_fit, random_inputs, random_masks
 from ..core.report import PARITY_MIN_COS, compare, floats, fmt, header, parity, parity_holds
 from ..core.spec import PolicySettings
 from ..loaders.onnx_file import MLAgentsOnnx
-from ..services.context import checkpoint_onnx
 
 if TYPE_CHECKING:  # (annotations only)
     from ..api.policy import Policy
@@ -72,7 +71,7 @@ def show_precision(r: dict) -> list:
 def mode_onnx_compare(ctx: Context):
     """The rebuilt policy against the ML-Agents ONNX of the same checkpoint (onnxruntime), with
     random action masks; a memory policy also over a --steps rollout carrying its memory."""
-    onnx_path = checkpoint_onnx(ctx)
+    onnx_path = ctx.checkpoint_onnx()
     result = {"reference": str(onnx_path), "rows": ctx.args.batch, "seed": ctx.args.seed, **ctx.base()}
     try:  # (its inputs, or its answers, are not this checkpoint's)
         return compare_with_reference(ctx, MLAgentsOnnx(onnx_path, ctx.settings), result)

@@ -7,6 +7,7 @@ from typing import Optional
 import torch
 from torch import nn
 
+from ..core import geometry
 from ..core.spec import ATTENTION_EMBEDDING, ENTITY_ABSENT, NORMALIZER_CLIP
 
 
@@ -68,29 +69,19 @@ class VectorInput(nn.Module):
 
 
 
-def _conv_side(side: int, kernel: int, stride: int = 1, padding: int = 0) -> int:
-    return (side + 2 * padding - kernel) // stride + 1
-
-
-
-def _pool_side(side: int) -> int:
-    return (side - 3) // 2 + 1
-
-
-
-# Each visual encoder carries its geometry once: MIN_SIDE (ML-Agents' smallest image for it) and
-# flat_size (the width of what its dense layer takes), used to build it and to read a checkpoint.
+# Each visual encoder reads its geometry from core.geometry, where it is written once (the ONNX reader reads it
+# too): CONVS, MIN_SIDE (ML-Agents' smallest image for it) and flat_size (the width of what its dense layer takes),
+# used to build it and to read a checkpoint.
 class _ConvEncoder(nn.Module):
     """conv_layers (Conv2d -> LeakyReLU)* -> flatten (C, H, W order) -> dense (Linear -> LeakyReLU).
     Images are channel-first, as ML-Agents 1.1.0 feeds them (no permute)."""
+    ENCODER = ""  # its vis_encode_type, the key of its geometry
     CONVS: tuple = ()  # (out channels, kernel, stride)
     MIN_SIDE = 1
 
     @classmethod
     def flat_size(cls, channels: int, height: int, width: int) -> int:
-        for out, kernel, stride in cls.CONVS:
-            height, width, channels = _conv_side(height, kernel, stride), _conv_side(width, kernel, stride), out
-        return channels * height * width
+        return geometry.flat_size(cls.ENCODER, channels, height, width)
 
     def __init__(self, height: int, width: int, initial_channels: int, output_size: int):
         super().__init__()
@@ -109,26 +100,29 @@ class _ConvEncoder(nn.Module):
 
 
 class SimpleVisualEncoder(_ConvEncoder):
-    CONVS, MIN_SIDE = ((16, 8, 4), (32, 4, 2)), 20
+    ENCODER = "simple"
+    CONVS, MIN_SIDE = geometry.CONVS[ENCODER], geometry.MIN_SIDE[ENCODER]
 
 
 
 class NatureVisualEncoder(_ConvEncoder):
-    CONVS, MIN_SIDE = ((32, 8, 4), (64, 4, 2), (64, 3, 1)), 36
+    ENCODER = "nature_cnn"
+    CONVS, MIN_SIDE = geometry.CONVS[ENCODER], geometry.MIN_SIDE[ENCODER]
 
 
 
 class SmallVisualEncoder(_ConvEncoder):  # vis_encode_type "match3"
-    CONVS, MIN_SIDE = ((35, 3, 1), (144, 3, 1)), 5
+    ENCODER = "match3"
+    CONVS, MIN_SIDE = geometry.CONVS[ENCODER], geometry.MIN_SIDE[ENCODER]
 
 
 
 class FullyConnectedVisualEncoder(nn.Module):
-    MIN_SIDE = 1
+    MIN_SIDE = geometry.MIN_SIDE["fully_connected"]
 
     @staticmethod
     def flat_size(channels: int, height: int, width: int) -> int:
-        return channels * height * width
+        return geometry.flat_size("fully_connected", channels, height, width)
 
     def __init__(self, height: int, width: int, initial_channels: int, output_size: int):
         super().__init__()
@@ -152,13 +146,11 @@ class ResNetBlock(nn.Module):
 
 
 class ResNetVisualEncoder(nn.Module):
-    CHANNELS, MIN_SIDE = (16, 32, 32), 15
+    CHANNELS, MIN_SIDE = geometry.RESNET_CHANNELS, geometry.MIN_SIDE["resnet"]
 
-    @classmethod
-    def flat_size(cls, channels: int, height: int, width: int) -> int:
-        for _ in cls.CHANNELS:
-            height, width = _pool_side(height), _pool_side(width)
-        return cls.CHANNELS[-1] * height * width
+    @staticmethod
+    def flat_size(channels: int, height: int, width: int) -> int:
+        return geometry.flat_size("resnet", channels, height, width)
 
     def __init__(self, height: int, width: int, initial_channels: int, output_size: int):
         super().__init__()

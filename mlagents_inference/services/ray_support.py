@@ -7,10 +7,9 @@ import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from ..api.policy import Policy
+from ..api.policy import Policy, load_checkpoint
 from ..core.errors import UsageError
 from ..core.files import handlers_kept
-from ..loaders.policy_files import load_checkpoint
 
 if TYPE_CHECKING:  # (annotations only)
     from .context import Context
