@@ -1,6 +1,8 @@
 """serve mode (docs/serve.md): the stream's lines over TCP and Unix sockets, answered as the stream answers them, the
-lines of every connection together; bounded per connection; SIGTERM drains; --http; inference.connect(). Every server
-is a real subprocess on 127.0.0.1 port 0 or a Unix socket in tmp_path, killed in a finally; every loop is bounded."""
+lines of every connection together; bounded per connection; SIGTERM drains; --http; inference.connect(). A server runs
+in this process (fronts.serve.serving, on a thread, the command line's options) unless the process is what is tested
+(signals, exit codes, its memory, a kill): then a real subprocess on 127.0.0.1 port 0 or a Unix socket in tmp_path,
+killed in a finally. Every loop is bounded."""
 import contextlib
 import json
 import os
@@ -56,6 +58,18 @@ def server(*args, **kwargs):
         if proc.poll() is None:
             proc.kill()
         proc.wait(timeout=30)
+
+
+@contextlib.contextmanager
+def local_server(model=EXAMPLES / "vector", listen="127.0.0.1:0", *extra):
+    """The server in this process, on the policy and options the command line would give it: (None, said)."""
+    from mlagents_inference.fronts.cli import parse_args
+    from mlagents_inference.fronts.serve import ServeOptions, serving
+    from mlagents_inference.services.context import Context
+    args = parse_args(["--mode", "serve", "--model-dir", str(model), *extra] + (["--listen", listen] if listen else []))
+    addresses = {dest: getattr(args, dest) for dest in ("listen", "http") if getattr(args, dest) is not None}
+    with serving(Context(args).policy, ServeOptions.from_args(args), **addresses) as said:
+        yield None, said
 
 
 def dial(where: str, timeout: float = 60.0) -> socket.socket:
@@ -125,7 +139,7 @@ def lines_for(model, n: int, seed: int = 0, ids=None) -> list:
 def test_answers_equal_the_streams_for_the_same_lines(name):
     model = EXAMPLES / name
     lines = lines_for(model, 60)
-    with server(model) as (_, said):
+    with local_server(model) as (_, said):
         with dial(said["listen"]) as sock:
             got = exchange(sock, lines[:20]) + exchange(sock, lines[20:21]) + exchange(sock, lines[21:])
     assert got == stream(model, lines)
@@ -135,7 +149,7 @@ def test_answers_equal_the_streams_for_the_same_lines(name):
 def test_memory_is_kept_per_connection_and_id_and_the_info_line_answers():
     model = EXAMPLES / "lstm"
     a, b = lines_for(model, 30, seed=1, ids=[0]), lines_for(model, 30, seed=2, ids=[0])
-    with server(model) as (_, said):
+    with local_server(model) as (_, said):
         with dial(said["listen"]) as one, dial(said["listen"]) as two:
             got_a, got_b = [], []
             for x, y in zip(a, b):  # interleaved: each connection's agent 0 is its own
@@ -154,7 +168,7 @@ def test_memory_is_kept_per_connection_and_id_and_the_info_line_answers():
 def test_bad_and_too_long_lines_get_error_answers_and_the_connection_goes_on(tmp_path):
     bad = [b"not json", b"[1, 2]", b'{"obs": [1, 2, 3]}', b'{"id": 4, "obs": "x"}', b'{"unknown": 1}', b"x" * 500,
            b'{"id": 9, "obs": [0, 0, 0, 0, 0, 0, 0, 1]}']
-    with server(EXAMPLES / "vector", "unix:" + str(tmp_path / "s.sock"), "--max-line-bytes", "200") as (_, said):
+    with local_server(EXAMPLES / "vector", "unix:" + str(tmp_path / "s.sock"), "--max-line-bytes", "200") as (_, said):
         with dial(said["listen"]) as sock:
             got = exchange(sock, bad)
             assert exchange(sock, bad[-1:]) == got[-1:]
@@ -282,7 +296,7 @@ def test_http_healthz_metrics_and_v1_act_answer_as_the_stream():
     pytest.importorskip("prometheus_client")
     model = EXAMPLES / "hybrid"
     lines = lines_for(model, 12)
-    with server(model, "127.0.0.1:0", "--http", "127.0.0.1:0") as (_, said):
+    with local_server(model, "127.0.0.1:0", "--http", "127.0.0.1:0") as (_, said):
         base = f"http://{said['http']}"
         assert base.startswith("http://127.0.0.1:")
         assert http(base + "/healthz") == (200, b"ok\n")
@@ -357,7 +371,7 @@ def test_connect_answers_as_load_does(name):
     model = EXAMPLES / name
     local, g, rng = I.load(model), spec_of(model), np.random.RandomState(0)
     shapes, branches = [tuple(o["shape"]) for o in g["observations"]], g["discrete_branches"]
-    with server(model) as (_, said), I.connect(said["listen"]) as remote:
+    with local_server(model) as (_, said), I.connect(said["listen"]) as remote:
         assert remote.info == json.loads(json.dumps(local.info))
         for rows in (None, 1, 5, 0):
             obs = [observation(rng, shape, rows or 1) for shape in shapes]
@@ -434,7 +448,7 @@ def test_connect_get_action_gives_mlagents_action_tuples():
     from mlagents_envs.base_env import ActionTuple
     model = EXAMPLES / "hybrid"
     local, rng = I.load(model), np.random.RandomState(3)
-    with server(model) as (_, said), I.connect(said["listen"]) as remote:
+    with local_server(model) as (_, said), I.connect(said["listen"]) as remote:
         obs = [observation(rng, (12,), 4)]
         d = decision_steps(obs, [3, 4, 5, 6], mlagents_mask(rng, 4, [2]))
         got = remote.get_action(d)
