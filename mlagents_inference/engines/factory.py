@@ -52,11 +52,15 @@ def make_engine(checkpoint, device="cpu", dtype: str = "float32", engine: str = 
     that cannot run, naming what to install."""
     actor = checkpoint.actor
     if actor is None or engine == "onnxruntime" or providers:  # onnxruntime's devices (providers)
-        if engine == "torch" or dtype != "float32" or (providers and actor is not None and engine != "onnxruntime"):
+        if actor is None and (engine == "torch" or dtype != "float32"):
             raise UsageError(f"--engine {engine} --dtype {dtype}" + (" with --providers" if providers else "") + ": "
-                             + ("onnxruntime runs float32 only, on its providers; other engines and precisions "
-                                f"need torch: {TORCH_HINT}" if actor is None else
-                                "onnxruntime runs float32 only; --providers applies to --engine onnxruntime"))
+                             "onnxruntime runs float32 only, on its providers; other engines and precisions need "
+                             f"torch: {TORCH_HINT}")
+        if dtype != "float32":
+            raise UsageError(f"--engine {engine} --dtype {dtype}: onnxruntime runs float32 only; use --engine torch "
+                             f"for --dtype {dtype}" + (" (without --providers)" if providers else ""))
+        if engine != "onnxruntime" and actor is not None:
+            raise UsageError(f"--providers applies to --engine onnxruntime, not --engine {engine}")
         device = device if isinstance(device, OrtDevice) else ort_device(str(device))
         ort_providers = session_providers(device, providers)
         if actor is None:  # the ML-Agents file itself
