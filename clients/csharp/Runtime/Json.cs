@@ -124,18 +124,20 @@ namespace MLAgentsInference
             double lowEdge = y - Scale(below, 8 - k) + 1e-6;
             int low = (int)lowEdge, high = (int)(y + Scale(above, 8 - k) - 1e-6);
             if (low < lowEdge) low++; // (ceiling)
-            // the fewest digits: the largest power of ten with a multiple in [low, high] (one always: the interval is
-            // wider than 1 unit), then that multiple nearest y
-            int unit = 1, zeros = 0;
-            while (zeros < 9 && high / (unit * 10) * (unit * 10) >= low)
+            // the fewest digits: the largest power of ten 10^zeros with a multiple in [low, high] (one always at 10^0: the
+            // interval is wider than 1 unit), the multiples being q * 10^zeros for q in [qLow, qHigh]; then the q nearest y
+            int qLow = low, qHigh = high, zeros = 0;
+            while (zeros < 9)
             {
-                unit *= 10;
+                int up = (qLow + 9) / 10, down = qHigh / 10;
+                if (up > down) break;
+                qLow = up;
+                qHigh = down;
                 zeros++;
             }
-            int nearest = (int)(y / unit + 0.5) * unit;
-            if (nearest < low) nearest += unit;
-            else if (nearest > high) nearest -= unit;
-            int digits = nearest / unit, e10 = k - 8 + zeros; // value = digits * 10^e10
+            int digits = (int)(y / Pow10[zeros] + 0.5), e10 = k - 8 + zeros; // value = digits * 10^e10
+            if (digits < qLow) digits = qLow;
+            else if (digits > qHigh) digits = qHigh;
             while (digits % 10 == 0) { digits /= 10; e10++; } // (none left but where y itself rounded to one)
             int length = Length(digits);
             int point = length + e10; // digits before the decimal point
@@ -144,12 +146,23 @@ namespace MLAgentsInference
                 p = WriteDigits(b, p, digits, length);
                 for (int i = 0; i < e10; i++) b[p++] = (byte)'0';
             }
-            else if (point > 0 && point < length)
+            else if (point > 0 && point < length) // ddd.ddd: the digits from the last, the point in its place
             {
-                int start = p;
-                p = WriteDigits(b, p + 1, digits, length);
-                for (int i = 0; i < point; i++) b[start + i] = b[start + i + 1];
-                b[start + point] = (byte)'.';
+                int i = p + length + 1, dot = p + point;
+                p = i;
+                while (i > dot + 1)
+                {
+                    int next = digits / 10;
+                    b[--i] = (byte)('0' + (digits - next * 10));
+                    digits = next;
+                }
+                b[--i] = (byte)'.';
+                while (i > dot - point)
+                {
+                    int next = digits / 10;
+                    b[--i] = (byte)('0' + (digits - next * 10));
+                    digits = next;
+                }
             }
             else if (point <= 0 && point > -6)
             {
@@ -471,9 +484,15 @@ namespace MLAgentsInference
             return integer;
         }
 
-        /// <summary>A number as float32, checked against JSON's grammar and read in one pass: the exact float32 when the
-        /// text is the decimal of a float32 value (as the server writes its actions: at most 17 digits, read into a long,
-        /// scaled by one exact or correctly rounded power of ten: a few double ulps, far from a float32 rounding boundary).</summary>
+        // significant digits ReadFloat keeps (the rest are checked and dropped): 1e-11 relative at most, far below a
+        // float32's half ulp (3e-8 relative)
+        private const int MaxDigits = 12;
+
+        /// <summary>A number as float32, checked against JSON's grammar and read in one pass. Exactly the float32 the
+        /// text denotes when it is the decimal of a float32 value, as the server writes its actions (its first 12
+        /// significant digits, scaled by one power of ten in double: within 1e-11 relative of that float32, which is
+        /// 3e-8 from any rounding boundary). Other decimals land on the nearest float32 but within a few 1e-12 of a
+        /// boundary, where they may land on its neighbour.</summary>
         internal float ReadFloat()
         {
             if (_p >= _end || _b[_p] <= ' ') SkipSpace();
@@ -492,7 +511,7 @@ namespace MLAgentsInference
                 digits = 1;
                 for (; i < end && (uint)(c = b[i] - '0') <= 9; i++)
                 {
-                    if (digits < 18) { mantissa = mantissa * 10 + c; digits++; }
+                    if (digits < MaxDigits) { mantissa = mantissa * 10 + c; digits++; }
                     else e10++;
                 }
             }
@@ -503,7 +522,7 @@ namespace MLAgentsInference
                 if (i >= end || (uint)(b[i] - '0') > 9) throw Fail("a digit must follow the decimal point");
                 for (; i < end && (uint)(c = b[i] - '0') <= 9; i++)
                 {
-                    if (digits < 18)
+                    if (digits < MaxDigits)
                     {
                         mantissa = mantissa * 10 + c;
                         e10--;
@@ -556,19 +575,25 @@ namespace MLAgentsInference
             return negative ? -value : value;
         }
 
-        /// <summary>An array of numbers as float32s (<paramref name="scratch"/>: a list to reuse).</summary>
-        internal float[] ReadFloats(List<float> scratch)
+        /// <summary>An array of numbers as float32s (<paramref name="scratch"/>: a buffer to reuse, grown when short).</summary>
+        internal float[] ReadFloats(ref float[] scratch)
         {
             Expect('[');
-            scratch.Clear();
-            if (TryTake(']')) return scratch.ToArray();
+            if (TryTake(']')) return new float[0];
+            int n = 0;
             while (true)
             {
-                scratch.Add(ReadFloat());
+                if (n == scratch.Length) Array.Resize(ref scratch, scratch.Length * 2);
+                scratch[n++] = ReadFloat();
                 int c = _p < _end && _b[_p] > ' ' ? _b[_p] : Peek();
                 _p++;
                 if (c == ',') continue;
-                if (c == ']') return scratch.ToArray();
+                if (c == ']')
+                {
+                    var values = new float[n];
+                    Array.Copy(scratch, values, n);
+                    return values;
+                }
                 _p--;
                 throw Fail(c < 0 ? "unexpected end, expected ',' or ']'" : "expected ',' or ']'");
             }

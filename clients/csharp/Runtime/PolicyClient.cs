@@ -38,7 +38,7 @@ namespace MLAgentsInference
         private readonly string _address;
         private readonly HashSet<long> _resets = new HashSet<long>();
         private readonly HashSet<long> _known = new HashSet<long>();
-        private readonly List<float> _scratch = new List<float>();
+        private float[] _scratch = new float[64];
         private readonly List<Socket> _readable = new List<Socket>(1);
         private readonly List<Socket> _writable = new List<Socket>(1);
         private readonly Random _random = new Random();
@@ -645,7 +645,7 @@ namespace MLAgentsInference
                         if (continuous != null) throw r.Fail("duplicate key \"continuous_actions\"");
                         r.SkipSpace();
                         continuousStart = r.Position;
-                        continuous = r.ReadFloats(_scratch);
+                        continuous = r.ReadFloats(ref _scratch);
                         continuousEnd = r.Position;
                         break;
                     case 3: // "discrete_actions"
@@ -654,7 +654,7 @@ namespace MLAgentsInference
                         break;
                     case 4: // "memory"
                         if (memory != null) throw r.Fail("duplicate key \"memory\"");
-                        memory = r.ReadFloats(_scratch);
+                        memory = r.ReadFloats(ref _scratch);
                         break;
                     case 5: // "actions": the continuous actions again (a continuous-only policy), most often their very text
                         if (seenActions) throw r.Fail("duplicate key \"actions\"");
