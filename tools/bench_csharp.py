@@ -145,6 +145,11 @@ def csharp(bench: Path, port: int, obs_file: Path, mode: str, rounds: int) -> di
     return json.loads(r.stdout)
 
 
+def paired(ours: list, theirs: list) -> list:
+    """Each repetition's ratio (the two measured minutes apart at most; on a shared machine they swing together)."""
+    return [round(a / b, 3) for a, b in zip(ours, theirs)]
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] + " C# lone p50/p99 and 64-agent ActMany agent-steps/s "
                                 "beside Python raw-socket clients.")
@@ -185,11 +190,14 @@ def main() -> None:
                     "python_raw_p50_ms": round(m["raw_lone_p50"], 4), "python_raw_p99_ms": round(m["raw_lone_p99"], 4),
                     "python_json_p50_ms": round(m["json_lone_p50"], 4), "python_json_p99_ms": round(m["json_lone_p99"], 4),
                     "cs_p50_over_python_raw": round(m["cs_lone_p50"] / m["raw_lone_p50"], 3),
-                    "cs_p50_over_python_json": round(m["cs_lone_p50"] / m["json_lone_p50"], 3)},
+                    "cs_p50_over_python_json": round(m["cs_lone_p50"] / m["json_lone_p50"], 3),
+                    "cs_p50_over_python_raw_per_repeat": paired(r["cs_lone_p50"], r["raw_lone_p50"])},
            "agents_64": {"steps": a.steps, "cs_agent_steps_per_s": round(m["cs_many"]),
                          "python_raw_agent_steps_per_s": round(m["raw_many"]), "python_json_agent_steps_per_s": round(m["json_many"]),
                          "cs_over_python_raw": round(m["cs_many"] / m["raw_many"], 3),
-                         "cs_over_python_json": round(m["cs_many"] / m["json_many"], 3)},
+                         "cs_over_python_json": round(m["cs_many"] / m["json_many"], 3),
+                         "cs_over_python_raw_per_repeat": paired(r["cs_many"], r["raw_many"]),
+                         "cs_over_python_json_per_repeat": paired(r["cs_many"], r["json_many"])},
            "raw": {k: [round(x, 4) for x in v] for k, v in r.items()}}
     if a.json:
         print(json.dumps(out))
