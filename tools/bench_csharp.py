@@ -3,7 +3,8 @@
 not a test; docs/performance.md): the bundled Huggy (59 inputs, 21 continuous actions), serve's default --spin off.
 
 1. a lone agent: one line, wait for its answer, repeat; round-trip p50 and p99 (ms);
-2. 64 agents, one connection: every agent's line in one write, the 64 answers read, repeated; agent-steps/s.
+2. 64 agents, one connection: every agent's line in one write, the 64 answers read, repeated; agent-steps/s, and the
+   client's own CPU time per step (user + system).
 
 Clients, alternating on the same server, each measurement `--repeat` times (medians):
 - C#: PolicyClient.Act and PolicyClient.ActMany under Mono (formats the float32 observations, parses and checks every
@@ -106,12 +107,13 @@ def python_json_lone(port: int, obs: np.ndarray, rounds: int) -> tuple:
     return percentiles(times[WARMUP:])
 
 
-def python_raw_many(port: int, obs: np.ndarray, steps: int) -> float:
+def python_raw_many(port: int, obs: np.ndarray, steps: int) -> tuple:
+    """(agent-steps/s, this process's CPU ms per step)"""
     payloads = [b"".join(raw_line(a, obs[s % len(obs), a]) for a in range(AGENTS)) for s in range(10 + steps)]
     with connect(port) as sock:
         for s, payload in enumerate(payloads):
             if s == 10:
-                t0 = time.perf_counter()
+                t0, cpu = time.perf_counter(), time.process_time()
             sock.sendall(payload)
             seen = 0
             while seen < AGENTS:
@@ -119,21 +121,21 @@ def python_raw_many(port: int, obs: np.ndarray, steps: int) -> float:
                 if not chunk:
                     raise SystemExit("serve closed the connection")
                 seen += chunk.count(b"\n")
-        return AGENTS * steps / (time.perf_counter() - t0)
+        return AGENTS * steps / (time.perf_counter() - t0), (time.process_time() - cpu) / steps * 1e3
 
 
-def python_json_many(port: int, obs: np.ndarray, steps: int) -> float:
+def python_json_many(port: int, obs: np.ndarray, steps: int) -> tuple:
     with connect(port) as sock, sock.makefile("rb") as answers:
         for s in range(10 + steps):
             if s == 10:
-                t0 = time.perf_counter()
+                t0, cpu = time.perf_counter(), time.process_time()
             step = obs[s % len(obs)]
             sock.sendall(b"".join(json.dumps({"id": a, "obs": list(map(float, step[a]))}).encode() + b"\n" for a in range(AGENTS)))
             for a in range(AGENTS):
                 answer = json.loads(answers.readline())
                 if "error" in answer or answer["id"] != a:
                     raise SystemExit(f"bad answer {answer}")
-        return AGENTS * steps / (time.perf_counter() - t0)
+        return AGENTS * steps / (time.perf_counter() - t0), (time.process_time() - cpu) / steps * 1e3
 
 
 def csharp(bench: Path, port: int, obs_file: Path, mode: str, rounds: int) -> dict:
@@ -166,7 +168,7 @@ def main() -> None:
         obs_file.write_bytes(obs.astype("<f4").tobytes())
         server, port = start_serve()
         r: dict = {k: [] for k in ("cs_lone_p50", "cs_lone_p99", "raw_lone_p50", "raw_lone_p99", "json_lone_p50", "json_lone_p99",
-                                   "cs_many", "raw_many", "json_many")}
+                                   "cs_many", "raw_many", "json_many", "cs_many_cpu_ms", "raw_many_cpu_ms", "json_many_cpu_ms")}
         try:
             python_raw_lone(port, obs, 200)  # warm the server up
             for _ in range(a.repeat):
@@ -177,9 +179,13 @@ def main() -> None:
                     p50, p99 = fn(port, obs, a.rounds)
                     r[f"{name}_lone_p50"].append(p50)
                     r[f"{name}_lone_p99"].append(p99)
-                r["cs_many"].append(csharp(bench, port, obs_file, "many", a.steps)["agent_steps_per_s"])
-                r["raw_many"].append(python_raw_many(port, obs, a.steps))
-                r["json_many"].append(python_json_many(port, obs, a.steps))
+                got = csharp(bench, port, obs_file, "many", a.steps)
+                r["cs_many"].append(got["agent_steps_per_s"])
+                r["cs_many_cpu_ms"].append(got["cpu_ms_per_step"])
+                for name, fn in (("raw", python_raw_many), ("json", python_json_many)):
+                    rate, cpu_ms = fn(port, obs, a.steps)
+                    r[f"{name}_many"].append(rate)
+                    r[f"{name}_many_cpu_ms"].append(cpu_ms)
         finally:
             server.kill()
             server.wait()
@@ -196,6 +202,8 @@ def main() -> None:
                          "python_raw_agent_steps_per_s": round(m["raw_many"]), "python_json_agent_steps_per_s": round(m["json_many"]),
                          "cs_over_python_raw": round(m["cs_many"] / m["raw_many"], 3),
                          "cs_over_python_json": round(m["cs_many"] / m["json_many"], 3),
+                         "client_cpu_ms_per_step": {"cs": round(m["cs_many_cpu_ms"], 3), "python_raw": round(m["raw_many_cpu_ms"], 3),
+                                                    "python_json": round(m["json_many_cpu_ms"], 3)},
                          "cs_over_python_raw_per_repeat": paired(r["cs_many"], r["raw_many"]),
                          "cs_over_python_json_per_repeat": paired(r["cs_many"], r["json_many"])},
            "raw": {k: [round(x, 4) for x in v] for k, v in r.items()}}

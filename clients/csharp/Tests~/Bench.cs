@@ -53,16 +53,23 @@ internal static class Bench
             var requests = new AgentRequest[agents];
             for (int a = 0; a < agents; a++) requests[a] = new AgentRequest(a, obs[0][a]);
             long start = 0;
+            TimeSpan cpu = TimeSpan.Zero;
             for (int i = 0; i < warmup + rounds; i++)
             {
-                if (i == warmup) start = Stopwatch.GetTimestamp();
+                if (i == warmup)
+                {
+                    start = Stopwatch.GetTimestamp();
+                    cpu = Process.GetCurrentProcess().TotalProcessorTime;
+                }
                 float[][] step = obs[i % steps];
                 for (int a = 0; a < agents; a++) requests[a].Observations[0] = step[a];
                 PolicyAction[] actions = client.ActMany(requests);
                 if (actions.Length != agents || actions[agents - 1].ContinuousActions.Length != client.Info.ContinuousSize) return 1;
             }
             double seconds = (Stopwatch.GetTimestamp() - start) / (double)Stopwatch.Frequency;
-            Console.WriteLine("{\"agent_steps_per_s\": " + (agents * rounds / seconds).ToString("R", inv) + "}");
+            double cpuMs = (Process.GetCurrentProcess().TotalProcessorTime - cpu).TotalMilliseconds / rounds; // (user + system)
+            Console.WriteLine("{\"agent_steps_per_s\": " + (agents * rounds / seconds).ToString("R", inv) +
+                              ", \"cpu_ms_per_step\": " + cpuMs.ToString("R", inv) + "}");
             return 0;
         }
     }
