@@ -2,6 +2,8 @@
 and pyarrow imported with one-line errors."""
 from .errors import UsageError
 
+__all__ = ["import_pyarrow", "TORCH_HINT", "torch_available"]
+
 
 def import_pyarrow():
     """pyarrow, an optional dependency: imported on the Parquet path only."""

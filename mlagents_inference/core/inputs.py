@@ -18,6 +18,8 @@ from .observations import finite_float32, is_float, random_inputs
 from .sources import regular_file
 from .spec import NORMALIZER_CLIP, InputSpec, PolicySettings
 
+__all__ = ["OBS_WORDS", "IMAGE_SUFFIXES", "boundary_input", "parse_obs", "parse_one_input", "read_input_file", "image_pixels", "NPZ_EXTRAS", "read_npz", "open_obs_file", "array_chunks", "ParquetSource"]
+
 OBS_WORDS = ("random", "zeros", "ones", "ones_neg", "boundary")
 
 

@@ -12,6 +12,8 @@ from .files import short_path
 from .geometry import encoder_from_kernels
 from .spec import MAX_ENTITIES, GoalInput, InputSpec, PolicySettings, goal_indices
 
+__all__ = ["OnnxInterface", "read_onnx_interface", "onnx_input_shapes", "legacy_input_shapes", "check_onnx_shapes", "onnx_shapes_agree", "ONNX_ONLY_SOURCE", "ONNX_PLUMBING", "ONNX_FOLD", "SETTINGS_KEYS", "WeightNode", "OnnxGraph", "OnnxSensor", "onnx_slices", "onnx_sensors", "onnx_settings", "file_input_groups", "file_named_settings"]
+
 
 @dataclass
 class OnnxInterface:

@@ -6,6 +6,8 @@ from typing import Optional
 
 from .errors import UsageError
 
+__all__ = ["PROVIDERS", "import_onnxruntime", "provider_wheel", "onnx_session", "ort_reason"]
+
 # --providers' short names -> (onnxruntime's execution provider, the package that brings it)
 PROVIDERS = {"cpu": ("CPUExecutionProvider", "onnxruntime"), "cuda": ("CUDAExecutionProvider", "onnxruntime-gpu"),
              "tensorrt": ("TensorrtExecutionProvider", "onnxruntime-gpu, with TensorRT's libraries"),

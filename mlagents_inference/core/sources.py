@@ -16,6 +16,8 @@ from typing import Optional
 from .errors import UsageError
 from .files import short_path
 
+__all__ = ["HERE", "SAMPLE", "BUNDLED_MODEL_DIR", "DEFAULT_REPO", "DEFAULT_EXPORT", "BUNDLED_NOTE", "ModelSource", "CKPT_NAME", "find_behavior", "step_of", "list_checkpoints", "default_checkpoint", "STATUS_MAX_BYTES", "training_status", "status_entry", "final_step", "pick_hub_files", "download_from_hub", "path_kind", "regular_file", "locate_model", "bundled_model_dir", "file_sha256", "check_sha256", "read_config", "onnx_alone_source", "mlagents_onnx_files", "find_checkpoint_onnx", "SHA256_HEX"]
+
 HERE = Path(__file__).resolve().parents[2]  # the clone (beside inference.py), site-packages, or the .pyz file
 
 

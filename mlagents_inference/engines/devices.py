@@ -8,6 +8,8 @@ from ..core.errors import UsageError
 from ..core.extras import torch_available
 from ..core.sessions import PROVIDERS, import_onnxruntime, provider_wheel
 
+__all__ = ["onnxruntime_devices", "parse_device", "DEVICE_PROVIDER", "parse_providers", "OrtDevice", "ort_device", "host_has_device", "session_providers"]
+
 
 def onnxruntime_devices(engine: str, providers) -> bool:
     """Whether a device means onnxruntime's providers: without torch, or with --engine onnxruntime or --providers."""

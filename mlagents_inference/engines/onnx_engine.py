@@ -12,6 +12,8 @@ from ..model.networks import EngineHeads
 if TYPE_CHECKING:  # (annotations only)
     from ..model.networks import SimpleActor
 
+__all__ = ["OnnxRuntimeEngine"]
+
 
 
 class OnnxRuntimeEngine:

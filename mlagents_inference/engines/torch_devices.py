@@ -16,6 +16,8 @@ from .devices import parse_device
 if TYPE_CHECKING:  # (annotations only)
     from ..model.networks import SimpleActor
 
+__all__ = ["npu_count", "cuda_count", "select_device", "resolve_device", "full_float32", "synchronize", "cast_actor"]
+
 
 
 def _import_torch_npu():

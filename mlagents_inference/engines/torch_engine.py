@@ -13,6 +13,8 @@ from .torch_devices import cast_actor
 if TYPE_CHECKING:  # (annotations only)
     from ..model.networks import SimpleActor
 
+__all__ = ["TorchEngine"]
+
 
 
 class TorchEngine:

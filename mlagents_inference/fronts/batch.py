@@ -24,6 +24,8 @@ from ..services.ray_support import copy_package, ray_failure, ray_init, ray_mode
 if TYPE_CHECKING:  # (annotations only)
     from ..services.context import Context
 
+__all__ = ["mode_batch", "show_batch", "peak_rss_mb", "batch_file", "show_batch_file", "PolicyActor", "read_units", "ray_results", "ray_to_folder"]
+
 
 
 def _output_writer(path: Path, settings: PolicySettings, arrays: dict) -> Callable:

@@ -18,6 +18,8 @@ from ..core.sources import DEFAULT_REPO, SHA256_HEX
 from ..core.spec import DTYPES, ENGINES
 from ..services.context import Context
 
+__all__ = ["MODES", "TORCH_MODES", "mode_functions", "OneLineParser", "positive_int", "seed_int", "column_names", "OPTION_MODES", "OPTION_DEFAULTS", "OPTION_WITH", "option", "build_parser", "parse_args", "main"]
+
 # mode -> (its module, the function that computes the result, the one that renders its human lines).
 # A mode's module is imported when that mode runs: torch comes with the modes that need it.
 MODES: dict = {

@@ -19,6 +19,8 @@ from ..core.spec import ATTENTION_EMBEDDING, GoalInput, InputSpec, PolicySetting
 from ..model.encoders import VISUAL_ENCODERS
 from ..model.networks import SimpleActor
 
+__all__ = ["read_checkpoint", "validate_tensors", "global_step", "ENCODER_KEYS", "PROCESSOR_KEY", "check_state_dict", "onnx_difference", "infer_settings", "visual_input_spec", "inputs_from_checkpoint", "pick_goal", "trainer_of", "check_image_sides", "build_actor", "LoadedCheckpoint", "policy_needs_onnx"]
+
 
 def read_checkpoint(path: Path) -> dict:
     """torch.load with weights_only=True: tensors and plain containers only, never code."""

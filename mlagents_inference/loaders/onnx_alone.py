@@ -18,6 +18,8 @@ from ..model.networks import SimpleActor, branch_argmax
 from .checkpoint import LoadedCheckpoint, build_actor, check_image_sides, check_state_dict
 from .onnx_file import MLAgentsOnnx, graph_errors, read_policy_graph
 
+__all__ = ["onnx_state_dict", "file_named_inputs", "load_onnx_alone", "PROBE_SCALES", "PROBE_TOL", "probe_inputs", "check_rebuilt"]
+
 
 def _tagged_template(g: OnnxGraph, settings: PolicySettings) -> tuple:
     """(template, canonical, tags): SimpleActor(settings), each parameter given its own random values (tags, by key),

@@ -16,6 +16,8 @@ from ..core.spec import InputSpec, continuous_only
 if TYPE_CHECKING:  # (annotations only)
     from ..api.policy import Policy
 
+__all__ = ["STREAM_KEYS", "STREAM_ID_CHARS", "NUMBER_TYPES", "echoed_id", "stream_array", "parse_address", "NON_FINITE_ACTIONS", "stream_answer", "answer_texts", "waiting_lines", "answer_waiting", "json_codec"]
+
 
 
 # -- stream lines: what a line may hold, and its numbers read cheaply (mode_stream answers them)
