@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The C# client (clients/csharp/) beside Python raw-socket clients, on one `--mode serve` server in one run (a
-benchmark, not a test; docs/performance.md): the bundled Huggy (59 inputs, 21 continuous actions), serve's default --spin off.
+benchmark, not a test; docs/performance.md): the bundled Huggy (59 inputs, 21 continuous actions), serve's default
+--spin off.
 
 1. a lone agent: one line, wait for its answer, repeat; round-trip p50 and p99 (ms);
 2. 64 agents, one connection: every agent's line in one write, the 64 answers read, repeated; agent-steps/s, and the
