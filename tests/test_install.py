@@ -39,7 +39,11 @@ def source_version() -> str:
 def test_pyproject_installs_the_package_the_door_its_command_and_the_ascend_requirements():
     meta = pyproject()
     assert meta["tool"]["setuptools"]["py-modules"] == ["inference"]
-    assert meta["tool"]["setuptools"]["packages"] == ["mlagents_inference"]  # examples/, tests/, tools/ stay in the clone
+    # the package and each of its layers (examples/, tests/, tools/ stay in the clone)
+    layers = sorted(p.parent.name for p in (ROOT / "mlagents_inference").glob("*/__init__.py"))
+    assert meta["tool"]["setuptools"]["packages"] == ["mlagents_inference"] + [f"mlagents_inference.{n}" for n in (
+        "core", "model", "loaders", "engines", "api", "services", "fronts")]
+    assert sorted(meta["tool"]["setuptools"]["packages"][1:]) == [f"mlagents_inference.{n}" for n in layers]
     assert meta["project"]["scripts"] == {"mlagents-infer": "mlagents_inference.fronts.cli:main"}
     assert meta["project"]["dynamic"] == ["version"]
     assert meta["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "mlagents_inference.__version__"}
@@ -100,7 +104,8 @@ def test_the_wheel_holds_the_package_the_door_its_version_dependencies_and_comma
         info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
         metadata = archive.read(f"{info}/METADATA").decode()
         entry_points = archive.read(f"{info}/entry_points.txt").decode()
-    package = sorted(f"mlagents_inference/{p.name}" for p in (ROOT / "mlagents_inference").glob("*.py"))
+    package = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "mlagents_inference").rglob("*.py")
+                     if "__pycache__" not in p.parts)
     assert sorted(n for n in names if not n.startswith(info + "/")) == sorted(["inference.py", *package])
     assert re.search(rf"^Version: {re.escape(source_version())}$", metadata, re.M)
     requires = re.findall(r"^Requires-Dist: (.+)$", metadata, re.M)

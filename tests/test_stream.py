@@ -65,7 +65,7 @@ def test_bad_lines_answered_in_place(proc):
            json.dumps({"id": 2, "obs": [float("nan")] + [0] * 58}),
            json.dumps({"id": 3, "obs": ["1.5"] * 59}), json.dumps({"id": 4}), json.dumps({"id": 5, "obs": [[1] * 59, [2]]}),
            json.dumps({"id": 6, "obs": [1e39] * 59}), json.dumps({"id": 7, "obs": [0] * 59, "stochastic": True,
-                                                                   "seed": -1})]
+                                                                   "seed": 2**64})]
     for line in bad:
         answer = ask(proc, line)
         assert "error" in answer and "actions" not in answer, (line, answer)

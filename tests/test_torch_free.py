@@ -354,8 +354,9 @@ def test_a_provider_that_falls_back_is_refused(monkeypatch):
             return ["CPUExecutionProvider"]
     import onnxruntime
     monkeypatch.setattr(onnxruntime, "InferenceSession", Session)
+    from mlagents_inference.core import sessions
     with pytest.raises(runtime.UsageError, match="could not start CUDAExecutionProvider"):
-        runtime.onnx_session(b"model", providers=[("CUDAExecutionProvider", {"device_id": "0"}), "CPUExecutionProvider"])
+        sessions.onnx_session(b"model", providers=[("CUDAExecutionProvider", {"device_id": "0"}), "CPUExecutionProvider"])
 
 
 @needs_torch
