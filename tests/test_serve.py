@@ -437,7 +437,7 @@ def test_connect_errors_are_one_line_usage_errors(tmp_path):
 
 
 def test_connect_imports_no_torch():
-    code = ("import sys; sys.modules['torch'] = None; import inference; from mlagents_inference import remote; "
+    code = ("import sys; sys.modules['torch'] = None; import inference; from mlagents_inference.fronts import remote; "
             "print(inference.connect is remote.connect)")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60, env=child_env())
     assert r.returncode == 0 and r.stdout.strip() == "True", r.stderr
