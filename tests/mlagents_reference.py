@@ -5,7 +5,7 @@ Two ONNX interfaces exist among the fixtures:
 
 * ML-Agents 1.1.0 (zoo/, ppo-*): one input per sensor (obs_0, obs_1, ...), action_masks, recurrent_in
   [B, 1, m]; outputs deterministic_continuous_actions / deterministic_discrete_actions / recurrent_out.
-* the older interface of Unity's trained example models (trained/): one input vector_observation with
+* the older interface of Unity's trained example models (examples/trained/): one input vector_observation with
   the sensors concatenated, action_masks; no deterministic_* outputs, continuous_actions is sampled and
   discrete_actions holds per-branch log-probabilities. The deterministic reference is derived from the
   graph itself: mu is the output of the Gemm whose weight is `..._continuous_distribution.mu.weight`
@@ -27,7 +27,7 @@ import numpy as np
 
 BRANCH_WEIGHT = re.compile(r"_discrete_distribution\.branches\.(\d+)\.weight$")
 
-# Sensor widths of the trained/ checkpoints (trained/README.md): the ONNX only has them concatenated.
+# Sensor widths of the examples/trained/ checkpoints (examples/trained/README.md): the ONNX only has them concatenated.
 TRAINED_SPLITS = {"3DBallHard": [27, 18], "SoccerTwos": [264, 72], "DungeonEscape": [10, 360, 1]}
 
 

@@ -1,8 +1,9 @@
 """The Python API as real clients drive it (issue 18): mlagents_envs' DecisionSteps / TerminalSteps /
 BehaviorSpec / ActionTuple (the real classes when mlagents_envs is installed, else stand-ins with the
 same attributes: tests/api_standins.py), gymnasium-style masks, sampling noise, camera frames as
-uint8, and another policy's --onnx. References: a bare onnxruntime session on the example's own
-ML-Agents ONNX (tests/mlagents_reference.py), never inference.py itself."""
+uint8, and another policy's --onnx; the arguments of load() and act() (a wrong one is a UsageError, a
+tensor is taken as an array). References: a bare onnxruntime session on the example's own ML-Agents ONNX
+(tests/mlagents_reference.py), never inference.py itself."""
 from __future__ import annotations
 
 import json
@@ -23,7 +24,7 @@ from api_standins import (
     observation,
     terminal_steps,
 )
-from conftest import BUNDLED, EXAMPLES, call
+from conftest import BUNDLED, EXAMPLES, call, ort_deterministic
 from mlagents_reference import OnnxReference, discrete_mismatches, max_rel_err
 
 import inference as I
@@ -162,7 +163,7 @@ def test_check_spec_names_the_first_difference():
         policy.check_spec(BehaviorSpec(obs, actions._replace(continuous_size=2)))
 
 
-def refused(call, match: str) -> None:
+def usage_error(call, match: str) -> None:
     """A UsageError with a one-line message matching `match`: never another exception, never an answer."""
     with pytest.raises(I.UsageError, match=match) as err:
         call()
@@ -186,7 +187,7 @@ def test_check_spec_refuses_sizes_that_are_not_whole_numbers(change):
                "shape text": lambda: BehaviorSpec([obs[0], obs[1]._replace(shape="3")], actions),
                "branches None": lambda: BehaviorSpec(obs, actions._replace(discrete_branches=None)),
                "specs None": lambda: BehaviorSpec(None, actions)}[change]()
-    refused(lambda: policy.check_spec(changed), r"the behavior's .*(whole number|expected a list)")
+    usage_error(lambda: policy.check_spec(changed), r"the behavior's .*(whole number|expected a list)")
     assert policy.check_spec(BehaviorSpec([obs[0]._replace(shape=np.array([1, 24, 30])), obs[1]],
                                           actions._replace(discrete_branches=(np.int32(3), 2)))) is None
 
@@ -204,7 +205,7 @@ def test_get_action_refuses_an_agent_id_twice_and_a_refused_call_changes_nothing
     policy.get_action(decision_steps([observation(rng, s, 2) for s in shapes], [5, 6], mlagents_mask(rng, 2, branches)))
     before = {agent: memory.copy() for agent, memory in policy.memories.items()}
     twice = decision_steps([observation(rng, s, 3) for s in shapes], [7, 5, 5], mlagents_mask(rng, 3, branches))
-    refused(lambda: policy.get_action(twice, terminal_steps([observation(rng, s, 1) for s in shapes], [6])),
+    usage_error(lambda: policy.get_action(twice, terminal_steps([observation(rng, s, 1) for s in shapes], [6])),
             "agent id 5 appears more than once")
     assert before.keys() == policy.memories.keys()
     assert all(np.array_equal(before[agent], policy.memories[agent]) for agent in before)
@@ -253,7 +254,7 @@ def test_the_api_refuses_hostile_arguments_in_one_line(lstm_policy, case):
     """act(), get_action(), reset() and load() given what is not numbers, ids, flags or paths: a one-line
     UsageError each, never a TypeError/ValueError/KeyError/OSError, never an answer (issue 26)."""
     call, match = HOSTILE[case]
-    refused(lambda: call(lstm_policy), match)
+    usage_error(lambda: call(lstm_policy), match)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -451,3 +452,64 @@ def test_agent_memories_forget_and_clear_keep_the_byte_count():
     assert list(memories) == [3] and memories.nbytes == AgentMemories.cost(3, np.zeros(4, np.float32))
     memories.clear()
     assert memories == {} and memories.nbytes == 0
+
+
+# --- the Python API's arguments -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def huggy():
+    return I.load(BUNDLED)
+
+
+X = np.random.RandomState(1).randn(59).astype(np.float32)
+
+
+@pytest.mark.parametrize("kwargs,words", [
+    ({"deterministic": "false"}, "deterministic"), ({"deterministic": None}, "deterministic"),
+    ({"deterministic": False, "seed": 2**70}, "seed"), ({"deterministic": False, "seed": 1.5}, "seed"),
+    ({"deterministic": False, "seed": "3"}, "seed"), ({"deterministic": False, "generator": 123}, "generator"),
+])
+def test_act_arguments_are_usage_errors(huggy, kwargs, words):
+    usage_error(lambda: huggy.act(X, **kwargs), words)
+
+
+def test_act_with_input_names_that_are_not_text(huggy):
+    usage_error(lambda: huggy.act({0: X}), "input names")
+    usage_error(lambda: huggy.act({"obs_0": X, 1: X}), "input names")
+
+
+def test_tensors_are_taken_as_cpu_arrays(huggy):
+    """A tensor that requires grad (or a float64, a bfloat16 one) gives the numpy answer."""
+    want = huggy.act(X)["continuous_actions"]
+    reference = ort_deterministic(BUNDLED / "Huggy" / "Huggy-600017.onnx", X[None])[0]
+    assert np.abs(want - reference).max() < 1e-5
+    for value in (torch.tensor(X, requires_grad=True), {"obs_0": torch.tensor(X, dtype=torch.float64)},
+                  [torch.tensor(X)]):
+        assert np.array_equal(huggy.act(value)["continuous_actions"], want)
+    rows = torch.tensor(np.stack([X, X]), requires_grad=True)
+    assert np.array_equal(huggy.act(rows)["continuous_actions"], np.stack([want, want]))
+    sampled = huggy.act(X, deterministic=np.bool_(False), seed=np.int64(3))["continuous_actions"]
+    assert np.array_equal(sampled, huggy.act(X, deterministic=False, seed=3)["continuous_actions"])
+    generated = huggy.act(X, deterministic=False, generator=torch.Generator().manual_seed(3))["continuous_actions"]
+    assert np.array_equal(generated, sampled)
+
+
+@pytest.mark.parametrize("kwargs,words", [
+    ({"path": None}, "path None"), ({"path": 123}, "path 123"), ({"path": ""}, "path"),
+    ({"device": torch.device("meta")}, "meta"), ({"device": None}, "device None"),
+    ({"engine": "bogus"}, "engine 'bogus'"), ({"engine": "Torch"}, "engine 'Torch'"), ({"engine": None}, "engine"),
+    ({"dtype": "float8"}, "dtype"), ({"dtype": torch.float32}, "dtype"), ({"expect_sha256": 5}, "expect_sha256"),
+])
+def test_load_arguments_are_usage_errors(kwargs, words):
+    kwargs = {"path": BUNDLED, **kwargs}
+    usage_error(lambda: I.load(**kwargs), words.replace("(", r"\("))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a host with a CUDA GPU")
+def test_load_on_an_absent_gpu_is_a_usage_error():
+    usage_error(lambda: I.load(BUNDLED, device=torch.device("cuda:0")), "no CUDA GPU")
+
+
+def test_an_unknown_engine_name_is_not_taken_as_auto(huggy):
+    usage_error(lambda: I.Policy(huggy.checkpoint, "cpu", "float32", "ONNXRUNTIME"), "engine")

@@ -151,7 +151,7 @@ def test_import_inference_and_help_need_no_torch():
 
 def test_the_torch_free_bottom_and_the_door_import_no_torch():
     bottom = [module_name(p).replace("mlagents_inference.", "") for p in MODULES if p.parent.name == "core"] + [
-        "engines.devices", "engines.factory", "loaders.onnx_file", "loaders.policy_files", "api.contract", "api.policy",
+        "engines.devices", "engines.factory", "loaders.onnx_file", "api.contract", "api.policy",
         "services.protocol", "services.context", "fronts.show", "fronts.cli", "fronts.remote", "fronts.stream",
         "fronts.serve"]
     r = python("import sys, importlib, inference\n"

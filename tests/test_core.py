@@ -14,10 +14,10 @@ import inference as I
 from mlagents_inference.core.inputs import parse_obs
 from mlagents_inference.core.observations import random_inputs
 from mlagents_inference.core.sources import default_checkpoint, file_sha256, find_behavior, list_checkpoints, locate_model, pick_hub_files
-from mlagents_inference.engines import torch_devices as engines
-from mlagents_inference.engines.factory import choose_engine
-from mlagents_inference.engines.torch_devices import full_float32, resolve_device, select_device
-from mlagents_inference.engines.devices import parse_device
+from mlagents_inference.engines.torch_engine.torch_engine import torch_devices as engines
+from mlagents_inference.engines.torch_engine.factory import choose_engine
+from mlagents_inference.engines.torch_engine.torch_devices import full_float32, resolve_device, select_device
+from mlagents_inference.engines.torch_engine.devices import parse_device
 from mlagents_inference.api.policy import load_checkpoint
 
 CASES = [  # (model folder, checkpoint, its ML-Agents ONNX)
@@ -390,7 +390,7 @@ def test_action_json_and_human_output(capsys):
 def test_exit_codes(capsys):
     """main()'s exit codes and streams in this process, and in a real process the code the
     shell sees for a check that did not hold (0 and 2 from real processes: test_modes'
-    fingerprint and test_hostile's refusal as a user runs it)."""
+    fingerprint and test_signals_and_stdio's refusal as a user runs it)."""
     assert I.main(["--mode", "action", "--obs", "1,2", "--model-dir", str(BUNDLED)]) == 2
     out, err = capsys.readouterr()
     assert out.count("\n") <= 1 and "Traceback" not in err

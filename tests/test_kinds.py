@@ -2,8 +2,8 @@
 ML-Agents' own ONNX beside each checkpoint run with a bare onnxruntime session (tests/mlagents_reference.py).
 
 Fixtures: examples/* (one run folder per policy kind, written by ML-Agents 1.1.0 itself through
-tools/mlagents_fixtures.py), the bundled Huggy sample, and, where present, $HUGGY_FIXTURES/trained/* (Unity's
-trained example models, older ONNX interface; not in the repository). Each policy is loaded once per engine
+tools/mlagents_fixtures.py), the bundled Huggy sample, and examples/trained/* (Unity's trained example
+models, older ONNX interface). Each policy is loaded once per engine
 for the whole module; the observations are generated once per kind and sent as one batch.
 
 Bars: continuous actions within 1e-5 of the ONNX (SAC's deterministic output is raw, unbounded mu -- up to
@@ -21,7 +21,7 @@ from typing import Optional
 
 import numpy as np
 import pytest
-from conftest import BUNDLED, EXAMPLES, FIXTURES, need
+from conftest import BUNDLED, EXAMPLES, TRAINED, need, random_memories
 from mlagents_reference import (
     TRAINED_SPLITS,
     OnnxReference,
@@ -46,7 +46,6 @@ from mlagents_inference.loaders.checkpoint import pick_goal
 from mlagents_inference.api.policy import load_checkpoint
 
 ZOO = EXAMPLES  # the in-repository examples carry the development zoo's kinds under the same names
-TRAINED = FIXTURES / "trained"
 ENGINES = ("torch", "onnxruntime")
 CONT_TOL = 1e-5
 MEM_TOL = 1e-5
@@ -123,23 +122,18 @@ KINDS = {
     "vector": _zoo("vector", "Vector", [("vector", [8])], continuous=2),
     "bundled-Huggy": Kind(BUNDLED, BUNDLED / "Huggy.onnx", [("vector", [59])], continuous=21, normalize=True),
 }
-# Development fixtures outside the repository (../shared/fixtures, $HUGGY_FIXTURES): Unity's trained example
-# models with the older ONNX interface. Parametrised only where present; a clean clone runs every kind above,
-# and test_development_fixtures_present says, as one skip, what it lacks.
-if TRAINED.is_dir():
-    KINDS.update({
-        "3DBallHard": _trained("3DBallHard", continuous=2, normalize=True),
-        "SoccerTwos": _trained("SoccerTwos", branches=[3, 3, 3]),
-        "DungeonEscape": _trained("DungeonEscape", branches=[7]),
-    })
+# Unity's trained example models with the older ONNX interface (examples/trained/).
+KINDS.update({
+    "3DBallHard": _trained("3DBallHard", continuous=2, normalize=True),
+    "SoccerTwos": _trained("SoccerTwos", branches=[3, 3, 3]),
+    "DungeonEscape": _trained("DungeonEscape", branches=[7]),
+})
 
 
-def test_development_fixtures_present():
-    """One visible skip in a clone: the older-interface trained models are development fixtures."""
-    if not TRAINED.is_dir():
-        pytest.skip(f"{TRAINED} is absent: Unity's trained 1.x-interface models are not in the repository "
-                    "(set HUGGY_FIXTURES to run them too)")
-    assert {"3DBallHard", "SoccerTwos", "DungeonEscape"} <= set(KINDS)
+def test_unitys_trained_policies_are_in_the_repository():
+    """The older-interface trained models come with a clone (examples/trained/): none of their tests skips."""
+    assert all(KINDS[name].folder.is_dir() and KINDS[name].onnx.is_file()
+               for name in ("3DBallHard", "SoccerTwos", "DungeonEscape"))
 
 
 DISCRETE = [k for k, v in KINDS.items() if v.branches]
@@ -198,10 +192,7 @@ def _data(name: str):
     rng = np.random.RandomState(sum(map(ord, name)))
     obs = make_obs(kind, rng, kind.rows)
     masks = random_masks(rng, kind.rows, kind.branches) if kind.branches else None
-    memory = None
-    if kind.memory:  # h in +-1, c ~ N(0, 4), as a running LSTM has
-        h = kind.memory // 2
-        memory = np.concatenate([rng.uniform(-1, 1, (kind.rows, h)), rng.randn(kind.rows, h) * 2], 1).astype(np.float32)
+    memory = random_memories(rng, kind.rows, kind.memory) if kind.memory else None
     return obs, masks, memory, ref.run(obs, masks, memory)
 
 
@@ -598,7 +589,7 @@ def test_device_graph_replay_matches_the_onnx(name):
     for step, rows in enumerate([5, 5, 3, 5, 3]):
         obs = make_obs(kind, rng, rows)
         masks = random_masks(rng, rows, kind.branches) if kind.branches else None
-        memory = rng.uniform(-1, 1, (rows, kind.memory)).astype(np.float32) if kind.memory else None
+        memory = random_memories(rng, rows, kind.memory) if kind.memory else None
         out = p.act(obs, action_masks=masks, memory=memory)
         check_against(name, out, ref.run(obs, masks, memory), masks, rows, f" (graph replay, call {step})")
     assert p.engine.graph_api is api and api.captures == 2 and len(p.engine.graphs) == 2

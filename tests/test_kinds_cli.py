@@ -4,7 +4,6 @@ ML-Agents' own ONNX beside each checkpoint (tests/mlagents_reference.py), never 
 """
 from __future__ import annotations
 
-import io
 import json
 import sys
 from functools import lru_cache
@@ -12,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, call, need
+from conftest import EXAMPLES, call, need, random_memories, run
 from mlagents_reference import OnnxReference, chosen_allowed, discrete_mismatches, entity_obs, image_obs, max_err, max_rel_err, random_masks, vector_obs
 
 import inference as I
@@ -121,7 +120,7 @@ def test_action_mode(capsys, name, value):
         masks = random_masks(rng, 1, branches, all_allowed_every=10**9)
         args += ["--mask", ",".join(str(int(v)) for v in masks[0])]
     if memory:
-        mem = np.concatenate([rng.uniform(-1, 1, (1, memory // 2)), rng.randn(1, memory // 2) * 2], 1).astype(np.float32)
+        mem = random_memories(rng, 1, memory)
         args += ["--memory", floats_text(mem)]
     code, result, err = call(capsys, *args)
     assert code == 0, err
@@ -315,8 +314,7 @@ def test_batch_mode_npz_file_to_npz(capsys, tmp_path, name):
     if branches:
         masks = arrays["action_masks"] = random_masks(rng, rows, branches)
     if memory:
-        mem = arrays["memory"] = np.concatenate([rng.uniform(-1, 1, (rows, memory // 2)),
-                                                 rng.randn(rows, memory // 2) * 2], 1).astype(np.float32)
+        mem = arrays["memory"] = random_memories(rng, rows, memory)
     source, target = tmp_path / "obs.npz", tmp_path / "actions.npz"
     np.savez(source, **arrays)
     code, result, err = call(capsys, "--mode", "batch", "--model-dir", folder(name), "--obs-file", source,
@@ -386,13 +384,11 @@ def test_onnx_compare_tol_is_the_bar(capsys, name):
 # stream
 # ---------------------------------------------------------------------------------------------
 
-def stream(capsys, monkeypatch, name, lines: list, model_dir=None) -> list:
-    data = "".join((l if isinstance(l, str) else json.dumps(l)) + "\n" for l in lines).encode()
-    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
-    code = I.main(["--mode", "stream", "--model-dir", str(model_dir or folder(name))])
-    out, err = capsys.readouterr()
-    assert code == 0, err
-    assert "Traceback" not in err
+def stream(capsys, name, lines: list, model_dir=None) -> list:
+    """stream mode in this process on `lines` (dicts sent as JSON, text as it is): the parsed answers."""
+    data = "".join((l if isinstance(l, str) else json.dumps(l)) + "\n" for l in lines)
+    code, out, err = run(capsys, "--mode", "stream", "--model-dir", model_dir or folder(name), stdin=data)
+    assert code == 0 and "Traceback" not in err, err
     return [json.loads(l) for l in out.splitlines() if l.strip()]
 
 
@@ -403,8 +399,7 @@ def test_stream_mode(capsys, monkeypatch, name):
     rows = 6
     obs = make_obs(name, rng, rows)
     masks = random_masks(rng, rows, branches) if branches else None
-    mem = (np.concatenate([rng.uniform(-1, 1, (rows, memory // 2)), rng.randn(rows, memory // 2) * 2], 1)
-           .astype(np.float32) if memory else None)
+    mem = random_memories(rng, rows, memory) if memory else None
     lines = []
     for i in range(rows):
         line = {"id": i}
@@ -420,7 +415,7 @@ def test_stream_mode(capsys, monkeypatch, name):
     lines.append("not json")
     lines.append({"id": "bad", **({"obs": [0.0] * 3} if len(inputs) == 1 else {"obs_0": [0.0] * 3})})
     lines.append(lines[0])  # the stream goes on after errors
-    answers = stream(capsys, monkeypatch, name, lines)
+    answers = stream(capsys, name, lines)
     assert len(answers) == rows + 3
     assert [a["id"] for a in answers[:rows]] == list(range(rows))
     assert "error" in answers[rows] and "error" in answers[rows + 1] and answers[rows + 1]["id"] == "bad"
@@ -442,7 +437,7 @@ def test_stream_stochastic_lines_are_seeded_and_allowed(capsys, monkeypatch):
     masks = random_masks(rng, 1, [3, 2, 5], all_allowed_every=10**9)
     line = {"obs_0": obs[0][0].tolist(), "obs_1": obs[1][0].tolist(), "action_masks": masks[0].tolist(),
             "stochastic": True, "seed": 9}
-    answers = stream(capsys, monkeypatch, name, [{**line, "id": k} for k in range(3)] + [{**line, "seed": 10}])
+    answers = stream(capsys, name, [{**line, "id": k} for k in range(3)] + [{**line, "seed": 10}])
     assert answers[0]["discrete_actions"] == answers[1]["discrete_actions"] == answers[2]["discrete_actions"]
     for a in answers:
         assert chosen_allowed(np.array([a["discrete_actions"]]), masks, [3, 2, 5])
@@ -524,7 +519,7 @@ def test_stream_keeps_each_ids_memory_across_single_and_one_row_lines(capsys, mo
             line = {"id": i, "action_masks": pick(masks[i])}
             line.update({"obs": values[0]} if len(values) == 1 else {f"obs_{j}": v for j, v in enumerate(values)})
             lines.append(line)
-    answers = stream(capsys, monkeypatch, name, lines, model_dir)
+    answers = stream(capsys, name, lines, model_dir)
     assert all("error" not in a for a in answers), [a for a in answers if "error" in a][:1]
     ref = OnnxReference(onnx)
     memory = {i: np.zeros((1, size), np.float32) for i in ids}
@@ -564,8 +559,7 @@ def test_export_onnx_agrees_with_mlagents_onnx(capsys, tmp_path, name):
     rows = 200
     obs = make_obs(name, rng, rows)
     masks = random_masks(rng, rows, branches) if branches else None
-    mem = (np.concatenate([rng.uniform(-1, 1, (rows, memory // 2)), rng.randn(rows, memory // 2) * 2], 1)
-           .astype(np.float32) if memory else None)
+    mem = random_memories(rng, rows, memory) if memory else None
     ref_model = reference(name)
     feed = ref_model.feed(obs, masks, mem)
     got = dict(zip(det, session.run(det, feed)))

@@ -1,13 +1,13 @@
 """Policies from an ML-Agents ONNX alone (no checkpoint): every example's <Behavior>.onnx and the
 bundled Huggy.onnx, the older 1.x interface (vector_observation, visual_observation_k) built from
-them with ML-Agents' own graph after the inputs, and Unity's trained 1.x files when present.
+them with ML-Agents' own graph after the inputs, and Unity's trained 1.x files (examples/trained/).
 The reference is a bare onnxruntime session on the file itself (tests/mlagents_reference.py)."""
 import shutil
 
 import numpy as np
 import onnx
 import pytest
-from conftest import BUNDLED, EXAMPLES, FIXTURES, call, need
+from conftest import BUNDLED, EXAMPLES, TRAINED, call, random_memories
 from mlagents_reference import (
     TRAINED_SPLITS,
     OnnxReference,
@@ -44,18 +44,12 @@ def sensor_inputs(path, rows: int, seed: int) -> dict:
     return out
 
 
-def memory_state(rng, rows: int, size: int) -> np.ndarray:
-    """An LSTM state as a running policy has it: h in (-1, 1), c wider."""
-    half = size // 2
-    return np.concatenate([np.tanh(rng.randn(rows, half)), 2 * rng.randn(rows, half)], axis=1).astype(np.float32)
-
-
 def check_against(policy, ref: OnnxReference, ours_feed: dict, ref_obs: list, seed: int, sac: bool) -> None:
     """Deterministic actions (random masks) and a 3-step memory rollout against the file's own outputs."""
     rng = np.random.RandomState(seed + 1)
     s = policy.settings
     masks = random_masks(rng, ROWS, s.discrete_branches) if s.discrete_branches else None
-    ours_mem = theirs_mem = memory_state(rng, ROWS, s.memory_size) if s.memory_size else None
+    ours_mem = theirs_mem = random_memories(rng, ROWS, s.memory_size) if s.memory_size else None
     for step in range(3 if s.memory_size else 1):
         ours = policy.act(ours_feed, action_masks=masks, memory=ours_mem)
         theirs = ref.run(ref_obs, masks, theirs_mem)
@@ -161,7 +155,7 @@ def test_the_interface_example_files(capsys, name, inputs):
 @pytest.mark.parametrize("name", sorted(TRAINED_SPLITS))
 def test_unity_trained_files_alone(name):
     """Unity's trained example models (1.x interface, torch 1.7 export), given as the ONNX alone."""
-    path = need(FIXTURES / "trained" / name / f"{name}.onnx")
+    path = TRAINED / name / f"{name}.onnx"
     ref = OnnxReference(path, TRAINED_SPLITS[name])
     rng = np.random.RandomState(5)
     obs = [vector_obs(rng, ROWS, width) for width in TRAINED_SPLITS[name]]

@@ -1,8 +1,14 @@
 """batch over Parquet datasets: --obs-file X.parquet (a file or a folder of them) and --output
 Y.parquet, checked against ML-Agents' own ONNX through a bare onnxruntime session. pyarrow is an
 optional dependency of inference.py (imported on that path only); requirements.txt installs it
-for these tests."""
+for these tests. Hostile files are refused in one line, the output untouched: bad columns, a
+footer that miscounts its rows, a flipped byte in a checksummed page, duplicate or undecodable
+column names, a FIFO named .parquet (never blocks); what a reader holds does not grow with the
+file."""
+import inspect
 import json
+import os
+import struct
 import subprocess
 import sys
 
@@ -10,21 +16,11 @@ import numpy as np
 import pyarrow as pa  # requirements.txt installs it for the tests (inference.py imports it on the Parquet path only)
 import pyarrow.parquet as pq
 import pytest
-from conftest import BUNDLED, BUNDLED_ONNX, EXAMPLES, ROOT, call, child_env, cli, ort_deterministic
-
-
-def fixed(values: np.ndarray):
-    """[rows, ...] as a fixed_size_list<float32> column, each row flattened (C-order: channel first)."""
-    values = np.ascontiguousarray(values, np.float32).reshape(len(values), int(np.prod(values.shape[1:])))
-    return pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1)), values.shape[1])
+from conftest import BUNDLED, BUNDLED_ONNX, EXAMPLES, ROOT, call, child_env, cli, fixed, huggy_obs, leftovers, ort_deterministic, refused, run
 
 
 def column(table, name) -> np.ndarray:
     return np.stack(table.column(name).to_numpy(zero_copy_only=False))
-
-
-def huggy_obs(rows: int, seed: int = 0) -> np.ndarray:
-    return (np.random.RandomState(seed).randn(rows, 59) * 2).astype(np.float32)
 
 
 def only_outputs(folder, *names):
@@ -145,20 +141,16 @@ def hostile_tables(obs):
 
 
 @pytest.mark.parametrize("case", range(10))
-def test_hostile_files_refused_in_one_line(tmp_path, case):
+def test_hostile_files_refused_in_one_line(capsys, tmp_path, case):
     """Each bad dataset: exit 2, one line naming the problem, the existing output untouched, no temporary."""
     obs = huggy_obs(8, 2)
     columns, words = hostile_tables(obs)[case]
     pq.write_table(pa.table(columns), tmp_path / "bad.parquet")
     target = tmp_path / "out.parquet"
     target.write_bytes(b"precious")
-    result = cli("--mode", "batch", "--obs-file", tmp_path / "bad.parquet", "--output", target, "--chunk", "3",
-                 "--model-dir", BUNDLED)
-    assert result.returncode == 2, result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    for word in words:
-        assert word in lines[0], lines[0]
+    line = refused(run(capsys, "--mode", "batch", "--obs-file", tmp_path / "bad.parquet", "--output", target,
+                       "--chunk", "3", "--model-dir", BUNDLED), *words)
+    assert line.startswith("error: ")
     assert target.read_bytes() == b"precious" and only_outputs(tmp_path, "bad.parquet", "out.parquet")
 
 
@@ -183,27 +175,23 @@ def test_bad_datasets_and_options(capsys, tmp_path):
         (["--obs-file", tmp_path / "ok.parquet", "--keep-columns", "id,id"], "distinct comma-separated"),
     ]
     for args, words in cases:
-        code, _, err = call(capsys, "--mode", "batch", *args, "--model-dir", BUNDLED)
-        assert code == 2 and words in err and len(err.strip().splitlines()) == 1, (args, err)
+        refused(call(capsys, "--mode", "batch", *args, "--model-dir", BUNDLED), words)
 
 
-def test_without_pyarrow_one_line_says_how_to_install(tmp_path):
-    """pyarrow is optional: a process where it cannot be imported says 'pip install pyarrow', exit 2;
-    the other formats still run there."""
+def test_without_pyarrow_one_line_says_how_to_install(capsys, tmp_path, monkeypatch):
+    """pyarrow is optional: where it cannot be imported (hidden from this process's imports) the Parquet path says
+    'pip install pyarrow', exit 2; the other formats still run there."""
     np.save(tmp_path / "in.npy", huggy_obs(5))
-    program = ("import sys; sys.modules['pyarrow'] = None; sys.path.insert(0, %r); import inference; "
-               "sys.exit(inference.main(sys.argv[1:]))" % str(ROOT))
-    base = [sys.executable, "-c", program, "--mode", "batch", "--model-dir", str(BUNDLED)]
-    for args in (["--obs-file", str(tmp_path / "in.npy"), "--output", str(tmp_path / "o.parquet")],
-                 ["--obs-file", str(tmp_path / "in.parquet")]):
+    for name in [m for m in sys.modules if m == "pyarrow" or m.startswith("pyarrow.")]:
+        monkeypatch.setitem(sys.modules, name, None)
+    base = ["--mode", "batch", "--model-dir", BUNDLED]
+    for args in (["--obs-file", tmp_path / "in.npy", "--output", tmp_path / "o.parquet"],
+                 ["--obs-file", tmp_path / "in.parquet"]):
         (tmp_path / "in.parquet").write_bytes(b"x")
-        result = subprocess.run(base + args, capture_output=True, text=True, env=child_env(), timeout=300)
-        assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
-        assert "pip install pyarrow" in result.stderr
+        refused(run(capsys, *base, *args), "pip install pyarrow")
     assert not (tmp_path / "o.parquet").exists()
-    result = subprocess.run(base + ["--obs-file", str(tmp_path / "in.npy"), "--output", str(tmp_path / "o.npy"),
-                                    "--json"], capture_output=True, text=True, env=child_env(), timeout=300)
-    assert result.returncode == 0 and json.loads(result.stdout)["rows"] == 5, result.stderr
+    code, out, err = call(capsys, *base, "--obs-file", tmp_path / "in.npy", "--output", tmp_path / "o.npy")
+    assert code == 0 and out["rows"] == 5, err
 
 
 def test_million_rows_in_eight_files_bounded_memory(tmp_path):
@@ -266,3 +254,187 @@ def test_the_read_units_of_ray_cover_every_row_once_in_order(tmp_path, chunk):
     assert np.array_equal(np.concatenate([ids for _, ids in seen]), np.arange(4251))
     cut = sum(1 for u in units if u[0].endswith("b.parquet"))  # one row group of 1300 rows: cut for up to 4 actors
     assert 1 < cut <= 4 if chunk < 1300 else cut == 1
+
+
+CHECKSUMS = "page_checksum_verification" in inspect.signature(pq.ParquetFile).parameters  # pyarrow 15 and later
+
+
+# --- uint8 camera frames are pixels, as in .npz, image files and act() --------------------------------------
+
+
+def test_uint8_frames_in_parquet_are_scaled_as_everywhere_else(capsys, tmp_path):
+    import onnxruntime as ort
+    rng = np.random.RandomState(5)
+    pixels = rng.randint(0, 256, (40, 3, 36, 36)).astype(np.uint8)
+    vector = rng.randn(40, 5).astype(np.float32)
+    session = ort.InferenceSession(str(EXAMPLES / "visual-simple" / "VisualSimple.onnx"), providers=["CPUExecutionProvider"])
+    want = session.run(["deterministic_continuous_actions"], {"obs_0": pixels.astype(np.float32) / 255, "obs_1": vector})[0]
+    nested = pa.array(pixels.tolist(), type=pa.list_(pa.list_(pa.list_(pa.uint8()))))
+    pq.write_table(pa.table({"obs_0": nested, "obs_1": fixed(vector)}), tmp_path / "nested.parquet")
+    pq.write_table(pa.table({"obs_0": fixed(pixels, None), "obs_1": fixed(vector)}), tmp_path / "flat.parquet")
+    np.savez(tmp_path / "frames.npz", obs_0=pixels, obs_1=vector)
+    for source in ("nested.parquet", "flat.parquet", "frames.npz"):
+        target = tmp_path / f"out-{source}.parquet"
+        code, _, err = run(capsys, "--mode", "batch", "--obs-file", tmp_path / source, "--output", target,
+                           "--model-dir", EXAMPLES / "visual-simple")
+        assert code == 0, err
+        assert np.abs(column(pq.read_table(target), "continuous_actions") - want).max() <= 1e-5, source
+
+
+# --- a footer's row count is held to the rows read; page checksums are verified -----------------------------
+
+
+def tampered(path, rows: int, file_rows: int, group_rows: int):
+    """`path` (one row group of `rows` rows) with the footer's row counts replaced: the file's and the row group's
+    (two-byte zigzag varints in the Thrift footer, found by trying each place that holds `rows`)."""
+    def varint(n: int) -> bytes:
+        z = 2 * n
+        assert 128 <= z < 1 << 14
+        return bytes([0x80 | z & 0x7F, z >> 7])
+    data = path.read_bytes()
+    end = len(data) - 8
+    start = end - struct.unpack("<i", data[end:end + 4])[0]
+    places = [i for i in range(start, end - 1) if data[i:i + 2] == varint(rows)]
+    out = data
+    for place in places:
+        trial = data[:place] + varint(rows + 1) + data[place + 2:]
+        path.write_bytes(trial)
+        meta = pq.ParquetFile(path).metadata
+        if meta.num_rows != rows:
+            out = out[:place] + varint(file_rows) + out[place + 2:]
+        elif meta.row_group(0).num_rows != rows:
+            out = out[:place] + varint(group_rows) + out[place + 2:]
+    path.write_bytes(out)
+    meta = pq.ParquetFile(path).metadata
+    assert (meta.num_rows, meta.row_group(0).num_rows) == (file_rows, group_rows)
+    return path
+
+
+@pytest.mark.parametrize("file_rows,group_rows", [(1200, 1000), (800, 1000), (1000, 1200), (1200, 1200)])
+def test_a_footer_that_miscounts_the_rows_is_refused(capsys, tmp_path, file_rows, group_rows):
+    obs = huggy_obs(1000, 4)
+    source = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"obs": fixed(obs)}), source)
+    tampered(source, 1000, file_rows, group_rows)
+    for target in ("out.npy", "out.parquet", "out.npz"):
+        refused(run(capsys, "--mode", "batch", "--obs-file", source, "--output", tmp_path / target, "--chunk", "256",
+                    "--model-dir", BUNDLED), "footer says")
+        assert not (tmp_path / target).exists()
+    refused(run(capsys, "--mode", "batch", "--obs-file", source, "--model-dir", BUNDLED), "footer says")
+    assert leftovers(tmp_path) == []
+
+
+def test_a_flipped_byte_in_a_checksummed_page_is_refused(capsys, tmp_path):
+    if not CHECKSUMS:
+        pytest.skip("this pyarrow cannot verify page checksums (pyarrow 15 and later)")
+    obs = huggy_obs(100, 6)
+    source = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"obs": fixed(obs)}), source, write_page_checksum=True, compression="none",
+                   use_dictionary=False)
+    data = bytearray(source.read_bytes())
+    where = bytes(data).index(obs[50, 7].tobytes())
+    data[where + 1] ^= 0x40  # one value a little changed: still a finite float
+    source.write_bytes(bytes(data))
+    refused(run(capsys, "--mode", "batch", "--obs-file", source, "--output", tmp_path / "out.npy",
+                "--model-dir", BUNDLED), "--obs-file", "in.parquet")
+    assert not (tmp_path / "out.npy").exists() and leftovers(tmp_path) == []
+
+
+# --- what a reader holds does not grow with the file; a FIFO never blocks -----------------------------------
+
+
+READ_PEAK = """
+import sys
+from pathlib import Path
+import pyarrow as pa
+from mlagents_inference.core.inputs import ParquetSource
+from mlagents_inference.core.spec import InputSpec, PolicySettings
+def hwm():
+    return int(next(l for l in open("/proc/self/status") if l.startswith("VmHWM")).split()[1]) * 1024
+settings = PolicySettings([InputSpec("obs_0", "vector", (59,))], 16, 1, False, continuous_size=2)
+source = ParquetSource.open(Path(sys.argv[1]), settings)
+base = hwm()
+rows = sum(len(block[0]) for _, block, _, _, _ in source.chunks(4096, settings))
+print(rows, pa.default_memory_pool().max_memory(), hwm() - base)
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads VmHWM from /proc")
+def test_what_the_parquet_reader_holds_does_not_grow_with_the_file(tmp_path):
+    """One row group each (pyarrow read whole column chunks, and pre-buffered every row group): 12 MB and 94 MB."""
+    peaks = {}
+    for rows in (50_000, 400_000):
+        path = tmp_path / f"{rows}.parquet"
+        pq.write_table(pa.table({"obs": fixed(huggy_obs(rows))}), path, row_group_size=rows)
+        done = subprocess.run([sys.executable, "-c", READ_PEAK, str(path)], capture_output=True, text=True, timeout=300,
+                              env=child_env(PYTHONPATH=str(ROOT)))
+        assert done.returncode == 0, done.stderr
+        read, pool, rss = map(int, done.stdout.split())
+        assert read == rows
+        peaks[rows] = pool, rss
+        path.unlink()
+    (small_pool, small_rss), (big_pool, big_rss) = peaks[50_000], peaks[400_000]
+    assert big_pool - small_pool < 8 << 20, peaks  # the file grew by 82 MB
+    assert big_rss - small_rss < 32 << 20, peaks
+
+
+def test_a_fifo_named_parquet_is_refused_without_blocking(tmp_path):
+    os.mkfifo(tmp_path / "x.parquet")
+    folder = tmp_path / "data"
+    folder.mkdir()
+    pq.write_table(pa.table({"obs": fixed(huggy_obs(10))}), folder / "a.parquet")
+    os.mkfifo(folder / "b.parquet")
+    program = f"""
+import contextlib, io, json, sys
+sys.path.insert(0, {str(ROOT)!r})
+import inference
+answers = []
+for source in {[str(tmp_path / "x.parquet"), str(folder)]!r}:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = inference.main(["--mode", "batch", "--obs-file", source, "--model-dir", {str(BUNDLED)!r}])
+    answers.append([code, out.getvalue(), err.getvalue()])
+print(json.dumps(answers))
+"""
+    try:  # (a process of its own, killed if it blocks)
+        done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=180,
+                              env=child_env())
+    except subprocess.TimeoutExpired:
+        raise AssertionError("--obs-file blocked on a FIFO")
+    assert done.returncode == 0, done.stderr[-2000:]
+    for result in json.loads(done.stdout):
+        refused(result, "not a regular file")
+
+
+# --- duplicate and undecodable column names; several row groups and files -----------------------------------
+
+
+def test_duplicate_and_undecodable_column_names_are_refused(capsys, tmp_path):
+    obs = fixed(huggy_obs(20))
+    pq.write_table(pa.Table.from_arrays([obs, obs], names=["obs", "obs"]), tmp_path / "two_obs.parquet")
+    refused(run(capsys, "--mode", "batch", "--obs-file", tmp_path / "two_obs.parquet", "--model-dir", BUNDLED),
+            "'obs' more than once")
+    steps = pa.array(range(20))
+    pq.write_table(pa.Table.from_arrays([obs, steps, steps], names=["obs", "step", "step"]), tmp_path / "steps.parquet")
+    refused(run(capsys, "--mode", "batch", "--obs-file", tmp_path / "steps.parquet", "--output", tmp_path / "o.parquet",
+                "--keep-columns", "step", "--model-dir", BUNDLED), "'step' more than once")
+    odd = tmp_path / "odd.parquet"
+    pq.write_table(pa.table({"obs": obs, "colAAA": steps}), odd, store_schema=False)
+    odd.write_bytes(odd.read_bytes().replace(b"colAAA", b"col\xff\xfe\xfd"))
+    refused(run(capsys, "--mode", "batch", "--obs-file", odd, "--output", tmp_path / "o.parquet",
+                "--model-dir", BUNDLED), "odd.parquet", "not a readable Parquet file")
+    assert not (tmp_path / "o.parquet").exists() and leftovers(tmp_path) == []
+
+
+def test_a_whole_file_still_reads_right(capsys, tmp_path):
+    """The reader's options (no pre-buffering, a 1 MiB buffer, checksums) over several row groups and files."""
+    obs = huggy_obs(3000, 9)
+    folder = tmp_path / "data"
+    folder.mkdir()
+    pq.write_table(pa.table({"obs": fixed(obs[:1700])}), folder / "a.parquet", row_group_size=500,
+                   **({"write_page_checksum": True} if CHECKSUMS else {}))
+    pq.write_table(pa.table({"obs": fixed(obs[1700:])}), folder / "b.parquet", row_group_size=1000)
+    code, out, err = run(capsys, "--mode", "batch", "--obs-file", folder, "--output", tmp_path / "out.npy",
+                         "--chunk", "384", "--model-dir", BUNDLED)
+    assert code == 0, err
+    assert np.abs(np.load(tmp_path / "out.npy") - ort_deterministic(BUNDLED_ONNX, obs)).max() <= 1e-5

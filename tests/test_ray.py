@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import BUNDLED, BUNDLED_ONNX, EXAMPLES, child_env, cli, ort_deterministic
+from conftest import BUNDLED, BUNDLED_ONNX, EXAMPLES, child_env, cli, fixed, ort_deterministic
 
 pytestmark = pytest.mark.ray
 ray = pytest.importorskip("ray", reason="the ray group needs: pip install -r requirements-ray.txt")
@@ -27,11 +27,6 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 RAY_BIN = Path(sys.executable).parent / "ray"
-
-
-def fixed(values: np.ndarray):
-    values = np.ascontiguousarray(values, np.float32).reshape(len(values), -1)
-    return pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1)), values.shape[1])
 
 
 def huggy_dataset(folder: Path, rows=6000, files=3) -> np.ndarray:

@@ -1,12 +1,13 @@
-"""benchmark output, engines, dataset-sized batches from files."""
+"""benchmark output, engines, dataset-sized batches from files; the peak memory a batch reports is its own."""
 import importlib.util
+import json
 
 import numpy as np
 import pytest
 from conftest import BUNDLED, BUNDLED_ONNX, EXAMPLES, call, cli, ort_deterministic
 
 from mlagents_inference.core.sources import HERE
-from mlagents_inference.engines.factory import choose_engine
+from mlagents_inference.engines.torch_engine.factory import choose_engine
 
 BENCH_FIELDS = ("runs", "warmup", "batch", "avg_ms", "p50_ms", "p95_ms", "p99_ms", "max_ms", "throughput_per_s",
                 "engine", "onnxruntime_p50_ms", "ratio_to_onnxruntime")
@@ -154,3 +155,15 @@ def test_in_memory_batch_output(capsys, tmp_path):
 def test_options_for_other_modes_refused(capsys, args, words):
     code, _, err = call(capsys, *args, "--model-dir", BUNDLED)
     assert code == 2 and words in err
+
+
+def test_peak_rss_is_this_programs_own_not_its_parents(tmp_path):
+    """Linux carries ru_maxrss across exec: started from a process holding 2 GB, the program reported
+    a peak of 2 GB or more. VmHWM counts this program's own pages only."""
+    np.save(tmp_path / "obs.npy", np.zeros((100, 59), np.float32))
+    ballast = np.ones(2 << 27)  # 2 GiB of float64, resident in this (the parent) process
+    result = cli("--mode", "batch", "--obs-file", tmp_path / "obs.npy", "--model-dir", BUNDLED, "--json")
+    assert ballast[-1] == 1.0
+    assert result.returncode == 0, result.stderr
+    peak = json.loads(result.stdout)["peak_rss_mb"]
+    assert 20 < peak < 1500, peak  # the program alone: a few hundred MB (torch, onnxruntime)

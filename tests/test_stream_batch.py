@@ -7,31 +7,18 @@ import json
 import select
 import subprocess
 import sys
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from conftest import BUNDLED, BUNDLED_ONNX, EXAMPLES, ROOT, child_env, ort_deterministic, strict
+from conftest import BUNDLED, BUNDLED_ONNX, EXAMPLES, ROOT, child_env, ort_deterministic, run_stream, strict
 
 import inference as I
-from mlagents_inference.fronts.stream import mode_stream
 from mlagents_inference.services.protocol import waiting_lines
 
 
 @pytest.fixture(scope="module")
 def policies():
     return {"huggy": I.load(BUNDLED), "lstm": I.load(EXAMPLES / "lstm")}
-
-
-def run_stream(policy, text: str, monkeypatch, max_line_bytes=1 << 20) -> list:
-    """mode_stream in this process, every line already waiting (one read returns them all)."""
-    ctx = SimpleNamespace(policy=policy, engine_name=policy.engine_name, device=policy.device,
-                          args=SimpleNamespace(max_line_bytes=max_line_bytes, stream_stats=False))
-    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
-    out = io.StringIO()
-    monkeypatch.setattr(sys, "stdout", out)
-    mode_stream(ctx)
-    return [strict(line) for line in out.getvalue().splitlines()]
 
 
 def count_engine_calls(policy, monkeypatch) -> list:
@@ -59,7 +46,7 @@ def test_waiting_lines_share_one_engine_call_and_keep_their_place(policies, monk
         lines[i] = line
     text = "\n".join(lines[:250]) + "\n\n   \n" + "\n".join(lines[250:]) + "\n"
     calls = count_engine_calls(policies["huggy"], monkeypatch)
-    answers = run_stream(policies["huggy"], text, monkeypatch)
+    answers = [strict(a) for a in run_stream(policies["huggy"], text, monkeypatch)]
     assert len(answers) == 300
     assert [a["id"] for a in answers] == [i if i not in odd else a["id"] for i, a in enumerate(answers)]
     assert answers[100]["id"] == "batch" and len(answers[100]["actions"]) == 2
@@ -79,8 +66,8 @@ def test_each_answer_is_the_one_it_gets_alone(policies, monkeypatch):
     """The same lines one group at a time and all waiting together: identical text, line for line."""
     obs = np.random.RandomState(1).randn(40, 59).astype(np.float32)
     lines = [json.dumps({"id": f"a{i}", "obs": obs[i].tolist()}) for i in range(40)]
-    together = run_stream(policies["huggy"], "".join(l + "\n" for l in lines), monkeypatch)
-    alone = [run_stream(policies["huggy"], line + "\n", monkeypatch)[0] for line in lines]
+    together = [strict(a) for a in run_stream(policies["huggy"], "".join(l + "\n" for l in lines), monkeypatch)]
+    alone = [strict(run_stream(policies["huggy"], line + "\n", monkeypatch)[0]) for line in lines]
     assert together == alone
 
 
@@ -119,7 +106,7 @@ def test_lstm_agents_memory_and_resets_across_a_group(policies, monkeypatch):
                 msg["reset"] = True
             lines.append(json.dumps(msg))
     calls = count_engine_calls(policies["lstm"], monkeypatch)
-    answers = run_stream(policies["lstm"], "".join(l + "\n" for l in lines), monkeypatch)
+    answers = [strict(a) for a in run_stream(policies["lstm"], "".join(l + "\n" for l in lines), monkeypatch)]
     assert [a["id"] for a in answers] == [a for _ in range(steps) for a in range(agents)]
     want_actions, want_memory = lstm_reference(obs, masks, resets)
     got_actions = np.array([a["discrete_actions"] for a in answers]).reshape(steps, agents)
@@ -181,7 +168,7 @@ def test_standard_library_json_gives_the_same_values(policies, monkeypatch):
     """Without orjson (a bare Ascend host): the same answers."""
     obs = np.random.RandomState(3).randn(20, 59).astype(np.float32)
     text = "".join(json.dumps({"id": i, "obs": obs[i].tolist()}) + "\n" for i in range(20)) + "bad\n"
-    fast = run_stream(policies["huggy"], text, monkeypatch)
+    fast = [strict(a) for a in run_stream(policies["huggy"], text, monkeypatch)]
     monkeypatch.setitem(sys.modules, "orjson", None)
-    slow = run_stream(policies["huggy"], text, monkeypatch)
+    slow = [strict(a) for a in run_stream(policies["huggy"], text, monkeypatch)]
     assert fast == slow and len(slow) == 21 and "error" in slow[-1]
