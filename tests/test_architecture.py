@@ -237,9 +237,14 @@ def tool(name: str) -> str:
     return found
 
 
-def test_ruff_is_clean():
+def test_ruff_is_clean_and_the_code_formatted():
+    """pyflakes, import order, lines of at most 120 characters, mccabe complexity at most 15; `ruff format`."""
     r = subprocess.run(
         [tool("ruff"), "check", "--no-cache", "."], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = subprocess.run(
+        [tool("ruff"), "format", "--check", "--no-cache", "."], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
     assert r.returncode == 0, r.stdout + r.stderr
 
