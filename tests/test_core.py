@@ -23,10 +23,10 @@ from mlagents_inference.core.sources import (
     locate_model,
     pick_hub_files,
 )
-from mlagents_inference.engines.torch_engine.devices import parse_device
-from mlagents_inference.engines.torch_engine.factory import choose_engine
-from mlagents_inference.engines.torch_engine.torch_devices import full_float32, resolve_device, select_device
-from mlagents_inference.engines.torch_engine.torch_engine import torch_devices as engines
+from mlagents_inference.engines import torch_devices as engines
+from mlagents_inference.engines.devices import parse_device
+from mlagents_inference.engines.factory import choose_engine
+from mlagents_inference.engines.torch_devices import full_float32, resolve_device, select_device
 
 CASES = [  # (model folder, checkpoint, its ML-Agents ONNX)
     pytest.param("bundled", "Huggy/Huggy-600017.pt", "Huggy/Huggy-600017.onnx", id="bundled-huggy-final"),

@@ -8,7 +8,7 @@ import pytest
 from conftest import BUNDLED, BUNDLED_ONNX, EXAMPLES, call, cli, ort_deterministic
 
 from mlagents_inference.core.sources import HERE
-from mlagents_inference.engines.torch_engine.factory import choose_engine
+from mlagents_inference.engines.factory import choose_engine
 
 BENCH_FIELDS = (
     "runs",

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import inference as I
-from mlagents_inference.loaders.policy_files import load_checkpoint
+from mlagents_inference.api.policy import load_checkpoint
 
 scalars = st.one_of(
     st.none(),
