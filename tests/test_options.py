@@ -195,3 +195,11 @@ def test_mask_applies_to_every_row_of_an_obs_file(capsys, tmp_path):
         "--mask",
         "no discrete actions",
     )
+
+
+@pytest.mark.parametrize("name", ["attention", "vector"])
+def test_the_largest_seed_runs(capsys, name):
+    """--seed takes up to 2**32 - 1 (numpy's RandomState): an entity buffer's row counts, drawn from seed + 104729,
+    wrap around instead of failing for the seeds at the top of the range."""
+    code, out, err = call(capsys, "--mode", "action", "--model-dir", EXAMPLES / name, "--seed", str(2**32 - 1))
+    assert code == 0 and out["passed"], err

@@ -302,7 +302,7 @@ def random_inputs(settings: PolicySettings, seed: int, rows: Optional[int] = Non
     rand(*shape) for images (uniform in [0, 1), the range camera pixels have). A one-input vector policy gets
     RandomState(seed).randn(n). In an entity buffer each observation keeps its first k rows, k uniform in 0..N from
     RandomState(seed + 104729), and the rest are zero (absent), so that the attention's padding is exercised too."""
-    rng, counts = np.random.RandomState(seed), np.random.RandomState(seed + 104729)
+    rng, counts = np.random.RandomState(seed), np.random.RandomState((seed + 104729) % 2**32)  # (seeds to 2**32 - 1)
     lead = () if rows is None else (rows,)
     out = []
     for spec in settings.inputs:
