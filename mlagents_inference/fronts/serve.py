@@ -49,6 +49,15 @@ STOP_GRACE_S = 10.0     # SIGTERM: how long the lines already received have to b
 
 
 
+MEMORY_IDS, MEMORY_BYTES = 100_000, 256 << 20  # the LSTM memories of every client together: a new id past them is refused
+
+
+
+CONNECTION_MEMORY_IDS, CONNECTION_MEMORY_BYTES = 10_000, 8 << 20  # one connection's (HTTP: all of /v1/act's): past them
+# its own least recently answered id is dropped, and that id's next line refused unless "reset": true or its "memory"
+
+
+
 HTTP_SCOPE = "http:"    # the memory scope of every POST /v1/act line (socket connections: "<n>:")
 
 
@@ -298,7 +307,7 @@ class Server:
         self.policy, self.limit = policy, options.max_line_bytes
         self.max_batch, self.max_wait = options.max_batch, options.max_wait_us / 1e6
         self.loads, self.dumps = json_codec()
-        self.memories = AgentMemories()
+        self.memories = AgentMemories(MEMORY_IDS, MEMORY_BYTES, CONNECTION_MEMORY_IDS, CONNECTION_MEMORY_BYTES)
         self.ready: dict = {}  # connections (and HTTP lines) with lines waiting, in arrival order
         self.conns: set = set()
         self.waiting_lines, self.serial, self.timer, self.scheduled = 0, 0, None, False
@@ -307,6 +316,7 @@ class Server:
         self.latencies: list = []
         self.latency, self.batches = Histogram(LATENCY_BUCKETS_S), Histogram(BATCH_BUCKETS)
         self.read_view = memoryview(bytearray(READ_SIZE))
+        self.bounds = {**self.memories.bounds(), "max_line_bytes": self.limit}
 
     # -- connections
     def opened(self, conn: Connection) -> None:
@@ -324,9 +334,7 @@ class Server:
         self.ready.pop(conn, None)
         self.waiting_lines -= len(conn.lines)
         conn.lines = []
-        if self.policy.settings.memory_size and self.memories:  # its agents' memories go with it
-            for key in [k for k in self.memories if k.startswith(conn.scope)]:
-                self.memories.forget(key)
+        self.memories.forget_scope(conn.scope)  # its agents' memories go with it
         if self.stopping:
             self.check_drained()
 
@@ -356,7 +364,7 @@ class Server:
             return None
         if type(msg) is not dict or msg.get("info") is not True or not set(msg) <= {"info", "id"}:
             return None
-        return {"id": echoed_id(msg), "info": self.policy.info}
+        return {"id": echoed_id(msg), "info": self.policy.info, "bounds": self.bounds}
 
     def answer_pass(self) -> None:
         self.scheduled, self.timer = False, None
