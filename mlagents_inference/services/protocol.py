@@ -65,20 +65,27 @@ def stream_array(spec: InputSpec, value: list) -> np.ndarray:
 
 
 
-def parse_address(option: str, text: str, unix: bool = True) -> tuple:
-    """('unix', path) or ('tcp', host, port) from --listen/--http/connect(); UsageError in one line otherwise."""
+def parse_address(option: str, text: str, unix: bool = True, listening: bool = True) -> tuple:
+    """('unix', path) or ('tcp', host, port) from --listen/--http/connect(); UsageError in one line otherwise.
+    `listening`: an address to listen on (port 0: any free port), else one to connect to (a port from 1)."""
+    expected = f"HOST:PORT{' or unix:PATH' if unix else ''}"
     if not isinstance(text, str):
-        raise UsageError(f"{option} {text!r}: expected 'HOST:PORT'{' or unix:PATH' if unix else ''}")
+        raise UsageError(f"{option} {text!r}: expected {expected}")
     text = text.strip()
     if text.startswith("unix:") and unix:
         if not text[5:]:
             raise UsageError(f"{option} {text!r}: unix: needs a socket path")
         return ("unix", text[5:])
+    if "://" in text:
+        raise UsageError(f"{option} {text!r}: expected {expected}, not a URL" +
+                         ("" if listening else " (connect() speaks serve's --listen lines, not --http)"))
     host, colon, port = text.rpartition(":")
     if not colon or not host:
-        raise UsageError(f"{option} {text!r}: expected HOST:PORT{' or unix:PATH' if unix else ''} (port 0: any free port)")
-    if not port.isdigit() or int(port) > 65535:
-        raise UsageError(f"{option} {text!r}: the port must be a whole number from 0 to 65535")
+        raise UsageError(f"{option} {text!r}: expected {expected}" +
+                         (" (port 0: any free port)" if listening else " (the port serve --listen printed)"))
+    low = 0 if listening else 1
+    if not (port.isascii() and port.isdigit()) or not low <= int(port) <= 65535:
+        raise UsageError(f"{option} {text!r}: the port must be a whole number from {low} to 65535 (ASCII digits)")
     return ("tcp", host[1:-1] if host.startswith("[") and host.endswith("]") else host, int(port))
 
 
