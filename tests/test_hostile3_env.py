@@ -49,10 +49,13 @@ def test_onnxruntime_says_nothing_of_a_misdeclared_output_shape(tmp_path):
     assert done.stderr.strip() == "", done.stderr
 
 
-@pytest.mark.parametrize("signum,after", [(signal.SIGINT, 0.3), (signal.SIGINT, 0.8), (signal.SIGTERM, 0.5)])
+@pytest.mark.parametrize("signum,after", [(signal.SIGINT, 0.05), (signal.SIGINT, 0.3), (signal.SIGINT, 0.8),
+                                          (signal.SIGINT, 1.5), (signal.SIGINT, 3.0), (signal.SIGTERM, 0.5)])
 def test_a_signal_while_importing_is_one_line_and_128_plus_n(signum, after):
-    """Within the first second torch is still importing (about 2 s here): no traceback, no death
-    by the signal itself. (Later, main()'s handlers answer the same way.)"""
+    """Wherever in start-up the signal lands (before main(), while torch imports inside a mode, inside a class body's
+    __set_name__ that wraps the interrupt in a RuntimeError, or once the stream waits for lines): no traceback, no
+    death by the signal itself, 128 + N and one line. The times spread over the start-up; each must hold wherever it
+    lands on a loaded or an idle machine (test_cli_interrupts_and_stats holds the wrapped case without timing)."""
     proc = subprocess.Popen([sys.executable, str(ROOT / "inference.py"), "--mode", "stream", "--model-dir", str(BUNDLED)],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=child_env())

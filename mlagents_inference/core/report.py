@@ -36,6 +36,12 @@ def percentiles(times_ms: list) -> dict:
 
 
 
+def latency_text(p: dict) -> dict:
+    """percentiles' p50 and p99 as the --stream-stats line shows them ("0.1234ms")."""
+    return {key: f"{p[key]:.4f}ms" for key in ("p50_ms", "p99_ms")}
+
+
+
 def parity(s: PolicySettings, ours: dict, theirs: dict) -> dict:
     """How far our actions are from the reference's: continuous max abs error and cos, discrete
     mismatching rows, memory error relative to max(1, |value|)."""

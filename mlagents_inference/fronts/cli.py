@@ -339,6 +339,18 @@ def _report_check_failed(args: Optional[argparse.Namespace], exc: CheckFailed) -
 
 
 
+def interrupt_in_chain(exc: BaseException) -> Optional[KeyboardInterrupt]:
+    """The KeyboardInterrupt (Ctrl-C, or Interrupted) anywhere in an exception's cause and context chain (at most 100
+    links: a cycle ends it), or None."""
+    seen = 0
+    while exc is not None and seen < 100:
+        if isinstance(exc, KeyboardInterrupt):
+            return exc
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
+
 def _report_interrupted(exc: KeyboardInterrupt) -> int:
     import signal
     signum = int(getattr(exc, "signum", signal.SIGINT))
@@ -396,6 +408,11 @@ def main(argv: Optional[list[str]] = None) -> int:
             _tell("error: out of memory; use a smaller --batch or --chunk, or a machine with more memory"
                   if isinstance(exc, MemoryError) else "error: the input is nested too deeply")
             return 2
+        except Exception as exc:  # an interrupt that Python wrapped (a RuntimeError from __set_name__ mid-import, ...)
+            interrupt = interrupt_in_chain(exc)
+            if interrupt is None:
+                raise
+            return _report_interrupted(interrupt)
         finally:
             restore_signal_handlers(previous)
 

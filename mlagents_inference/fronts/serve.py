@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Optional, Protocol
 from ..core.errors import UsageError
 from ..core.files import Interrupted
 from ..core.observations import AgentMemories
-from ..core.report import percentiles
+from ..core.report import latency_text, percentiles
 from ..services.protocol import answer_waiting, echoed_id, json_codec, parse_address
 
 if TYPE_CHECKING:  # (annotations only)
@@ -662,8 +662,8 @@ def mode_serve(ctx: Context):
     if server.failure is not None:
         raise server.failure
     if a.stream_stats:
-        p = percentiles(server.latencies) if server.latencies else {"p50_ms": float("nan"), "p99_ms": float("nan")}
-        print(f"[serve] lines={server.lines} errors={server.errors} p50={p['p50_ms']:.4f}ms p99={p['p99_ms']:.4f}ms "
+        p = latency_text(percentiles(server.latencies)) if server.latencies else {"p50_ms": "n/a", "p99_ms": "n/a"}
+        print(f"[serve] lines={server.lines} errors={server.errors} p50={p['p50_ms']} p99={p['p99_ms']} "
               f"connections={server.opened_total} engine={ctx.engine_name} device={ctx.device}", file=sys.stderr,
               flush=True)
     if server.stopping and server.stopping != signal.SIGTERM:
