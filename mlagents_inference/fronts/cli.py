@@ -225,6 +225,9 @@ def build_parser() -> argparse.ArgumentParser:
            help="serve: the stream's JSON lines over TCP (port 0: any free port) or a Unix socket")
     option(net, "--http", metavar="HOST:PORT", modes=("serve",),
            help="serve: GET /healthz, GET /metrics (Prometheus), POST /v1/act (one stream line); with --ray, Ray Serve's ingress")
+    option(net, "--allow-remote", action="store_true", modes=("serve",),
+           help="serve: listen on an address other than loopback (0:PORT and 0.0.0.0 bind every interface); "
+                "there is no authentication, so this must be meant")
     option(net, "--max-batch", type=_whole_number(1, 1 << 20), default=None, modes=("serve",),
            help="serve: at most this many lines in one engine call (default: every line waiting)")
     option(net, "--max-wait-us", type=_whole_number(0, 10_000_000), default=0, modes=("serve",),
