@@ -2,6 +2,7 @@
 NaN, an endless line, an HTTP port, an info answer without a policy's fields, addresses that are not HOST:PORT. Each
 is a one-line UsageError saying what was expected, within a bounded time and memory. The peers are real sockets on
 127.0.0.1 port 0, each served by a thread with a bounded number of steps."""
+
 import contextlib
 import json
 import socket
@@ -43,14 +44,17 @@ def peer(answer, info=None):
                 *lines, buf = (buf + chunk).split(b"\n")
                 msgs = [json.loads(line) for line in lines if line.strip()]
                 if msgs and msgs[0].get("info"):
-                    conn.sendall(info if isinstance(info, bytes) else
-                                 json.dumps({"id": None, "info": LSTM_INFO if info is None else info}).encode() + b"\n")
+                    conn.sendall(
+                        info
+                        if isinstance(info, bytes)
+                        else json.dumps({"id": None, "info": LSTM_INFO if info is None else info}).encode() + b"\n"
+                    )
                 elif msgs:
                     out = answer(msgs)
                     for k in range(0, len(out), 1 << 20):  # (an endless line: sent until the client goes)
                         if stop.is_set():
                             break
-                        conn.sendall(out[k:k + (1 << 20)])
+                        conn.sendall(out[k : k + (1 << 20)])
             conn.close()
 
     thread = threading.Thread(target=run, daemon=True)
@@ -73,6 +77,7 @@ def good(ident, action=1):
 
 def steps(ids):
     from api_standins import decision_steps
+
     return decision_steps([np.full((len(ids), 10), 0.1, np.float32)], ids, None)
 
 
@@ -83,17 +88,20 @@ def test_connect_refuses_answers_out_of_order():
             policy.get_action(steps([10, 20]))
 
 
-@pytest.mark.parametrize("bad, says", [
-    ({"id": None, "discrete_actions": [7, 9], "memory": [1]}, "discrete_actions"),
-    ({"id": None, "discrete_actions": [7], "memory": [0.0] * 32}, "outside the branches"),
-    ({"id": None, "discrete_actions": [1.5], "memory": [0.0] * 32}, "whole numbers"),
-    ({"id": None, "discrete_actions": [True], "memory": [0.0] * 32}, "whole numbers"),
-    ({"id": None, "discrete_actions": [1], "memory": ["x"] * 32}, "finite float32 numbers"),
-    ({"id": None, "discrete_actions": [1], "memory": [1e300 * 10] * 32}, "finite float32 numbers"),
-    ({"id": None, "discrete_actions": [1]}, "keys"),
-    ({"id": None, "discrete_actions": [1], "memory": [0.0] * 32, "extra": 1}, "keys"),
-    ([1, 2], "not a JSON object"),
-])
+@pytest.mark.parametrize(
+    "bad, says",
+    [
+        ({"id": None, "discrete_actions": [7, 9], "memory": [1]}, "discrete_actions"),
+        ({"id": None, "discrete_actions": [7], "memory": [0.0] * 32}, "outside the branches"),
+        ({"id": None, "discrete_actions": [1.5], "memory": [0.0] * 32}, "whole numbers"),
+        ({"id": None, "discrete_actions": [True], "memory": [0.0] * 32}, "whole numbers"),
+        ({"id": None, "discrete_actions": [1], "memory": ["x"] * 32}, "finite float32 numbers"),
+        ({"id": None, "discrete_actions": [1], "memory": [1e300 * 10] * 32}, "finite float32 numbers"),
+        ({"id": None, "discrete_actions": [1]}, "keys"),
+        ({"id": None, "discrete_actions": [1], "memory": [0.0] * 32, "extra": 1}, "keys"),
+        ([1, 2], "not a JSON object"),
+    ],
+)
 def test_connect_refuses_answers_that_do_not_fit_the_policy(bad, says):
     with peer(lambda msgs: json.dumps(bad).encode() + b"\n") as where, I.connect(where, timeout=20) as policy:
         with pytest.raises(I.UsageError, match=says) as info:
@@ -121,14 +129,17 @@ def test_connect_bounds_an_endless_answer_line():
     assert time.monotonic() - t0 < 20
 
 
-@pytest.mark.parametrize("info, says", [
-    (b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n", "not JSON"),
-    ({"behavior": "x"}, "not a serve policy's info"),
-    ({**LSTM_INFO, "inputs": [{"name": "obs_0"}]}, "not a serve policy's info"),
-    ({**LSTM_INFO, "discrete_branches": [-1]}, "not a serve policy's info"),
-    (b'{"id": null, "info": {"x": NaN}}\n', "not JSON|not a serve policy's info"),
-    (b"x" * (4 << 20), "answer line longer than"),
-])
+@pytest.mark.parametrize(
+    "info, says",
+    [
+        (b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n", "not JSON"),
+        ({"behavior": "x"}, "not a serve policy's info"),
+        ({**LSTM_INFO, "inputs": [{"name": "obs_0"}]}, "not a serve policy's info"),
+        ({**LSTM_INFO, "discrete_branches": [-1]}, "not a serve policy's info"),
+        (b'{"id": null, "info": {"x": NaN}}\n', "not JSON|not a serve policy's info"),
+        (b"x" * (4 << 20), "answer line longer than"),
+    ],
+)
 def test_connect_to_something_that_is_not_serve_says_what_was_expected(info, says):
     with peer(lambda msgs: b"", info=info) as where:
         with pytest.raises(I.UsageError, match=says) as got:
@@ -136,13 +147,16 @@ def test_connect_to_something_that_is_not_serve_says_what_was_expected(info, say
     assert "\n" not in str(got.value)
 
 
-@pytest.mark.parametrize("address, says", [
-    ("127.0.0.1:\u00b2", "whole number from 1 to 65535"),
-    ("127.0.0.1:\u0663\u00b9", "whole number from 1 to 65535"),
-    ("http://127.0.0.1:8000", "not a URL"),
-    ("localhost", "the port serve --listen printed"),
-    ("127.0.0.1:0", "whole number from 1 to 65535"),
-])
+@pytest.mark.parametrize(
+    "address, says",
+    [
+        ("127.0.0.1:\u00b2", "whole number from 1 to 65535"),
+        ("127.0.0.1:\u0663\u00b9", "whole number from 1 to 65535"),
+        ("http://127.0.0.1:8000", "not a URL"),
+        ("localhost", "the port serve --listen printed"),
+        ("127.0.0.1:0", "whole number from 1 to 65535"),
+    ],
+)
 def test_connect_addresses_that_are_not_host_port_are_one_line(address, says):
     with pytest.raises(I.UsageError, match=says) as got:
         I.connect(address, timeout=5)

@@ -1,6 +1,7 @@
 """Exposure is a decision: serve has no authentication, so an address other than loopback (0:PORT, which the C
 library reads as 0.0.0.0, every interface) is refused in one line (exit 2) unless --allow-remote is given, and the
 start-up line then says what it exposes. Servers are subprocesses (exit codes and stderr are what is tested)."""
+
 import os
 import re
 import select
@@ -24,8 +25,13 @@ def test_every_interface_without_allow_remote_is_refused_in_one_line(option, val
 
 
 def test_allow_remote_listens_and_its_start_up_line_says_every_interface():
-    proc = subprocess.Popen(SERVE + ["--listen", "0:0", "--allow-remote"], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=child_env())
+    proc = subprocess.Popen(
+        SERVE + ["--listen", "0:0", "--allow-remote"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=child_env(),
+    )
     try:
         text, deadline = b"", time.monotonic() + 120
         while b"listening on" not in text or not text.endswith(b"\n"):

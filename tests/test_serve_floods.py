@@ -2,6 +2,7 @@
 unanswered lines stay within a few MB for every kind of line, good and bad. Each flood of the issue runs against a
 fresh server subprocess (its memory is what is measured: /proc/PID/status VmRSS, sampled while the flood lasts) on
 127.0.0.1 port 0; every loop is bounded in count and time."""
+
 import json
 import os
 import re
@@ -25,9 +26,22 @@ def rss_mb(pid: int) -> float:
 
 
 def start():
-    proc = subprocess.Popen([sys.executable, str(ROOT / "inference.py"), "--mode", "serve", "--model-dir", str(LSTM),
-                             "--listen", "127.0.0.1:0"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, env=child_env())
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "inference.py"),
+            "--mode",
+            "serve",
+            "--model-dir",
+            str(LSTM),
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=child_env(),
+    )
     text, deadline = b"", time.monotonic() + 120
     while not (found := re.search(rb"listening on (\S+):(\d+)\n", text)):
         assert time.monotonic() < deadline and proc.poll() is None, text
@@ -52,7 +66,7 @@ def flood(where, payload: bytes, connections: int, pid: int, seconds: float = 8.
             for k, sock in enumerate(socks):
                 if sent[k] < len(payload):
                     try:
-                        n = sock.send(payload[sent[k]:sent[k] + (8 << 20)])  # (as much as the kernel takes)
+                        n = sock.send(payload[sent[k] : sent[k] + (8 << 20)])  # (as much as the kernel takes)
                     except BlockingIOError:
                         n = 0
                     sent[k] += n
@@ -71,11 +85,15 @@ INFO_LINES = b'{"info": true}\n' * ((2 << 20) // 15)
 X_LINES = b"x\n" * (1 << 20)
 
 
-@pytest.mark.parametrize("payload, connections, bound_mb", [
-    (LSTM_LINES, 1, 40),  # was +266 MB
-    (INFO_LINES, 8, 80),  # 2 MiB of {"info": true} lines on each of 8 connections: was +487 MB
-    (X_LINES, 8, 80),  # 2 MiB of x lines on each of 8 connections: was +1,868 MB
-], ids=["lstm-lines", "info-lines", "x-lines"])
+@pytest.mark.parametrize(
+    "payload, connections, bound_mb",
+    [
+        (LSTM_LINES, 1, 40),  # was +266 MB
+        (INFO_LINES, 8, 80),  # 2 MiB of {"info": true} lines on each of 8 connections: was +487 MB
+        (X_LINES, 8, 80),  # 2 MiB of x lines on each of 8 connections: was +1,868 MB
+    ],
+    ids=["lstm-lines", "info-lines", "x-lines"],
+)
 def test_a_flood_that_never_reads_holds_the_servers_growth(payload, connections, bound_mb):
     proc, where = start()
     try:

@@ -1,6 +1,7 @@
 """The server's log is not a peer's to fill: aiohttp's "Error handling request" traceback for a malformed HTTP
 request becomes one line, at most one a second (the rest counted). A server subprocess with --http on 127.0.0.1
 port 0; its stderr is what is tested. Every loop is bounded."""
+
 import os
 import re
 import select
@@ -20,9 +21,22 @@ MALFORMED = b"POST /v1/act HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\nTransfe
 
 
 def test_malformed_http_requests_are_one_line_each_second_not_tracebacks():
-    proc = subprocess.Popen([sys.executable, str(ROOT / "inference.py"), "--mode", "serve", "--model-dir",
-                             str(EXAMPLES / "vector"), "--http", "127.0.0.1:0"], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=child_env())
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "inference.py"),
+            "--mode",
+            "serve",
+            "--model-dir",
+            str(EXAMPLES / "vector"),
+            "--http",
+            "127.0.0.1:0",
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=child_env(),
+    )
     try:
         text, deadline = b"", time.monotonic() + 120
         while not (found := re.search(rb"http on (\S+):(\d+)\n", text)):

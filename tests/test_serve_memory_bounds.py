@@ -3,6 +3,7 @@ whole: no client can drop another's memory; a memory dropped at its own client's
 id's next line is refused unless it says "reset": true or carries its "memory"); past the whole's bound a new id is
 refused. The stream keeps the same rule for its one client. Servers run in this process (fronts.serve.serving) on
 127.0.0.1 port 0; every loop is bounded."""
+
 import json
 import socket
 
@@ -61,11 +62,13 @@ def test_a_client_flooding_ids_cannot_drop_another_clients_memory(lstm_policy, m
     ids; A's next line for id 5 is still the true rollout (the old server dropped it: computed from zeros, 1.18 off,
     with no error)."""
     truth = rollout(lstm_policy, OBS)
-    with serve.serving(lstm_policy, listen="127.0.0.1:0") as said, dial(said["listen"]) as a, \
-            dial(said["listen"]) as b:
+    with serve.serving(lstm_policy, listen="127.0.0.1:0") as said, dial(said["listen"]) as a, dial(said["listen"]) as b:
         first = exchange(a, [{"obs": obs, "id": 5} for obs in OBS[:3]])
-        flood = [answer for start in range(0, 100_500, 4500)  # (in parts: the server reads no more than it can send)
-                 for answer in exchange(b, [{"obs": OBS[0], "id": k} for k in range(start, min(start + 4500, 100_500))])]
+        flood = [
+            answer
+            for start in range(0, 100_500, 4500)  # (in parts: the server reads no more than it can send)
+            for answer in exchange(b, [{"obs": OBS[0], "id": k} for k in range(start, min(start + 4500, 100_500))])
+        ]
         last = exchange(a, [{"obs": OBS[3], "id": 5}])[0]
     assert all("error" not in answer for answer in flood)
     for got, want in zip(first + [last], truth):
@@ -89,16 +92,22 @@ def test_a_memory_dropped_at_its_own_connections_bound_is_refused_not_zeroed(lst
 
 def test_the_servers_bound_refuses_new_ids_and_keeps_every_clients_memory(lstm_policy, monkeypatch):
     truth = rollout(lstm_policy, OBS[:2])
-    with start(lstm_policy, monkeypatch, ids=40, whole=50) as said, dial(said["listen"]) as a, \
-            dial(said["listen"]) as b:
+    with (
+        start(lstm_policy, monkeypatch, ids=40, whole=50) as said,
+        dial(said["listen"]) as a,
+        dial(said["listen"]) as b,
+    ):
         exchange(a, [{"obs": OBS[0], "id": 5}])
         flood = exchange(b, [{"obs": OBS[0], "id": k} for k in range(60)])
         mine = exchange(a, [{"obs": OBS[1], "id": 5}])[0]
         refused_a = exchange(a, [{"obs": OBS[1], "id": 6}])[0]
     assert all("error" not in answer for answer in flood)  # B's own bound (40): its oldest dropped, none refused
     assert "error" not in mine and np.abs(np.array(mine["memory"]) - truth[1]["memory"]).max() < 1e-5
-    with start(lstm_policy, monkeypatch, ids=30, whole=50) as said, dial(said["listen"]) as a, \
-            dial(said["listen"]) as b:
+    with (
+        start(lstm_policy, monkeypatch, ids=30, whole=50) as said,
+        dial(said["listen"]) as a,
+        dial(said["listen"]) as b,
+    ):
         exchange(a, [{"obs": OBS[0], "id": k} for k in range(30)])
         flood = exchange(b, [{"obs": OBS[0], "id": k} for k in range(30)])
         kept = exchange(a, [{"obs": OBS[1], "id": 0}])[0]

@@ -1,5 +1,6 @@
 """torch's devices: --device resolved (CPU, CUDA, Ascend NPU through torch_npu), full float32 (TF32 and
 HF32 off), synchronisation and casting the actor to a dtype."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -16,6 +17,7 @@ from .devices import parse_device
 if TYPE_CHECKING:  # (annotations only)
     from ..model.networks import SimpleActor
 
+__all__ = ["npu_count", "cuda_count", "select_device", "resolve_device", "full_float32", "synchronize", "cast_actor"]
 
 
 def _import_torch_npu():
@@ -26,8 +28,8 @@ def _import_torch_npu():
     warnings.filterwarnings("ignore", message=".*owner.*")  # directory-ownership warning
     warnings.filterwarnings("ignore", message=".*group.*write.*")
     import torch_npu  # noqa: F401  (registers torch.npu)
-    return torch_npu
 
+    return torch_npu
 
 
 def npu_count() -> int:
@@ -39,10 +41,8 @@ def npu_count() -> int:
         return 0
 
 
-
 def cuda_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
 
 
 def select_device(text: str, npus: Callable[[], int], cudas: Callable[[], int]) -> str:
@@ -62,13 +62,14 @@ def select_device(text: str, npus: Callable[[], int], cudas: Callable[[], int]) 
     return f"{kind}:{index}"
 
 
-
 def _missing_backend(kind: str) -> str:
     if kind == "npu":
-        return ("torch_npu is not installed (Ascend hosts: use CANN's torch/torch_npu)"
-                if importlib.util.find_spec("torch_npu") is None else "torch_npu sees no NPU; check npu-smi info")
+        return (
+            "torch_npu is not installed (Ascend hosts: use CANN's torch/torch_npu)"
+            if importlib.util.find_spec("torch_npu") is None
+            else "torch_npu sees no NPU; check npu-smi info"
+        )
     return "a CPU-only torch build" if torch.version.cuda is None else f"CUDA {torch.version.cuda} build sees no GPU"
-
 
 
 def resolve_device(text: str):
@@ -76,7 +77,6 @@ def resolve_device(text: str):
     device = torch.device(select_device(text, npu_count, cuda_count))
     full_float32(device)
     return device
-
 
 
 def full_float32(device) -> None:
@@ -93,14 +93,12 @@ def full_float32(device) -> None:
                 flags.allow_hf32 = False
 
 
-
 def synchronize(device) -> None:
     """Wait for the device, so that a clock read afterwards sees finished work."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     elif device.type == "npu":
         torch.npu.synchronize(device)
-
 
 
 def cast_actor(actor: "SimpleActor", dtype) -> "SimpleActor":
@@ -111,4 +109,3 @@ def cast_actor(actor: "SimpleActor", dtype) -> "SimpleActor":
             module._apply(lambda t: t.to(dtype) if t.is_floating_point() else t, recurse=False)
     actor.network_body.observation_encoder.compute_dtype = dtype
     return actor
-

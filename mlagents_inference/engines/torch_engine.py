@@ -1,4 +1,5 @@
 """The torch engine: ML-Agents' modules (EngineHeads) on a torch device, with device graphs on CUDA/NPU."""
+
 from __future__ import annotations
 
 import copy
@@ -13,11 +14,13 @@ from .torch_devices import cast_actor
 if TYPE_CHECKING:  # (annotations only)
     from ..model.networks import SimpleActor
 
+__all__ = ["TorchEngine"]
 
 
 class TorchEngine:
     """The policy's modules on cpu/cuda/npu. On CUDA (and on NPU where torch_npu has graph
     capture: not yet run on hardware) each batch size is captured once as a device graph."""
+
     name = "torch"
 
     def __init__(self, actor: "SimpleActor", device, dtype: str, graphs: bool = True):
@@ -72,4 +75,3 @@ class TorchEngine:
     def _to_host(self, outs, names: list) -> dict:
         """The outputs `names` as numpy (.cpu() waits for the device)."""
         return {name: out.cpu().numpy() for name, out in zip(self.output_names, outs) if name in names}
-

@@ -1,5 +1,6 @@
 """stream: JSON lines on stdin, one answer per line on stdout; the lines already waiting are answered together
 (the line protocol: services.protocol; docs/stream.md)."""
+
 from __future__ import annotations
 
 import gc
@@ -16,6 +17,7 @@ from ..services.protocol import answer_texts, answer_waiting, json_codec, waitin
 if TYPE_CHECKING:  # (annotations only)
     from ..services.context import Context
 
+__all__ = ["mode_stream"]
 
 
 def mode_stream(ctx: Context):
@@ -32,7 +34,9 @@ def mode_stream(ctx: Context):
     out = getattr(sys.stdout, "buffer", None)  # UTF-8 bytes straight to the pipe (else text, as the encoding says)
     if (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "") != "utf8":
         out = None
-    write, flush = (out.write, out.flush) if out is not None else (lambda b: sys.stdout.write(b.decode()), sys.stdout.flush)
+    write, flush = (
+        (out.write, out.flush) if out is not None else (lambda b: sys.stdout.write(b.decode()), sys.stdout.flush)
+    )
     loads, dumps = json_codec()
     lines = errors = 0
     latencies: list = []
@@ -53,7 +57,9 @@ def mode_stream(ctx: Context):
                 latencies += [(clock() - t0) * 1e3] * len(answers)
     if ctx.args.stream_stats:
         p = latency_text(percentiles(latencies)) if latencies else {"p50_ms": "n/a", "p99_ms": "n/a"}
-        print(f"[stream] lines={lines} errors={errors} p50={p['p50_ms']} p99={p['p99_ms']} "
-              f"engine={ctx.engine_name} device={ctx.device}", file=sys.stderr)
+        print(
+            f"[stream] lines={lines} errors={errors} p50={p['p50_ms']} p99={p['p99_ms']} "
+            f"engine={ctx.engine_name} device={ctx.device}",
+            file=sys.stderr,
+        )
     return None, True
-
