@@ -23,7 +23,17 @@ from mlagents_inference.core.files import Interrupted, atomic_write
 # --- signals ------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("signum,after", [(signal.SIGINT, 0.3), (signal.SIGINT, 0.8), (signal.SIGTERM, 0.5)])
+@pytest.mark.parametrize(
+    "signum,after",
+    [
+        (signal.SIGINT, 0.05),
+        (signal.SIGINT, 0.3),
+        (signal.SIGINT, 0.8),
+        (signal.SIGINT, 1.5),
+        (signal.SIGINT, 3.0),
+        (signal.SIGTERM, 0.5),
+    ],
+)
 def test_a_signal_while_importing_is_one_line_and_128_plus_n(signum, after):
     """Within the first second torch is still importing (about 2 s here): no traceback, no death
     by the signal itself. (Later, main()'s handlers answer the same way.)"""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import math
 import os
 from pathlib import Path
@@ -358,42 +359,141 @@ def is_float(text: str) -> bool:
 
 
 class AgentMemories(dict):
-    """LSTM memory per agent id (the stream's: the id's JSON text; get_action's: the agent id),
-    least recently answered first, at most `max_ids` ids and `max_bytes` bytes (arrays and ids);
-    the least recently answered id's memory makes room (that id starts again from zeros)."""
+    """LSTM memory per agent id (the stream's: the id's JSON text; serve's: its scope, the connection, before it;
+    get_action's: the agent id), least recently answered first.
 
-    def __init__(self, max_ids: int = 100_000, max_bytes: float = 256 << 20):
+    Two bounds. Each scope (`keep`'s `scope`: a connection, the stream's one client) holds at most `scope_ids` ids
+    and `scope_bytes` bytes: past them its own least recently answered id's memory is dropped, and recorded as
+    dropped (`dropped`, at most `scope_ids` a scope), so that the id's next line is refused (`check`) rather than
+    silently started from zeros. The whole holds at most `max_ids` ids and `max_bytes` bytes: past them a new id is
+    refused (`keep` raises UsageError); no scope's memory is ever dropped for another's."""
+
+    def __init__(
+        self,
+        max_ids: int = 100_000,
+        max_bytes: float = 256 << 20,
+        scope_ids: Optional[int] = None,
+        scope_bytes: Optional[float] = None,
+    ):
         super().__init__()
         self.max_ids, self.max_bytes, self.nbytes = max_ids, max_bytes, 0
+        self.scope_ids = max_ids if scope_ids is None else scope_ids
+        self.scope_bytes = max_bytes if scope_bytes is None else scope_bytes
+        self.scopes: dict = {}  # scope -> [its keys, least recently answered first (a dict of None), its bytes]
+        self.dropped: dict = {}  # scope -> the keys dropped at its bound, oldest first (a dict of None)
+        self.where: dict = {}  # key -> its scope
+
+    def bounds(self) -> dict:
+        """The bounds, as the info answer reports them."""
+        return {
+            "memory_ids_per_connection": self.scope_ids,
+            "memory_bytes_per_connection": _number(self.scope_bytes),
+            "memory_ids": self.max_ids,
+            "memory_bytes": _number(self.max_bytes),
+        }
 
     @staticmethod
     def cost(key, memory: np.ndarray) -> int:
         return (len(key) if isinstance(key, str) else 8) + memory.nbytes + 256  # (+ the dict entry and objects)
 
-    def keep(self, key, memory: np.ndarray) -> None:
-        self.forget(key)
-        while self and (len(self) >= self.max_ids or self.nbytes + self.cost(key, memory) > self.max_bytes):
-            self.forget(next(iter(self)))
-        self[key] = memory
-        self.nbytes += self.cost(key, memory)
+    def check(self, key, ident, scope: str = "") -> None:
+        """UsageError when `key`'s memory was dropped at its scope's bound (its next line must say "reset": true or
+        carry its "memory")."""
+        if key in self.dropped.get(scope, ()):
+            raise UsageError(
+                f"id {_shown_id(ident)}: its memory was dropped at this client's bound of "
+                f"{self.scope_ids} ids / {_number(self.scope_bytes)} bytes (the least recently answered "
+                f'go first); send "reset": true to start it from zeros, or its "memory"'
+            )
 
-    def keep_rows(self, keys: list, rows) -> None:
-        """keep(key, row) for each key and its row of `rows` (all of one size) in turn: in one pass where none of
-        them need make room."""
-        each = rows[0].nbytes + 256 if len(keys) else 0
-        added = sum(len(key) if isinstance(key, str) else 8 for key in keys) + each * len(keys)  # (cost(), summed)
-        if len(self) + len(keys) >= self.max_ids or self.nbytes + added > self.max_bytes:
-            for key, row in zip(keys, rows):
-                self.keep(key, row)
-            return
-        olds = list(map(self.pop, keys, itertools.repeat(None, len(keys))))  # (keys distinct: as one at a time)
-        self.update(zip(keys, rows))
-        self.nbytes += added - sum(self.cost(key, old) for key, old in zip(keys, olds) if old is not None)
+    def keep(self, key, memory: np.ndarray, scope: str = "") -> None:
+        cost = self.cost(key, memory)
+        known = key in self
+        if (
+            not known
+            and (len(self) >= self.max_ids or self.nbytes + cost > self.max_bytes)
+            and not self._room_in(scope, cost)
+        ):
+            raise UsageError(
+                f"the server holds its most LSTM memories ({self.max_ids} ids / "
+                f"{_number(self.max_bytes)} bytes, every client together): no new id until a client "
+                f"closes its connection"
+            )
+        self.forget(key)
+        held = self.scopes.setdefault(scope, [{}, 0])
+        while held[0] and (len(held[0]) >= self.scope_ids or held[1] + cost > self.scope_bytes):
+            old = next(iter(held[0]))
+            self.forget(old)
+            self._mark_dropped(scope, old)
+        if len(self) >= self.max_ids or self.nbytes + cost > self.max_bytes:  # (a known id grown past the whole's)
+            self._mark_dropped(scope, key)
+            raise UsageError(
+                f"the server holds its most LSTM memories ({self.max_ids} ids / "
+                f"{_number(self.max_bytes)} bytes, every client together): this id's memory is dropped"
+            )
+        held = self.scopes.setdefault(scope, [{}, 0])
+        self[key] = memory
+        self.where[key] = scope
+        held[0][key] = None
+        held[1] += cost
+        self.nbytes += cost
+        marks = self.dropped.get(scope)
+        if marks and key in marks:
+            del marks[key]
+
+    def _room_in(self, scope: str, cost: int) -> bool:
+        """Whether dropping this scope's own least recently answered ids (at its bound) makes room for a new one."""
+        held = self.scopes.get(scope)
+        return bool(held and held[0]) and (len(held[0]) >= self.scope_ids or held[1] + cost > self.scope_bytes)
+
+    def _mark_dropped(self, scope: str, key) -> None:
+        marks = self.dropped.setdefault(scope, {})
+        marks[key] = None
+        while len(marks) > self.scope_ids:
+            del marks[next(iter(marks))]
+
+    def keep_rows(self, keys: list, rows, scopes: Optional[list] = None) -> list:
+        """keep(key, row, scope) for each key and its row of `rows` in turn; the indices of those refused (the whole's
+        bound) with their errors."""
+        refused = []
+        for j, (key, row) in enumerate(zip(keys, rows)):
+            try:
+                self.keep(key, row, scopes[j] if scopes else "")
+            except UsageError as exc:
+                refused.append((j, str(exc)))
+        return refused
 
     def forget(self, key) -> None:
         if key in self:
-            self.nbytes -= self.cost(key, self.pop(key))
+            memory = self.pop(key)
+            cost = self.cost(key, memory)
+            self.nbytes -= cost
+            held = self.scopes.get(self.where.pop(key, ""))
+            if held is not None:
+                held[0].pop(key, None)
+                held[1] -= cost
+
+    def forget_scope(self, scope: str) -> None:
+        """A scope (a connection) is gone: its memories and its record of dropped ones."""
+        held = self.scopes.pop(scope, None)
+        self.dropped.pop(scope, None)
+        for key in held[0] if held else ():
+            memory = self.pop(key, None)
+            self.where.pop(key, None)
+            if memory is not None:
+                self.nbytes -= self.cost(key, memory)
 
     def clear(self) -> None:
         super().clear()
         self.nbytes = 0
+        self.scopes.clear()
+        self.dropped.clear()
+        self.where.clear()
+
+
+def _number(value):
+    return value if not isinstance(value, float) or math.isfinite(value) else None
+
+
+def _shown_id(ident) -> str:
+    return json.dumps(ident)[:60]

@@ -19,6 +19,7 @@ __all__ = [
     "header",
     "compare",
     "percentiles",
+    "latency_text",
     "parity",
     "PARITY_MIN_COS",
     "parity_holds",
@@ -58,6 +59,11 @@ def percentiles(times_ms: list) -> dict:
         "p99_ms": float(np.percentile(t, 99)),
         "max_ms": float(t.max()),
     }
+
+
+def latency_text(p: dict) -> dict:
+    """percentiles' p50 and p99 as the --stream-stats line shows them ("0.1234ms")."""
+    return {key: f"{p[key]:.4f}ms" for key in ("p50_ms", "p99_ms")}
 
 
 def parity(s: PolicySettings, ours: dict, theirs: dict) -> dict:

@@ -34,6 +34,7 @@ __all__ = [
     "build_parser",
     "parse_args",
     "main",
+    "interrupt_in_chain",
 ]
 
 # mode -> (its module, the function that computes the result, the one that renders its human lines).
@@ -417,6 +418,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     option(
         net,
+        "--allow-remote",
+        action="store_true",
+        modes=("serve",),
+        help="serve: listen on an address other than loopback (0:PORT and 0.0.0.0 bind every interface); "
+        "there is no authentication, so this must be meant",
+    )
+    option(
+        net,
         "--max-batch",
         type=_whole_number(1, 1 << 20),
         default=None,
@@ -549,6 +558,17 @@ def _report_check_failed(args: Optional[argparse.Namespace], exc: CheckFailed) -
     return 1
 
 
+def interrupt_in_chain(exc: BaseException) -> Optional[KeyboardInterrupt]:
+    """The KeyboardInterrupt (Ctrl-C, or Interrupted) anywhere in an exception's cause and context chain (at most 100
+    links: a cycle ends it), or None."""
+    seen = 0
+    while exc is not None and seen < 100:
+        if isinstance(exc, KeyboardInterrupt):
+            return exc
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
 def _report_interrupted(exc: KeyboardInterrupt) -> int:
     import signal
 
@@ -610,5 +630,10 @@ def main(argv: Optional[list[str]] = None) -> int:
                 else "error: the input is nested too deeply"
             )
             return 2
+        except Exception as exc:  # an interrupt that Python wrapped (a RuntimeError from __set_name__ mid-import, ...)
+            interrupt = interrupt_in_chain(exc)
+            if interrupt is None:
+                raise
+            return _report_interrupted(interrupt)
         finally:
             restore_signal_handlers(previous)

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import errno
 import gc
+import logging
 import os
 import signal
 import socket
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Optional, Protocol
 from ..core.errors import UsageError
 from ..core.files import Interrupted
 from ..core.observations import AgentMemories
-from ..core.report import percentiles
+from ..core.report import latency_text, percentiles
 from ..services.protocol import answer_waiting, echoed_id, json_codec, parse_address
 
 if TYPE_CHECKING:  # (annotations only)
@@ -58,19 +59,51 @@ __all__ = [
     "start_http",
     "mode_serve",
     "serving",
+    "PASS_ANSWER_BYTES",
+    "ANSWER_BYTES",
+    "LINE_COST",
+    "MEMORY_IDS",
+    "MEMORY_BYTES",
+    "CONNECTION_MEMORY_IDS",
+    "CONNECTION_MEMORY_BYTES",
+    "is_loopback",
+    "is_wildcard",
+    "tell_limited",
+    "OneLineLog",
 ]
 
 
 WRITE_BOUND = 1 << 20  # a connection's unsent answers (bytes) past which its lines are no longer read
 
 
-READ_SIZE = 1 << 20  # the most one read takes from a connection (the stream's pipe reads: the same)
+READ_SIZE = 1 << 16  # the most one read takes from a connection (the stream's pipe reads: the same); small, so
+# that one read of short lines (2 bytes each) makes at most ~32k line objects
 
 
-READ_BOUND = 4 << 20  # its received, unanswered lines (bytes; with --max-batch) past which likewise
+READ_BOUND = 1 << 20  # its received, unanswered lines (bytes, LINE_COST more each) past which likewise
+
+
+LINE_COST = 64  # what a waiting line costs beside its bytes (its object and its place in the list)
+
+
+PASS_ANSWER_BYTES = 2 << 20  # about how many bytes of answers one pass makes for every connection together
+
+
+ANSWER_BYTES = 1 << 20  # about how many bytes of answers one pass makes for one connection (its lines' share: the
+# rest waits for the next pass, and for its unsent answers to fall under WRITE_BOUND)
 
 
 STOP_GRACE_S = 10.0  # SIGTERM: how long the lines already received have to be answered and sent
+
+
+MEMORY_IDS, MEMORY_BYTES = (
+    100_000,
+    256 << 20,
+)  # the LSTM memories of every client together: a new id past them is refused
+
+
+CONNECTION_MEMORY_IDS, CONNECTION_MEMORY_BYTES = 10_000, 8 << 20  # one connection's (HTTP: all of /v1/act's): past them
+# its own least recently answered id is dropped, and that id's next line refused unless "reset": true or its "memory"
 
 
 HTTP_SCOPE = "http:"  # the memory scope of every POST /v1/act line (socket connections: "<n>:")
@@ -130,6 +163,26 @@ def listening_socket(option: str, text: str, address: tuple) -> tuple:
         raise _cannot_listen(option, text, exc)
 
 
+def is_loopback(host: str) -> bool:
+    import ipaddress
+
+    try:
+        address = ipaddress.ip_address(host.split("%")[0])
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return (mapped or address).is_loopback
+
+
+def is_wildcard(host: str) -> bool:
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_unspecified
+    except ValueError:
+        return False
+
+
 def _shown(sock: socket.socket) -> str:
     if sock.family == socket.AF_UNIX:
         return f"unix:{sock.getsockname()}"
@@ -174,10 +227,11 @@ class ServeOptions:
     max_line_bytes: int = 16 << 20  # a longer line gets an error answer, its rest skipped
     max_batch: Optional[int] = None  # the most lines one answering pass takes (None: every line waiting)
     max_wait_us: int = 0  # how long a pass waits for more lines after the first arrives (0: answer at once)
+    allow_remote: bool = False  # listening on an address other than loopback (0.0.0.0, a LAN address) is meant
 
     @classmethod
     def from_args(cls, args) -> "ServeOptions":
-        return cls(args.max_line_bytes, args.max_batch, args.max_wait_us)
+        return cls(args.max_line_bytes, args.max_batch, args.max_wait_us, bool(getattr(args, "allow_remote", False)))
 
 
 class Owner(Protocol):
@@ -251,7 +305,7 @@ class Connection(asyncio.BufferedProtocol):
             elif tail:
                 self.parts, self.parts_len = [tail], len(tail)
         if len(lines) > before:
-            self.waiting_bytes += len(data)
+            self.waiting_bytes += len(data) + LINE_COST * (len(lines) - before)
             self.server.waiting(self, len(lines) - before)
             if self.waiting_bytes > READ_BOUND:
                 self.reading()
@@ -277,6 +331,8 @@ class Connection(asyncio.BufferedProtocol):
     def resume_writing(self) -> None:
         self.write_paused = False
         self.reading()
+        if self.lines and not self.closed:  # (lines held while its answers were unsent: answered now)
+            self.server.waiting(self, 0)
 
     def reading(self) -> None:
         pause = self.write_paused or self.waiting_bytes > READ_BOUND
@@ -289,7 +345,9 @@ class Connection(asyncio.BufferedProtocol):
             self.transport.write(b"\n".join(texts) + b"\n")
 
     def answered(self) -> None:
-        self.waiting_bytes = sum(len(line) for line in self.lines if line) if self.lines else 0
+        self.waiting_bytes = (
+            sum(len(line) for line in self.lines if line) + LINE_COST * len(self.lines) if self.lines else 0
+        )
         self.reading()
         if self.eof and not self.lines and not self.closed:
             self.transport.close()
@@ -319,7 +377,7 @@ class Server:
         self.policy, self.limit = policy, options.max_line_bytes
         self.max_batch, self.max_wait = options.max_batch, options.max_wait_us / 1e6
         self.loads, self.dumps = json_codec()
-        self.memories = AgentMemories()
+        self.memories = AgentMemories(MEMORY_IDS, MEMORY_BYTES, CONNECTION_MEMORY_IDS, CONNECTION_MEMORY_BYTES)
         self.ready: dict = {}  # connections (and HTTP lines) with lines waiting, in arrival order
         self.conns: set = set()
         self.waiting_lines, self.serial, self.timer, self.scheduled = 0, 0, None, False
@@ -328,6 +386,12 @@ class Server:
         self.latencies: list = []
         self.latency, self.batches = Histogram(LATENCY_BUCKETS_S), Histogram(BATCH_BUCKETS)
         self.read_view = memoryview(bytearray(READ_SIZE))
+        self.bounds = {**self.memories.bounds(), "max_line_bytes": self.limit}
+        s, self.info = policy.settings, policy.info  # (an answer's bytes: 24 a number; an info answer's, as it is)
+        self.answer_bytes = 64 + 24 * (s.continuous_size * 2 + len(s.discrete_branches) + s.memory_size)
+        self.info_bytes = max(
+            self.answer_bytes, len(self.dumps({"id": None, "info": self.info, "bounds": self.bounds}))
+        )
 
     # -- connections
     def opened(self, conn: Connection) -> None:
@@ -345,9 +409,7 @@ class Server:
         self.ready.pop(conn, None)
         self.waiting_lines -= len(conn.lines)
         conn.lines = []
-        if self.policy.settings.memory_size and self.memories:  # its agents' memories go with it
-            for key in [k for k in self.memories if k.startswith(conn.scope)]:
-                self.memories.forget(key)
+        self.memories.forget_scope(conn.scope)  # its agents' memories go with it
         if self.stopping:
             self.check_drained()
 
@@ -377,7 +439,7 @@ class Server:
             return None
         if type(msg) is not dict or msg.get("info") is not True or not set(msg) <= {"info", "id"}:
             return None
-        return {"id": echoed_id(msg), "info": self.policy.info}
+        return {"id": echoed_id(msg), "info": self.info, "bounds": self.bounds}
 
     def answer_pass(self) -> None:
         self.scheduled, self.timer = False, None
@@ -388,16 +450,24 @@ class Server:
             if not self.done.done():
                 self.done.set_result(None)
 
-    def _answer_pass(self) -> None:
+    def _take_lines(self) -> tuple:
+        """(lines, scopes, owners, info) of this pass: each ready owner's lines up to its share (about ANSWER_BYTES of
+        answers; PASS_ANSWER_BYTES for all; --max-batch), the rest waiting for the next pass, that owner last in line.
+        An owner whose answers are unsent is left out until resume_writing."""
         lines, scopes, owners, budget, ready = [], [], [], self.max_batch or sys.maxsize, self.ready
         info = False
-        while ready and budget > 0:
+        later, room = [], PASS_ANSWER_BYTES
+        while ready and budget > 0 and room > 0:
             owner = next(iter(ready))
             del ready[owner]
-            take = owner.lines
-            if len(take) > budget:  # (--max-batch) the rest waits for the next pass, this owner last in line
-                owner.lines, take = take[budget:], take[:budget]
-                ready[owner] = None
+            if getattr(owner, "write_paused", False):
+                continue
+            each = self.info_bytes if owner.info else self.answer_bytes  # (the most one of its answers takes)
+            take, share = owner.lines, max(1, min(budget, min(ANSWER_BYTES, room) // each))
+            room -= min(len(take), share) * each
+            if len(take) > share:
+                owner.lines, take = take[share:], take[:share]
+                later.append(owner)
             else:
                 owner.lines = []
             lines += take
@@ -405,6 +475,13 @@ class Server:
             owners.append((owner, len(take), owner.arrived))
             budget -= len(take)
             info = info or owner.info
+        for owner in later:
+            ready[owner] = None
+        return lines, scopes, owners, info
+
+    def _answer_pass(self) -> None:
+        ready = self.ready
+        lines, scopes, owners, info = self._take_lines()
         self.waiting_lines -= len(lines)
         if lines:
             special = (
@@ -519,7 +596,7 @@ class Server:
             for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 loop.add_signal_handler(signum, self.stop, signum)
         for front in fronts:
-            print(f"[serve] {front.says} on {front.shown()}", file=sys.stderr, flush=True)
+            print(f"[serve] {front.says} on {front.told()}", file=sys.stderr, flush=True)
         try:
             await self.done
         finally:
@@ -537,14 +614,31 @@ def loop_error(loop, context: dict) -> None:
     exc = context.get("exception")
     if isinstance(exc, OSError) and exc.errno in DESCRIPTORS:
         return
+    what = f"{type(exc).__name__}: {exc}" if exc is not None else ""
+    tell_limited(f"event loop: {context.get('message', 'error')} {what}")
+
+
+def tell_limited(text: str) -> None:
+    """One line on stderr, at most one a second (the server's loop errors, aiohttp's refused requests): a peer cannot
+    fill the log; the lines not told are counted in the next."""
     now = time.monotonic()
     if now - LOOP_ERRORS["last"] < 1.0:
         LOOP_ERRORS["quiet"] += 1
         return
     quiet, LOOP_ERRORS["quiet"], LOOP_ERRORS["last"] = LOOP_ERRORS["quiet"], 0, now
-    what = f"{type(exc).__name__}: {exc}" if exc is not None else ""
-    text = " ".join(f"{context.get('message', 'error')} {what}".split())[:300]
-    print(f"[serve] event loop: {text}" + (f" ({quiet} more not shown)" if quiet else ""), file=sys.stderr, flush=True)
+    text = " ".join(text.split())[:300]
+    print(f"[serve] {text}" + (f" ({quiet} more not shown)" if quiet else ""), file=sys.stderr, flush=True)
+
+
+class OneLineLog(logging.Filter):
+    """aiohttp's "Error handling request" (a multi-line traceback for every malformed request a peer sends): one line
+    through tell_limited instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        reason = f" ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})" if exc is not None else ""
+        tell_limited(f"http: {record.getMessage()}{reason}")
+        return False
 
 
 class Front:
@@ -557,13 +651,29 @@ class Front:
 
     def __init__(self, text: str):
         self.text, self.address = text, parse_address(self.option, text, unix=self.unix)
-        self.sock, self.made = None, None
+        self.sock, self.made, self.remote = None, None, False
 
     def check(self) -> None:
         """What it needs that may be missing (an optional package): a UsageError naming it, before the policy loads."""
 
-    def bind(self) -> None:
+    def bind(self, allow_remote: bool = False) -> None:
+        """Listen (UsageError in one line when it cannot). An address other than loopback is refused unless
+        `allow_remote`: there is no authentication, so exposure is a decision (--allow-remote)."""
         self.sock, self.made = listening_socket(self.option, self.text, self.address)
+        self.remote = self.address[0] == "tcp" and not is_loopback(self.sock.getsockname()[0])
+        if self.remote and not allow_remote:
+            where = _shown(self.sock)
+            self.close()
+            self.sock = None
+            everywhere = (
+                " binds every interface"
+                if is_wildcard(where.rsplit(":", 1)[0].strip("[]"))
+                else " is reachable from other machines"
+            )
+            raise UsageError(
+                f"{self.option} {self.text}{everywhere} ({where}) and serve has no authentication: "
+                f"give --allow-remote to mean it, or listen on 127.0.0.1"
+            )
 
     async def start(self, server: "Server") -> None:
         raise NotImplementedError
@@ -576,6 +686,18 @@ class Front:
 
     def shown(self) -> str:
         return _shown(self.sock)
+
+    def told(self) -> str:
+        """Its start-up line's address, with what it exposes where it is not loopback."""
+        where = _shown(self.sock)
+        if not getattr(self, "remote", False):
+            return where
+        host = where.rsplit(":", 1)[0].strip("[]")
+        return where + (
+            " (every interface: anyone who reaches this machine, no authentication)"
+            if is_wildcard(host)
+            else " (reachable from other machines, no authentication)"
+        )
 
     def close(self) -> None:
         """After the loop: the socket closed, and the Unix socket file it made (and only that one) removed."""
@@ -675,6 +797,10 @@ async def start_http(server: Server, sock: socket.socket):
         text, answer = await line.future
         return web.Response(body=text, status=400 if "error" in answer else 200, content_type="application/json")
 
+    for name in ("aiohttp.server", "aiohttp.web", "aiohttp.access", "aiohttp.internal"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, OneLineLog) for f in logger.filters):
+            logger.addFilter(OneLineLog())
     app = web.Application(client_max_size=server.limit + 1)
     app.add_routes([web.get("/healthz", healthz), web.get("/metrics", metrics), web.post("/v1/act", act)])
     runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
@@ -692,14 +818,15 @@ def mode_serve(ctx: Context):
         raise UsageError("--mode serve needs --listen HOST:PORT (or unix:PATH), --http HOST:PORT, or both")
     for front in fronts:
         front.check()
-    server = Server(ctx.policy, ServeOptions.from_args(a))  # (the policy is loaded here, before any socket is opened)
+    server_options = ServeOptions.from_args(a)
+    server = Server(ctx.policy, server_options)  # (the policy is loaded here, before any socket is opened)
     gc.freeze()  # (as the stream: what is loaded stays, a full collection need not walk it again and again)
     _raise_open_files_limit()
     loop = None
     before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     try:
         for front in fronts:
-            front.bind()
+            front.bind(server_options.allow_remote)
         loop = asyncio.new_event_loop()
         loop.run_until_complete(server.run(fronts))
     finally:
@@ -713,9 +840,9 @@ def mode_serve(ctx: Context):
     if server.failure is not None:
         raise server.failure
     if a.stream_stats:
-        p = percentiles(server.latencies) if server.latencies else {"p50_ms": float("nan"), "p99_ms": float("nan")}
+        p = latency_text(percentiles(server.latencies)) if server.latencies else {"p50_ms": "n/a", "p99_ms": "n/a"}
         print(
-            f"[serve] lines={server.lines} errors={server.errors} p50={p['p50_ms']:.4f}ms p99={p['p99_ms']:.4f}ms "
+            f"[serve] lines={server.lines} errors={server.errors} p50={p['p50_ms']} p99={p['p99_ms']} "
             f"connections={server.opened_total} engine={ctx.engine_name} device={ctx.device}",
             file=sys.stderr,
             flush=True,
@@ -739,7 +866,7 @@ def serving(policy, options: ServeOptions = ServeOptions(), **addresses):
     loop, started = asyncio.new_event_loop(), threading.Event()
     try:
         for front in fronts:
-            front.bind()
+            front.bind(options.allow_remote)
         loop.call_soon(started.set)
         thread = threading.Thread(
             target=loop.run_until_complete, args=(server.run(fronts, signals=False),), daemon=True

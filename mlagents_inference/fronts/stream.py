@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..core.observations import AgentMemories
-from ..core.report import percentiles
+from ..core.report import latency_text, percentiles
 from ..services.protocol import answer_texts, answer_waiting, json_codec, waiting_lines
 
 if TYPE_CHECKING:  # (annotations only)
@@ -56,9 +56,9 @@ def mode_stream(ctx: Context):
             if len(latencies) < 1_000_000:  # bounded: a day-long stream keeps the first million
                 latencies += [(clock() - t0) * 1e3] * len(answers)
     if ctx.args.stream_stats:
-        p = percentiles(latencies) if latencies else {"p50_ms": float("nan"), "p99_ms": float("nan")}
+        p = latency_text(percentiles(latencies)) if latencies else {"p50_ms": "n/a", "p99_ms": "n/a"}
         print(
-            f"[stream] lines={lines} errors={errors} p50={p['p50_ms']:.4f}ms p99={p['p99_ms']:.4f}ms "
+            f"[stream] lines={lines} errors={errors} p50={p['p50_ms']} p99={p['p99_ms']} "
             f"engine={ctx.engine_name} device={ctx.device}",
             file=sys.stderr,
         )

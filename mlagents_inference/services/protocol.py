@@ -79,22 +79,31 @@ def stream_array(spec: InputSpec, value: list) -> np.ndarray:
         raise UsageError(f'"{spec.name}": rows of different lengths')
 
 
-def parse_address(option: str, text: str, unix: bool = True) -> tuple:
-    """('unix', path) or ('tcp', host, port) from --listen/--http/connect(); UsageError in one line otherwise."""
+def parse_address(option: str, text: str, unix: bool = True, listening: bool = True) -> tuple:
+    """('unix', path) or ('tcp', host, port) from --listen/--http/connect(); UsageError in one line otherwise.
+    `listening`: an address to listen on (port 0: any free port), else one to connect to (a port from 1)."""
+    expected = f"HOST:PORT{' or unix:PATH' if unix else ''}"
     if not isinstance(text, str):
-        raise UsageError(f"{option} {text!r}: expected 'HOST:PORT'{' or unix:PATH' if unix else ''}")
+        raise UsageError(f"{option} {text!r}: expected {expected}")
     text = text.strip()
     if text.startswith("unix:") and unix:
         if not text[5:]:
             raise UsageError(f"{option} {text!r}: unix: needs a socket path")
         return ("unix", text[5:])
+    if "://" in text:
+        raise UsageError(
+            f"{option} {text!r}: expected {expected}, not a URL"
+            + ("" if listening else " (connect() speaks serve's --listen lines, not --http)")
+        )
     host, colon, port = text.rpartition(":")
     if not colon or not host:
         raise UsageError(
-            f"{option} {text!r}: expected HOST:PORT{' or unix:PATH' if unix else ''} (port 0: any free port)"
+            f"{option} {text!r}: expected {expected}"
+            + (" (port 0: any free port)" if listening else " (the port serve --listen printed)")
         )
-    if not port.isdigit() or int(port) > 65535:
-        raise UsageError(f"{option} {text!r}: the port must be a whole number from 0 to 65535")
+    low = 0 if listening else 1
+    if not (port.isascii() and port.isdigit()) or not low <= int(port) <= 65535:
+        raise UsageError(f"{option} {text!r}: the port must be a whole number from {low} to 65535 (ASCII digits)")
     return ("tcp", host[1:-1] if host.startswith("[") and host.endswith("]") else host, int(port))
 
 
@@ -109,12 +118,15 @@ def _engine_failure(policy: Policy, exc: Exception) -> str:
     return f"the {policy.engine_name} engine failed on this line ({reason})"
 
 
-def _stream_reply(policy: Policy, ident, key: Optional[str], out: dict, memories: AgentMemories) -> dict:
-    """A line's answer from its actions (UsageError when they are not finite); the id's next memory kept."""
+def _stream_reply(
+    policy: Policy, ident, key: Optional[str], out: dict, memories: AgentMemories, scope: str = ""
+) -> dict:
+    """A line's answer from its actions (UsageError when they are not finite, or when the id's next memory cannot be
+    kept: the memories' bound); the id's next memory kept."""
     if not all(np.isfinite(np.asarray(value, np.float64)).all() for value in out.values()):
         raise UsageError(NON_FINITE_ACTIONS)
     if key is not None:
-        memories.keep(key, np.asarray(out["memory"]).reshape(-1, policy.settings.memory_size))
+        memories.keep(key, np.asarray(out["memory"]).reshape(-1, policy.settings.memory_size), scope)
     answer = {"id": ident, **{name: np.asarray(value).tolist() for name, value in out.items()}}
     if continuous_only(policy.settings):
         answer["actions"] = answer["continuous_actions"]
@@ -180,6 +192,8 @@ def stream_answer(policy: Policy, msg, memories: AgentMemories, scope: str = "")
     stochastic, seed, reset, masks, memory = _stream_options(msg)
     # one memory per agent id (a line without "id" keeps none: it starts from its "memory" or zeros)
     key = scope + json.dumps(ident) if s.memory_size and ident is not None else None
+    if key is not None and memory is None and not reset and key not in memories:
+        memories.check(key, ident, scope)  # (dropped at this client's bound: refused, not started from zeros)
     if key is not None and memory is None and not reset and key in memories:
         memory = memories[key]  # [agents, memory size]
         rows = len(arrays[0]) if arrays[0].ndim > len(s.inputs[0].shape) else 1
@@ -204,7 +218,7 @@ def stream_answer(policy: Policy, msg, memories: AgentMemories, scope: str = "")
         raise
     except Exception as exc:  # the engine's own failure (an allocation, say) ends this line, not the stream
         raise UsageError(_engine_failure(policy, exc))
-    return _stream_reply(policy, ident, key, out, memories)
+    return _stream_reply(policy, ident, key, out, memories, scope)
 
 
 def answer_texts(dumps: Callable, answers: list) -> list:
@@ -298,6 +312,7 @@ def answer_waiting(
         + (6 + 4 * s.memory_size) * sum(map(len, filter(None, lines)))
         + sum(map(len, scopes or ()))
         > memories.max_bytes
+        or _near_scope_bound(memories, lines)
     )
     for i, raw in enumerate(lines):
         ident = msg = None
@@ -323,6 +338,12 @@ def answer_waiting(
                     if memory is None and key in memories and not msg.get("reset", False):
                         memory = memories[key]  # [agents, memory size]
                         quick = quick if len(memory) == 1 else None  # (stream_answer tells the count that differs)
+                    elif (
+                        memory is None
+                        and key in memories.dropped.get(scopes[i] if scopes else "", ())
+                        and not msg.get("reset", False)
+                    ):
+                        quick = None  # (dropped at its client's bound: stream_answer's error)
                     keys.add(key)
                 if quick is not None:
                     plain.append((i, msg, ident, key, values, masks, memory))
@@ -337,6 +358,15 @@ def answer_waiting(
             answers[i] = {"id": ident, "error": "out of memory on this line; send fewer rows per line"}
     _answer_plain(policy, plain, answers, memories, scopes)
     return answers
+
+
+def _near_scope_bound(memories: AgentMemories, lines: list) -> bool:
+    """Whether keeping this group's memories could drop an id at its client's bound."""
+    most = max((len(held[0]) for held in memories.scopes.values()), default=0)
+    return (
+        most + len(lines) >= memories.scope_ids
+        or max((held[1] for held in memories.scopes.values()), default=0) + 512 * len(lines) > memories.scope_bytes
+    )
 
 
 def _plain_rules(policy: Policy) -> Optional[tuple]:
@@ -424,7 +454,7 @@ def _answer_plain(policy: Policy, plain: list, answers: list, memories: AgentMem
         arrays.append(array)
     start = 0
     for j in sorted(bad) + [len(plain)]:
-        _run_plain(policy, plain[start:j], [a[start:j] for a in arrays], answers, memories)
+        _run_plain(policy, plain[start:j], [a[start:j] for a in arrays], answers, memories, scopes)
         if j < len(plain):
             i, msg = plain[j][:2]
             try:
@@ -437,7 +467,9 @@ def _answer_plain(policy: Policy, plain: list, answers: list, memories: AgentMem
     plain.clear()
 
 
-def _run_plain(policy: Policy, plain: list, flat: list, answers: list, memories: AgentMemories) -> None:
+def _run_plain(
+    policy: Policy, plain: list, flat: list, answers: list, memories: AgentMemories, scopes: Optional[list] = None
+) -> None:
     """One engine call for these plain lines (each alone where it fails: the failing line's error), their answers."""
     s, rows = policy.settings, len(plain)
     if not rows:
@@ -459,7 +491,9 @@ def _run_plain(policy: Policy, plain: list, flat: list, answers: list, memories:
         if rows == 1:
             answers[plain[0][0]] = {"id": plain[0][2], "error": _engine_failure(policy, exc)}
         for j in range(rows) if rows > 1 else ():  # each line alone, so that it is the failing line's
-            _run_plain(policy, plain[j : j + 1], [a[j : j + 1] for a in flat[: len(s.inputs)]], answers, memories)
+            _run_plain(
+                policy, plain[j : j + 1], [a[j : j + 1] for a in flat[: len(s.inputs)]], answers, memories, scopes
+            )
         return
     floats = [value for value in out.values() if value.dtype.kind == "f"]
     finite = (
@@ -480,10 +514,13 @@ def _run_plain(policy: Policy, plain: list, flat: list, answers: list, memories:
             answers[line[0]] = answer
     if s.memory_size:
         keys, memory = [line[3] for line in plain], out["memory"].reshape(rows, 1, s.memory_size)
+        keep = list(range(rows))
         if None in keys or finite is not None:
             keep = [j for j, key in enumerate(keys) if key is not None and (finite is None or finite[j])]
             keys, memory = [keys[j] for j in keep], memory[keep]
-        memories.keep_rows(keys, memory)
+        owners = [scopes[plain[j][0]] for j in keep] if scopes else None
+        for k, error in memories.keep_rows(keys, memory, owners):
+            answers[plain[keep[k]][0]] = {"id": plain[keep[k]][2], "error": error}
     for j in np.flatnonzero(~finite).tolist() if finite is not None else ():
         answers[plain[j][0]] = {"id": plain[j][2], "error": NON_FINITE_ACTIONS}
 
