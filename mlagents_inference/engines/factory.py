@@ -1,6 +1,7 @@
 """The one engine factory: which device and engine run a loaded policy (torch, or onnxruntime on its execution
 providers) and the engine built. Importable without torch: the torch layer is imported only when a torch device is
 resolved or a torch engine built. Policy, load() and the run context all go through here."""
+
 import importlib.util
 from typing import Optional
 
@@ -9,7 +10,7 @@ from ..core.extras import TORCH_HINT
 from ..core.spec import ENGINES
 from .devices import OrtDevice, onnxruntime_devices, ort_device, session_providers
 
-__all__ = ["choose_engine", "pick_device", "engine_name", "make_engine"]
+__all__ = ["choose_engine", "pick_device", "engine_name", "make_engine", "engine_report"]
 
 
 def choose_engine(name: str, device, dtype: str) -> str:
@@ -37,6 +38,7 @@ def pick_device(device, engine: str = "auto", providers: Optional[list] = None, 
     if file_policy or onnxruntime_devices(engine, providers):
         return ort_device(str(device))
     from .torch_devices import resolve_device
+
     return resolve_device(str(device))
 
 
@@ -45,34 +47,64 @@ def engine_name(device, engine: str, dtype: str) -> str:
     return "onnxruntime" if isinstance(device, OrtDevice) else choose_engine(engine, device, dtype)
 
 
-def make_engine(checkpoint, device="cpu", dtype: str = "float32", engine: str = "auto", graphs: bool = True,
-                providers: Optional[list] = None, spin: bool = True) -> tuple:
+def make_engine(
+    checkpoint,
+    device="cpu",
+    dtype: str = "float32",
+    engine: str = "auto",
+    graphs: bool = True,
+    providers: Optional[list] = None,
+    spin: bool = True,
+) -> tuple:
     """(engine, device, engine name) for a loaded policy: its ML-Agents ONNX file itself where it has no modules (the
     torch-free install), ML-Agents' modules on onnxruntime (exported once) or on torch. UsageError for a combination
     that cannot run, naming what to install."""
     actor = checkpoint.actor
     if actor is None or engine == "onnxruntime" or providers:  # onnxruntime's devices (providers)
         if actor is None and (engine == "torch" or dtype != "float32"):
-            raise UsageError(f"--engine {engine} --dtype {dtype}" + (" with --providers" if providers else "") + ": "
-                             "onnxruntime runs float32 only, on its providers; other engines and precisions need "
-                             f"torch: {TORCH_HINT}")
+            raise UsageError(
+                f"--engine {engine} --dtype {dtype}" + (" with --providers" if providers else "") + ": "
+                "onnxruntime runs float32 only, on its providers; other engines and precisions need "
+                f"torch: {TORCH_HINT}"
+            )
         if dtype != "float32":
-            raise UsageError(f"--engine {engine} --dtype {dtype}: onnxruntime runs float32 only; use --engine torch "
-                             f"for --dtype {dtype}" + (" (without --providers)" if providers else ""))
+            raise UsageError(
+                f"--engine {engine} --dtype {dtype}: onnxruntime runs float32 only; use --engine torch "
+                f"for --dtype {dtype}" + (" (without --providers)" if providers else "")
+            )
         if engine != "onnxruntime" and actor is not None:
             raise UsageError(f"--providers applies to --engine onnxruntime, not --engine {engine}")
         device = device if isinstance(device, OrtDevice) else ort_device(str(device))
         ort_providers = session_providers(device, providers)
         if actor is None:  # the ML-Agents file itself
             from ..loaders.onnx_file import MLAgentsOnnx
-            return MLAgentsOnnx(checkpoint.path, checkpoint.settings, providers=ort_providers, sampling=True,
-                                spin=spin), device, "onnxruntime"
+
+            return (
+                MLAgentsOnnx(checkpoint.path, checkpoint.settings, providers=ort_providers, sampling=True, spin=spin),
+                device,
+                "onnxruntime",
+            )
         from .onnx_engine import OnnxRuntimeEngine
+
         return OnnxRuntimeEngine(actor, ort_providers, spin), device, "onnxruntime"
     device = pick_device(device, engine, providers)
     name = choose_engine(engine, device, dtype)
     if name == "onnxruntime":
         from .onnx_engine import OnnxRuntimeEngine
+
         return OnnxRuntimeEngine(actor, spin=spin), device, name
     from .torch_engine import TorchEngine
+
     return TorchEngine(actor, device, dtype, graphs), device, name
+
+
+def engine_report(engine) -> dict:
+    """What an engine runs, for info, precision and benchmark: "precision" (what float32 runs as, read back from the
+    switches or from the options the provider took) and "graphs" (the torch engine's device graphs: whether they run,
+    and why not; None where there are none: the CPU, onnxruntime)."""
+    session = getattr(engine, "session", None)
+    if session is not None:
+        from ..core.sessions import provider_precision
+
+        return {"precision": provider_precision(session), "graphs": None}
+    return {"precision": getattr(engine, "precision", None), "graphs": getattr(engine, "graph_state", None)}

@@ -1,5 +1,6 @@
 """The onnxruntime engine over ML-Agents' modules: EngineHeads exported once, run by an onnxruntime session
 (CPU float32, or execution providers)."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional
@@ -12,10 +13,12 @@ from ..model.networks import EngineHeads
 if TYPE_CHECKING:  # (annotations only)
     from ..model.networks import SimpleActor
 
+__all__ = ["OnnxRuntimeEngine"]
 
 
 class OnnxRuntimeEngine:
     """The same modules exported (deterministic outputs only) and run by onnxruntime on the CPU, float32 only."""
+
     name = "onnxruntime"
 
     def __init__(self, actor: "SimpleActor", providers: Optional[list] = None, spin: bool = True):
@@ -31,4 +34,3 @@ class OnnxRuntimeEngine:
     def run(self, flat: list, names: Optional[list] = None) -> dict:
         names = self.output_names if names is None else names
         return dict(zip(names, self._run(names, dict(zip(self.input_names, flat)), None)))
-
