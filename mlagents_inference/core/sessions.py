@@ -242,8 +242,8 @@ def provider_precision(session) -> str:
             f"float32 {'kept' if kept else 'NOT kept'} ({key} {mode or 'not set: CANN default force_fp16'}) on "
             f"CANNExecutionProvider"
             + (
-                "; graph engine on: each new batch size compiles a graph (seconds), "
-                "a batch size seen before runs at once"
+                "; graph engine on: each new batch size compiles a graph on its first call, "
+                "later calls at that size reuse it"
                 if graph
                 else "; single operators"
             )
