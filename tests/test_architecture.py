@@ -112,9 +112,14 @@ def test_every_module_declares_its_public_names_and_no_underscored_name_crosses_
         if declared is None:
             missing.append(module_name(path))
             continue
-        defined = {n for node in tree.body for n in
-                   ([node.name] if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else
-                    [t.id for t in getattr(node, "targets", [getattr(node, "target", None)]) if isinstance(t, ast.Name)])}
+        defined = set()
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                defined.add(node.name)
+            for target in getattr(node, "targets", [getattr(node, "target", None)]):
+                for name in getattr(target, "elts", [target]):
+                    if isinstance(name, ast.Name):
+                        defined.add(name.id)
         public = {n for n in defined if not n.startswith("_")}
         if path.name != "__init__.py" and set(declared) != public:
             stale.append(f"{module_name(path)}: {sorted(set(declared) ^ public)}")

@@ -14,6 +14,8 @@ from ..core.sources import SHA256_HEX
 from ..core.spec import DTYPES, ENGINES, PolicySettings
 from ..engines.devices import OrtDevice
 
+__all__ = ["brief", "is_whole", "check_agent_ids", "steps_arguments", "check_behavior_spec", "PLAIN_TYPES", "plain_arrays", "PolicyAPI", "SEED_MIN", "SEED_END", "check_seed", "check_no_extras", "check_act_arguments", "check_policy_arguments", "check_load_arguments"]
+
 # -- the Python API's argument checks, torch-free (Policy and connect() share them)
 _MISSING = object()
 

@@ -54,6 +54,8 @@ if TYPE_CHECKING:  # (annotations only)
     from ..loaders.checkpoint import LoadedCheckpoint
     from ..loaders.onnx_file import FileCheckpoint
 
+__all__ = ["load_checkpoint", "Policy", "load", "noise_generator", "normal_noise", "uniform_noise"]
+
 
 
 def load_checkpoint(path: Path, onnx_path: Optional[Path] = None, model_dir: Optional[Path] = None,

@@ -2,6 +2,8 @@
 (exit 1), and an ONNX that belongs to another policy (exit 1).
 """
 
+__all__ = ["UsageError", "CheckFailed", "NotThisPolicy"]
+
 
 
 

@@ -11,6 +11,8 @@ import numpy as np
 
 from .errors import UsageError
 
+__all__ = ["PROCESS_T0", "short_path", "describe_os_error", "Interrupted", "HANDLED_SIGNALS", "install_signal_handlers", "restore_signal_handlers", "handlers_kept", "open_npy_memmap", "npy_size", "atomic_write", "check_output_path", "refuse_same_file"]
+
 PROCESS_T0 = time.perf_counter()  # fallback origin for "time to first action"
 
 

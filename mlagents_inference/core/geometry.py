@@ -8,16 +8,7 @@ Apache License 2.0): SimpleVisualEncoder, NatureVisualEncoder, SmallVisualEncode
 and FullyConnectedVisualEncoder, and the minimum sizes of mlagents/trainers/torch_entities/utils.py."""
 from typing import Optional, Sequence
 
-__all__ = [
-    "CONVS",
-    "KERNEL_ENCODERS",
-    "MIN_SIDE",
-    "RESNET_CHANNELS",
-    "conv_side",
-    "encoder_from_kernels",
-    "flat_size",
-    "pool_side",
-]
+__all__ = ["CONVS", "RESNET_CHANNELS", "MIN_SIDE", "KERNEL_ENCODERS", "conv_side", "pool_side", "flat_size", "encoder_from_kernels"]
 
 
 # vis_encode_type -> its convolutions in order, each (out channels, kernel, stride); no padding, a square kernel.

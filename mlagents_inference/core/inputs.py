@@ -18,6 +18,8 @@ from .observations import finite_float32, is_float, random_inputs
 from .sources import regular_file
 from .spec import NORMALIZER_CLIP, InputSpec, PolicySettings
 
+__all__ = ["OBS_WORDS", "IMAGE_SUFFIXES", "boundary_input", "parse_obs", "parse_one_input", "read_input_file", "image_pixels", "NPZ_EXTRAS", "read_npz", "open_obs_file", "array_chunks", "ParquetSource"]
+
 OBS_WORDS = ("random", "zeros", "ones", "ones_neg", "boundary")
 
 
@@ -341,6 +343,26 @@ def _parquet_values(column, layout: list, shape: tuple, what: str, first_row: Op
 
 
 
+def _parquet_footers(files: list, pa) -> tuple:
+    """(schema, groups): the schema the files share and each file's row groups' rows, from their footers alone."""
+    first, groups = None, []
+    for file in files:
+        try:
+            with _parquet_reader(file) as reader:
+                meta, schema = reader.metadata, reader.schema_arrow
+                groups.append(tuple(meta.row_group(i).num_rows for i in range(meta.num_row_groups)))
+        except (pa.ArrowException, OSError, ValueError) as exc:  # (ValueError: a name that is not UTF-8)
+            raise UsageError(f"--obs-file {file}: not a readable Parquet file ({str(exc).splitlines()[0][:120]})")
+        if sum(groups[-1]) != meta.num_rows:
+            raise UsageError(f"--obs-file {file}: its footer says {meta.num_rows} rows and its row groups "
+                             f"{sum(groups[-1])}; a damaged file")
+        first = schema if first is None else first
+        if not schema.equals(first):
+            raise UsageError(f"--obs-file {file}: its columns differ from those of {files[0].name}")
+    return first, groups
+
+
+
 @dataclass
 class ParquetSource:
     """A Parquet dataset read one record batch at a time: obs_0 ... obs_k (or obs), optional
@@ -361,20 +383,7 @@ class ParquetSource:
             shapes["action_masks"] = (sum(settings.discrete_branches),)
         if settings.memory_size:
             shapes["memory"] = (settings.memory_size,)
-        first, groups = None, []
-        for file in files:
-            try:
-                with _parquet_reader(file) as reader:
-                    meta, schema = reader.metadata, reader.schema_arrow
-                    groups.append(tuple(meta.row_group(i).num_rows for i in range(meta.num_row_groups)))
-            except (pa.ArrowException, OSError, ValueError) as exc:  # (ValueError: a name that is not UTF-8)
-                raise UsageError(f"--obs-file {file}: not a readable Parquet file ({str(exc).splitlines()[0][:120]})")
-            if sum(groups[-1]) != meta.num_rows:
-                raise UsageError(f"--obs-file {file}: its footer says {meta.num_rows} rows and its row groups "
-                                 f"{sum(groups[-1])}; a damaged file")
-            first = schema if first is None else first
-            if not schema.equals(first):
-                raise UsageError(f"--obs-file {file}: its columns differ from those of {files[0].name}")
+        first, groups = _parquet_footers(files, pa)
         names, rows = list(first.names), sum(map(sum, groups))
         if twice := [n for n, c in collections.Counter(names).items() if c > 1]:
             raise UsageError(f"--obs-file {path}: holds {twice[0][:60]!r} more than once; name each column once")

@@ -14,6 +14,8 @@ import numpy as np
 from .errors import UsageError
 from .spec import ATTENTION_EMBEDDING, InputSpec, PolicySettings
 
+__all__ = ["check_rows_fit", "available_memory", "observation_arrays", "finite_float32", "number_array", "shape_input", "BOOL_MASK", "shape_masks", "MASK_KEY_BYTES", "mask_key", "shape_memory", "branch_draw", "random_inputs", "random_masks", "parse_numbers", "is_float", "AgentMemories"]
+
 
 def check_rows_fit(rows: int, settings: PolicySettings, what: str = "--batch") -> None:
     """Refuse, before allocating, a batch that would not fit in memory."""

@@ -12,6 +12,8 @@ from .files import short_path
 from .geometry import encoder_from_kernels
 from .spec import MAX_ENTITIES, GoalInput, InputSpec, PolicySettings, goal_indices
 
+__all__ = ["OnnxInterface", "read_onnx_interface", "onnx_input_shapes", "legacy_input_shapes", "check_onnx_shapes", "onnx_shapes_agree", "ONNX_ONLY_SOURCE", "ONNX_PLUMBING", "ONNX_FOLD", "SETTINGS_KEYS", "WeightNode", "OnnxGraph", "OnnxSensor", "onnx_slices", "onnx_sensors", "onnx_settings", "file_input_groups", "file_named_settings"]
+
 
 @dataclass
 class OnnxInterface:
@@ -452,7 +454,16 @@ def onnx_settings(g: OnnxGraph, sensors: list, goal_input: GoalInput) -> PolicyS
     continuous = int(continuous.reshape(-1)[0]) if continuous is not None and continuous.size == 1 else 0
     branches = [end - start for start, end, _ in onnx_slices(g, "action_masks", (g.inputs.get("action_masks") or [0])[-1])]
     sac = any(n.op_type == "Tanh" for n in g.nodes)
-    # -- the body: from the last action head back to the encoders' Concat
+    layers, hyper, hidden = _onnx_body(g, linears, weights, memory)
+    _mark_goal_inputs(g, deps, hyper, goal_input, inputs)
+    return PolicySettings(inputs, int(hidden), layers, normalize, continuous, branches, memory, sac, sac,
+                          hyper is not None, [], "sac" if sac else None, ONNX_ONLY_SOURCE)
+
+
+
+def _onnx_body(g: OnnxGraph, linears: list, weights: list, memory: int) -> tuple:
+    """(layers, hyper, hidden): the body, walked from the last action head back to the encoders' Concat; hyper is
+    the MatMul that applies a hypernetwork's generated weights, None for a plain body."""
     head = linears[-1]
     layers, hyper, lstm, tensor = 0, None, None, g.data_inputs(head.node)[0]
     by_node = {id(w.node): w for w in linears}
@@ -479,6 +490,12 @@ def onnx_settings(g: OnnxGraph, sensors: list, goal_input: GoalInput) -> PolicyS
         if cell is None or cell.values[1].shape[1] * 2 != memory:
             raise g.refuse(lstm, f"is not an LSTM over a memory of {memory}")
         hidden = cell.values[0].shape[1]
+    return layers, hyper, hidden
+
+
+
+def _mark_goal_inputs(g: OnnxGraph, deps: dict, hyper, goal_input: GoalInput, inputs: list) -> None:
+    """The inputs a hypernetwork reads marked as its goal signal; --goal-input must name those very inputs."""
     if hyper is not None:
         goal = sorted(i for i in deps.get(hyper.input[1], ()) if isinstance(i, int))
         if goal_input is not None and goal_indices(goal_input) != tuple(goal):
@@ -489,8 +506,6 @@ def onnx_settings(g: OnnxGraph, sensors: list, goal_input: GoalInput) -> PolicyS
     elif goal_input is not None:
         raise UsageError(f"--goal-input {','.join(map(str, goal_indices(goal_input)))}: {g.name} has no "
                          f"goal-conditioned (hypernetwork) body")
-    return PolicySettings(inputs, int(hidden), layers, normalize, continuous, branches, memory, sac, sac,
-                          hyper is not None, [], "sac" if sac else None, ONNX_ONLY_SOURCE)
 
 
 

@@ -14,6 +14,8 @@ import numpy as np
 from .files import PROCESS_T0
 from .spec import PolicySettings, continuous_only
 
+__all__ = ["header", "compare", "percentiles", "parity", "PARITY_MIN_COS", "parity_holds", "fmt", "floats", "process_start_time", "versions", "action_fields", "actions_ok", "action_lines", "kind_fields"]
+
 
 def header(r: dict, title: str) -> str:
     return f"===== {title} (device={r['device']}, dtype={r['dtype']}, engine={r['engine']}) ====="

@@ -16,6 +16,8 @@ from typing import Optional
 from .errors import UsageError
 from .files import short_path
 
+__all__ = ["HERE", "SAMPLE", "BUNDLED_MODEL_DIR", "DEFAULT_REPO", "DEFAULT_EXPORT", "BUNDLED_NOTE", "ModelSource", "CKPT_NAME", "find_behavior", "step_of", "list_checkpoints", "default_checkpoint", "STATUS_MAX_BYTES", "training_status", "status_entry", "final_step", "pick_hub_files", "download_from_hub", "path_kind", "regular_file", "locate_model", "bundled_model_dir", "file_sha256", "check_sha256", "read_config", "onnx_alone_source", "mlagents_onnx_files", "find_checkpoint_onnx", "SHA256_HEX"]
+
 HERE = Path(__file__).resolve().parents[2]  # the clone (beside inference.py), site-packages, or the .pyz file
 
 
@@ -318,41 +320,54 @@ def regular_file(option: str, path) -> Path:
 
 
 
+def _checkpoint_source(checkpoint: str) -> ModelSource:
+    """--checkpoint FILE, with the run folder around it where that folder lists it."""
+    path = Path(checkpoint)
+    if path_kind("--checkpoint", path) == "dir":
+        raise UsageError(f"--checkpoint {path}: is a folder; use --model-dir for a folder")
+    regular_file("--checkpoint", path)
+    try:
+        folder, behavior = path.resolve().parent.parent, path.resolve().parent.name
+        if not list_checkpoints(folder, behavior):
+            folder, behavior = None, None
+    except OSError:  # the run folder around it cannot be listed: the file alone still loads
+        folder, behavior = None, None
+    return ModelSource(path, folder, behavior, "--checkpoint")
+
+
+
+def _model_dir_source(origin: str, value: str) -> ModelSource:
+    """A run folder given by --model-dir or $HUGGY_MODEL_DIR (`origin`)."""
+    folder = Path(value)
+    if path_kind(origin, folder) != "dir":
+        raise UsageError(f"{origin} {short_path(folder)}: no such folder")
+    try:
+        behavior = find_behavior(folder)
+    except UsageError:  # a folder that holds only <Behavior>.onnx: the ONNX alone
+        alone = sorted(folder.glob("*.onnx"))
+        if len(alone) > 1 and not any(folder.glob("*/*.pt")):
+            raise UsageError(f"{origin} {short_path(folder)}: no checkpoint, and several ONNX files "
+                             f"({', '.join(p.name for p in alone[:4])}); choose one with --onnx FILE.onnx")
+        if len(alone) != 1 or any(folder.glob("*/*.pt")):
+            raise
+        return onnx_alone_source(origin, alone[0], folder)
+    return ModelSource(default_checkpoint(folder, behavior), folder, behavior, origin)
+
+
+
 def locate_model(checkpoint: Optional[str], model_dir: Optional[str], repo_id: Optional[str]) -> ModelSource:
     """--checkpoint, then --model-dir, then $HUGGY_MODEL_DIR, then the Hub, then the bundled sample. An empty option
     value is refused (never a silent fall-back to the sample); an empty $HUGGY_MODEL_DIR counts as unset."""
-    for option, value, what in (("--checkpoint", checkpoint, "a checkpoint file"), ("--model-dir", model_dir, "a folder"),
+    for option, value, what in (("--checkpoint", checkpoint, "a checkpoint file"),
+                                ("--model-dir", model_dir, "a folder"),
                                 ("--model", repo_id, f"a Hub repo id such as {DEFAULT_REPO}")):
         if value is not None and not str(value).strip():
             raise UsageError(f"{option}: empty value; give {what}")
     if checkpoint:
-        path = Path(checkpoint)
-        if path_kind("--checkpoint", path) == "dir":
-            raise UsageError(f"--checkpoint {path}: is a folder; use --model-dir for a folder")
-        regular_file("--checkpoint", path)
-        try:
-            folder, behavior = path.resolve().parent.parent, path.resolve().parent.name
-            if not list_checkpoints(folder, behavior):
-                folder, behavior = None, None
-        except OSError:  # the run folder around it cannot be listed: the file alone still loads
-            folder, behavior = None, None
-        return ModelSource(path, folder, behavior, "--checkpoint")
+        return _checkpoint_source(checkpoint)
     for origin, value in (("--model-dir", model_dir), ("HUGGY_MODEL_DIR", os.environ.get("HUGGY_MODEL_DIR"))):
         if value:
-            folder = Path(value)
-            if path_kind(origin, folder) != "dir":
-                raise UsageError(f"{origin} {short_path(folder)}: no such folder")
-            try:
-                behavior = find_behavior(folder)
-            except UsageError:  # a folder that holds only <Behavior>.onnx: the ONNX alone
-                alone = sorted(folder.glob("*.onnx"))
-                if len(alone) > 1 and not any(folder.glob("*/*.pt")):
-                    raise UsageError(f"{origin} {short_path(folder)}: no checkpoint, and several ONNX files "
-                                     f"({', '.join(p.name for p in alone[:4])}); choose one with --onnx FILE.onnx")
-                if len(alone) != 1 or any(folder.glob("*/*.pt")):
-                    raise
-                return onnx_alone_source(origin, alone[0], folder)
-            return ModelSource(default_checkpoint(folder, behavior), folder, behavior, origin)
+            return _model_dir_source(origin, value)
     try:
         folder = download_from_hub(repo_id or DEFAULT_REPO)
         behavior = find_behavior(folder)
@@ -364,7 +379,8 @@ def locate_model(checkpoint: Optional[str], model_dir: Optional[str], repo_id: O
         if sample is None:  # installed with pip
             raise UsageError(f"no model: {exc}; no bundled sample beside {short_path(HERE)}; pass --model-dir DIR")
         behavior = find_behavior(sample)
-        return ModelSource(default_checkpoint(sample, behavior), sample, behavior, "bundled sample", f"{BUNDLED_NOTE} ({exc})")
+        return ModelSource(default_checkpoint(sample, behavior), sample, behavior, "bundled sample",
+                           f"{BUNDLED_NOTE} ({exc})")
 
 
 

@@ -9,6 +9,8 @@ import numpy as np
 
 from .errors import UsageError
 
+__all__ = ["continuous_only", "GoalInput", "DTYPES", "ENGINES", "FLOAT32", "NORMALIZER_CLIP", "ACTION_CLIP", "ATTENTION_EMBEDDING", "ENTITY_ABSENT", "MAX_ENTITIES", "clipped_action", "deterministic_continuous", "deterministic_discrete", "input_names", "mlagents_output_names", "step_outputs", "engine_output_names", "InputSpec", "PolicySettings", "goal_indices", "Actions", "action_tuple", "no_actions"]
+
 
 def continuous_only(settings: PolicySettings) -> bool:
     return bool(settings.continuous_size) and not settings.discrete_branches and not settings.memory_size

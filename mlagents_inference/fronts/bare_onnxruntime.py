@@ -17,7 +17,7 @@ import pickle
 import sys
 import time
 
-__all__ = ["main", "settle_threads"]
+__all__ = ["settle_threads", "main"]
 
 
 def settle_threads(limit_s: float = 1.0) -> None:

@@ -24,6 +24,8 @@ from ..services.ray_support import copy_package, ray_failure, ray_init, ray_mode
 if TYPE_CHECKING:  # (annotations only)
     from ..services.context import Context
 
+__all__ = ["mode_batch", "show_batch", "peak_rss_mb", "batch_file", "show_batch_file", "PolicyActor", "read_units", "ray_results", "ray_to_folder"]
+
 
 
 def _output_writer(path: Path, settings: PolicySettings, arrays: dict) -> Callable:
@@ -143,12 +145,9 @@ def _is_parquet(path: Path) -> bool:
 
 
 
-def batch_file(ctx: Context):
-    """A dataset-sized batch: memory-mapped input (.npy) or Parquet read a record batch at a time,
-    chunked inference, results written atomically (.npy through a memory map for continuous-only
-    policies, .parquet a row group per chunk, else .npz), progress on stderr."""
-    s, args = ctx.settings, ctx.args
-    path = Path(args.obs_file)
+def _batch_targets(args, path: Path) -> tuple:
+    """(folder, output, keep): a folder for Ray Data to write, or an output file, and the columns to copy. Options
+    that cannot apply to them are refused here, before any input is read."""
     folder = Path(args.output) if args.ray and args.output and not Path(args.output).suffix else None
     output = check_output_path(args.output, (".npy", ".npz", ".parquet")) if args.output and not folder else None
     if output is not None and output.suffix.lower() == ".parquet":
@@ -158,14 +157,95 @@ def batch_file(ctx: Context):
         raise UsageError("--keep-columns: copies columns from a Parquet --obs-file to a Parquet --output")
     if args.ray and not _is_parquet(path):
         raise UsageError(f"--ray: reads Parquet datasets (a .parquet file or a folder of them), not {path.name}")
+    return folder, output, keep
+
+
+
+def _open_batch_input(path: Path, s: PolicySettings, keep: list) -> tuple:
+    """(source, rows, chunks, inputs, held): the ParquetSource (None for arrays, which Ray never reads), the row
+    count, chunks(size), the files read (none may be the output) and whether they hold their own action masks."""
     if _is_parquet(path):
         source = ParquetSource.open(path, s, keep)
-        rows, chunks, inputs = source.rows, lambda size: source.chunks(size, s), [path, *source.files]
-        held = "action_masks" in source.columns
+        return (source, source.rows, lambda size: source.chunks(size, s), [path, *source.files],
+                "action_masks" in source.columns)
+    data = open_obs_file(path, s)
+    return None, data["rows"], lambda size: array_chunks(data, size), [path], data["action_masks"] is not None
+
+
+
+def _progress_bar(rows: int, chunk: int, args):
+    """tqdm's bar on stderr, or None where tqdm is missing."""
+    try:
+        from tqdm import tqdm
+        return tqdm(total=rows, unit="obs", unit_scale=True, file=sys.stderr,
+                    disable=rows < 4 * chunk or not sys.stderr.isatty() and not args.progress, mininterval=0.5)
+    except ImportError:
+        return None
+
+
+
+def _local_results(chunks: Callable, chunk: int, s: PolicySettings, path: Path, policy,
+                   mask) -> Iterator[tuple]:
+    """(first row, results, kept columns) of each chunk, computed in this process."""
+    for start, block, masks, memory, kept in chunks(chunk):
+        for spec, values in zip(s.inputs, block):  # name the bad row as the file counts it
+            if values.dtype.kind == "f":
+                finite_float32(values, f"--obs-file {path} ({spec.name})", "row", start)
+        try:
+            out = policy.act(block if len(block) > 1 else block[0], mask if masks is None else masks, memory=memory)
+        except UsageError as exc:
+            raise UsageError(f"--obs-file {path}: rows {start}-{start + len(block[0]) - 1}: {exc}")
+        yield start, out, kept
+
+
+
+def _followed(results: Iterator[tuple], summary: dict, bar) -> Iterator[tuple]:
+    """`results` passed on; the summary and the bar follow each chunk once its consumer has written it."""
+    for start, out, kept in results:
+        yield start, out, kept
+        if "continuous_actions" in out:
+            summary["min"] = min(summary["min"], float(out["continuous_actions"].min()))
+            summary["max"] = max(summary["max"], float(out["continuous_actions"].max()))
+        if summary["first"] is None:
+            summary["first"] = {k: v[0] for k, v in out.items()}
+        if bar is not None:
+            bar.update(len(next(iter(out.values()))))
+
+
+
+def _write_batch_output(output: Optional[Path], npy: bool, results: Callable, rows: int, s: PolicySettings) -> None:
+    """Runs results() to its end, writing to `output` where one is given."""
+    if output is None:
+        for _ in results():
+            pass
+    elif npy:
+        def write(tmp: Path) -> None:
+            target = open_npy_memmap(tmp, (rows, s.continuous_size), np.float32)
+            for start, out, _ in results():
+                target[start:start + len(out["continuous_actions"])] = out["continuous_actions"]
+            target.flush()
+            del target
+        atomic_write(output, write)
+    elif output.suffix.lower() == ".parquet":
+        atomic_write(output, _parquet_sink(results))
     else:
-        data = open_obs_file(path, s)
-        rows, chunks, inputs = data["rows"], lambda size: array_chunks(data, size), [path]
-        held = data["action_masks"] is not None
+        collected: dict = {}
+        for _, out, _ in results():
+            for key, value in out.items():
+                collected.setdefault(key, []).append(value)
+        arrays = {k: np.concatenate(v) for k, v in collected.items()}
+        atomic_write(output, lambda tmp: np.savez(tmp, **arrays))
+
+
+
+def batch_file(ctx: Context):
+    """A dataset-sized batch: memory-mapped input (.npy) or Parquet read a record batch at a time,
+    chunked inference, results written atomically (.npy through a memory map for continuous-only
+    policies, .parquet a row group per chunk, else .npz), progress on stderr."""
+    s, args = ctx.settings, ctx.args
+    path = Path(args.obs_file)
+    folder, output, keep = _batch_targets(args, path)
+    source, rows, chunks, inputs, held = _open_batch_input(path, s, keep)
     refuse_same_file(output or folder, inputs)
     mask = ctx.masks()  # one mask for every row the file does not give its own
     if mask is not None and (held or args.ray):
@@ -178,60 +258,18 @@ def batch_file(ctx: Context):
     npy = output is not None and output.suffix.lower() == ".npy"
     if npy and not continuous_only(s):
         raise UsageError(f"--output {output}: this policy's results are not continuous actions alone; use a .npz file")
-    try:
-        from tqdm import tqdm
-        bar = tqdm(total=rows, unit="obs", unit_scale=True, file=sys.stderr,
-                   disable=rows < 4 * chunk or not sys.stderr.isatty() and not args.progress, mininterval=0.5)
-    except ImportError:
-        bar = None
+    bar = _progress_bar(rows, chunk, args)
     policy = None if args.ray else ctx.policy  # loaded before any output is opened (Ray's actors load their own)
     summary = {"min": np.inf, "max": -np.inf, "first": None}
     t0 = time.perf_counter()
 
-    def local_results():
-        for start, block, masks, memory, kept in chunks(chunk):
-            for spec, values in zip(s.inputs, block):  # name the bad row as the file counts it
-                if values.dtype.kind == "f":
-                    finite_float32(values, f"--obs-file {path} ({spec.name})", "row", start)
-            try:
-                out = policy.act(block if len(block) > 1 else block[0], mask if masks is None else masks, memory=memory)
-            except UsageError as exc:
-                raise UsageError(f"--obs-file {path}: rows {start}-{start + len(block[0]) - 1}: {exc}")
-            yield start, out, kept
-
     def results() -> Iterator[tuple]:  # (first row, results, kept columns); summary and bar follow each chunk written
-        for start, out, kept in (ray_results(ctx, source, chunk, ray_info) if args.ray else local_results()):
-            yield start, out, kept
-            if "continuous_actions" in out:
-                summary["min"] = min(summary["min"], float(out["continuous_actions"].min()))
-                summary["max"] = max(summary["max"], float(out["continuous_actions"].max()))
-            if summary["first"] is None:
-                summary["first"] = {k: v[0] for k, v in out.items()}
-            if bar is not None:
-                bar.update(len(next(iter(out.values()))))
+        yield from _followed(ray_results(ctx, source, chunk, ray_info) if args.ray
+                             else _local_results(chunks, chunk, s, path, policy, mask), summary, bar)
 
     ray_info: dict = {}
     try:
-        if output is None:
-            for _ in results():
-                pass
-        elif npy:
-            def write(tmp: Path) -> None:
-                target = open_npy_memmap(tmp, (rows, s.continuous_size), np.float32)
-                for start, out, _ in results():
-                    target[start:start + len(out["continuous_actions"])] = out["continuous_actions"]
-                target.flush()
-                del target
-            atomic_write(output, write)
-        elif output.suffix.lower() == ".parquet":
-            atomic_write(output, _parquet_sink(results))
-        else:
-            collected: dict = {}
-            for _, out, _ in results():
-                for key, value in out.items():
-                    collected.setdefault(key, []).append(value)
-            arrays = {k: np.concatenate(v) for k, v in collected.items()}
-            atomic_write(output, lambda tmp: np.savez(tmp, **arrays))
+        _write_batch_output(output, npy, results, rows, s)
     finally:
         if bar is not None:
             bar.close()

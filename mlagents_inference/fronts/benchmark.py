@@ -24,6 +24,8 @@ from .bare_onnxruntime import settle_threads
 if TYPE_CHECKING:  # (annotations only)
     from ..services.context import Context
 
+__all__ = ["bare_onnxruntime_command", "BareOnnxRuntime", "bare_onnxruntime_job", "mode_benchmark", "show_benchmark"]
+
 
 
 def bare_onnxruntime_command() -> list:

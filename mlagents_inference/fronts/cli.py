@@ -18,6 +18,8 @@ from ..core.sources import DEFAULT_REPO, SHA256_HEX
 from ..core.spec import DTYPES, ENGINES
 from ..services.context import Context
 
+__all__ = ["MODES", "TORCH_MODES", "mode_functions", "OneLineParser", "positive_int", "seed_int", "column_names", "OPTION_MODES", "OPTION_DEFAULTS", "OPTION_WITH", "option", "build_parser", "parse_args", "main"]
+
 # mode -> (its module, the function that computes the result, the one that renders its human lines).
 # A mode's module is imported when that mode runs: torch comes with the modes that need it.
 MODES: dict = {
@@ -283,88 +285,118 @@ def parse_args(argv: list) -> argparse.Namespace:
 
 
 
+def _tell(text: str) -> None:
+    """One line on stderr, whatever state stderr is in."""
+    with contextlib.suppress(Exception):
+        print(str(text).replace("\r", "\\r").replace("\n", "\\n"), file=sys.stderr, flush=True)
+
+
+
+def _stdout_broken(exc: OSError) -> bool:
+    """Whether `exc` came from writing stdout: a pipe without reader, or a path-less full-disk/I-O error (file
+    errors carry their path; atomic_write turns its own into UsageError); a failing flush confirms. Then stdout's fd
+    is pointed at /dev/null so that the interpreter's final flush does not fail (and print) again."""
+    import errno
+    broken = (sys.stdout is None or getattr(sys.stdout, "closed", False) or isinstance(exc, BrokenPipeError)
+              or exc.filename is None and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO,
+                                                         errno.EBADF, errno.ECONNRESET))
+    if not broken:
+        try:
+            sys.stdout.flush()
+        except (OSError, ValueError):
+            broken = True
+    if broken and sys.stdout is not None and sys.stdout is sys.__stdout__:
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return broken
+
+
+
+def _require_torch(mode: str) -> None:
+    if mode in TORCH_MODES:
+        from ..core.extras import TORCH_HINT, torch_available
+        if not torch_available():
+            raise UsageError(f"--mode {mode} works on ML-Agents' modules rebuilt in torch, which is not "
+                             f"installed: {TORCH_HINT}")
+
+
+
+def _print_result(args: argparse.Namespace, result: dict, passed: bool, show: Optional[Callable]) -> None:
+    if args.json:  # the same result, as one JSON object
+        print(json.dumps({"mode": args.mode, "passed": passed, **result}))
+    else:
+        for line in show(result) if show else ():
+            print(line)
+        print("SUCCESS" if passed else "FAILED: the check above did not hold")
+
+
+
+def _report_check_failed(args: Optional[argparse.Namespace], exc: CheckFailed) -> int:
+    if args is not None and args.json and args.mode != "stream":  # --json still gets its one object
+        with contextlib.suppress(OSError, ValueError):
+            key = "not_this_policy" if isinstance(exc, NotThisPolicy) else "failed"
+            print(json.dumps({"mode": args.mode, "passed": False, key: str(exc)}), flush=True)
+    _tell(f"FAILED: {exc}")
+    return 1
+
+
+
+def _report_interrupted(exc: KeyboardInterrupt) -> int:
+    import signal
+    signum = int(getattr(exc, "signum", signal.SIGINT))
+    name = {s.value: s.name for s in signal.Signals}.get(signum, f"signal {signum}")
+    _tell("interrupted" if signum == signal.SIGINT else f"interrupted by {name}; stopped cleanly")
+    return 128 + signum
+
+
+
+def _report_os_error(args: Optional[argparse.Namespace], exc: OSError) -> int:
+    if _stdout_broken(exc):
+        if isinstance(exc, BrokenPipeError) and args is not None and args.mode == "stream":
+            return 0  # the controller went away: stream mode's normal end
+        _tell(f"error: cannot write to standard output ({exc.strerror or exc}); the result was not delivered")
+    else:
+        _tell(f"error: {describe_os_error(exc)}")
+    return 2
+
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     """Exit codes: 0 success, 1 a check did not hold, 2 bad input, usage or environment (one line on stderr, never a
     traceback), 128 + N for signal N (SIGINT 130, SIGHUP 129, SIGTERM 143) after cleanup. The result line (SUCCESS or
     JSON) is flushed inside, so a full or closed stdout is an error, not a silent success."""
     previous = install_signal_handlers()
     args = None
-
-    def tell(text: str) -> None:  # one line on stderr, whatever state stderr is in
-        with contextlib.suppress(Exception):
-            print(str(text).replace("\r", "\\r").replace("\n", "\\n"), file=sys.stderr, flush=True)
-
-    def stdout_broken(exc: OSError) -> bool:
-        """Whether `exc` came from writing stdout: a pipe without reader, or a path-less full-disk/I-O error (file
-        errors carry their path; atomic_write turns its own into UsageError); a failing flush confirms. Then stdout's fd
-        is pointed at /dev/null so that the interpreter's final flush does not fail (and print) again."""
-        import errno
-        broken = (sys.stdout is None or getattr(sys.stdout, "closed", False) or isinstance(exc, BrokenPipeError)
-                  or exc.filename is None and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO,
-                                                             errno.EBADF, errno.ECONNRESET))
-        if not broken:
-            try:
-                sys.stdout.flush()
-            except (OSError, ValueError):
-                broken = True
-        if broken and sys.stdout is not None and sys.stdout is sys.__stdout__:
-            with contextlib.suppress(OSError, ValueError):
-                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return broken
-
     with warnings.catch_warnings():  # torch's and numpy's warnings would print beside the one line that tells
         warnings.simplefilter("ignore")
         try:
             if sys.stdout is None:  # started with stdout closed (>&-): results would go nowhere
                 raise UsageError("standard output is closed; redirect it to a file or /dev/null")
             args = parse_args(sys.argv[1:] if argv is None else argv)
-            if args.mode in TORCH_MODES:
-                from ..core.extras import TORCH_HINT, torch_available
-                if not torch_available():
-                    raise UsageError(f"--mode {args.mode} works on ML-Agents' modules rebuilt in torch, which is not "
-                                     f"installed: {TORCH_HINT}")
-            compute, show = mode_functions(args.mode, getattr(args, 'ray', None) is not None)  # (torch is imported here, by the modes that need it)
+            _require_torch(args.mode)
+            # (torch is imported here, by the modes that need it)
+            compute, show = mode_functions(args.mode, getattr(args, 'ray', None) is not None)
             result, passed = compute(Context(args))
             if result is not None:  # (stream mode answers line by line)
-                if args.json:  # the same result, as one JSON object
-                    print(json.dumps({"mode": args.mode, "passed": passed, **result}))
-                else:
-                    for line in show(result) if show else ():
-                        print(line)
-                    print("SUCCESS" if passed else "FAILED: the check above did not hold")
+                _print_result(args, result, passed, show)
             sys.stdout.flush()
             return 0 if result is None or passed else 1
         except UsageError as exc:
-            tell(f"error: {exc}")
+            _tell(f"error: {exc}")
             return 2
         except CheckFailed as exc:  # e.g. NotThisPolicy: --onnx belongs to another policy
-            if args is not None and args.json and args.mode != "stream":  # --json still gets its one object
-                with contextlib.suppress(OSError, ValueError):
-                    key = "not_this_policy" if isinstance(exc, NotThisPolicy) else "failed"
-                    print(json.dumps({"mode": args.mode, "passed": False, key: str(exc)}), flush=True)
-            tell(f"FAILED: {exc}")
-            return 1
+            return _report_check_failed(args, exc)
         except ModuleNotFoundError as exc:  # e.g. torch on a fresh machine
-            tell(f"error: the Python package '{exc.name}' is not installed; run: pip install -r requirements.txt"
-                 + (" (an installed package: pip install \".[torch]\")" if exc.name == "torch" else ""))
+            _tell(f"error: the Python package '{exc.name}' is not installed; run: pip install -r requirements.txt"
+                  + (" (an installed package: pip install \".[torch]\")" if exc.name == "torch" else ""))
             return 2
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP through Interrupted
-            import signal
-            signum = int(getattr(exc, "signum", signal.SIGINT))
-            name = {s.value: s.name for s in signal.Signals}.get(signum, f"signal {signum}")
-            tell("interrupted" if signum == signal.SIGINT else f"interrupted by {name}; stopped cleanly")
-            return 128 + signum
+            return _report_interrupted(exc)
         except OSError as exc:
-            if stdout_broken(exc):
-                if isinstance(exc, BrokenPipeError) and args is not None and args.mode == "stream":
-                    return 0  # the controller went away: stream mode's normal end
-                tell(f"error: cannot write to standard output ({exc.strerror or exc}); the result was not delivered")
-            else:
-                tell(f"error: {describe_os_error(exc)}")
-            return 2
+            return _report_os_error(args, exc)
         except (MemoryError, RecursionError) as exc:
-            tell("error: out of memory; use a smaller --batch or --chunk, or a machine with more memory"
-                 if isinstance(exc, MemoryError) else "error: the input is nested too deeply")
+            _tell("error: out of memory; use a smaller --batch or --chunk, or a machine with more memory"
+                  if isinstance(exc, MemoryError) else "error: the input is nested too deeply")
             return 2
         finally:
             restore_signal_handlers(previous)

@@ -19,6 +19,8 @@ from ..loaders.onnx_file import MLAgentsOnnx
 if TYPE_CHECKING:  # (annotations only)
     from ..services.context import Context
 
+__all__ = ["mode_export_onnx", "show_export_onnx"]
+
 
 
 def mode_export_onnx(ctx: Context):

@@ -24,6 +24,8 @@ from ..services.ray_support import copy_package, ray_failure, ray_init, ray_mode
 if TYPE_CHECKING:  # (annotations only)
     from ..services.context import Context
 
+__all__ = ["APP", "ROUTE", "READY_WITHIN_S", "PolicyReplica", "serve_on_ray"]
+
 
 
 APP, ROUTE = "mlagents-inference", "/v1/act"

@@ -20,6 +20,8 @@ from ..core.observations import observation_arrays, shape_masks, shape_memory
 from ..core.spec import InputSpec, PolicySettings, action_tuple, no_actions
 from ..services.protocol import parse_address
 
+__all__ = ["connect", "RemotePolicy"]
+
 
 def _codec() -> tuple:
     try:

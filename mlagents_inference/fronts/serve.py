@@ -31,6 +31,8 @@ from ..services.protocol import answer_waiting, echoed_id, json_codec, parse_add
 if TYPE_CHECKING:  # (annotations only)
     from ..services.context import Context
 
+__all__ = ["WRITE_BOUND", "READ_SIZE", "READ_BOUND", "STOP_GRACE_S", "HTTP_SCOPE", "LATENCY_BUCKETS_S", "BATCH_BUCKETS", "NEED_HTTP", "listening_socket", "Histogram", "ServeOptions", "Owner", "Connection", "HttpLine", "Server", "DESCRIPTORS", "LOOP_ERRORS", "loop_error", "Front", "LineFront", "HttpFront", "FRONTS", "start_http", "mode_serve", "serving"]
+
 
 
 WRITE_BOUND = 1 << 20   # a connection's unsent answers (bytes) past which its lines are no longer read

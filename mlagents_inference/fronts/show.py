@@ -30,6 +30,8 @@ from ..core.spec import ATTENTION_EMBEDDING, InputSpec, PolicySettings
 if TYPE_CHECKING:  # (annotations only)
     from ..services.context import Context
 
+__all__ = ["mode_info", "fixed_sigma", "show_info", "architecture", "mode_checkpoints", "show_checkpoints", "mode_action", "show_action", "mode_sample", "show_sample", "rollout_sequence", "mode_fingerprint", "show_fingerprint", "mode_stats", "show_stats"]
+
 
 
 def mode_info(ctx: Context):

@@ -16,6 +16,8 @@ from ..services.protocol import answer_texts, answer_waiting, json_codec, waitin
 if TYPE_CHECKING:  # (annotations only)
     from ..services.context import Context
 
+__all__ = ["mode_stream"]
+
 
 
 def mode_stream(ctx: Context):

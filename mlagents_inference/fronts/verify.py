@@ -17,6 +17,8 @@ if TYPE_CHECKING:  # (annotations only)
     from ..api.policy import Policy
     from ..services.context import Context
 
+__all__ = ["mode_precision", "show_precision", "mode_onnx_compare", "compare_with_reference", "show_onnx_compare", "memory_rollout"]
+
 
 
 def mode_precision(ctx: Context):

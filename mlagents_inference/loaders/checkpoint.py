@@ -19,6 +19,8 @@ from ..core.spec import ATTENTION_EMBEDDING, GoalInput, InputSpec, PolicySetting
 from ..model.encoders import VISUAL_ENCODERS
 from ..model.networks import SimpleActor
 
+__all__ = ["read_checkpoint", "validate_tensors", "global_step", "ENCODER_KEYS", "PROCESSOR_KEY", "check_state_dict", "onnx_difference", "infer_settings", "visual_input_spec", "inputs_from_checkpoint", "pick_goal", "trainer_of", "check_image_sides", "build_actor", "LoadedCheckpoint", "policy_needs_onnx"]
+
 
 def read_checkpoint(path: Path) -> dict:
     """torch.load with weights_only=True: tensors and plain containers only, never code."""
@@ -175,32 +177,34 @@ def onnx_difference(iface: OnnxInterface, state: dict, settings: "PolicySettings
 
 
 
-def infer_settings(state: dict, path: Path, onnx_iface: Optional[OnnxInterface], config: dict,
-                   trainer_hint: Optional[str], goal_input: GoalInput) -> PolicySettings:
-    """The policy's settings from its tensor shapes, the ONNX interface where shapes are silent."""
-    def bad(problem: str) -> UsageError:
-        return UsageError(f"{path}: not a usable ML-Agents policy: {problem}")
-
-    check_state_dict(state, bad)
-    shape = lambda key: tuple(_state_tensor(state, key, bad).shape)
+def _network_body(state: dict, shape: Callable[[str], tuple], bad: Callable[[str], Exception]) -> tuple:
+    """(hidden, num_layers, body_in, hyper, last): the body's width, depth and input width, whether it is a
+    hypernetwork, and the index of its last hypernetwork layer (None for a plain body)."""
     body = "network_body._body_endoder."
-    linear = sorted(int(m.group(1)) for k in state for m in [re.match(re.escape(body) + r"seq_layers\.(\d+)\.weight$", k)] if m)
-    hyper_layers = sorted(int(m.group(1)) for k in state for m in [re.match(re.escape(body) + r"layers\.(\d+)\.(?:weight|bias)$", k)] if m)
+    linear = sorted(int(m.group(1)) for k in state
+                    for m in [re.match(re.escape(body) + r"seq_layers\.(\d+)\.weight$", k)] if m)
+    hyper_layers = sorted(int(m.group(1)) for k in state
+                          for m in [re.match(re.escape(body) + r"layers\.(\d+)\.(?:weight|bias)$", k)] if m)
     if linear:
         if linear != list(range(0, 2 * len(linear), 2)):
             raise bad(f"network-body layers {linear} are not Linear layers 0, 2, 4, ... with Swish between")
-        hidden, num_layers, body_in = shape(f"{body}seq_layers.0.weight")[0], len(linear), shape(f"{body}seq_layers.0.weight")[1]
-        hyper = False
-    elif hyper_layers:
+        hidden, num_layers = shape(f"{body}seq_layers.0.weight")[0], len(linear)
+        body_in = shape(f"{body}seq_layers.0.weight")[1]
+        return hidden, num_layers, body_in, False, None
+    if hyper_layers:
         hyper_layers = sorted(set(hyper_layers))
         last = hyper_layers[-1]
-        hidden, num_layers, hyper = shape(f"{body}layers.{last}.bias")[0], len(hyper_layers), True
+        hidden, num_layers = shape(f"{body}layers.{last}.bias")[0], len(hyper_layers)
         generated = shape(f"{body}layers.{last}.hypernet.5.weight")[0]
         body_in = shape(f"{body}layers.0.weight")[1] if num_layers > 1 else generated // max(hidden, 1)
-    else:
-        raise bad("no network body ('network_body._body_endoder.seq_layers.N.weight')")
+        return hidden, num_layers, body_in, True, last
+    raise bad("no network body ('network_body._body_endoder.seq_layers.N.weight')")
 
-    # -- inputs the checkpoint shows: normalisers, image encoders, entity embeddings
+
+
+def _visible_inputs(state: dict, shape: Callable[[str], tuple], hidden: int,
+                    bad: Callable[[str], Exception]) -> dict:
+    """The inputs the checkpoint shows, by index: normalisers, image encoders, entity embeddings."""
     seen: dict[int, InputSpec] = {}
     for key in state:
         m = PROCESSOR_KEY.match(key)
@@ -219,9 +223,14 @@ def infer_settings(state: dict, path: Path, onnx_iface: Optional[OnnxInterface],
             seen[i] = visual_input_spec(state, prefix, i, hidden, bad)
         else:
             raise bad(f"unsupported part '{key}'")
-    normalize = any(s.normalized for s in seen.values())
+    return seen
 
-    # -- shapes the checkpoint cannot tell: unnormalised vectors, image sides, entity counts
+
+
+def _all_inputs(seen: dict, onnx_iface: Optional[OnnxInterface], body_in: int, hidden: int,
+                bad: Callable[[str], Exception]) -> tuple:
+    """(inputs, source): every input with its full shape, and where those shapes came from. The checkpoint
+    cannot tell unnormalised vectors, image sides or entity counts; a fitting ONNX can."""
     onnx_shapes = onnx_input_shapes(onnx_iface, seen) if onnx_iface else None
     if onnx_shapes is not None:
         check_onnx_shapes(onnx_shapes, onnx_iface.path)
@@ -244,20 +253,14 @@ def infer_settings(state: dict, path: Path, onnx_iface: Optional[OnnxInterface],
             source = f"checkpoint (square images assumed: {no_onnx})"
         elif len(inputs) > len(seen):
             source = f"checkpoint (unnormalised inputs taken as one: {no_onnx})"
+    return inputs, source
 
-    # -- the goal signal of a hypernetwork body: named nowhere in the files
-    if hyper:
-        goal_width = shape(f"{body}layers.{hyper_layers[-1]}.hypernet.0.weight")[1]
-        pick_goal(inputs, goal_width, goal_input, hidden, path)
-    elif goal_input is not None:
-        raise UsageError(f"--goal-input {','.join(map(str, goal_indices(goal_input)))}: {path.name} has no "
-                         f"goal-conditioned (hypernetwork) body")
 
-    # -- memory, actions, trainer
-    memory = shape("network_body.lstm.lstm.weight_hh_l0")[1] * 2 if "network_body.lstm.lstm.weight_hh_l0" in state else 0
+
+def _action_heads(state: dict, shape: Callable[[str], tuple], bad: Callable[[str], Exception]) -> tuple:
+    """(continuous, branches) from the heads, refused where the declared action sizes disagree with them."""
     mu_key = "action_model._continuous_distribution.mu.weight"
     continuous = shape(mu_key)[0] if mu_key in state else 0
-    conditional = "action_model._continuous_distribution.log_sigma.weight" in state
     branches = []
     while f"action_model._discrete_distribution.branches.{len(branches)}.weight" in state:
         branches.append(shape(f"action_model._discrete_distribution.branches.{len(branches)}.weight")[0])
@@ -269,7 +272,38 @@ def infer_settings(state: dict, path: Path, onnx_iface: Optional[OnnxInterface],
     declared_d = state.get("discrete_act_size_vector")
     if isinstance(declared_d, torch.Tensor) and [int(v) for v in declared_d.reshape(-1).tolist()] != branches:
         raise bad(f"discrete_act_size_vector says {declared_d.reshape(-1).tolist()} but the branches give {branches}")
-    streams = sorted({m.group(1) for k in state for m in [re.match(r"^value_heads\.value_heads\.([^.]+)\.weight$", k)] if m})
+    return continuous, branches
+
+
+
+def infer_settings(state: dict, path: Path, onnx_iface: Optional[OnnxInterface], config: dict,
+                   trainer_hint: Optional[str], goal_input: GoalInput) -> PolicySettings:
+    """The policy's settings from its tensor shapes, the ONNX interface where shapes are silent."""
+    def bad(problem: str) -> UsageError:
+        return UsageError(f"{path}: not a usable ML-Agents policy: {problem}")
+
+    check_state_dict(state, bad)
+    shape = lambda key: tuple(_state_tensor(state, key, bad).shape)
+    hidden, num_layers, body_in, hyper, last_layer = _network_body(state, shape, bad)
+    seen = _visible_inputs(state, shape, hidden, bad)
+    normalize = any(s.normalized for s in seen.values())
+    inputs, source = _all_inputs(seen, onnx_iface, body_in, hidden, bad)
+
+    # -- the goal signal of a hypernetwork body: named nowhere in the files
+    if hyper:
+        goal_width = shape(f"network_body._body_endoder.layers.{last_layer}.hypernet.0.weight")[1]
+        pick_goal(inputs, goal_width, goal_input, hidden, path)
+    elif goal_input is not None:
+        raise UsageError(f"--goal-input {','.join(map(str, goal_indices(goal_input)))}: {path.name} has no "
+                         f"goal-conditioned (hypernetwork) body")
+
+    # -- memory, actions, trainer
+    lstm_key = "network_body.lstm.lstm.weight_hh_l0"
+    memory = shape(lstm_key)[1] * 2 if lstm_key in state else 0
+    conditional = "action_model._continuous_distribution.log_sigma.weight" in state
+    continuous, branches = _action_heads(state, shape, bad)
+    streams = sorted({m.group(1) for k in state
+                      for m in [re.match(r"^value_heads\.value_heads\.([^.]+)\.weight$", k)] if m})
     trainer = trainer_hint or (str(config.get("trainer_type")) if config.get("trainer_type") in ("ppo", "sac", "poca")
                                else None)  # the checkpoint's optimizer entries decide; the config only fills a gap
     return PolicySettings(inputs, hidden, num_layers, normalize, continuous, branches, memory, conditional, conditional,

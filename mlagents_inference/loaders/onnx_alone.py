@@ -18,13 +18,12 @@ from ..model.networks import SimpleActor, branch_argmax
 from .checkpoint import LoadedCheckpoint, build_actor, check_image_sides, check_state_dict
 from .onnx_file import MLAgentsOnnx, graph_errors, read_policy_graph
 
+__all__ = ["onnx_state_dict", "file_named_inputs", "load_onnx_alone", "PROBE_SCALES", "PROBE_TOL", "probe_inputs", "check_rebuilt"]
 
-def onnx_state_dict(g: OnnxGraph, sensors: list, settings: PolicySettings) -> dict:
-    """The file's weights as the state dict of SimpleActor(settings). A template of these modules, each
-    parameter given its own random values, is exported as ML-Agents exports it; both graphs' weight-bearing
-    nodes are paired by kind, shape and the sensors they depend on, and the template's values say which
-    parameter each holds. Every other operator on the way to the actions must be the template's too."""
-    import onnx
+
+def _tagged_template(g: OnnxGraph, settings: PolicySettings) -> tuple:
+    """(template, canonical, tags): SimpleActor(settings), each parameter given its own random values (tags, by key),
+    and the first key of each tensor (by data pointer) that several keys share."""
     with torch.device("meta"):
         wanted = sum(v.numel() for v in SimpleActor(settings).state_dict().values())
     if wanted > 2 * sum(v.size for v in g.consts.values()) + 4096:
@@ -37,22 +36,25 @@ def onnx_state_dict(g: OnnxGraph, sensors: list, settings: PolicySettings) -> di
             if first == key and key.rsplit(".", 1)[-1] not in SETTINGS_KEYS and value.is_floating_point():
                 value.copy_(torch.rand(value.shape, generator=generator) + 0.5)
                 tags[key] = value.detach().numpy().copy()
-    t = OnnxGraph(onnx.load_from_string(export_mlagents_onnx(template)), "template")
-    extra = {"action_masks": "action_masks", "recurrent_in": "recurrent_in"}
-    t_weights = t.weight_nodes(t.dependencies({**{f"obs_{i}": i for i in range(len(sensors))}, **extra}))
-    f_weights = g.weight_nodes(g.dependencies({**{s.tensor: i for i, s in enumerate(sensors)}, **extra}))
+    return template, canonical, tags
 
-    def which(value: np.ndarray) -> tuple:
-        """(parameter, True when the graph holds sqrt(running_variance / normalization_steps), steps 1 here)."""
-        for key, tag in tags.items():
-            if tag.shape == value.shape and np.array_equal(tag, value):
-                return key, False
-        for key, tag in tags.items():
-            if key.endswith("running_variance") and tag.shape == value.shape and \
-                    np.allclose(np.sqrt(tag), value, rtol=1e-6, atol=0):
-                return key, True
-        raise g.refuse(None, "cannot be paired with ML-Agents' modules (a template weight is unaccounted for)")
 
+
+def _which_parameter(g: OnnxGraph, tags: dict, value: np.ndarray) -> tuple:
+    """(parameter, True when the graph holds sqrt(running_variance / normalization_steps), steps 1 here)."""
+    for key, tag in tags.items():
+        if tag.shape == value.shape and np.array_equal(tag, value):
+            return key, False
+    for key, tag in tags.items():
+        if key.endswith("running_variance") and tag.shape == value.shape and \
+                np.allclose(np.sqrt(tag), value, rtol=1e-6, atol=0):
+            return key, True
+    raise g.refuse(None, "cannot be paired with ML-Agents' modules (a template weight is unaccounted for)")
+
+
+
+def _weight_groups(t: OnnxGraph, g: OnnxGraph, t_weights: list, f_weights: list) -> dict:
+    """(signature, deps) -> (template's nodes, file's nodes), each side in the order its nodes pair in."""
     groups = {}
     for side, nodes in ((0, t_weights), (1, f_weights)):
         for w in nodes:
@@ -68,14 +70,21 @@ def onnx_state_dict(g: OnnxGraph, sensors: list, settings: PolicySettings) -> di
         if len(set(keys[0])) == len(keys[0]) and sorted(keys[0]) == sorted(keys[1]):  # same-shaped heads: paired by
             for side, key in zip((mine, theirs), keys):                              # what they feed, else in node
                 side[:] = [w for _, w in sorted(zip(key, side), key=lambda kw: kw[0])]  # order (load checks both)
+    return groups
+
+
+
+def _paired_values(g: OnnxGraph, groups: dict, tags: dict) -> tuple:
+    """(found, anchors): the file's value of each parameter, and the outputs of the action model's weight nodes
+    (template's, file's)."""
     found, anchors = {}, ([], [])
     for (signature, _), (mine, theirs) in groups.items():
         if len(mine) > len(theirs):
-            key = which(mine[len(theirs)].values[0])[0]
+            key = _which_parameter(g, tags, mine[len(theirs)].values[0])[0]
             raise g.refuse(None, f"has no node for ML-Agents' {key} {list(tags[key].shape)}")
         for a, b in zip(mine, theirs):
             for tag, value in zip(a.values, b.values):
-                key, rooted = which(tag)
+                key, rooted = _which_parameter(g, tags, tag)
                 if not np.isfinite(value).all():
                     raise g.refuse(b.node, "holds NaN or infinite weights")
                 value = np.square(value.astype(np.float64)).astype(np.float32) if rooted else value.astype(np.float32)
@@ -84,17 +93,41 @@ def onnx_state_dict(g: OnnxGraph, sensors: list, settings: PolicySettings) -> di
                 found[key] = value
                 if key.startswith("action_model."):
                     anchors[0].append(a.output), anchors[1].append(b.output)
+    return found, anchors
+
+
+
+def _check_same_operators(t: OnnxGraph, g: OnnxGraph, anchors: tuple, t_weights: list, f_weights: list) -> None:
+    """Refused unless the file computes what the template does between its weights and the actions (and memory)."""
     for graph, names in zip((t, g), anchors):
         names += [n.output[0] for n in graph.nodes if n.op_type in ("Softmax", "LSTM")] + \
                  [n.output[-1] for n in graph.nodes if n.op_type == "LSTM"]
-    (mine, _), (theirs, nodes) = [graph.op_signatures(names, {id(w.node): w for w in weights}) for graph, names, weights
-                                  in ((t, anchors[0], t_weights), (g, anchors[1], f_weights))]
+    (mine, _), (theirs, nodes) = [graph.op_signatures(names, {id(w.node): w for w in weights})
+                                  for graph, names, weights in ((t, anchors[0], t_weights), (g, anchors[1], f_weights))]
     if mine != theirs:
         extra = next((k for k in theirs if theirs[k] > mine.get(k, 0)), None)
         missing = next((k for k in mine if mine[k] > theirs.get(k, 0)), None)
-        label = lambda k: k and k[0] + (f"({', '.join([f'{a}={v}' for a, v in k[1]] + [str(x) for x in k[2]])})" if len(k) > 1 else "")
+        label = lambda k: k and k[0] + (f"({', '.join([f'{a}={v}' for a, v in k[1]] + [str(x) for x in k[2]])})"
+                                        if len(k) > 1 else "")
         raise g.refuse(nodes.get(extra), f"computes {label(extra) or 'less'} where ML-Agents' modules compute "
                                          f"{label(missing) or 'nothing'}")
+
+
+
+def onnx_state_dict(g: OnnxGraph, sensors: list, settings: PolicySettings) -> dict:
+    """The file's weights as the state dict of SimpleActor(settings). A template of these modules, each
+    parameter given its own random values, is exported as ML-Agents exports it; both graphs' weight-bearing
+    nodes are paired by kind, shape and the sensors they depend on, and the template's values say which
+    parameter each holds. Every other operator on the way to the actions must be the template's too."""
+    import onnx
+    template, canonical, tags = _tagged_template(g, settings)
+    t = OnnxGraph(onnx.load_from_string(export_mlagents_onnx(template)), "template")
+    extra = {"action_masks": "action_masks", "recurrent_in": "recurrent_in"}
+    t_weights = t.weight_nodes(t.dependencies({**{f"obs_{i}": i for i in range(len(sensors))}, **extra}))
+    f_weights = g.weight_nodes(g.dependencies({**{s.tensor: i for i, s in enumerate(sensors)}, **extra}))
+    groups = _weight_groups(t, g, t_weights, f_weights)
+    found, anchors = _paired_values(g, groups, tags)
+    _check_same_operators(t, g, anchors, t_weights, f_weights)
     missing = [key for key in tags if key not in found]
     if missing:
         raise g.refuse(None, f"has no weights for ML-Agents' {missing[0]}")

@@ -26,6 +26,8 @@ from ..core.sessions import onnx_session, ort_reason
 from ..core.sources import check_sha256
 from ..core.spec import GoalInput, PolicySettings, deterministic_continuous, deterministic_discrete, step_outputs
 
+__all__ = ["branch_order", "MLAgentsOnnx", "sampled_tensors", "FileCheckpoint", "read_policy_onnx", "graph_errors", "read_policy_graph", "load_file_policy"]
+
 
 def branch_order(model, logits: list) -> list:
     """Each branch's masked logits (a Softmax's input) in the order the file's discrete output concatenates the

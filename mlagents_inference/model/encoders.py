@@ -10,6 +10,8 @@ from torch import nn
 from ..core import geometry
 from ..core.spec import ATTENTION_EMBEDDING, ENTITY_ABSENT, NORMALIZER_CLIP
 
+__all__ = ["Swish", "LayerNorm", "LinearEncoder", "Normalizer", "VectorInput", "SimpleVisualEncoder", "NatureVisualEncoder", "SmallVisualEncoder", "FullyConnectedVisualEncoder", "ResNetBlock", "ResNetVisualEncoder", "VISUAL_ENCODERS", "get_zero_entities_mask", "EntityEmbedding", "MultiHeadAttention", "ResidualSelfAttention", "ObservationEncoder", "HyperNetwork", "ConditionalEncoder"]
+
 
 class Swish(nn.Module):
     def forward(self, data):

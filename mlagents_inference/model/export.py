@@ -14,6 +14,8 @@ from ..core.spec import PolicySettings, engine_output_names, input_names, mlagen
 if TYPE_CHECKING:  # (annotations only)
     from .networks import EngineHeads, SimpleActor
 
+__all__ = ["dummy_inputs", "export_mlagents_onnx", "export_engine_onnx"]
+
 
 
 def dummy_inputs(settings: PolicySettings, rows: int = 1):

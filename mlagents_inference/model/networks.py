@@ -14,6 +14,8 @@ from ..core.spec import (
 )
 from .encoders import ConditionalEncoder, LinearEncoder, ObservationEncoder
 
+__all__ = ["LSTM", "NetworkBody", "GaussianDistribution", "MultiCategoricalDistribution", "ActionModel", "ValueHeads", "SimpleActor", "EngineHeads", "branch_argmax"]
+
 
 class LSTM(nn.Module):
     """One LSTM step. The state travels as ML-Agents' ONNX has it, [batch, 1, memory_size] =

@@ -22,6 +22,8 @@ from ..core.spec import PolicySettings
 if TYPE_CHECKING:  # (annotations only)
     from ..loaders.checkpoint import LoadedCheckpoint
 
+__all__ = ["Context"]
+
 
 
 @dataclass

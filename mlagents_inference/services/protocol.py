@@ -16,6 +16,8 @@ from ..core.spec import InputSpec, continuous_only
 if TYPE_CHECKING:  # (annotations only)
     from ..api.policy import Policy
 
+__all__ = ["STREAM_KEYS", "STREAM_ID_CHARS", "NUMBER_TYPES", "echoed_id", "stream_array", "parse_address", "NON_FINITE_ACTIONS", "stream_answer", "answer_texts", "waiting_lines", "answer_waiting", "json_codec"]
+
 
 
 # -- stream lines: what a line may hold, and its numbers read cheaply (mode_stream answers them)
@@ -109,34 +111,36 @@ def _stream_reply(policy: Policy, ident, key: Optional[str], out: dict, memories
 
 
 
-def stream_answer(policy: Policy, msg, memories: AgentMemories, scope: str = "") -> dict:
-    """One stream line's answer; UsageError for a bad line and for a line the engine fails on (out of memory, say).
-    `scope` prefixes the id's memory key (serve: one scope per connection, so two clients' agent 0 are two agents)."""
-    s = policy.settings
-    if not isinstance(msg, dict):
-        raise UsageError('expected an object like {"obs": [...]}')
-    ident = msg.get("id")
-    if isinstance(ident, str) and len(ident) > STREAM_ID_CHARS:
-        raise UsageError(f'"id" is longer than {STREAM_ID_CHARS} characters')
+def _stream_inputs(s, msg: dict) -> tuple:
+    """(values, arrays): a line's inputs as sent and as arrays, in the policy's order."""
     names = [i.name for i in s.inputs]
     if "obs" in msg:
         if len(names) != 1:
-            raise UsageError(f'this policy has {len(names)} inputs: give {", ".join(repr(n) for n in names)}, not "obs"')
+            raise UsageError(f'this policy has {len(names)} inputs: give {", ".join(repr(n) for n in names)}, '
+                             f'not "obs"')
         values = [msg["obs"]]
     else:
         if missing := [n for n in names if n not in msg]:
             raise UsageError(f'"{missing[0]}" is missing' if len(names) > 1 else
-                             f'"obs" must be a list of {s.inputs[0].shape[0] if s.inputs[0].kind == "vector" else "values"}')
+                             f'"obs" must be a list of '
+                             f'{s.inputs[0].shape[0] if s.inputs[0].kind == "vector" else "values"}')
         values = [msg[n] for n in names]
     if unknown := sorted(k for k in msg if k not in STREAM_KEYS and k not in names):
         raise UsageError(f'unknown key "{unknown[0][:40]}"')
     arrays = []
     for spec, value in zip(s.inputs, values):
         if not isinstance(value, list) or (spec.kind != "entities" and not value):
-            raise UsageError(f'"{spec.name if len(names) > 1 else "obs"}" must be a list of numbers or a list of such lists')
+            raise UsageError(f'"{spec.name if len(names) > 1 else "obs"}" must be a list of numbers '
+                             f'or a list of such lists')
         if not _json_numbers_only(value):
             raise UsageError(f'"{spec.name if len(names) > 1 else "obs"}" must hold numbers only')
         arrays.append(stream_array(spec, value))
+    return values, arrays
+
+
+
+def _stream_options(msg: dict) -> tuple:
+    """(stochastic, seed, reset, masks, memory) as a line gives them, each checked."""
     stochastic, seed, reset = msg.get("stochastic", False), msg.get("seed", 0), msg.get("reset", False)
     if not isinstance(stochastic, bool):
         raise UsageError('"stochastic" must be true or false')
@@ -147,6 +151,21 @@ def stream_answer(policy: Policy, msg, memories: AgentMemories, scope: str = "")
     for name, value, what in (("action_masks", masks, "numbers (0 or 1)"), ("memory", memory, "numbers")):
         if value is not None and not _json_numbers_only(value):
             raise UsageError(f'"{name}" must hold {what} only')
+    return stochastic, seed, reset, masks, memory
+
+
+
+def stream_answer(policy: Policy, msg, memories: AgentMemories, scope: str = "") -> dict:
+    """One stream line's answer; UsageError for a bad line and for a line the engine fails on (out of memory, say).
+    `scope` prefixes the id's memory key (serve: one scope per connection, so two clients' agent 0 are two agents)."""
+    s = policy.settings
+    if not isinstance(msg, dict):
+        raise UsageError('expected an object like {"obs": [...]}')
+    ident = msg.get("id")
+    if isinstance(ident, str) and len(ident) > STREAM_ID_CHARS:
+        raise UsageError(f'"id" is longer than {STREAM_ID_CHARS} characters')
+    values, arrays = _stream_inputs(s, msg)
+    stochastic, seed, reset, masks, memory = _stream_options(msg)
     # one memory per agent id (a line without "id" keeps none: it starts from its "memory" or zeros)
     key = scope + json.dumps(ident) if s.memory_size and ident is not None else None
     if key is not None and memory is None and not reset and key in memories:

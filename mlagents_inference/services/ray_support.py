@@ -14,6 +14,8 @@ from ..core.files import handlers_kept
 if TYPE_CHECKING:  # (annotations only)
     from .context import Context
 
+__all__ = ["ray_model", "ray_policy", "ray_init", "copy_package", "ray_unreachable", "ray_failure"]
+
 
 
 def ray_model(ctx: Context) -> dict:
