@@ -596,8 +596,8 @@ def fake_torch_npu(tmp_path: Path) -> dict:
 
 
 def test_torch_npus_autoload_gets_its_settings_first_and_its_failure_is_one_line(tmp_path):
-    """Issue 33, 6: `import torch` imports torch_npu (torch.backends entry point); without CANN's environment every torch
-    mode failed with torch's RuntimeError, --device cpu included. The process start is what is tested."""
+    """Issue 33, 6: `import torch` imports torch_npu (torch.backends entry point); without CANN's environment every
+    torch mode failed with torch's RuntimeError, --device cpu included. The process start is what is tested."""
     env = fake_torch_npu(tmp_path)
     args = [
         sys.executable,

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""The C# client (clients/csharp/) beside Python raw-socket clients, on one `--mode serve` server in one run (a benchmark,
-not a test; docs/performance.md): the bundled Huggy (59 inputs, 21 continuous actions), serve's default --spin off.
+"""The C# client (clients/csharp/) beside Python raw-socket clients, on one `--mode serve` server in one run (a
+benchmark, not a test; docs/performance.md): the bundled Huggy (59 inputs, 21 continuous actions), serve's default
+--spin off.
 
 1. a lone agent: one line, wait for its answer, repeat; round-trip p50 and p99 (ms);
 2. 64 agents, one connection: every agent's line in one write, the 64 answers read, repeated; agent-steps/s, and the
@@ -15,6 +16,7 @@ Clients, alternating on the same server, each measurement `--repeat` times (medi
 
     python tools/bench_csharp.py [--rounds 3000] [--steps 300] [--repeat 5] [--json]
 """
+
 import argparse
 import json
 import os
@@ -44,8 +46,10 @@ def build(out: Path) -> Path:
         raise SystemExit("mcs and mono are needed (Debian: apt-get install mono-mcs mono-runtime)")
     flags = ["-langversion:7.2", "-warnaserror", "-nologo", "-optimize+"]
     dll = out / "MLAgentsInference.Client.dll"
-    for target, sources in ((["-target:library", f"-out:{dll}"], sorted((CLIENT / "Runtime").glob("*.cs"))),
-                            ([f"-r:{dll}", f"-out:{out / 'Bench.exe'}"], [CLIENT / "Tests~" / "Bench.cs"])):
+    for target, sources in (
+        (["-target:library", f"-out:{dll}"], sorted((CLIENT / "Runtime").glob("*.cs"))),
+        ([f"-r:{dll}", f"-out:{out / 'Bench.exe'}"], [CLIENT / "Tests~" / "Bench.cs"]),
+    ):
         r = subprocess.run([mcs, *flags, *target, *map(str, sources)], capture_output=True, text=True)
         if r.returncode:
             raise SystemExit(f"mcs failed:\n{r.stdout}{r.stderr}")
@@ -53,8 +57,21 @@ def build(out: Path) -> Path:
 
 
 def start_serve() -> tuple:
-    proc = subprocess.Popen([sys.executable, str(ROOT / "inference.py"), "--mode", "serve", "--model-dir", str(HUGGY),
-                             "--listen", "127.0.0.1:0"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "inference.py"),
+            "--mode",
+            "serve",
+            "--model-dir",
+            str(HUGGY),
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     text, deadline = b"", time.monotonic() + 120
     while not (found := re.search(rb"listening on 127\.0\.0\.1:(\d+)", text)):
         if time.monotonic() > deadline or proc.poll() is not None:
@@ -76,8 +93,12 @@ def percentiles(times: list) -> tuple:
 
 
 def raw_line(agent: int, values: np.ndarray) -> bytes:
-    """A line as the C# client writes it (each float32 in its shortest text), so that the server reads the same bytes."""
-    return b'{"id":%d,"obs":[%s]}\n' % (agent, ",".join(np.format_float_positional(v, unique=True, trim="-") for v in values).encode())
+    """A line as the C# client writes it (each float32 in its shortest text), so that the server reads the same
+    bytes."""
+    return b'{"id":%d,"obs":[%s]}\n' % (
+        agent,
+        ",".join(np.format_float_positional(v, unique=True, trim="-") for v in values).encode(),
+    )
 
 
 def python_raw_lone(port: int, obs: np.ndarray, rounds: int) -> tuple:
@@ -130,7 +151,11 @@ def python_json_many(port: int, obs: np.ndarray, steps: int) -> tuple:
             if s == 10:
                 t0, cpu = time.perf_counter(), time.process_time()
             step = obs[s % len(obs)]
-            sock.sendall(b"".join(json.dumps({"id": a, "obs": list(map(float, step[a]))}).encode() + b"\n" for a in range(AGENTS)))
+            sock.sendall(
+                b"".join(
+                    json.dumps({"id": a, "obs": list(map(float, step[a]))}).encode() + b"\n" for a in range(AGENTS)
+                )
+            )
             for a in range(AGENTS):
                 answer = json.loads(answers.readline())
                 if "error" in answer or answer["id"] != a:
@@ -140,8 +165,12 @@ def python_json_many(port: int, obs: np.ndarray, steps: int) -> tuple:
 
 def csharp(bench: Path, port: int, obs_file: Path, mode: str, rounds: int) -> dict:
     warmup = WARMUP if mode == "lone" else 10
-    r = subprocess.run(["mono", str(bench), f"127.0.0.1:{port}", mode, str(obs_file), str(AGENTS), str(rounds), str(warmup)],
-                       capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        ["mono", str(bench), f"127.0.0.1:{port}", mode, str(obs_file), str(AGENTS), str(rounds), str(warmup)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if r.returncode:
         raise SystemExit(f"Bench.exe {mode} failed ({r.returncode}): {r.stdout}{r.stderr}")
     return json.loads(r.stdout)
@@ -153,12 +182,18 @@ def paired(ours: list, theirs: list) -> list:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] + " C# lone p50/p99 and 64-agent ActMany agent-steps/s "
-                                "beside Python raw-socket clients.")
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0] + " C# lone p50/p99 and 64-agent ActMany agent-steps/s "
+        "beside Python raw-socket clients."
+    )
     p.add_argument("--rounds", type=int, default=3000, help="lone round trips timed per measurement (default 3000)")
     p.add_argument("--steps", type=int, default=300, help="64-agent steps timed per measurement (default 300)")
-    p.add_argument("--repeat", type=int, default=5, help="each measurement this many times, the clients alternating; "
-                   "medians reported (default 5)")
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=5,
+        help="each measurement this many times, the clients alternating; medians reported (default 5)",
+    )
     p.add_argument("--json", action="store_true", help="one JSON object instead of lines")
     a = p.parse_args()
     obs = np.random.RandomState(0).randn(64, AGENTS, 59).astype(np.float32)  # 64 steps of 64 agents, reused in turn
@@ -167,8 +202,23 @@ def main() -> None:
         obs_file = Path(tmp) / "obs.f32"
         obs_file.write_bytes(obs.astype("<f4").tobytes())
         server, port = start_serve()
-        r: dict = {k: [] for k in ("cs_lone_p50", "cs_lone_p99", "raw_lone_p50", "raw_lone_p99", "json_lone_p50", "json_lone_p99",
-                                   "cs_many", "raw_many", "json_many", "cs_many_cpu_ms", "raw_many_cpu_ms", "json_many_cpu_ms")}
+        r: dict = {
+            k: []
+            for k in (
+                "cs_lone_p50",
+                "cs_lone_p99",
+                "raw_lone_p50",
+                "raw_lone_p99",
+                "json_lone_p50",
+                "json_lone_p99",
+                "cs_many",
+                "raw_many",
+                "json_many",
+                "cs_many_cpu_ms",
+                "raw_many_cpu_ms",
+                "json_many_cpu_ms",
+            )
+        }
         try:
             python_raw_lone(port, obs, 200)  # warm the server up
             for _ in range(a.repeat):
@@ -190,23 +240,40 @@ def main() -> None:
             server.kill()
             server.wait()
     m = {k: float(np.median(v)) for k, v in r.items()}
-    out = {"cpus": os.cpu_count(), "repeat": a.repeat, "load_average_1m": round(os.getloadavg()[0], 2),
-           "mono": subprocess.run(["mono", "--version"], capture_output=True, text=True).stdout.splitlines()[0],
-           "lone": {"rounds": a.rounds, "cs_p50_ms": round(m["cs_lone_p50"], 4), "cs_p99_ms": round(m["cs_lone_p99"], 4),
-                    "python_raw_p50_ms": round(m["raw_lone_p50"], 4), "python_raw_p99_ms": round(m["raw_lone_p99"], 4),
-                    "python_json_p50_ms": round(m["json_lone_p50"], 4), "python_json_p99_ms": round(m["json_lone_p99"], 4),
-                    "cs_p50_over_python_raw": round(m["cs_lone_p50"] / m["raw_lone_p50"], 3),
-                    "cs_p50_over_python_json": round(m["cs_lone_p50"] / m["json_lone_p50"], 3),
-                    "cs_p50_over_python_raw_per_repeat": paired(r["cs_lone_p50"], r["raw_lone_p50"])},
-           "agents_64": {"steps": a.steps, "cs_agent_steps_per_s": round(m["cs_many"]),
-                         "python_raw_agent_steps_per_s": round(m["raw_many"]), "python_json_agent_steps_per_s": round(m["json_many"]),
-                         "cs_over_python_raw": round(m["cs_many"] / m["raw_many"], 3),
-                         "cs_over_python_json": round(m["cs_many"] / m["json_many"], 3),
-                         "client_cpu_ms_per_step": {"cs": round(m["cs_many_cpu_ms"], 3), "python_raw": round(m["raw_many_cpu_ms"], 3),
-                                                    "python_json": round(m["json_many_cpu_ms"], 3)},
-                         "cs_over_python_raw_per_repeat": paired(r["cs_many"], r["raw_many"]),
-                         "cs_over_python_json_per_repeat": paired(r["cs_many"], r["json_many"])},
-           "raw": {k: [round(x, 4) for x in v] for k, v in r.items()}}
+    out = {
+        "cpus": os.cpu_count(),
+        "repeat": a.repeat,
+        "load_average_1m": round(os.getloadavg()[0], 2),
+        "mono": subprocess.run(["mono", "--version"], capture_output=True, text=True).stdout.splitlines()[0],
+        "lone": {
+            "rounds": a.rounds,
+            "cs_p50_ms": round(m["cs_lone_p50"], 4),
+            "cs_p99_ms": round(m["cs_lone_p99"], 4),
+            "python_raw_p50_ms": round(m["raw_lone_p50"], 4),
+            "python_raw_p99_ms": round(m["raw_lone_p99"], 4),
+            "python_json_p50_ms": round(m["json_lone_p50"], 4),
+            "python_json_p99_ms": round(m["json_lone_p99"], 4),
+            "cs_p50_over_python_raw": round(m["cs_lone_p50"] / m["raw_lone_p50"], 3),
+            "cs_p50_over_python_json": round(m["cs_lone_p50"] / m["json_lone_p50"], 3),
+            "cs_p50_over_python_raw_per_repeat": paired(r["cs_lone_p50"], r["raw_lone_p50"]),
+        },
+        "agents_64": {
+            "steps": a.steps,
+            "cs_agent_steps_per_s": round(m["cs_many"]),
+            "python_raw_agent_steps_per_s": round(m["raw_many"]),
+            "python_json_agent_steps_per_s": round(m["json_many"]),
+            "cs_over_python_raw": round(m["cs_many"] / m["raw_many"], 3),
+            "cs_over_python_json": round(m["cs_many"] / m["json_many"], 3),
+            "client_cpu_ms_per_step": {
+                "cs": round(m["cs_many_cpu_ms"], 3),
+                "python_raw": round(m["raw_many_cpu_ms"], 3),
+                "python_json": round(m["json_many_cpu_ms"], 3),
+            },
+            "cs_over_python_raw_per_repeat": paired(r["cs_many"], r["raw_many"]),
+            "cs_over_python_json_per_repeat": paired(r["cs_many"], r["json_many"]),
+        },
+        "raw": {k: [round(x, 4) for x in v] for k, v in r.items()},
+    }
     if a.json:
         print(json.dumps(out))
     else:

@@ -8,6 +8,7 @@ RULE is KIND or KIND:ARG, as run_tests.sh writes it beside each case (its RULE_T
 WORK_DIR holds the outputs of the cases already run (case_N.out), for the rules that compare with another case;
 STARTED is when the case started (seconds since the epoch), for the rule that wants a freshly written file.
 Standard library only."""
+
 import ast
 import math
 import os
@@ -127,8 +128,10 @@ def _check_precision_lowp(case: Case, arg: str) -> str:
     holds = cos >= 0.999 and err < 0.01
     if case.code not in (0, 1) or (case.code == 0) != holds:
         raise CaseFailed(f"exit {case.code} disagrees with cos {cos}, max_abs_err {err}")
-    return (f"measured cos {cos:.8f}, max_abs_err {err:.3e}: {'within' if holds else 'misses'} tol 0.01 "
-            f"(exit {case.code}; the original NPU adaptation's bf16 on real weights missed it)")
+    return (
+        f"measured cos {cos:.8f}, max_abs_err {err:.3e}: {'within' if holds else 'misses'} tol 0.01 "
+        f"(exit {case.code}; the original NPU adaptation's bf16 on real weights missed it)"
+    )
 
 
 def _check_onnx(case: Case, arg: str) -> str:

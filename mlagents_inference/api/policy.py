@@ -2,6 +2,7 @@
 load(), Policy (act, get_action, check_spec, reset, sampling, the float64 reference).
 Without torch (runtime.torch_available) a policy runs as its ML-Agents ONNX file itself, on onnxruntime; with torch,
 as ML-Agents' modules rebuilt from the checkpoint (the torch layer is imported then, not before)."""
+
 from __future__ import annotations
 
 import math
@@ -57,12 +58,17 @@ if TYPE_CHECKING:  # (annotations only)
 __all__ = ["load_checkpoint", "Policy", "load", "noise_generator", "normal_noise", "uniform_noise"]
 
 
-
-def load_checkpoint(path: Path, onnx_path: Optional[Path] = None, model_dir: Optional[Path] = None,
-                    behavior: Optional[str] = None, expect_sha256: Optional[str] = None,
-                    goal_input: GoalInput = None):
-    """Read, validate and rebuild one checkpoint (sha256 checked before unpickling); without torch, the policy's ML-Agents
-    ONNX (the file itself: `onnx_path`, the checkpoint's own, or `path` when it is one) as a FileCheckpoint."""
+def load_checkpoint(
+    path: Path,
+    onnx_path: Optional[Path] = None,
+    model_dir: Optional[Path] = None,
+    behavior: Optional[str] = None,
+    expect_sha256: Optional[str] = None,
+    goal_input: GoalInput = None,
+):
+    """Read, validate and rebuild one checkpoint (sha256 checked before unpickling); without torch, the policy's
+    ML-Agents ONNX (the file itself: `onnx_path`, the checkpoint's own, or `path` when it is one) as a
+    FileCheckpoint."""
     t0 = time.perf_counter()
     path = Path(path)
     if not path.is_file():
@@ -71,8 +77,10 @@ def load_checkpoint(path: Path, onnx_path: Optional[Path] = None, model_dir: Opt
         own = path if path.suffix.lower() == ".onnx" else find_checkpoint_onnx(path, model_dir, behavior, None)
         file = own or onnx_path  # (the checkpoint's own ONNX runs: the torch install runs the checkpoint's weights)
         if file is None:
-            raise UsageError(f"{short_path(path)}: this checkpoint has no ML-Agents ONNX beside it, and a checkpoint "
-                             f"alone needs torch: {TORCH_HINT}")
+            raise UsageError(
+                f"{short_path(path)}: this checkpoint has no ML-Agents ONNX beside it, and a checkpoint "
+                f"alone needs torch: {TORCH_HINT}"
+            )
         step = step_of(path.name, behavior or path.parent.name) if path.suffix.lower() == ".pt" else None
         policy = load_file_policy(Path(file), expect_sha256, goal_input, step, path.suffix.lower() == ".pt")
         if onnx_path is not None and own is not None and Path(onnx_path).resolve() != Path(own).resolve():
@@ -95,8 +103,10 @@ def load_checkpoint(path: Path, onnx_path: Optional[Path] = None, model_dir: Opt
         read_checkpoint,
         trainer_of,
     )
+
     if path.suffix.lower() == ".onnx":  # no checkpoint: the ONNX alone
         from ..loaders.onnx_alone import load_onnx_alone
+
         return load_onnx_alone(path, expect_sha256, goal_input)
     sha = check_sha256(path, expect_sha256)
     obj = read_checkpoint(path)
@@ -111,30 +121,36 @@ def load_checkpoint(path: Path, onnx_path: Optional[Path] = None, model_dir: Opt
     def rebuild(iface):
         settings = infer_settings(state, path, iface, read_config(model_dir, behavior), trainer_of(obj), goal_input)
         return settings, build_actor(settings, state, path)
+
     try:
         settings, actor = rebuild(needed)
     except UsageError:
         if not given or needed is None:
             raise
         rebuild(None)  # the checkpoint stands without that ONNX: the ONNX is what does not fit
-        raise NotThisPolicy(f"{onnx_path.name} takes inputs {[list(s) for s in onnx_input_shapes(onnx_iface) or []]}, "
-                            f"which the checkpoint's layers do not fit: not this policy")
+        raise NotThisPolicy(
+            f"{onnx_path.name} takes inputs {[list(s) for s in onnx_input_shapes(onnx_iface) or []]}, "
+            f"which the checkpoint's layers do not fit: not this policy"
+        )
     difference = onnx_difference(onnx_iface, state, settings) if given else None
     if difference:
         raise NotThisPolicy(f"{onnx_path.name} {difference}: not this policy")
     return LoadedCheckpoint(path, settings, actor, needed, step, sha, time.perf_counter() - t0)
 
 
-
 def _same_policy(own, given, onnx_path: Path) -> None:
     """NotThisPolicy when --onnx takes or answers other shapes than the checkpoint's own ONNX (torch-free)."""
+
     def shape(s):
         return (sum(math.prod(i.shape) for i in s.inputs), s.continuous_size, list(s.discrete_branches), s.memory_size)
+
     if shape(own) != shape(given):
-        raise NotThisPolicy(f"{onnx_path.name} takes {shape(given)[0]} input values and answers continuous "
-                            f"{given.continuous_size}, discrete {list(given.discrete_branches)}, memory {given.memory_size}; "
-                            f"the checkpoint's {shape(own)[0]}, {own.continuous_size}, {list(own.discrete_branches)}, "
-                            f"{own.memory_size}: not this policy")
+        raise NotThisPolicy(
+            f"{onnx_path.name} takes {shape(given)[0]} input values and answers continuous "
+            f"{given.continuous_size}, discrete {list(given.discrete_branches)}, memory {given.memory_size}; "
+            f"the checkpoint's {shape(own)[0]}, {own.continuous_size}, {list(own.discrete_branches)}, "
+            f"{own.memory_size}: not this policy"
+        )
 
 
 class Policy:
@@ -155,17 +171,30 @@ class Policy:
     seed= on a call reproduces that call alone.
     """
 
-    def __init__(self, checkpoint: "LoadedCheckpoint | FileCheckpoint", device="cpu", dtype: str = "float32",
-                 engine: str = "auto", graphs: bool = True, seed: Optional[int] = None, providers: Optional[list] = None,
-                 spin: bool = True):
+    def __init__(
+        self,
+        checkpoint: "LoadedCheckpoint | FileCheckpoint",
+        device="cpu",
+        dtype: str = "float32",
+        engine: str = "auto",
+        graphs: bool = True,
+        seed: Optional[int] = None,
+        providers: Optional[list] = None,
+        spin: bool = True,
+    ):
         self.checkpoint, self.settings = checkpoint, checkpoint.settings
         check_policy_arguments(dtype, engine, graphs, seed, spin)
         self.dtype, self.sigma = dtype, None
-        self.engine, self.device, self.engine_name = make_engine(checkpoint, device, dtype, engine, graphs, providers, spin)
+        self.engine, self.device, self.engine_name = make_engine(
+            checkpoint, device, dtype, engine, graphs, providers, spin
+        )
         if checkpoint.actor is not None:
             continuous = checkpoint.actor.action_model._continuous_distribution
-            self.sigma = (continuous.log_sigma.detach().exp().reshape(-1).numpy()
-                          if continuous is not None and not self.settings.conditional_sigma else None)
+            self.sigma = (
+                continuous.log_sigma.detach().exp().reshape(-1).numpy()
+                if continuous is not None and not self.settings.conditional_sigma
+                else None
+            )
         # the engine outputs each kind of step needs (no host copy of the others)
         self.fetch = {deterministic: step_outputs(self.settings, deterministic) for deterministic in (True, False)}
         if self.sigma is None and self.settings.continuous_size and "log_sigma" not in self.fetch[False]:
@@ -175,8 +204,8 @@ class Policy:
         self._generator = None
         self.memories = AgentMemories(max_bytes=math.inf)  # get_action: agent id -> its LSTM memory [memory_size]
         self._shapes = [tuple(i.shape) for i in self.settings.inputs]
-        self._checked_masks: dict = {}   # small masks already checked (their bytes) -> the engine's array
-        self._zeros: dict = {}           # (shape) -> read-only float32 zeros
+        self._checked_masks: dict = {}  # small masks already checked (their bytes) -> the engine's array
+        self._zeros: dict = {}  # (shape) -> read-only float32 zeros
 
     @property
     def generator(self):
@@ -189,18 +218,42 @@ class Policy:
     @property
     def info(self) -> dict:
         s, c = self.settings, self.checkpoint
-        return {"behavior": getattr(c, "behavior", None) or (c.path.stem if c.path.suffix.lower() == ".onnx" else c.path.parent.name), "trainer": s.trainer, "shared_critic": bool(s.value_streams),
-                "inputs": [{"name": i.name, "kind": i.kind, "shape": list(i.shape), "normalized": i.normalized,
-                            "encoder": i.encoder, "goal": i.goal} for i in s.inputs],
-                "continuous_size": s.continuous_size, "discrete_branches": list(s.discrete_branches),
-                "memory_size": s.memory_size, "hidden_units": s.hidden_units, "num_layers": s.num_layers,
-                "body": "hypernetwork (goal-conditioned)" if s.hyper else "mlp",
-                "continuous_head": None if not s.continuous_size else
-                ("state-dependent sigma, tanh squash (SAC)" if s.tanh_squash else "fixed log_sigma, clip(±3)/3"),
-                "parameters": c.parameters, "settings_source": s.source, "checkpoint": str(c.path),
-                "sha256": c.sha256, "global_step": c.global_step, "device": str(self.device), "dtype": self.dtype,
-                "engine": self.engine_name, "runs": "ML-Agents' ONNX file" if c.actor is None else "ML-Agents' modules",
-                "providers": self.engine.providers if self.engine_name == "onnxruntime" else None}
+        return {
+            "behavior": getattr(c, "behavior", None)
+            or (c.path.stem if c.path.suffix.lower() == ".onnx" else c.path.parent.name),
+            "trainer": s.trainer,
+            "shared_critic": bool(s.value_streams),
+            "inputs": [
+                {
+                    "name": i.name,
+                    "kind": i.kind,
+                    "shape": list(i.shape),
+                    "normalized": i.normalized,
+                    "encoder": i.encoder,
+                    "goal": i.goal,
+                }
+                for i in s.inputs
+            ],
+            "continuous_size": s.continuous_size,
+            "discrete_branches": list(s.discrete_branches),
+            "memory_size": s.memory_size,
+            "hidden_units": s.hidden_units,
+            "num_layers": s.num_layers,
+            "body": "hypernetwork (goal-conditioned)" if s.hyper else "mlp",
+            "continuous_head": None
+            if not s.continuous_size
+            else ("state-dependent sigma, tanh squash (SAC)" if s.tanh_squash else "fixed log_sigma, clip(±3)/3"),
+            "parameters": c.parameters,
+            "settings_source": s.source,
+            "checkpoint": str(c.path),
+            "sha256": c.sha256,
+            "global_step": c.global_step,
+            "device": str(self.device),
+            "dtype": self.dtype,
+            "engine": self.engine_name,
+            "runs": "ML-Agents' ONNX file" if c.actor is None else "ML-Agents' modules",
+            "providers": self.engine.providers if self.engine_name == "onnxruntime" else None,
+        }
 
     def normalizers(self) -> list:
         """Per input, its observation normaliser as (running mean, standard deviation) float64 arrays, or None."""
@@ -209,8 +262,14 @@ class Policy:
         out = []
         for processor in self.checkpoint.actor.network_body.processors:
             n = getattr(processor, "normalizer", None)
-            out.append(None if n is None else (n.running_mean.double().numpy(), np.sqrt(
-                n.running_variance.double().numpy() / int(n.normalization_steps))))
+            out.append(
+                None
+                if n is None
+                else (
+                    n.running_mean.double().numpy(),
+                    np.sqrt(n.running_variance.double().numpy() / int(n.normalization_steps)),
+                )
+            )
         return out
 
     # -- inputs
@@ -256,8 +315,11 @@ class Policy:
             arrays.append(x)
         s = self.settings
         if s.discrete_branches:
-            key = (rows, None, masks.dtype, masks.shape, masks.tobytes()) \
-                if type(masks) is np.ndarray and masks.nbytes <= MASK_KEY_BYTES else mask_key(masks, rows)
+            key = (
+                (rows, None, masks.dtype, masks.shape, masks.tobytes())
+                if type(masks) is np.ndarray and masks.nbytes <= MASK_KEY_BYTES
+                else mask_key(masks, rows)
+            )
             checked = self._checked_masks.get(key) if key is not None else None
             if checked is None:
                 return None
@@ -272,8 +334,13 @@ class Policy:
                 arrays.append(memory)
             else:
                 z = zeros.get(memory.size) if type(memory) is np.ndarray else None
-                if z is None or memory.dtype is not FLOAT32 or memory.shape != (rows, s.memory_size) or \
-                        not memory.flags.c_contiguous or np.vdot(memory, z) != 0:
+                if (
+                    z is None
+                    or memory.dtype is not FLOAT32
+                    or memory.shape != (rows, s.memory_size)
+                    or not memory.flags.c_contiguous
+                    or np.vdot(memory, z) != 0
+                ):
                     return None
                 arrays.append(memory[:, None])
         elif memory is not None:
@@ -323,17 +390,31 @@ class Policy:
         return shape_memory(memory, self.settings.memory_size, rows, batched)
 
     # -- acting
-    def act(self, observations, action_masks=None, deterministic: bool = True, seed: Optional[int] = None,
-            memory=None, generator=None) -> dict:
+    def act(
+        self,
+        observations,
+        action_masks=None,
+        deterministic: bool = True,
+        seed: Optional[int] = None,
+        memory=None,
+        generator=None,
+    ) -> dict:
         """Actions for one observation or a batch (see the class docstring for the conventions). `action_masks`: 1 =
         allowed (numbers), or ML-Agents' per-branch bool list (True = masked). Sampling draws its noise on the CPU:
         from torch.Generator().manual_seed(seed) when a seed is given (that call alone reproduces), from `generator`
         when one is given (sequences), else from the policy's own generator (fresh noise on every call): randn(rows,
         continuous size), then rand(rows, branches) — so the same seed gives the same actions on every device."""
-        if not (deterministic is True and seed is None and generator is None and type(action_masks) in PLAIN_TYPES
-                and type(memory) in PLAIN_TYPES and plain_arrays(observations)):  # (a control loop's plain call: as is)
-            observations, action_masks, memory = check_act_arguments(observations, action_masks, memory,
-                                                                     deterministic, seed, generator)
+        if not (
+            deterministic is True
+            and seed is None
+            and generator is None
+            and type(action_masks) in PLAIN_TYPES
+            and type(memory) in PLAIN_TYPES
+            and plain_arrays(observations)
+        ):  # (a control loop's plain call: as is)
+            observations, action_masks, memory = check_act_arguments(
+                observations, action_masks, memory, deterministic, seed, generator
+            )
         flat, rows, batched = self.prepare(observations, action_masks, memory)
         if not rows:  # a batch of 0 observations (an environment step where no agent decides): 0 actions
             return self.no_actions()
@@ -375,9 +456,10 @@ class Policy:
     def _action_tuple(self, out: dict, rows: int):
         """act()'s answer as ML-Agents' ActionTuple: continuous float32, discrete int32, zero-width when none."""
         s = self.settings
-        return action_tuple(out["continuous_actions"] if s.continuous_size else np.zeros((rows, 0), np.float32),
-                            out["discrete_actions"].astype(np.int32) if s.discrete_branches else
-                            np.zeros((rows, 0), np.int32))
+        return action_tuple(
+            out["continuous_actions"] if s.continuous_size else np.zeros((rows, 0), np.float32),
+            out["discrete_actions"].astype(np.int32) if s.discrete_branches else np.zeros((rows, 0), np.int32),
+        )
 
     def reset(self, agent_ids=None) -> None:
         """Forget the LSTM memories get_action keeps: every agent's, or those of `agent_ids`."""
@@ -404,13 +486,15 @@ class Policy:
         an observation's shape, the continuous size, the discrete branches. Returns None when they agree."""
         check_behavior_spec(self.settings, behavior_spec)
 
-    def run(self, flat: list, rows: int, deterministic: bool = True, seed: Optional[int] = None,
-            generator=None) -> dict:
+    def run(
+        self, flat: list, rows: int, deterministic: bool = True, seed: Optional[int] = None, generator=None
+    ) -> dict:
         """act() for inputs prepare() has already checked: one engine call, then decide()."""
         return self.decide(self.engine.run(flat, self.fetch[deterministic]), rows, deterministic, seed, generator)
 
-    def decide(self, raw: dict, rows: int, deterministic: bool = True, seed: Optional[int] = None,
-               generator=None) -> dict:
+    def decide(
+        self, raw: dict, rows: int, deterministic: bool = True, seed: Optional[int] = None, generator=None
+    ) -> dict:
         """ML-Agents' action from the engine's outputs: deterministic, or sampled (noise as act() says)."""
         s, out = self.settings, {}
         if not deterministic and generator is None:
@@ -423,8 +507,10 @@ class Policy:
                 if s.tanh_squash:  # SAC: tanh(mu + exp(clamp(log_sigma, -20, 2)) * z)
                     sigma = raw["sigma"] if "sigma" in raw else np.exp(raw["log_sigma"])
                     out["continuous_actions"] = np.tanh(raw["mu"] + z * sigma)
-                else:              # PPO/POCA: clip(mu + exp(log_sigma) * z, -3, 3) / 3
-                    out["continuous_actions"] = clipped_action(raw["mu"] + z * (raw["sigma"] if "sigma" in raw else self.sigma))
+                else:  # PPO/POCA: clip(mu + exp(log_sigma) * z, -3, 3) / 3
+                    out["continuous_actions"] = clipped_action(
+                        raw["mu"] + z * (raw["sigma"] if "sigma" in raw else self.sigma)
+                    )
         if s.discrete_branches:
             if deterministic:
                 out["discrete_actions"] = raw["deterministic_discrete_actions"]
@@ -445,35 +531,50 @@ class Policy:
 
         from ..engines.torch_devices import cast_actor
         from ..model.networks import EngineHeads
+
         heads = EngineHeads(cast_actor(copy.deepcopy(self.checkpoint.actor), torch.float64))
         with torch.inference_mode():
             out = heads.outputs([torch.from_numpy(np.asarray(x, np.float64)) for x in flat], cast=lambda x: x)
         return {name: value.numpy() for name, value in out.items()}
 
 
-
-def load(path, device="cpu", dtype: str = "float32", engine: str = "auto", goal_input: GoalInput = None,
-         onnx: Optional[str] = None, expect_sha256: Optional[str] = None, graphs: bool = True,
-         seed: Optional[int] = None, providers: Optional[list] = None, spin: bool = True) -> Policy:
-    """An ML-Agents run folder (or one .pt checkpoint, or an ML-Agents .onnx) as a Policy. UsageError says what is wrong.
+def load(
+    path,
+    device="cpu",
+    dtype: str = "float32",
+    engine: str = "auto",
+    goal_input: GoalInput = None,
+    onnx: Optional[str] = None,
+    expect_sha256: Optional[str] = None,
+    graphs: bool = True,
+    seed: Optional[int] = None,
+    providers: Optional[list] = None,
+    spin: bool = True,
+) -> Policy:
+    """An ML-Agents run folder (or one .pt checkpoint, or an ML-Agents .onnx) as a Policy. UsageError says what is
+    wrong.
     `seed` seeds the policy's own sampling generator (None: from the OS); `onnx` names the
     checkpoint's ML-Agents ONNX (NotThisPolicy, a CheckFailed, when it belongs to another policy); `providers`:
     onnxruntime's execution providers in priority order (e.g. ["tensorrt", "cuda"]), for the onnxruntime engines;
     `spin` False: onnxruntime's threads sleep between calls instead of spin-waiting (the CPU shared with simulators)."""
     check_load_arguments(path, device, expect_sha256, onnx)
     check_policy_arguments(dtype, engine, graphs, seed, spin)
-    device = pick_device(device, engine, providers)  # (checked before the checkpoint is read; 'meta' or an absent GPU refused)
+    device = pick_device(
+        device, engine, providers
+    )  # (checked before the checkpoint is read; 'meta' or an absent GPU refused)
     if providers is not None:
         from ..engines.devices import parse_providers
+
         if isinstance(providers, str) or not providers or not all(isinstance(p, str) for p in providers):
             raise UsageError(f"providers {brief(providers)}: expected a list of provider names, e.g. ['cuda']")
         providers = parse_providers(",".join(providers))
     path = Path(path)
-    source = locate_model(None, str(path), None) if path_kind("path", path) == "dir" else locate_model(str(path), None, None)
+    source = (
+        locate_model(None, str(path), None) if path_kind("path", path) == "dir" else locate_model(str(path), None, None)
+    )
     onnx = regular_file("onnx", onnx) if onnx is not None else None
     checkpoint = load_checkpoint(source.checkpoint, onnx, source.model_dir, source.behavior, expect_sha256, goal_input)
     return Policy(checkpoint, device, dtype, engine, graphs, seed, providers, spin)
-
 
 
 def noise_generator(seed: int):
@@ -482,9 +583,11 @@ def noise_generator(seed: int):
     seed are others (the same distributions: docs/setup.md)."""
     if torch_available():
         import torch
-        return torch.Generator().manual_seed(int(seed))
-    return np.random.Generator(np.random.PCG64(int(seed) if seed >= 0 else 0xFFFF_FFFF_FFFF_FFFF + int(seed)))  # (torch's map)
 
+        return torch.Generator().manual_seed(int(seed))
+    return np.random.Generator(
+        np.random.PCG64(int(seed) if seed >= 0 else 0xFFFF_FFFF_FFFF_FFFF + int(seed))
+    )  # (torch's map)
 
 
 def normal_noise(generator, shape: tuple) -> np.ndarray:
@@ -492,8 +595,8 @@ def normal_noise(generator, shape: tuple) -> np.ndarray:
     if isinstance(generator, np.random.Generator):
         return generator.standard_normal(shape, dtype=np.float32)
     import torch
-    return torch.randn(shape, generator=generator).numpy()
 
+    return torch.randn(shape, generator=generator).numpy()
 
 
 def uniform_noise(generator, shape: tuple) -> np.ndarray:
@@ -501,5 +604,5 @@ def uniform_noise(generator, shape: tuple) -> np.ndarray:
     if isinstance(generator, np.random.Generator):
         return generator.random(shape)
     import torch
-    return torch.rand(shape, generator=generator, dtype=torch.float64).numpy()
 
+    return torch.rand(shape, generator=generator, dtype=torch.float64).numpy()

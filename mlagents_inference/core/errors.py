@@ -5,19 +5,14 @@
 __all__ = ["UsageError", "CheckFailed", "NotThisPolicy"]
 
 
-
-
 class UsageError(Exception):
     """Bad input or usage: one line on stderr, exit code 2."""
-
 
 
 class CheckFailed(Exception):
     """A check did not hold: exit code 1."""
 
 
-
 class NotThisPolicy(CheckFailed):
     """An ONNX that cannot be this checkpoint's (other inputs, other layer shapes): exit code 1,
     never read as "no ONNX" nor blamed on the checkpoint."""
-

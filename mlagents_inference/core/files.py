@@ -1,5 +1,6 @@
 """Files and signals: atomic writes, reserved space, the same-file rule for outputs, short paths and OS errors in
 one line, deferred signals."""
+
 import contextlib
 import os
 import tempfile
@@ -11,10 +12,23 @@ import numpy as np
 
 from .errors import UsageError
 
-__all__ = ["PROCESS_T0", "short_path", "describe_os_error", "Interrupted", "HANDLED_SIGNALS", "install_signal_handlers", "restore_signal_handlers", "handlers_kept", "open_npy_memmap", "npy_size", "atomic_write", "check_output_path", "refuse_same_file"]
+__all__ = [
+    "PROCESS_T0",
+    "short_path",
+    "describe_os_error",
+    "Interrupted",
+    "HANDLED_SIGNALS",
+    "install_signal_handlers",
+    "restore_signal_handlers",
+    "handlers_kept",
+    "open_npy_memmap",
+    "npy_size",
+    "atomic_write",
+    "check_output_path",
+    "refuse_same_file",
+]
 
 PROCESS_T0 = time.perf_counter()  # fallback origin for "time to first action"
-
 
 
 def short_path(path) -> str:
@@ -23,15 +37,16 @@ def short_path(path) -> str:
     return text if len(text) <= 160 else f"{text[:60]}...{text[-80:]} ({len(text)} characters)"
 
 
-
 def describe_os_error(exc: OSError, skip: Optional[str] = None) -> str:
     """'<path>: <reason>' (both paths for a rename), or the reason alone; names whose last part
     starts with `skip` (temporary files the user never named) are left out."""
     reason = exc.strerror or str(exc) or type(exc).__name__
-    names = [short_path(f) for f in (exc.filename, exc.filename2)
-             if f is not None and not (skip and os.path.basename(os.fsdecode(f)).startswith(skip))]
+    names = [
+        short_path(f)
+        for f in (exc.filename, exc.filename2)
+        if f is not None and not (skip and os.path.basename(os.fsdecode(f)).startswith(skip))
+    ]
     return f"{' -> '.join(names)}: {reason}" if names else reason
-
 
 
 class Interrupted(KeyboardInterrupt):
@@ -43,13 +58,10 @@ class Interrupted(KeyboardInterrupt):
         self.signum = signum
 
 
-
 HANDLED_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
 
 
-
 _SIGNAL_STATE = {"deferred": 0, "pending": None, "stopping": False}
-
 
 
 def _on_signal(signum, frame) -> None:
@@ -61,11 +73,11 @@ def _on_signal(signum, frame) -> None:
     raise Interrupted(signum)
 
 
-
 def install_signal_handlers() -> dict:
     """SIGINT, SIGTERM and SIGHUP raise Interrupted (main thread only); returns the handlers
     they replace, for restore_signal_handlers."""
     import signal
+
     _SIGNAL_STATE.update(deferred=0, pending=None, stopping=False)
     previous = {}
     for signum in [getattr(signal, name) for name in HANDLED_SIGNALS if hasattr(signal, name)]:
@@ -76,13 +88,12 @@ def install_signal_handlers() -> dict:
     return previous
 
 
-
 def restore_signal_handlers(previous: dict) -> None:
     import signal
+
     for signum, handler in previous.items():
         with contextlib.suppress(ValueError, OSError, TypeError):
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
-
 
 
 @contextlib.contextmanager
@@ -91,6 +102,7 @@ def handlers_kept():
     sys.exit(15), and Ray's native one that prints a stack dump): the handlers in place before are put back when it
     returns, and its sys.exit(15) on the way is Interrupted(SIGTERM), as a SIGTERM is everywhere else."""
     import signal
+
     before = {s: signal.getsignal(s) for s in [getattr(signal, n) for n in HANDLED_SIGNALS if hasattr(signal, n)]}
     try:
         yield
@@ -101,7 +113,6 @@ def handlers_kept():
         raise Interrupted(signal.SIGTERM) from None
     finally:
         restore_signal_handlers(before)
-
 
 
 @contextlib.contextmanager
@@ -117,7 +128,6 @@ def _signals_deferred():
     if not state["deferred"] and state["pending"] and not state["stopping"]:
         signum, state["pending"], state["stopping"] = state["pending"], None, True
         raise Interrupted(signum)
-
 
 
 def _new_file_mode(path: Path) -> tuple[int, Optional[os.stat_result]]:
@@ -136,12 +146,12 @@ def _new_file_mode(path: Path) -> tuple[int, Optional[os.stat_result]]:
     return 0o666 & ~umask, None
 
 
-
 def _reserve_space(fd: int, size: int) -> None:
     """Allocate `size` bytes for an open file now (posix_fallocate), so that a full disk or an
     exhausted quota is an OSError here, not a SIGBUS in a memory-mapped write later. File
     systems without fallocate are left to fail, if they do, at write time."""
     import errno
+
     if size <= 0:
         return
     try:
@@ -151,7 +161,6 @@ def _reserve_space(fd: int, size: int) -> None:
             raise
     except AttributeError:  # not on Linux
         pass
-
 
 
 def open_npy_memmap(path: Path, shape: tuple[int, ...], dtype=np.float32) -> np.memmap:
@@ -171,15 +180,14 @@ def open_npy_memmap(path: Path, shape: tuple[int, ...], dtype=np.float32) -> np.
     return np.memmap(path, dtype=dtype, mode="r+", offset=offset, shape=tuple(shape))
 
 
-
 def npy_size(shape: tuple[int, ...], dtype=np.float32) -> int:
     """Bytes of a .npy file of this shape and dtype (header included), for atomic_write(size=)."""
     import io
+
     buffer = io.BytesIO()
     header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": tuple(shape)}
     np.lib.format.write_array_header_1_0(buffer, header)
     return buffer.tell() + int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-
 
 
 def atomic_write(path: Path, write: Callable[[Path], None], size: Optional[int] = None) -> None:
@@ -193,6 +201,7 @@ def atomic_write(path: Path, write: Callable[[Path], None], size: Optional[int] 
     umask (not mkstemp's 0600). A symlink is written through, not replaced. Any OSError (no space, quota, permission,
     read-only or special file system) is a UsageError naming `path`; the temporary file is gone in every case."""
     import errno
+
     path = Path(path)
     with contextlib.suppress(OSError):
         if path.is_symlink():
@@ -201,8 +210,9 @@ def atomic_write(path: Path, write: Callable[[Path], None], size: Optional[int] 
     tmp = handle = None
     try:
         with _signals_deferred():  # created and remembered as one step
-            handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:64]}.",
-                                            suffix=f".tmp{path.suffix.lower()}")
+            handle, name = tempfile.mkstemp(
+                dir=path.parent, prefix=f".{path.name[:64]}.", suffix=f".tmp{path.suffix.lower()}"
+            )
             tmp = Path(name)
         os.fchmod(handle, mode)
         if existing is not None and os.geteuid() == 0:  # root rewriting a user's file keeps its owner
@@ -229,10 +239,11 @@ def atomic_write(path: Path, write: Callable[[Path], None], size: Optional[int] 
                 with contextlib.suppress(OSError):
                     tmp.unlink()
         if isinstance(exc, OSError):
-            raise UsageError(f"{short_path(path)}: not written ({describe_os_error(exc, skip=f'.{path.name[:64]}.')}); "
-                             f"{'the existing file is unchanged' if existing is not None else 'nothing was left behind'}") from exc
+            raise UsageError(
+                f"{short_path(path)}: not written ({describe_os_error(exc, skip=f'.{path.name[:64]}.')}); "
+                f"{'the existing file is unchanged' if existing is not None else 'nothing was left behind'}"
+            ) from exc
         raise
-
 
 
 def check_output_path(path, suffixes: tuple[str, ...], option: str = "--output") -> Path:
@@ -262,7 +273,6 @@ def check_output_path(path, suffixes: tuple[str, ...], option: str = "--output")
     return path
 
 
-
 def refuse_same_file(output: Optional[Path], inputs: list) -> None:
     """The one same-file rule for every output: refuse one that is an input file or folder or lies inside an input
     folder, by its path, through symlinks (resolved paths: atomic_write writes through a link) or as a hard link
@@ -279,9 +289,12 @@ def refuse_same_file(output: Optional[Path], inputs: list) -> None:
             same = same or real == held
             inside = held in real.parents and held.is_dir()
         if same:
-            raise UsageError(f"--output {short_path(output)}: is the input {'folder' if os.path.isdir(source) else 'file'} "
-                             f"{short_path(source)}; writing it would destroy the input; choose another output name")
+            raise UsageError(
+                f"--output {short_path(output)}: is the input {'folder' if os.path.isdir(source) else 'file'} "
+                f"{short_path(source)}; writing it would destroy the input; choose another output name"
+            )
         if inside:
-            raise UsageError(f"--output {short_path(output)}: lies inside the input folder {short_path(source)}, "
-                             f"whose files are read; choose an output outside it")
-
+            raise UsageError(
+                f"--output {short_path(output)}: lies inside the input folder {short_path(source)}, "
+                f"whose files are read; choose an output outside it"
+            )

@@ -6,9 +6,19 @@ encoder with it.
 Mirrored from Unity ML-Agents 1.1.0, mlagents/trainers/torch_entities/encoders.py (Copyright Unity Technologies,
 Apache License 2.0): SimpleVisualEncoder, NatureVisualEncoder, SmallVisualEncoder ("match3"), ResNetVisualEncoder
 and FullyConnectedVisualEncoder, and the minimum sizes of mlagents/trainers/torch_entities/utils.py."""
+
 from typing import Optional, Sequence
 
-__all__ = ["CONVS", "RESNET_CHANNELS", "MIN_SIDE", "KERNEL_ENCODERS", "conv_side", "pool_side", "flat_size", "encoder_from_kernels"]
+__all__ = [
+    "CONVS",
+    "RESNET_CHANNELS",
+    "MIN_SIDE",
+    "KERNEL_ENCODERS",
+    "conv_side",
+    "pool_side",
+    "flat_size",
+    "encoder_from_kernels",
+]
 
 
 # vis_encode_type -> its convolutions in order, each (out channels, kernel, stride); no padding, a square kernel.

@@ -1,4 +1,5 @@
 """Observations from --obs words and files: text, images (read as ML-Agents' camera sensor does), .npy/.npz, Parquet."""
+
 import collections
 import contextlib
 import functools
@@ -18,14 +19,25 @@ from .observations import finite_float32, is_float, random_inputs
 from .sources import regular_file
 from .spec import NORMALIZER_CLIP, InputSpec, PolicySettings
 
-__all__ = ["OBS_WORDS", "IMAGE_SUFFIXES", "boundary_input", "parse_obs", "parse_one_input", "read_input_file", "image_pixels", "NPZ_EXTRAS", "read_npz", "open_obs_file", "array_chunks", "ParquetSource"]
+__all__ = [
+    "OBS_WORDS",
+    "IMAGE_SUFFIXES",
+    "boundary_input",
+    "parse_obs",
+    "parse_one_input",
+    "read_input_file",
+    "image_pixels",
+    "NPZ_EXTRAS",
+    "read_npz",
+    "open_obs_file",
+    "array_chunks",
+    "ParquetSource",
+]
 
 OBS_WORDS = ("random", "zeros", "ones", "ones_neg", "boundary")
 
 
-
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
-
 
 
 def boundary_input(spec: InputSpec, normalizer: Optional[tuple]) -> np.ndarray:
@@ -40,7 +52,6 @@ def boundary_input(spec: InputSpec, normalizer: Optional[tuple]) -> np.ndarray:
     return (mean + NORMALIZER_CLIP * signs * std).astype(np.float32)
 
 
-
 def parse_obs(text: str, settings: PolicySettings, seed: int, normalizers: Callable[[], list]) -> list:
     """--obs for every input: random | zeros | ones | ones_neg | boundary | <number> | <comma-separated numbers> (one
     input) | per input 'obs_0=VALUE;obs_1=VALUE' where VALUE is any of those or a file (.npy, or a .png/.jpg image).
@@ -48,8 +59,10 @@ def parse_obs(text: str, settings: PolicySettings, seed: int, normalizers: Calla
     s = settings
     if ";" not in text and not re.match(r"^\s*obs_\d+\s*=", text):
         if len(s.inputs) > 1 and text.strip().lower() not in OBS_WORDS and not is_float(text.strip()):
-            raise UsageError(f"--obs: this policy has {len(s.inputs)} inputs ({', '.join(i.name for i in s.inputs)}); "
-                             f"give one value per input as 'obs_0=...;obs_1=...'")
+            raise UsageError(
+                f"--obs: this policy has {len(s.inputs)} inputs ({', '.join(i.name for i in s.inputs)}); "
+                f"give one value per input as 'obs_0=...;obs_1=...'"
+            )
         values = {spec.name: text for spec in s.inputs}
     else:
         values = {}
@@ -68,13 +81,16 @@ def parse_obs(text: str, settings: PolicySettings, seed: int, normalizers: Calla
     return [parse_one_input(values[spec.name], spec, randoms[i], norms[i]) for i, spec in enumerate(s.inputs)]
 
 
-
 def parse_one_input(text: str, spec: InputSpec, random_value: np.ndarray, normalizer: Optional[tuple]) -> np.ndarray:
     word = text.strip().lower()
     count = int(np.prod(spec.shape))
-    named = {"random": lambda: random_value, "zeros": lambda: np.zeros(spec.shape, np.float32),
-             "ones": lambda: np.ones(spec.shape, np.float32), "ones_neg": lambda: -np.ones(spec.shape, np.float32),
-             "boundary": lambda: boundary_input(spec, normalizer)}
+    named = {
+        "random": lambda: random_value,
+        "zeros": lambda: np.zeros(spec.shape, np.float32),
+        "ones": lambda: np.ones(spec.shape, np.float32),
+        "ones_neg": lambda: -np.ones(spec.shape, np.float32),
+        "boundary": lambda: boundary_input(spec, normalizer),
+    }
     if word in named:
         return named[word]()
     if word.endswith(IMAGE_SUFFIXES + (".npy",)):
@@ -84,8 +100,10 @@ def parse_one_input(text: str, spec: InputSpec, random_value: np.ndarray, normal
         items.pop()  # tolerate one trailing comma
     bad = next((p for p in items if not is_float(p)), None)
     if bad is not None:
-        raise UsageError(f"--obs {spec.name}: {bad[:40]!r} is not a number; expected random, zeros, ones, ones_neg, "
-                         f"boundary, one number, {count} comma-separated numbers, or a file")
+        raise UsageError(
+            f"--obs {spec.name}: {bad[:40]!r} is not a number; expected random, zeros, ones, ones_neg, "
+            f"boundary, one number, {count} comma-separated numbers, or a file"
+        )
     values = finite_float32([float(p) for p in items], f"--obs {spec.name}")
     if values.size == 1:
         return np.full(spec.shape, values[0], np.float32)
@@ -94,7 +112,6 @@ def parse_one_input(text: str, spec: InputSpec, random_value: np.ndarray, normal
     if values.size != count:
         raise UsageError(f"--obs {spec.name}: expected {count} numbers (or one), got {values.size}")
     return values.reshape(spec.shape).astype(np.float32)
-
 
 
 def read_input_file(path: Path, spec: InputSpec) -> np.ndarray:
@@ -121,13 +138,14 @@ def read_input_file(path: Path, spec: InputSpec) -> np.ndarray:
             if problem := _image_refusal(image):
                 raise UsageError(f"--obs {spec.name}: {path.name} {problem}")
             if image.size != (width, height):
-                raise UsageError(f"--obs {spec.name}: {path.name} is {image.size[0]}x{image.size[1]} (W x H), the "
-                                 f"policy takes {width}x{height}; resize it yourself (nothing is resized silently)")
+                raise UsageError(
+                    f"--obs {spec.name}: {path.name} is {image.size[0]}x{image.size[1]} (W x H), the "
+                    f"policy takes {width}x{height}; resize it yourself (nothing is resized silently)"
+                )
             pixels = image_pixels(image, channels, f"--obs {spec.name}: {path.name}")
     except (OSError, ValueError, Image.DecompressionBombError) as exc:
         raise UsageError(f"--obs {spec.name}: {path}: not a readable image ({str(exc).splitlines()[0][:100]})")
     return pixels if spec.channels_last else pixels.transpose(2, 0, 1).copy()
-
 
 
 def _image_refusal(image) -> Optional[str]:
@@ -137,16 +155,19 @@ def _image_refusal(image) -> Optional[str]:
     frames = getattr(image, "n_frames", 1)
     if frames != 1:
         return f"holds {frames} frames (an animation or a multi-page file); give one frame"
-    rawmodes = [t[3] if isinstance(t[3], str) else t[3][0] if t[3] and isinstance(t[3][0], str) else "" for t in image.tile]
+    rawmodes = [
+        t[3] if isinstance(t[3], str) else t[3][0] if t[3] and isinstance(t[3][0], str) else "" for t in image.tile
+    ]
     if image.mode in ("L", "LA", "P", "RGB", "RGBA") and any(";16" in mode for mode in rawmodes):  # (shown as 8-bit)
         return "has 16 bits per channel; only 8-bit files are read (for other data use .npy)"
     with contextlib.suppress(Exception):  # (an unreadable EXIF block says nothing about orientation)
         orientation = image.getexif().get(0x0112)
         if orientation not in (None, 1):
-            return (f"has EXIF orientation {orientation} (stored turned or mirrored), ambiguous for a camera "
-                    f"frame; save it upright without the orientation tag")
+            return (
+                f"has EXIF orientation {orientation} (stored turned or mirrored), ambiguous for a camera "
+                f"frame; save it upright without the orientation tag"
+            )
     return None
-
 
 
 def image_pixels(image, channels: int, what: str) -> np.ndarray:
@@ -156,12 +177,15 @@ def image_pixels(image, channels: int, what: str) -> np.ndarray:
     (grid sensors, match3 boards) takes an RGBA file only; nothing else is made up or dropped."""
     kind = {"1": "grey", "L": "grey", "LA": "grey", "P": "colour", "RGB": "colour", "RGBA": "colour"}.get(image.mode)
     if kind is None:
-        raise UsageError(f"{what}: Pillow reads it as mode {image.mode}; only 8-bit grey, palette, RGB or RGBA "
-                         f"files are read (for other data use .npy)")
+        raise UsageError(
+            f"{what}: Pillow reads it as mode {image.mode}; only 8-bit grey, palette, RGB or RGBA "
+            f"files are read (for other data use .npy)"
+        )
     if channels == 4:
         if image.mode != "RGBA":
-            raise UsageError(f"{what} is {kind} ({image.mode}); this 4-channel input takes an RGBA file "
-                             f"(or a .npy [4, H, W])")
+            raise UsageError(
+                f"{what} is {kind} ({image.mode}); this 4-channel input takes an RGBA file (or a .npy [4, H, W])"
+            )
         return np.asarray(image, np.float32) / np.float32(255)
     if channels == 1:
         if kind == "grey":
@@ -175,9 +199,7 @@ def image_pixels(image, channels: int, what: str) -> np.ndarray:
     raise UsageError(f"{what}: a {channels}-channel input cannot come from an image file; use .npy")
 
 
-
 NPZ_EXTRAS = ("action_masks", "memory")
-
 
 
 def read_npz(path: Path, names: list) -> dict:
@@ -199,17 +221,20 @@ def read_npz(path: Path, names: list) -> dict:
             inputs = ["obs"] if "obs" in keys else alone if len(keys) == 1 and alone else inputs
         accepted = names + (["obs"] if len(names) == 1 else []) + list(NPZ_EXTRAS)
         if unknown := [k for k in keys if k not in inputs and k not in NPZ_EXTRAS]:
-            raise UsageError(f"--obs-file {path}: unknown array{'s' * (len(unknown) > 1)} "
-                             f"{', '.join(repr(k[:60]) for k in unknown[:4])}; it may hold {', '.join(accepted)}")
+            raise UsageError(
+                f"--obs-file {path}: unknown array{'s' * (len(unknown) > 1)} "
+                f"{', '.join(repr(k[:60]) for k in unknown[:4])}; it may hold {', '.join(accepted)}"
+            )
         if missing := [n for n in inputs if n not in keys]:
-            raise UsageError(f"--obs-file {path}: no array {missing[0]}; it holds {', '.join(keys[:6])} "
-                             f"and the policy takes {', '.join(names)}")
+            raise UsageError(
+                f"--obs-file {path}: no array {missing[0]}; it holds {', '.join(keys[:6])} "
+                f"and the policy takes {', '.join(names)}"
+            )
         out = {name: archive[key] for name, key in [*zip(names, inputs), *((e, e) for e in NPZ_EXTRAS if e in keys)]}
     bad = next((k for k, v in out.items() if not isinstance(v, np.ndarray)), None)
     if bad is not None:  # a member not stored as .npy comes back as bytes
         raise UsageError(f"--obs-file {path}: member {bad!r} is not a .npy array")
     return {"inputs": [out[n] for n in names], **{e: out.get(e) for e in NPZ_EXTRAS}}
-
 
 
 def open_obs_file(path: Path, settings: PolicySettings) -> dict:
@@ -233,8 +258,10 @@ def open_obs_file(path: Path, settings: PolicySettings) -> dict:
             raise UsageError(f"--obs-file {path}: expected a .npy, .npz or .csv file")
     except (ValueError, OSError, EOFError, RuntimeError, NotImplementedError, zipfile.BadZipFile, zlib.error) as exc:
         # a damaged, truncated or encrypted archive, a member's bad CRC or unknown compression
-        raise UsageError(f"--obs-file {path}: not a readable array "
-                         f"({str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__})")
+        raise UsageError(
+            f"--obs-file {path}: not a readable array "
+            f"({str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__})"
+        )
     if suffix != ".npz" and len(names) != 1:
         raise UsageError(f"--obs-file {path}: this policy has {len(names)} inputs; give a .npz with {', '.join(names)}")
     rows, inputs = None, []
@@ -244,8 +271,10 @@ def open_obs_file(path: Path, settings: PolicySettings) -> dict:
         if array.ndim == len(spec.shape) and spec.kind != "entities":
             array = array[None]
         if array.ndim != len(spec.shape) + 1 or (spec.kind != "entities" and array.shape[1:] != tuple(spec.shape)):
-            raise UsageError(f"--obs-file {path}: {spec.name} has shape {list(array.shape)}, expected "
-                             f"[rows, {', '.join(map(str, spec.shape))}]")
+            raise UsageError(
+                f"--obs-file {path}: {spec.name} has shape {list(array.shape)}, expected "
+                f"[rows, {', '.join(map(str, spec.shape))}]"
+            )
         if rows is not None and array.shape[0] != rows:
             raise UsageError(f"--obs-file {path}: {spec.name} has {array.shape[0]} rows, {names[0]} has {rows}")
         rows = array.shape[0]
@@ -256,15 +285,15 @@ def open_obs_file(path: Path, settings: PolicySettings) -> dict:
     return out
 
 
-
 def array_chunks(data: dict, chunk: int):
     """What batch_file runs from open_obs_file's arrays: (first row, inputs, action masks, memory,
     kept columns (none)), `chunk` rows at a time."""
     for start in range(0, data["rows"], chunk):
-        def take(array):
-            return None if array is None else np.asarray(array[start:start + chunk])
-        yield start, [take(a) for a in data["inputs"]], take(data["action_masks"]), take(data["memory"]), None
 
+        def take(array):
+            return None if array is None else np.asarray(array[start : start + chunk])
+
+        yield start, [take(a) for a in data["inputs"]], take(data["action_masks"]), take(data["memory"]), None
 
 
 def _parquet_files(path: Path) -> list:
@@ -278,14 +307,13 @@ def _parquet_files(path: Path) -> list:
     return [regular_file("--obs-file", p) for p in files]
 
 
-
 def _parquet_reader(file: Path):
     """The one way a Parquet file is opened: page checksums verified (pyarrow 15 and later), and a bound on what is
     held that does not grow with the file: no pre-buffering of whole row groups (pyarrow's default), pages read
     through a 1 MiB buffer rather than whole column chunks."""
     import pyarrow.parquet as pq
-    return pq.ParquetFile(file, pre_buffer=False, buffer_size=1 << 20, **_checksum_option())
 
+    return pq.ParquetFile(file, pre_buffer=False, buffer_size=1 << 20, **_checksum_option())
 
 
 @functools.lru_cache(maxsize=None)
@@ -294,8 +322,12 @@ def _checksum_option() -> dict:
     import inspect
 
     import pyarrow.parquet as pq
-    return {"page_checksum_verification": True} if "page_checksum_verification" in inspect.signature(pq.ParquetFile).parameters else {}
 
+    return (
+        {"page_checksum_verification": True}
+        if "page_checksum_verification" in inspect.signature(pq.ParquetFile).parameters
+        else {}
+    )
 
 
 def _parquet_layout(type_, shape: tuple, pa) -> Optional[list]:
@@ -314,17 +346,18 @@ def _parquet_layout(type_, shape: tuple, pa) -> Optional[list]:
     return want
 
 
-
 def _parquet_values(column, layout: list, shape: tuple, what: str, first_row: Optional[int]) -> np.ndarray:
     """One column of a record batch as float32 [rows, *shape]; UsageError naming the row that is
     null or holds another number of values."""
     import pyarrow.compute as pc
+
     if hasattr(column, "combine_chunks"):  # a table's column (Ray's batches)
         column = column.combine_chunks()
     rows, stride = len(column), 1
 
     def row(i: int) -> str:  # (Ray's batches do not know where they start)
         return f"row {first_row + i // stride}" if first_row is not None else "a row"
+
     for size in layout:
         if column.null_count:
             raise UsageError(f"{what}: {row(int(np.argmin(column.is_valid().to_numpy(zero_copy_only=False))))} is null")
@@ -334,13 +367,14 @@ def _parquet_values(column, layout: list, shape: tuple, what: str, first_row: Op
             raise UsageError(f"{what}: {row(int(bad[0]))} holds {int(lengths[bad[0]])} values where {size} belong")
         column, stride = column.flatten(), stride * size
     if column.null_count:
-        raise UsageError(f"{what}: {row(int(np.argmin(column.is_valid().to_numpy(zero_copy_only=False))))} holds a null")
+        raise UsageError(
+            f"{what}: {row(int(np.argmin(column.is_valid().to_numpy(zero_copy_only=False))))} holds a null"
+        )
     values = column.to_numpy(zero_copy_only=False)
     if values.dtype != np.uint8:  # (uint8 stays: act() reads a camera's as pixels, x/255, as from any other file)
         with np.errstate(over="ignore"):  # beyond float32 -> inf, refused with the row named
             values = values.astype(np.float32, copy=False)
     return values.reshape(rows, *shape)
-
 
 
 def _parquet_footers(files: list, pa) -> tuple:
@@ -354,23 +388,25 @@ def _parquet_footers(files: list, pa) -> tuple:
         except (pa.ArrowException, OSError, ValueError) as exc:  # (ValueError: a name that is not UTF-8)
             raise UsageError(f"--obs-file {file}: not a readable Parquet file ({str(exc).splitlines()[0][:120]})")
         if sum(groups[-1]) != meta.num_rows:
-            raise UsageError(f"--obs-file {file}: its footer says {meta.num_rows} rows and its row groups "
-                             f"{sum(groups[-1])}; a damaged file")
+            raise UsageError(
+                f"--obs-file {file}: its footer says {meta.num_rows} rows and its row groups "
+                f"{sum(groups[-1])}; a damaged file"
+            )
         first = schema if first is None else first
         if not schema.equals(first):
             raise UsageError(f"--obs-file {file}: its columns differ from those of {files[0].name}")
     return first, groups
 
 
-
 @dataclass
 class ParquetSource:
     """A Parquet dataset read one record batch at a time: obs_0 ... obs_k (or obs), optional
     action_masks and memory, and the columns --keep-columns copies through."""
+
     files: list
-    columns: dict       # input name (obs_0 ..., action_masks, memory) -> (column, list layout, shape)
-    keep: list          # column names copied through
-    schema: object      # pyarrow schema of the columns read
+    columns: dict  # input name (obs_0 ..., action_masks, memory) -> (column, list layout, shape)
+    keep: list  # column names copied through
+    schema: object  # pyarrow schema of the columns read
     rows: int
     groups: tuple = ()  # each file's row groups' rows (their sum is the footer's count: held to it when read)
 
@@ -396,8 +432,10 @@ class ParquetSource:
         if absent := [k for k in keep if k not in names]:
             raise UsageError(f"--keep-columns: no column {absent[0]!r} in {path}; it holds {', '.join(names[:8])}")
         if unknown := [n for n in names if n not in accepted and n not in keep]:
-            raise UsageError(f"--obs-file {path}: unknown column(s) {', '.join(unknown[:6])}; accepted: "
-                             f"{', '.join(accepted)} (name others in --keep-columns to copy them through)")
+            raise UsageError(
+                f"--obs-file {path}: unknown column(s) {', '.join(unknown[:6])}; accepted: "
+                f"{', '.join(accepted)} (name others in --keep-columns to copy them through)"
+            )
         if clash := [k for k in keep if k in ("continuous_actions", "discrete_actions", "memory")]:
             raise UsageError(f"--keep-columns: {clash[0]} is a result column's name")
         columns = {}
@@ -406,13 +444,17 @@ class ParquetSource:
             if column not in names:
                 if name in ("action_masks", "memory"):
                     continue
-                raise UsageError(f"--obs-file {path}: no column {name}; it holds {', '.join(names[:8])} and the "
-                                 f"policy takes {', '.join(i.name for i in settings.inputs)}")
+                raise UsageError(
+                    f"--obs-file {path}: no column {name}; it holds {', '.join(names[:8])} and the "
+                    f"policy takes {', '.join(i.name for i in settings.inputs)}"
+                )
             layout = _parquet_layout(first.field(column).type, shape, pa)
             if layout is None:
-                raise UsageError(f"--obs-file {path}: column {column} is {first.field(column).type}; expected lists "
-                                 f"of {int(np.prod(shape))} numbers (fixed_size_list<float>"
-                                 f"{', or nested ' + ' x '.join(map(str, shape)) if len(shape) > 1 else ''})")
+                raise UsageError(
+                    f"--obs-file {path}: column {column} is {first.field(column).type}; expected lists "
+                    f"of {int(np.prod(shape))} numbers (fixed_size_list<float>"
+                    f"{', or nested ' + ' x '.join(map(str, shape)) if len(shape) > 1 else ''})"
+                )
             columns[name] = (column, layout, shape)
         read = [c for c, _, _ in columns.values()] + [k for k in keep if k not in columns]
         return cls(files, columns, list(keep), pa.schema([first.field(c) for c in read]), rows, tuple(groups))
@@ -423,6 +465,7 @@ class ParquetSource:
         of `units` alone, what a Ray task reads: (file, row groups, their first row, record batches skipped, record
         batches read or None: the rest)."""
         import pyarrow as pa
+
         start, read, counts = 0, self.schema.names, {str(f): sum(g) for f, g in zip(self.files, self.groups)}
         for file, groups, first, skip, take in units or [(file, None, None, 0, None) for file in self.files]:
             start, got, whole = start if first is None else first, 0, groups is None and not skip and take is None
@@ -438,20 +481,23 @@ class ParquetSource:
             except (pa.ArrowException, OSError, ValueError) as exc:
                 raise UsageError(f"--obs-file {file}: unreadable after row {start} ({str(exc).splitlines()[0][:120]})")
             if whole and got != count:
-                raise UsageError(f"--obs-file {file}: holds {'more' if got > count else f'{got}'} rows where its "
-                                 f"footer says {count}; a damaged file")
+                raise UsageError(
+                    f"--obs-file {file}: holds {'more' if got > count else f'{got}'} rows where its "
+                    f"footer says {count}; a damaged file"
+                )
 
     def arrays(self, batch, settings: PolicySettings, start: int) -> tuple:
         """A record batch as (inputs, action masks, memory) arrays."""
+
         def values(name):
             if name not in self.columns:
                 return None
             column, layout, shape = self.columns[name]
             return _parquet_values(batch.column(column), layout, shape, f"--obs-file column {column}", start)
+
         return [values(i.name) for i in settings.inputs], values("action_masks"), values("memory")
 
     def chunks(self, chunk: int, settings: PolicySettings, units: Optional[Sequence[tuple]] = None):
         """What batch_file runs: (first row, inputs, action masks, memory, kept columns)."""
         for start, batch in self.batches(chunk, units):
             yield (start, *self.arrays(batch, settings, start), batch.select(self.keep) if self.keep else None)
-

@@ -1,5 +1,6 @@
 """Observations, masks and memories as arrays: the one finite/float32 check, shapes, per-agent memories
 (AgentMemories), random inputs, whether a batch fits in memory."""
+
 from __future__ import annotations
 
 import contextlib
@@ -14,27 +15,55 @@ import numpy as np
 from .errors import UsageError
 from .spec import ATTENTION_EMBEDDING, InputSpec, PolicySettings
 
-__all__ = ["check_rows_fit", "available_memory", "observation_arrays", "finite_float32", "number_array", "shape_input", "BOOL_MASK", "shape_masks", "MASK_KEY_BYTES", "mask_key", "shape_memory", "branch_draw", "random_inputs", "random_masks", "parse_numbers", "is_float", "AgentMemories"]
+__all__ = [
+    "check_rows_fit",
+    "available_memory",
+    "observation_arrays",
+    "finite_float32",
+    "number_array",
+    "shape_input",
+    "BOOL_MASK",
+    "shape_masks",
+    "MASK_KEY_BYTES",
+    "mask_key",
+    "shape_memory",
+    "branch_draw",
+    "random_inputs",
+    "random_masks",
+    "parse_numbers",
+    "is_float",
+    "AgentMemories",
+]
 
 
 def check_rows_fit(rows: int, settings: PolicySettings, what: str = "--batch") -> None:
     """Refuse, before allocating, a batch that would not fit in memory."""
-    per_row = sum(math.prod(i.shape) for i in settings.inputs) * 12 + settings.hidden_units * 16 + \
-        (settings.continuous_size + sum(settings.discrete_branches) + settings.memory_size) * 24
+    per_row = (
+        sum(math.prod(i.shape) for i in settings.inputs) * 12
+        + settings.hidden_units * 16
+        + (settings.continuous_size + sum(settings.discrete_branches) + settings.memory_size) * 24
+    )
     per_row += sum(settings.hidden_units * 64 * 4 for i in settings.inputs if i.kind == "visual")
-    per_row += sum(i.shape[0] * ATTENTION_EMBEDDING * 4 * 8 + i.shape[0] ** 2 * 4 * 4 * 3  # (4 heads' N x N scores)
-                   for i in settings.inputs if i.kind == "entities")
+    per_row += sum(
+        i.shape[0] * ATTENTION_EMBEDDING * 4 * 8 + i.shape[0] ** 2 * 4 * 4 * 3  # (4 heads' N x N scores)
+        for i in settings.inputs
+        if i.kind == "entities"
+    )
     need = rows * per_row
     if need < 64 << 20:  # (small: not worth reading /proc, which a stream would do on every line)
         return
     have = available_memory()
     if need > 0.8 * have:
         option = what.startswith("--")
-        raise UsageError(f"{what + ' ' + str(rows) if option else str(rows) + ' rows'}: would need about "
-                         f"{need / 2**30:.1f} GiB, {have / 2**30:.1f} GiB available; "
-                         + (f"use a smaller {what}" + (" or --obs-file with --chunk" if what == "--batch" else "")
-                            if option else f"send fewer rows {what}"))
-
+        raise UsageError(
+            f"{what + ' ' + str(rows) if option else str(rows) + ' rows'}: would need about "
+            f"{need / 2**30:.1f} GiB, {have / 2**30:.1f} GiB available; "
+            + (
+                f"use a smaller {what}" + (" or --obs-file with --chunk" if what == "--batch" else "")
+                if option
+                else f"send fewer rows {what}"
+            )
+        )
 
 
 def available_memory() -> int:
@@ -55,10 +84,8 @@ def available_memory() -> int:
     return have
 
 
-
 def _is_array_list(value) -> bool:
     return isinstance(value, (list, tuple)) and len(value) > 0 and all(isinstance(v, np.ndarray) for v in value)
-
 
 
 def observation_arrays(s: PolicySettings, observations) -> tuple:
@@ -73,8 +100,13 @@ def observation_arrays(s: PolicySettings, observations) -> tuple:
         if missing:
             raise UsageError(f"input {missing[0]} is missing; this policy takes {', '.join(names)}")
         observations = [observations[n] for n in names]
-    elif not isinstance(observations, (list, tuple)) or (len(names) == 1 and not (len(observations) > 0 and all(
-            isinstance(v, np.ndarray) or type(v).__module__.startswith("torch") for v in observations))):
+    elif not isinstance(observations, (list, tuple)) or (
+        len(names) == 1
+        and not (
+            len(observations) > 0
+            and all(isinstance(v, np.ndarray) or type(v).__module__.startswith("torch") for v in observations)
+        )
+    ):
         observations = [observations]
     if len(observations) != len(names):
         raise UsageError(f"expected {len(names)} input(s) ({', '.join(names)}), got {len(observations)}")
@@ -82,12 +114,13 @@ def observation_arrays(s: PolicySettings, observations) -> tuple:
     for spec, value in zip(s.inputs, observations):
         array, is_batch = shape_input(spec, value)
         if rows is not None and (array.shape[0] != rows or is_batch != batched):
-            raise UsageError(f"{spec.name}: {array.shape[0] if is_batch else 'one'} observation(s), but "
-                             f"{s.inputs[0].name} has {rows if batched else 'one'}")
+            raise UsageError(
+                f"{spec.name}: {array.shape[0] if is_batch else 'one'} observation(s), but "
+                f"{s.inputs[0].name} has {rows if batched else 'one'}"
+            )
         rows, batched = array.shape[0], is_batch
         arrays.append(array)
     return arrays, rows, batched
-
 
 
 def finite_float32(values, what: str, unit: Optional[str] = None, first: int = 0) -> np.ndarray:
@@ -101,7 +134,6 @@ def finite_float32(values, what: str, unit: Optional[str] = None, first: int = 0
         where = f": {unit} {first + int(np.argmin(ok))}" if unit else ""
         raise UsageError(f"{what}{where} holds nan, inf or values beyond float32")
     return out
-
 
 
 def number_array(value, what: str, kinds: str = "fiub") -> np.ndarray:
@@ -119,7 +151,6 @@ def number_array(value, what: str, kinds: str = "fiub") -> np.ndarray:
     return array
 
 
-
 def shape_input(spec: InputSpec, value) -> tuple:
     """One input as float32 [rows, *shape] (entity buffers padded with absent rows), and whether it
     came batched; UsageError naming the input, the expected and the given shape. A uint8 array for
@@ -135,8 +166,10 @@ def shape_input(spec: InputSpec, value) -> tuple:
         elif array.ndim == 3 and array.shape[2] == f:
             batched = True
         else:
-            raise UsageError(f"{spec.name}: expected up to {n} entities of {f} features ([entities, {f}] or "
-                             f"[batch, entities, {f}]), got shape {list(array.shape)}")
+            raise UsageError(
+                f"{spec.name}: expected up to {n} entities of {f} features ([entities, {f}] or "
+                f"[batch, entities, {f}]), got shape {list(array.shape)}"
+            )
         if n and array.shape[1] > n:
             raise UsageError(f"{spec.name}: {array.shape[1]} entities, this policy takes at most {n}")
         if n and array.shape[1] < n:  # absent entities are zero rows, as Unity's buffer sensor pads them
@@ -146,16 +179,18 @@ def shape_input(spec: InputSpec, value) -> tuple:
     elif array.ndim == len(want) + 1 and array.shape[1:] == want:
         batched = True
     else:
-        raise UsageError(f"{spec.name}: expected shape [{', '.join(map(str, want))}] "
-                         f"(or [batch, {', '.join(map(str, want))}]), got {list(array.shape)}")
+        raise UsageError(
+            f"{spec.name}: expected shape [{', '.join(map(str, want))}] "
+            f"(or [batch, {', '.join(map(str, want))}]), got {list(array.shape)}"
+        )
     return finite_float32(array, spec.name, "observation"), batched
 
 
-
-BOOL_MASK = ("a single bool array is ambiguous (ML-Agents' masks are True = masked, gymnasium's 1 = "
-             "allowed): give ML-Agents' DecisionSteps.action_mask as its list of per-branch bool arrays, or "
-             "0/1 numbers with 1 = allowed (e.g. mask.astype(np.int8))")
-
+BOOL_MASK = (
+    "a single bool array is ambiguous (ML-Agents' masks are True = masked, gymnasium's 1 = "
+    "allowed): give ML-Agents' DecisionSteps.action_mask as its list of per-branch bool arrays, or "
+    "0/1 numbers with 1 = allowed (e.g. mask.astype(np.int8))"
+)
 
 
 def shape_masks(masks, branches: list, rows: int, batched: bool) -> np.ndarray:
@@ -168,17 +203,24 @@ def shape_masks(masks, branches: list, rows: int, batched: bool) -> np.ndarray:
     if masks is None:
         return np.ones((rows, width), np.float32)
     masked_is_true = False
-    if isinstance(masks, (list, tuple)) and len(masks) == len(branches) and _is_array_list(masks) and (
-            any(m.dtype == bool for m in masks) or all(m.shape[-1:] == (size,) for m, size in zip(masks, branches))):
+    if (
+        isinstance(masks, (list, tuple))
+        and len(masks) == len(branches)
+        and _is_array_list(masks)
+        and (any(m.dtype == bool for m in masks) or all(m.shape[-1:] == (size,) for m, size in zip(masks, branches)))
+    ):
         masked_is_true = masks[0].dtype == bool
         if any((m.dtype == bool) != masked_is_true for m in masks):
-            raise UsageError("action_masks: the per-branch arrays mix bool (ML-Agents: True = masked) and "
-                             "numbers (1 = allowed)")
+            raise UsageError(
+                "action_masks: the per-branch arrays mix bool (ML-Agents: True = masked) and numbers (1 = allowed)"
+            )
         parts = []
         for b, (part, size) in enumerate(zip(masks, branches)):
             if part.ndim not in (1, 2) or part.shape[-1] != size or part.ndim == 2 and part.shape[0] != rows:
-                raise UsageError(f"action_masks: branch {b} has shape {list(part.shape)}, expected [{size}] or "
-                                 f"[{rows}, {size}] (branches {branches})")
+                raise UsageError(
+                    f"action_masks: branch {b} has shape {list(part.shape)}, expected [{size}] or "
+                    f"[{rows}, {size}] (branches {branches})"
+                )
             parts.append(np.broadcast_to(part.reshape(-1, size), (rows, size)))
         masks = np.concatenate(parts, axis=1)
         if masked_is_true:
@@ -190,21 +232,23 @@ def shape_masks(masks, branches: list, rows: int, batched: bool) -> np.ndarray:
     if array.ndim == 1 and array.shape[0] == width:
         array = np.broadcast_to(array, (rows, width))
     if array.shape != (rows, width):
-        raise UsageError(f"action_masks: expected shape [{rows}, {width}] (branches {branches}), got {list(array.shape)}")
+        raise UsageError(
+            f"action_masks: expected shape [{rows}, {width}] (branches {branches}), got {list(array.shape)}"
+        )
     if not np.isin(array, (0.0, 1.0)).all():
         raise UsageError("action_masks: values must be 0 (forbidden) or 1 (allowed)")
     for b, (size, end) in enumerate(zip(branches, itertools.accumulate(branches))):
-        empty = ~array[:, end - size:end].any(axis=1)
+        empty = ~array[:, end - size : end].any(axis=1)
         if empty.any():
-            raise UsageError(f"action_masks: branch {b} allows no action (row {int(np.argmax(empty))}"
-                             f"{', ML-Agents mask: True = masked' if masked_is_true else ''}); "
-                             f"at least one action per branch must be allowed")
+            raise UsageError(
+                f"action_masks: branch {b} allows no action (row {int(np.argmax(empty))}"
+                f"{', ML-Agents mask: True = masked' if masked_is_true else ''}); "
+                f"at least one action per branch must be allowed"
+            )
     return np.ascontiguousarray(array, np.float32)
 
 
-
 MASK_KEY_BYTES = 1024  # masks up to this size are checked once per distinct value (a batch-1 mask: a few bytes)
-
 
 
 def mask_key(masks, rows: int) -> Optional[tuple]:
@@ -224,7 +268,6 @@ def mask_key(masks, rows: int) -> Optional[tuple]:
     return tuple(key) if parts else None
 
 
-
 def shape_memory(memory, size: int, rows: int, batched: bool) -> np.ndarray:
     """An LSTM memory [rows, size] = [h, c] as the engine wants it, [rows, 1, size]; zeros when None."""
     if memory is None:
@@ -240,20 +283,18 @@ def shape_memory(memory, size: int, rows: int, batched: bool) -> np.ndarray:
     return finite_float32(array, "memory", "row")[:, None, :]
 
 
-
 def branch_draw(probs: np.ndarray, branches: list, u: np.ndarray) -> np.ndarray:
     """One draw per branch from its masked probabilities by inverse CDF with uniforms u [rows, branches];
     a forbidden action (probability 0) is never drawn."""
     out = np.empty((probs.shape[0], len(branches)), np.int64)
     for b, (size, end) in enumerate(zip(branches, itertools.accumulate(branches))):
-        p = probs[:, end - size:end].astype(np.float64)
+        p = probs[:, end - size : end].astype(np.float64)
         cdf = np.cumsum(p, axis=1)
         target = u[:, b] * cdf[:, -1]
         pick = (cdf <= target[:, None]).sum(axis=1)
         last_allowed = size - 1 - np.argmax(p[:, ::-1] > 0, axis=1)
         out[:, b] = np.minimum(pick, last_allowed)
     return out
-
 
 
 def random_inputs(settings: PolicySettings, seed: int, rows: Optional[int] = None) -> list:
@@ -265,13 +306,14 @@ def random_inputs(settings: PolicySettings, seed: int, rows: Optional[int] = Non
     lead = () if rows is None else (rows,)
     out = []
     for spec in settings.inputs:
-        x = (rng.rand(*lead, *spec.shape) if spec.kind == "visual" else rng.randn(*lead, *spec.shape)).astype(np.float32)
+        x = (rng.rand(*lead, *spec.shape) if spec.kind == "visual" else rng.randn(*lead, *spec.shape)).astype(
+            np.float32
+        )
         if spec.kind == "entities":
             present = counts.randint(0, spec.shape[0] + 1, size=1 if rows is None else rows)
             x.reshape(-1, *spec.shape)[np.arange(spec.shape[0])[None, :] >= present[:, None]] = 0.0
         out.append(x)
     return out
-
 
 
 def random_masks(settings: PolicySettings, seed: int, rows: int) -> Optional[np.ndarray]:
@@ -281,11 +323,10 @@ def random_masks(settings: PolicySettings, seed: int, rows: int) -> Optional[np.
     rng = np.random.RandomState(seed + 7919)
     masks = (rng.rand(rows, sum(settings.discrete_branches)) < 0.7).astype(np.float32)
     for size, end in zip(settings.discrete_branches, itertools.accumulate(settings.discrete_branches)):
-        block = masks[:, end - size:end]
+        block = masks[:, end - size : end]
         empty = np.flatnonzero(~block.any(axis=1))
         block[empty, rng.randint(size, size=len(empty))] = 1.0
     return masks
-
 
 
 def parse_numbers(text: str, what: str, count: int) -> np.ndarray:
@@ -296,13 +337,16 @@ def parse_numbers(text: str, what: str, count: int) -> np.ndarray:
     if len(items) > 1 and items[-1] == "":
         items.pop()  # tolerate one trailing comma (as --obs does); an empty item elsewhere is refused
     if "" in items:
-        raise UsageError(f"{what}: an empty item (item {items.index('') + 1}); expected {count} comma-separated numbers")
+        raise UsageError(
+            f"{what}: an empty item (item {items.index('') + 1}); expected {count} comma-separated numbers"
+        )
     bad = next((p for p in items if not is_float(p)), None)
     if bad is not None or len(items) != count:
-        raise UsageError(f"{what}: expected {count} comma-separated numbers, got "
-                         f"{repr(bad[:40]) + ' (not a number)' if bad is not None else len(items)}")
+        raise UsageError(
+            f"{what}: expected {count} comma-separated numbers, got "
+            f"{repr(bad[:40]) + ' (not a number)' if bad is not None else len(items)}"
+        )
     return np.asarray([float(p) for p in items], np.float64)
-
 
 
 def is_float(text: str) -> bool:
@@ -311,7 +355,6 @@ def is_float(text: str) -> bool:
         return True
     except ValueError:
         return False
-
 
 
 class AgentMemories(dict):
@@ -354,4 +397,3 @@ class AgentMemories(dict):
     def clear(self) -> None:
         super().clear()
         self.nbytes = 0
-

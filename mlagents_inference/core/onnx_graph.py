@@ -1,5 +1,6 @@
 """Reading ML-Agents' ONNX, torch-free: its interface (inputs, outputs, shapes, 1.x names) and,
 for a policy from an ONNX alone, its settings from the graph's structure (docs/policies.md)."""
+
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -12,32 +13,54 @@ from .files import short_path
 from .geometry import encoder_from_kernels
 from .spec import MAX_ENTITIES, GoalInput, InputSpec, PolicySettings, goal_indices
 
-__all__ = ["OnnxInterface", "read_onnx_interface", "onnx_input_shapes", "legacy_input_shapes", "check_onnx_shapes", "onnx_shapes_agree", "ONNX_ONLY_SOURCE", "ONNX_PLUMBING", "ONNX_FOLD", "SETTINGS_KEYS", "WeightNode", "OnnxGraph", "OnnxSensor", "onnx_slices", "onnx_sensors", "onnx_settings", "file_input_groups", "file_named_settings"]
+__all__ = [
+    "OnnxInterface",
+    "read_onnx_interface",
+    "onnx_input_shapes",
+    "legacy_input_shapes",
+    "check_onnx_shapes",
+    "onnx_shapes_agree",
+    "ONNX_ONLY_SOURCE",
+    "ONNX_PLUMBING",
+    "ONNX_FOLD",
+    "SETTINGS_KEYS",
+    "WeightNode",
+    "OnnxGraph",
+    "OnnxSensor",
+    "onnx_slices",
+    "onnx_sensors",
+    "onnx_settings",
+    "file_input_groups",
+    "file_named_settings",
+]
 
 
 @dataclass
 class OnnxInterface:
     """The inputs and outputs of an ML-Agents ONNX file, read without running it."""
+
     path: Path
-    inputs: dict             # name -> shape (dims as int, or None for the batch)
-    outputs: list            # output names
-    vector_slices: list      # legacy vector_observation: [(start, end)] per sensor, in order
-    legacy: bool             # ML-Agents 1.x interface (vector_observation, no deterministic_* outputs)
+    inputs: dict  # name -> shape (dims as int, or None for the batch)
+    outputs: list  # output names
+    vector_slices: list  # legacy vector_observation: [(start, end)] per sensor, in order
+    legacy: bool  # ML-Agents 1.x interface (vector_observation, no deterministic_* outputs)
     weights: dict = field(default_factory=dict)  # initializer name -> shape (names are state-dict keys)
 
     @property
     def legacy_inputs(self) -> bool:
         """Inputs as the serializer before obs_N wrote them (see legacy_input_shapes)."""
-        return "vector_observation" in self.inputs or \
-            any(re.fullmatch(r"visual_observation_\d+", name) for name in self.inputs)
-
+        return "vector_observation" in self.inputs or any(
+            re.fullmatch(r"visual_observation_\d+", name) for name in self.inputs
+        )
 
 
 def _graph_inputs(model, initializers) -> dict:
     """The graph's inputs that are not initializers: name -> dims (int, or None where not fixed)."""
-    return {i.name: tuple(d.dim_value if d.HasField("dim_value") else None for d in i.type.tensor_type.shape.dim)
-            for i in model.graph.input if i.name not in initializers}
-
+    return {
+        i.name: tuple(d.dim_value if d.HasField("dim_value") else None for d in i.type.tensor_type.shape.dim)
+        for i in model.graph.input
+        if i.name not in initializers
+    }
 
 
 def read_onnx_interface(path: Path) -> OnnxInterface:
@@ -54,17 +77,21 @@ def read_onnx_interface(path: Path) -> OnnxInterface:
     except OSError as exc:
         raise UsageError(f"{path}: cannot read ({exc.strerror or exc})")
     except Exception as exc:
-        raise UsageError(f"{path}: not an ONNX file ({str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__})")
+        raise UsageError(
+            f"{path}: not an ONNX file ({str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__})"
+        )
     inputs = _graph_inputs(model, {i.name for i in model.graph.initializer})
-    slices = [(int(attrs["starts"][0]), int(attrs["ends"][0])) for node in model.graph.node
-              if node.op_type == "Slice" and list(node.input[:1]) == ["vector_observation"]
-              for attrs in [{a.name: list(onnx.helper.get_attribute_value(a)) for a in node.attribute}]
-              if attrs.get("axes", [1]) == [1] and len(attrs.get("starts", [])) == 1]
+    slices = [
+        (int(attrs["starts"][0]), int(attrs["ends"][0]))
+        for node in model.graph.node
+        if node.op_type == "Slice" and list(node.input[:1]) == ["vector_observation"]
+        for attrs in [{a.name: list(onnx.helper.get_attribute_value(a)) for a in node.attribute}]
+        if attrs.get("axes", [1]) == [1] and len(attrs.get("starts", [])) == 1
+    ]
     outputs = [o.name for o in model.graph.output]
     legacy = "vector_observation" in inputs or not any(o.startswith("deterministic_") for o in outputs)
     weights = {i.name: tuple(i.dims) for i in model.graph.initializer}
     return OnnxInterface(path, inputs, outputs, sorted(set(slices)), legacy, weights)
-
 
 
 def onnx_input_shapes(interface: OnnxInterface, seen: Optional[dict] = None) -> Optional[list]:
@@ -78,7 +105,6 @@ def onnx_input_shapes(interface: OnnxInterface, seen: Optional[dict] = None) -> 
     return [tuple(s) for _, s in obs]
 
 
-
 def legacy_input_shapes(interface: OnnxInterface, seen: dict) -> Optional[list]:
     """A 1.x file (ML-Agents' serializer before obs_N): every vector sensor concatenated in `vector_observation` (the
     graph slices it), the k-th image `visual_observation_k`, a buffer sensor `obs_i` at its own index i. The images go
@@ -90,10 +116,19 @@ def legacy_input_shapes(interface: OnnxInterface, seen: dict) -> Optional[list]:
         width = names["vector_observation"][1:]
         if None in width or len(width) != 1:
             return None
-        vectors = [(end - start,) for start, end in interface.vector_slices] if interface.vector_slices else \
-            [tuple(width)] if width[0] else []
-    images = [s[1:] for _, s in sorted((int(n.rsplit("_", 1)[1]), s) for n, s in names.items()
-                                       if re.fullmatch(r"visual_observation_\d+", n))]
+        vectors = (
+            [(end - start,) for start, end in interface.vector_slices]
+            if interface.vector_slices
+            else [tuple(width)]
+            if width[0]
+            else []
+        )
+    images = [
+        s[1:]
+        for _, s in sorted(
+            (int(n.rsplit("_", 1)[1]), s) for n, s in names.items() if re.fullmatch(r"visual_observation_\d+", n)
+        )
+    ]
     entities = {int(n[4:]): s[1:] for n, s in names.items() if re.fullmatch(r"obs_\d+", n)}
     if any(len(s) != 3 or None in s for s in images) or any(len(s) != 2 or None in s for s in entities.values()):
         return None
@@ -102,7 +137,7 @@ def legacy_input_shapes(interface: OnnxInterface, seen: dict) -> Optional[list]:
         return None
     image_at = [i for i in range(total) if i in seen and seen[i].kind == "visual" and i not in entities]
     if len(image_at) != len(images):
-        image_at = [i for i in range(total) if i not in entities][len(vectors):]
+        image_at = [i for i in range(total) if i not in entities][len(vectors) :]
     out, vectors, images = [], iter(vectors), iter(images)
     for i in range(total):
         if i in entities:
@@ -116,17 +151,21 @@ def legacy_input_shapes(interface: OnnxInterface, seen: dict) -> Optional[list]:
     return out
 
 
-
 def check_onnx_shapes(shapes: list, path: Path) -> None:
     """Refuse input sizes that no ML-Agents sensor has (before anything is allocated for them): a size below 1 (an empty
     vector_observation slice, a negative dimension), or more than MAX_ENTITIES entities in a buffer sensor."""
     for i, dims in enumerate(shapes):
-        problem = ("a size below 1" if any(d < 1 for d in dims) else
-                   f"more than {MAX_ENTITIES} entities" if len(dims) == 2 and dims[0] > MAX_ENTITIES else None)
+        problem = (
+            "a size below 1"
+            if any(d < 1 for d in dims)
+            else f"more than {MAX_ENTITIES} entities"
+            if len(dims) == 2 and dims[0] > MAX_ENTITIES
+            else None
+        )
         if problem:
-            raise UsageError(f"{short_path(path)}: input {i} is declared {list(dims)}, {problem}; "
-                             f"not a usable ML-Agents policy ONNX")
-
+            raise UsageError(
+                f"{short_path(path)}: input {i} is declared {list(dims)}, {problem}; not a usable ML-Agents policy ONNX"
+            )
 
 
 def onnx_shapes_agree(shapes: list, seen: dict) -> bool:
@@ -137,38 +176,60 @@ def onnx_shapes_agree(shapes: list, seen: dict) -> bool:
         dims = tuple(shapes[i])
         if spec.kind == "vector" and dims != spec.shape:
             return False
-        if spec.kind == "visual" and (len(dims) != 3 or (spec.shape[0] is not None and dims[0] != spec.shape[0])
-                                      or not all(isinstance(d, int) and d > 0 for d in dims)):
+        if spec.kind == "visual" and (
+            len(dims) != 3
+            or (spec.shape[0] is not None and dims[0] != spec.shape[0])
+            or not all(isinstance(d, int) and d > 0 for d in dims)
+        ):
             return False
         if spec.kind == "entities" and (len(dims) != 2 or dims[1] != spec.shape[1]):
             return False
     return all(len(s) == 1 for i, s in enumerate(shapes) if i not in seen)
 
 
-
 ONNX_ONLY_SOURCE = "settings and weights from the ONNX (no checkpoint)"
 
 
+ONNX_PLUMBING = {
+    "Identity",
+    "Cast",
+    "Constant",
+    "Shape",
+    "Gather",
+    "Unsqueeze",
+    "Squeeze",
+    "Flatten",
+    "Reshape",
+    "Concat",
+    "Slice",
+    "Transpose",
+}  # moves data about (exporters differ); the weights' shapes check it
 
-ONNX_PLUMBING = {"Identity", "Cast", "Constant", "Shape", "Gather", "Unsqueeze", "Squeeze", "Flatten", "Reshape",
-                 "Concat", "Slice", "Transpose"}  # moves data about (exporters differ); the weights' shapes check it
+
+ONNX_FOLD = {
+    "Identity": lambda x: x,
+    "Sqrt": np.sqrt,
+    "Div": np.divide,
+    "Mul": np.multiply,
+    "Add": np.add,
+    "Sub": np.subtract,
+}  # constant subgraphs (an unfolded normaliser: sqrt(running_variance / steps))
 
 
-
-ONNX_FOLD = {"Identity": lambda x: x, "Sqrt": np.sqrt, "Div": np.divide, "Mul": np.multiply, "Add": np.add,
-             "Sub": np.subtract}   # constant subgraphs (an unfolded normaliser: sqrt(running_variance / steps))
-
-
-
-SETTINGS_KEYS = ("version_number", "memory_size_vector", "is_continuous_int_deprecated", "continuous_act_size_vector",
-                 "discrete_act_size_vector", "act_size_vector_deprecated")  # derived from the settings, not weights
-
+SETTINGS_KEYS = (
+    "version_number",
+    "memory_size_vector",
+    "is_continuous_int_deprecated",
+    "continuous_act_size_vector",
+    "discrete_act_size_vector",
+    "act_size_vector_deprecated",
+)  # derived from the settings, not weights
 
 
 def _onnx_attrs(node) -> dict:
     import onnx
-    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
 
+    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
 
 
 @dataclass
@@ -176,6 +237,7 @@ class WeightNode:
     """A node that holds weights, in the form torch's modules keep them: linear (weight [out, in],
     bias), conv (weight, bias), lstm (weight_ih, weight_hh, bias_ih, bias_hh in torch's gate
     order), or '<Op><slot>' for an elementwise op with a weight operand (Sub1: the running mean)."""
+
     kind: str
     values: tuple
     node: object
@@ -187,13 +249,13 @@ class WeightNode:
         return self.kind, tuple(v.shape for v in self.values)
 
 
-
 class OnnxGraph:
     """An ONNX graph read as data: its constants (initializers, Constant nodes, and what folds from
     them), who produces and who consumes each tensor, and which sensors each tensor depends on."""
 
     def __init__(self, model, name: str):
         from onnx import numpy_helper
+
         self.name, self.nodes = name, []
         self.consts = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
         self.inputs = _graph_inputs(model, self.consts)
@@ -201,14 +263,20 @@ class OnnxGraph:
         self.producer, self.consumers, alias, seen = {}, {}, {}, {}
         scalar = lambda name: float(self.consts[name]) if name in self.consts and self.consts[name].size == 1 else None
         minus = {}  # x - c, for ML-Agents' attention's "key -= 1; key += 1" (a Barracuda work-around): x again
-        zeros = set()  # x * 0, for its log_sigma "mu * 0 + log_sigma" (the same, to the batch): log_sigma, as torch 1.7 wrote it
+        zeros = (
+            set()
+        )  # x * 0, for its log_sigma "mu * 0 + log_sigma" (the same, to the batch): log_sigma, as torch 1.7 wrote it
         written = {i.name for i in model.graph.input} | set(self.consts) | {""}
         for original in model.graph.node:  # Identity and Cast looked through, a repeated computation read once
             unread = [i for i in original.input if i not in written]  # (so that no walk of the graph can loop)
             twice = [o for o in original.output if o in written]
             if unread or twice:
-                raise self.refuse(original, f"reads '{unread[0]}', which no node before it writes (a cycle, or nodes "
-                                            f"out of order)" if unread else f"writes '{twice[0]}' a second time")
+                raise self.refuse(
+                    original,
+                    f"reads '{unread[0]}', which no node before it writes (a cycle, or nodes out of order)"
+                    if unread
+                    else f"writes '{twice[0]}' a second time",
+                )
             written.update(original.output)
             ins = [alias.get(i, i) for i in original.input]
             if original.op_type == "Constant" and "value" in _onnx_attrs(original):
@@ -227,8 +295,11 @@ class OnnxGraph:
                 alias[original.output[0]] = ins[1]
                 continue
             key = (original.op_type, tuple(ins), repr(sorted(_onnx_attrs(original).items())))
-            if key in seen and original.op_type not in ("RandomNormalLike", "Multinomial") and \
-                    not set(original.output) & set(self.outputs):
+            if (
+                key in seen
+                and original.op_type not in ("RandomNormalLike", "Multinomial")
+                and not set(original.output) & set(self.outputs)
+            ):
                 alias.update(zip(original.output, seen[key].output))
                 continue
             node = type(original)()
@@ -243,7 +314,9 @@ class OnnxGraph:
                 self.consumers.setdefault(name, []).append(node)
             if node.op_type in ONNX_FOLD and node.input and all(i in self.consts for i in node.input):
                 with np.errstate(all="ignore"):
-                    self.consts[node.output[0]] = np.asarray(ONNX_FOLD[node.op_type](*(self.consts[i] for i in node.input)))
+                    self.consts[node.output[0]] = np.asarray(
+                        ONNX_FOLD[node.op_type](*(self.consts[i] for i in node.input))
+                    )
             elif node.op_type == "Transpose" and node.input[0] in self.consts:
                 self.consts[node.output[0]] = np.transpose(self.consts[node.input[0]], _onnx_attrs(node).get("perm"))
 
@@ -278,46 +351,83 @@ class OnnxGraph:
                     raise self.refuse(node, f"has attributes {a}")
                 w = self.consts[ins[1]] if a.get("transB", 0) else self.consts[ins[1]].T
                 bias = (self.consts[ins[2]].reshape(-1),) if len(ins) > 2 and self.weight(ins[2]) else ()
-                out.append(WeightNode("linear", (w, *bias), node, deps.get(node.output[0], frozenset()), node.output[0]))
+                out.append(
+                    WeightNode("linear", (w, *bias), node, deps.get(node.output[0], frozenset()), node.output[0])
+                )
             elif op == "MatMul" and self.weight(ins[1]) and self.consts[ins[1]].ndim == 2:  # a 3-D input's Linear
                 other = lambda add: add.input[add.input[0] == node.output[0]]
-                adds = [c for c in self.consumers.get(node.output[0], []) if c.op_type == "Add" and len(c.input) == 2
-                        and self.weight(other(c)) and self.consts[other(c)].ndim == 1][:1]
+                adds = [
+                    c
+                    for c in self.consumers.get(node.output[0], [])
+                    if c.op_type == "Add"
+                    and len(c.input) == 2
+                    and self.weight(other(c))
+                    and self.consts[other(c)].ndim == 1
+                ][:1]
                 self.absorbed.update(id(c) for c in adds)
                 output = adds[0].output[0] if adds else node.output[0]
-                out.append(WeightNode("linear", (self.consts[ins[1]].T, *(self.consts[other(c)] for c in adds)), node,
-                                      deps.get(output, frozenset()), output))
+                out.append(
+                    WeightNode(
+                        "linear",
+                        (self.consts[ins[1]].T, *(self.consts[other(c)] for c in adds)),
+                        node,
+                        deps.get(output, frozenset()),
+                        output,
+                    )
+                )
             elif op == "Conv" and self.weight(ins[1]):
                 bias = (self.consts[ins[2]],) if len(ins) > 2 and self.weight(ins[2]) else ()
-                kind = "conv" + repr((a.get("strides"), a.get("pads", [0] * 4), a.get("group", 1), a.get("dilations", [1, 1])))
-                out.append(WeightNode(kind, (self.consts[ins[1]], *bias), node, deps.get(node.output[0], frozenset()),
-                                      node.output[0]))
+                kind = "conv" + repr(
+                    (a.get("strides"), a.get("pads", [0] * 4), a.get("group", 1), a.get("dilations", [1, 1]))
+                )
+                out.append(
+                    WeightNode(
+                        kind, (self.consts[ins[1]], *bias), node, deps.get(node.output[0], frozenset()), node.output[0]
+                    )
+                )
             elif op == "LSTM":
                 out.append(self.lstm_node(node, deps))
             elif op == "Exp" and len(ins) == 1 and self.weight(ins[0]):  # exp(log_sigma), used where mu is
-                used = frozenset().union(*(deps.get(i, frozenset()) for c in self.consumers.get(node.output[0], [])
-                                           for i in c.input))
+                used = frozenset().union(
+                    *(deps.get(i, frozenset()) for c in self.consumers.get(node.output[0], []) for i in c.input)
+                )
                 out.append(WeightNode("Exp0", (self.consts[ins[0]],), node, used, node.output[0]))
             elif op not in ONNX_PLUMBING and any(self.weight(i) for i in ins):
                 slots = [k for k, i in enumerate(ins) if self.weight(i)]
                 if len(slots) != 1 or len(ins) != 2:
                     raise self.refuse(node, "holds weights in a form ML-Agents does not write")
-                out.append(WeightNode(f"{op}{slots[0]}", (self.consts[ins[slots[0]]],), node,
-                                      deps.get(node.output[0], frozenset()), node.output[0]))
+                out.append(
+                    WeightNode(
+                        f"{op}{slots[0]}",
+                        (self.consts[ins[slots[0]]],),
+                        node,
+                        deps.get(node.output[0], frozenset()),
+                        node.output[0],
+                    )
+                )
         return out
 
     def lstm_node(self, node, deps: dict) -> WeightNode:
         """ONNX's W [1, 4h, in], R [1, 4h, h], B [1, 8h] (gates i, o, f, c) as torch's weight_ih_l0,
         weight_hh_l0, bias_ih_l0, bias_hh_l0 (gates i, f, c, o)."""
         ins, a = list(node.input) + [""] * 8, _onnx_attrs(node)
-        if not all(map(self.weight, ins[1:4])) or ins[4] or set(a) - {"hidden_size", "direction"} or \
-                a.get("direction", b"forward") not in (b"forward", "forward"):
+        if (
+            not all(map(self.weight, ins[1:4]))
+            or ins[4]
+            or set(a) - {"hidden_size", "direction"}
+            or a.get("direction", b"forward") not in (b"forward", "forward")
+        ):
             raise self.refuse(node, "is not the one-layer forward LSTM with biases ML-Agents writes")
         order = lambda x: np.concatenate([np.split(x, 4)[i] for i in (0, 2, 3, 1)])
         w, r, b = self.consts[ins[1]][0], self.consts[ins[2]][0], self.consts[ins[3]][0]
         half = b.shape[0] // 2
-        return WeightNode("lstm", (order(w), order(r), order(b[:half]), order(b[half:])), node,
-                          deps.get(node.output[0], frozenset()), node.output[0])
+        return WeightNode(
+            "lstm",
+            (order(w), order(r), order(b[:half]), order(b[half:])),
+            node,
+            deps.get(node.output[0], frozenset()),
+            node.output[0],
+        )
 
     def feeds(self, outputs: set) -> dict:
         """tensor -> {graph output (of `outputs`): the Concat slots on its way there (the least)}: what a tensor
@@ -350,38 +460,47 @@ class OnnxGraph:
             if id(node) in weights:
                 key = (weights[id(node)].kind,)
             else:
-                scalars = tuple(float(np.round(self.consts[i], 6)) for i in node.input if i in self.consts
-                                and self.consts[i].ndim == 0 and self.consts[i].dtype.kind == "f")
-                attrs = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in _onnx_attrs(node).items()
-                                     if not hasattr(v, "dims")))
+                scalars = tuple(
+                    float(np.round(self.consts[i], 6))
+                    for i in node.input
+                    if i in self.consts and self.consts[i].ndim == 0 and self.consts[i].dtype.kind == "f"
+                )
+                attrs = tuple(
+                    sorted(
+                        (k, tuple(v) if isinstance(v, list) else v)
+                        for k, v in _onnx_attrs(node).items()
+                        if not hasattr(v, "dims")
+                    )
+                )
                 key = (node.op_type, attrs, scalars)
             count[key] = count.get(key, 0) + 1
             first.setdefault(key, node)
         return count, first
 
 
-
 @dataclass
 class OnnxSensor:
     """One sensor as an ML-Agents ONNX feeds it: the tensor its processor reads (a graph input, a
     slice of a 1.x file's vector_observation, a 1.x channels-last image after its Transpose)."""
-    tensor: str
-    kind: str        # vector | visual | entities
-    shape: tuple     # without the batch; images (C, H, W)
-    feed: str        # the graph input that carries it
 
+    tensor: str
+    kind: str  # vector | visual | entities
+    shape: tuple  # without the batch; images (C, H, W)
+    feed: str  # the graph input that carries it
 
 
 def onnx_slices(g: OnnxGraph, name: str, width: int) -> list:
     """(start, end, output) of the Slice nodes that cut input `name` along its features, which
     must be consecutive parts of all of it (1.x sensors of vector_observation, mask branches)."""
-    cuts = sorted((a["starts"][0], min(a["ends"][0], width or 0), n.output[0]) for n in g.consumers.get(name, [])
-                  for a in [_onnx_attrs(n)] if n.op_type == "Slice" and a.get("axes", [0]) in ([1], [-1])
-                  and len(a.get("starts", [])) == 1)
+    cuts = sorted(
+        (a["starts"][0], min(a["ends"][0], width or 0), n.output[0])
+        for n in g.consumers.get(name, [])
+        for a in [_onnx_attrs(n)]
+        if n.op_type == "Slice" and a.get("axes", [0]) in ([1], [-1]) and len(a.get("starts", [])) == 1
+    )
     if cuts and ([c[0] for c in cuts] != [0] + [c[1] for c in cuts[:-1]] or cuts[-1][1] != width):
         raise g.refuse(None, f"slices {name} as {[c[:2] for c in cuts]}, not into consecutive parts")
     return cuts
-
 
 
 def onnx_sensors(g: OnnxGraph) -> list:
@@ -403,7 +522,11 @@ def onnx_sensors(g: OnnxGraph) -> list:
             others += [OnnxSensor(t, "vector", (end - start,), name) for start, end, t in cuts]
         elif re.fullmatch(r"visual_observation_\d+", name) and len(shape) == 3:
             users = g.consumers.get(name, [])
-            if len(users) == 1 and users[0].op_type == "Transpose" and list(_onnx_attrs(users[0]).get("perm", [])) == [0, 3, 1, 2]:
+            if (
+                len(users) == 1
+                and users[0].op_type == "Transpose"
+                and list(_onnx_attrs(users[0]).get("perm", [])) == [0, 3, 1, 2]
+            ):
                 others.append(OnnxSensor(users[0].output[0], "visual", (shape[2], shape[0], shape[1]), name))
             else:
                 others.append(OnnxSensor(name, "visual", shape, name))
@@ -413,9 +536,16 @@ def onnx_sensors(g: OnnxGraph) -> list:
         raise g.refuse(None, "mixes obs_N inputs with vector_observation / visual_observation_N")
     if len(others) > 1:  # 1.x: the encoder's Concat says the sensor order
         deps = g.dependencies({s.tensor: i for i, s in enumerate(others)})
-        concat = next((n for n in g.nodes if n.op_type == "Concat" and sorted(
-            i for t in g.data_inputs(n) for i in deps.get(t, ())) == list(range(len(others)))
-            and all(len(deps.get(t, ())) == 1 for t in g.data_inputs(n))), None)
+        concat = next(
+            (
+                n
+                for n in g.nodes
+                if n.op_type == "Concat"
+                and sorted(i for t in g.data_inputs(n) for i in deps.get(t, ())) == list(range(len(others)))
+                and all(len(deps.get(t, ())) == 1 for t in g.data_inputs(n))
+            ),
+            None,
+        )
         if concat is None:
             raise g.refuse(None, "has no Concat of its sensors' encodings")
         others = [others[next(iter(deps[t]))] for t in g.data_inputs(concat)]
@@ -426,7 +556,6 @@ def onnx_sensors(g: OnnxGraph) -> list:
     return [entities[i] if i in entities else next(rest) for i in range(total)]
 
 
-
 def onnx_settings(g: OnnxGraph, sensors: list, goal_input: GoalInput) -> PolicySettings:
     """ML-Agents' settings from the graph's structure (the template's export must then match it)."""
     deps = g.dependencies({s.tensor: i for i, s in enumerate(sensors)})
@@ -434,8 +563,12 @@ def onnx_settings(g: OnnxGraph, sensors: list, goal_input: GoalInput) -> PolicyS
     linears = [w for w in weights if w.kind == "linear"]
     if not linears:
         raise g.refuse(None, "has no Linear layer")
-    normalize = any(c.op_type == "Sub" and len(c.input) == 2 and g.weight(c.input[1])
-                    for s in sensors if s.kind == "vector" for c in g.consumers.get(s.tensor, []))
+    normalize = any(
+        c.op_type == "Sub" and len(c.input) == 2 and g.weight(c.input[1])
+        for s in sensors
+        if s.kind == "vector"
+        for c in g.consumers.get(s.tensor, [])
+    )
     inputs = []
     for i, s in enumerate(sensors):
         encoder = None
@@ -445,20 +578,37 @@ def onnx_settings(g: OnnxGraph, sensors: list, goal_input: GoalInput) -> PolicyS
             pooled = any(n.op_type == "MaxPool" and deps.get(n.output[0]) == {i} for n in g.nodes)
             encoder = encoder_from_kernels(kernels, pooled)
             if encoder is None:
-                raise g.refuse(own[0].node, f"starts convolutions {kernels} that match none of ML-Agents' visual encoders")
+                raise g.refuse(
+                    own[0].node, f"starts convolutions {kernels} that match none of ML-Agents' visual encoders"
+                )
         inputs.append(InputSpec(f"obs_{i}", s.kind, s.shape, normalize and s.kind == "vector", encoder))
     memory = int(g.inputs["recurrent_in"][-1] or 0) if "recurrent_in" in g.inputs else 0
-    shape_out = lambda name: g.consts.get(g.producer[name].input[0] if name in g.producer and
-                                          g.producer[name].op_type == "Identity" else name)
+    shape_out = lambda name: g.consts.get(
+        g.producer[name].input[0] if name in g.producer and g.producer[name].op_type == "Identity" else name
+    )
     continuous = shape_out("continuous_action_output_shape") if "continuous_action_output_shape" in g.outputs else None
     continuous = int(continuous.reshape(-1)[0]) if continuous is not None and continuous.size == 1 else 0
-    branches = [end - start for start, end, _ in onnx_slices(g, "action_masks", (g.inputs.get("action_masks") or [0])[-1])]
+    branches = [
+        end - start for start, end, _ in onnx_slices(g, "action_masks", (g.inputs.get("action_masks") or [0])[-1])
+    ]
     sac = any(n.op_type == "Tanh" for n in g.nodes)
     layers, hyper, hidden = _onnx_body(g, linears, weights, memory)
     _mark_goal_inputs(g, deps, hyper, goal_input, inputs)
-    return PolicySettings(inputs, int(hidden), layers, normalize, continuous, branches, memory, sac, sac,
-                          hyper is not None, [], "sac" if sac else None, ONNX_ONLY_SOURCE)
-
+    return PolicySettings(
+        inputs,
+        int(hidden),
+        layers,
+        normalize,
+        continuous,
+        branches,
+        memory,
+        sac,
+        sac,
+        hyper is not None,
+        [],
+        "sac" if sac else None,
+        ONNX_ONLY_SOURCE,
+    )
 
 
 def _onnx_body(g: OnnxGraph, linears: list, weights: list, memory: int) -> tuple:
@@ -478,8 +628,11 @@ def _onnx_body(g: OnnxGraph, linears: list, weights: list, memory: int) -> tuple
             hyper, layers = node, 1
         elif node.op_type == "LSTM":
             lstm = node
-        elif not (node.op_type in ("Mul", "Sigmoid", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Add", "Identity")
-                  or node.op_type == "Concat" and len(data) == 1):
+        elif not (
+            node.op_type in ("Mul", "Sigmoid", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Add", "Identity")
+            or node.op_type == "Concat"
+            and len(data) == 1
+        ):
             break
         tensor = data[0]
     if not layers:
@@ -493,20 +646,22 @@ def _onnx_body(g: OnnxGraph, linears: list, weights: list, memory: int) -> tuple
     return layers, hyper, hidden
 
 
-
 def _mark_goal_inputs(g: OnnxGraph, deps: dict, hyper, goal_input: GoalInput, inputs: list) -> None:
     """The inputs a hypernetwork reads marked as its goal signal; --goal-input must name those very inputs."""
     if hyper is not None:
         goal = sorted(i for i in deps.get(hyper.input[1], ()) if isinstance(i, int))
         if goal_input is not None and goal_indices(goal_input) != tuple(goal):
-            raise UsageError(f"--goal-input {','.join(map(str, goal_indices(goal_input)))}: in {g.name} the "
-                             f"hypernetwork reads {', '.join(f'input {i}' for i in goal) or 'no input'}")
+            raise UsageError(
+                f"--goal-input {','.join(map(str, goal_indices(goal_input)))}: in {g.name} the "
+                f"hypernetwork reads {', '.join(f'input {i}' for i in goal) or 'no input'}"
+            )
         for i in goal:
             inputs[i].goal = True
     elif goal_input is not None:
-        raise UsageError(f"--goal-input {','.join(map(str, goal_indices(goal_input)))}: {g.name} has no "
-                         f"goal-conditioned (hypernetwork) body")
-
+        raise UsageError(
+            f"--goal-input {','.join(map(str, goal_indices(goal_input)))}: {g.name} has no "
+            f"goal-conditioned (hypernetwork) body"
+        )
 
 
 def file_input_groups(g: OnnxGraph, sensors: list, settings: PolicySettings) -> tuple:
@@ -515,13 +670,17 @@ def file_input_groups(g: OnnxGraph, sensors: list, settings: PolicySettings) -> 
     if settings.hyper:
         raise g.refuse(None, "is a 1.x file with a goal signal, which ML-Agents' 1.x serializer never wrote")
     feeds = list(dict.fromkeys(s.feed for s in sorted(sensors, key=lambda s: list(g.inputs).index(s.feed))))
-    vectors = sorted((i for i, s in enumerate(sensors) if s.feed == "vector_observation"),
-                     key=lambda i: _onnx_attrs(g.producer[sensors[i].tensor]).get("starts", [0])[0]
-                     if sensors[i].tensor in g.producer else 0)
-    groups = [vectors if feed == "vector_observation" else [next(i for i, s in enumerate(sensors) if s.feed == feed)]
-              for feed in feeds]
+    vectors = sorted(
+        (i for i, s in enumerate(sensors) if s.feed == "vector_observation"),
+        key=lambda i: (
+            _onnx_attrs(g.producer[sensors[i].tensor]).get("starts", [0])[0] if sensors[i].tensor in g.producer else 0
+        ),
+    )
+    groups = [
+        vectors if feed == "vector_observation" else [next(i for i, s in enumerate(sensors) if s.feed == feed)]
+        for feed in feeds
+    ]
     return feeds, groups
-
 
 
 def file_named_settings(g: OnnxGraph, sensors: list, settings: PolicySettings) -> PolicySettings:
@@ -539,4 +698,3 @@ def file_named_settings(g: OnnxGraph, sensors: list, settings: PolicySettings) -
             spec = replace(spec, name=feed, shape=tuple(g.inputs[feed][1:]) if last else spec.shape, channels_last=last)
         inputs.append(spec)
     return replace(settings, inputs=inputs)
-

@@ -1,5 +1,6 @@
 """Numbers as text and the figures results share: fmt/floats, cosine, percentiles, compare and parity against
 a reference, the header of a mode's human lines, the versions of what runs."""
+
 from __future__ import annotations
 
 import contextlib
@@ -14,28 +15,49 @@ import numpy as np
 from .files import PROCESS_T0
 from .spec import PolicySettings, continuous_only
 
-__all__ = ["header", "compare", "percentiles", "parity", "PARITY_MIN_COS", "parity_holds", "fmt", "floats", "process_start_time", "versions", "action_fields", "actions_ok", "action_lines", "kind_fields"]
+__all__ = [
+    "header",
+    "compare",
+    "percentiles",
+    "parity",
+    "PARITY_MIN_COS",
+    "parity_holds",
+    "fmt",
+    "floats",
+    "process_start_time",
+    "versions",
+    "action_fields",
+    "actions_ok",
+    "action_lines",
+    "kind_fields",
+]
 
 
 def header(r: dict, title: str) -> str:
     return f"===== {title} (device={r['device']}, dtype={r['dtype']}, engine={r['engine']}) ====="
 
 
-
 def compare(test: np.ndarray, ref: np.ndarray) -> dict:
     diff = np.abs(test.astype(np.float64) - ref.astype(np.float64))
     rel = diff / np.maximum(np.abs(ref.astype(np.float64)), 1e-6)
-    return {"cos": _cosine(test, ref), "max_abs_err": float(diff.max()), "mean_abs_err": float(diff.mean()),
-            "max_rel_err": float(rel.max()),
-            "bitwise_equal_ratio": float(np.mean(test.astype(np.float32) == ref.astype(np.float32)))}
-
+    return {
+        "cos": _cosine(test, ref),
+        "max_abs_err": float(diff.max()),
+        "mean_abs_err": float(diff.mean()),
+        "max_rel_err": float(rel.max()),
+        "bitwise_equal_ratio": float(np.mean(test.astype(np.float32) == ref.astype(np.float32))),
+    }
 
 
 def percentiles(times_ms: list) -> dict:
     t = np.asarray(times_ms)
-    return {"avg_ms": float(t.mean()), "p50_ms": float(np.percentile(t, 50)), "p95_ms": float(np.percentile(t, 95)),
-            "p99_ms": float(np.percentile(t, 99)), "max_ms": float(t.max())}
-
+    return {
+        "avg_ms": float(t.mean()),
+        "p50_ms": float(np.percentile(t, 50)),
+        "p95_ms": float(np.percentile(t, 95)),
+        "p99_ms": float(np.percentile(t, 99)),
+        "max_ms": float(t.max()),
+    }
 
 
 def parity(s: PolicySettings, ours: dict, theirs: dict) -> dict:
@@ -46,22 +68,25 @@ def parity(s: PolicySettings, ours: dict, theirs: dict) -> dict:
         st = compare(ours["continuous_actions"], theirs["continuous_actions"])
         out.update(max_abs_err=st["max_abs_err"], mean_abs_err=st["mean_abs_err"], cos=st["cos"])
     if "discrete_actions" in ours:
-        out["discrete_mismatches"] = int((np.asarray(ours["discrete_actions"]) != np.asarray(theirs["discrete_actions"])).any(axis=1).sum())
+        out["discrete_mismatches"] = int(
+            (np.asarray(ours["discrete_actions"]) != np.asarray(theirs["discrete_actions"])).any(axis=1).sum()
+        )
     if "memory" in ours:
         a, b = np.asarray(ours["memory"], np.float64), np.asarray(theirs["memory"], np.float64)
         out["memory_max_rel_err"] = float((np.abs(a - b) / np.maximum(1.0, np.abs(b))).max())
     return out
 
 
-
 PARITY_MIN_COS = 0.999999  # onnx-compare: the rebuilt policy's continuous actions against ML-Agents' ONNX
 
 
-
 def parity_holds(p: dict, tol: float) -> bool:
-    return (p.get("max_abs_err", 0.0) < tol and p.get("cos", 1.0) >= PARITY_MIN_COS
-            and p.get("discrete_mismatches", 0) == 0 and p.get("memory_max_rel_err", 0.0) < tol)
-
+    return (
+        p.get("max_abs_err", 0.0) < tol
+        and p.get("cos", 1.0) >= PARITY_MIN_COS
+        and p.get("discrete_mismatches", 0) == 0
+        and p.get("memory_max_rel_err", 0.0) < tol
+    )
 
 
 def fmt(values, digits: Optional[int] = None) -> str:
@@ -69,9 +94,16 @@ def fmt(values, digits: Optional[int] = None) -> str:
     values = np.asarray(values, np.float32).reshape(-1)
     if digits is not None:
         return "[" + ", ".join(f"{v:.{digits}f}" for v in values) + "]"
-    return "[" + ", ".join(np.format_float_positional(v, unique=True, trim="0") if abs(v) >= 1e-4 or v == 0
-                           else np.format_float_scientific(v, unique=True, trim="0") for v in values) + "]"
-
+    return (
+        "["
+        + ", ".join(
+            np.format_float_positional(v, unique=True, trim="0")
+            if abs(v) >= 1e-4 or v == 0
+            else np.format_float_scientific(v, unique=True, trim="0")
+            for v in values
+        )
+        + "]"
+    )
 
 
 def floats(values) -> list:
@@ -79,12 +111,10 @@ def floats(values) -> list:
     return np.asarray(values, np.float32).astype(np.float64).tolist()
 
 
-
 def _cosine(a: np.ndarray, b: np.ndarray) -> float:
     a, b = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
     denom = np.linalg.norm(a) * np.linalg.norm(b)
     return float(a @ b / denom) if denom else float(np.array_equal(a, b))
-
 
 
 def process_start_time() -> float:
@@ -96,9 +126,9 @@ def process_start_time() -> float:
         return time.time() - (time.perf_counter() - PROCESS_T0)
 
 
-
 def versions() -> dict:
     import importlib.metadata as md
+
     out = {"python": sys.version.split()[0]}
     for name in ("torch", "torch_npu", "numpy", "onnxruntime", "onnx"):
         out[name] = None
@@ -123,7 +153,6 @@ def action_fields(settings: PolicySettings, out: dict) -> dict:
     return fields
 
 
-
 def actions_ok(settings: PolicySettings, out: dict, deterministic: bool = True) -> bool:
     """Finite, continuous in [-1, 1] (except SAC's deterministic raw mu), discrete within each branch."""
     ok = True
@@ -138,21 +167,21 @@ def actions_ok(settings: PolicySettings, out: dict, deterministic: bool = True) 
     return ok
 
 
-
 def action_lines(r: dict, prefix: str = "", label: str = "action") -> list:
     """The human lines of one action (the continuous lines keep the original NPU adaptation's labels)."""
     lines = []
     if prefix + "continuous_actions" in r:
         c = np.asarray(r[prefix + "continuous_actions"], np.float32)
         lines.append(f"  {label + '[:8]':<14} = {fmt(c[:8])}")
-        lines.append(f"  {label + ' range':<14} = [{c.min():.4f}, {c.max():.4f}]"
-                     + (" (SAC: raw mu, as ML-Agents' ONNX)" if r.get("sac") else " (must lie in [-1, 1])"))
+        lines.append(
+            f"  {label + ' range':<14} = [{c.min():.4f}, {c.max():.4f}]"
+            + (" (SAC: raw mu, as ML-Agents' ONNX)" if r.get("sac") else " (must lie in [-1, 1])")
+        )
     if prefix + "discrete_actions" in r:
         lines.append(f"  discrete_actions = {r[prefix + 'discrete_actions']} (branches {r['discrete_branches']})")
     if prefix + "memory" in r:
         lines.append(f"  next memory[:8] = {fmt(np.asarray(r[prefix + 'memory'])[:8])}")
     return lines
-
 
 
 def kind_fields(s: PolicySettings) -> dict:

@@ -1,4 +1,5 @@
 """Model sources: run folders, checkpoints, training_status.json, the Hub, the bundled sample, an ONNX alone, sha256."""
+
 import contextlib
 import functools
 import hashlib
@@ -16,22 +17,48 @@ from typing import Optional
 from .errors import UsageError
 from .files import short_path
 
-__all__ = ["HERE", "SAMPLE", "BUNDLED_MODEL_DIR", "DEFAULT_REPO", "DEFAULT_EXPORT", "BUNDLED_NOTE", "ModelSource", "CKPT_NAME", "find_behavior", "step_of", "list_checkpoints", "default_checkpoint", "STATUS_MAX_BYTES", "training_status", "status_entry", "final_step", "pick_hub_files", "download_from_hub", "path_kind", "regular_file", "locate_model", "bundled_model_dir", "file_sha256", "check_sha256", "read_config", "onnx_alone_source", "mlagents_onnx_files", "find_checkpoint_onnx", "SHA256_HEX"]
+__all__ = [
+    "HERE",
+    "SAMPLE",
+    "BUNDLED_MODEL_DIR",
+    "DEFAULT_REPO",
+    "DEFAULT_EXPORT",
+    "BUNDLED_NOTE",
+    "ModelSource",
+    "CKPT_NAME",
+    "find_behavior",
+    "step_of",
+    "list_checkpoints",
+    "default_checkpoint",
+    "STATUS_MAX_BYTES",
+    "training_status",
+    "status_entry",
+    "final_step",
+    "pick_hub_files",
+    "download_from_hub",
+    "path_kind",
+    "regular_file",
+    "locate_model",
+    "bundled_model_dir",
+    "file_sha256",
+    "check_sha256",
+    "read_config",
+    "onnx_alone_source",
+    "mlagents_onnx_files",
+    "find_checkpoint_onnx",
+    "SHA256_HEX",
+]
 
 HERE = Path(__file__).resolve().parents[2]  # the clone (beside inference.py), site-packages, or the .pyz file
-
 
 
 SAMPLE = "assets/ppo-Huggy-sample"  # the bundled sample: in the clone, and inside the .pyz (tools/build_pyz.py)
 
 
-
 BUNDLED_MODEL_DIR = HERE / SAMPLE
 
 
-
 DEFAULT_REPO = "PaulVialard/ppo-Huggy"
-
 
 
 # export-onnx without --output: assets/ beside inference.py in a clone, as the original NPU adaptation
@@ -39,24 +66,22 @@ DEFAULT_REPO = "PaulVialard/ppo-Huggy"
 DEFAULT_EXPORT = (HERE / "assets" if BUNDLED_MODEL_DIR.is_dir() else Path()) / "huggy_rebuilt.onnx"
 
 
-
-BUNDLED_NOTE = ("bundled sample: an ML-Agents-format checkpoint with Huggy's architecture, "
-                "written by the ML-Agents trainer code, NOT the trained Huggy weights")
-
+BUNDLED_NOTE = (
+    "bundled sample: an ML-Agents-format checkpoint with Huggy's architecture, "
+    "written by the ML-Agents trainer code, NOT the trained Huggy weights"
+)
 
 
 @dataclass
 class ModelSource:
-    checkpoint: Path                 # the .pt file to load
-    model_dir: Optional[Path]        # the ML-Agents run folder it belongs to, when known
-    behavior: Optional[str]          # e.g. "Huggy"
-    origin: str                      # how it was found: --checkpoint, --model-dir, hub, ...
-    note: Optional[str] = None       # a line the user must see (e.g. bundled sample)
-
+    checkpoint: Path  # the .pt file to load
+    model_dir: Optional[Path]  # the ML-Agents run folder it belongs to, when known
+    behavior: Optional[str]  # e.g. "Huggy"
+    origin: str  # how it was found: --checkpoint, --model-dir, hub, ...
+    note: Optional[str] = None  # a line the user must see (e.g. bundled sample)
 
 
 CKPT_NAME = re.compile(r"^(?P<behavior>.+)-(?P<step>\d+)\.pt$")
-
 
 
 def find_behavior(model_dir: Path) -> str:
@@ -66,12 +91,13 @@ def find_behavior(model_dir: Path) -> str:
     except OSError as exc:
         raise UsageError(f"{model_dir}: cannot read the folder ({exc.strerror or exc})")
     if not names:
-        raise UsageError(f"{model_dir}: no ML-Agents checkpoint found (expected <Behavior>/<Behavior>-<step>.pt "
-                         f"or <Behavior>/checkpoint.pt); pass --checkpoint FILE.pt")
+        raise UsageError(
+            f"{model_dir}: no ML-Agents checkpoint found (expected <Behavior>/<Behavior>-<step>.pt "
+            f"or <Behavior>/checkpoint.pt); pass --checkpoint FILE.pt"
+        )
     if len(names) > 1:
         raise UsageError(f"{model_dir}: several behaviours ({', '.join(names)}); choose one with --checkpoint FILE.pt")
     return names[0]
-
 
 
 def step_of(filename: str, behavior: str) -> Optional[int]:
@@ -79,20 +105,21 @@ def step_of(filename: str, behavior: str) -> Optional[int]:
     return int(m.group("step")) if m and m.group("behavior") == behavior else None
 
 
-
 def list_checkpoints(model_dir: Path, behavior: str) -> list[tuple[Path, Optional[int]]]:
     """Every <Behavior>-<step>.pt sorted by step, then checkpoint.pt (step None) if present."""
     folder = model_dir / behavior
-    stepped = sorted(((p, step_of(p.name, behavior)) for p in folder.glob("*.pt")
-                      if step_of(p.name, behavior) is not None), key=lambda t: t[1])
+    stepped = sorted(
+        ((p, step_of(p.name, behavior)) for p in folder.glob("*.pt") if step_of(p.name, behavior) is not None),
+        key=lambda t: t[1],
+    )
     if (folder / "checkpoint.pt").is_file():
         stepped.append((folder / "checkpoint.pt", None))
     return stepped
 
 
-
 def default_checkpoint(model_dir: Path, behavior: str) -> Path:
-    """The highest-step <Behavior>-<step>.pt, else checkpoint.pt (the original NPU adaptation loads Huggy-2000049.pt)."""
+    """The highest-step <Behavior>-<step>.pt, else checkpoint.pt (the original NPU adaptation loads
+    Huggy-2000049.pt)."""
     ckpts = list_checkpoints(model_dir, behavior)
     if not ckpts:
         raise UsageError(f"{model_dir / behavior}: folder holds no checkpoint (.pt)")
@@ -100,13 +127,10 @@ def default_checkpoint(model_dir: Path, behavior: str) -> Path:
     return stepped[-1] if stepped else ckpts[0][0]
 
 
-
 STATUS_MAX_BYTES = 64 << 20  # a run's training_status.json is a few kB; refuse to parse a huge one
 
 
-
 _STATUS_WARNED: set = set()
-
 
 
 def _status_warning(path: Path, problem: str) -> dict:
@@ -116,7 +140,6 @@ def _status_warning(path: Path, problem: str) -> dict:
         with contextlib.suppress(Exception):  # a closed stderr must not stop the run
             print(f"[warn] {short_path(path)}: {problem}; ignored", file=sys.stderr)
     return {}
-
 
 
 def _status_record(entry) -> Optional[dict]:
@@ -135,7 +158,6 @@ def _status_record(entry) -> Optional[dict]:
     if reward is not None and not math.isfinite(reward):
         reward = None  # ML-Agents writes NaN for "no episode finished yet"
     return {"steps": steps, "file_path": file_path, "auxillary_file_paths": list(aux), "reward": reward}
-
 
 
 def training_status(model_dir: Optional[Path], behavior: Optional[str]) -> dict:
@@ -180,7 +202,6 @@ def training_status(model_dir: Optional[Path], behavior: Optional[str]) -> dict:
     return out
 
 
-
 def status_entry(status: dict, ckpt: Path, step: Optional[int]) -> dict:
     """The training_status.json record of one checkpoint, matched by file name, then by step
     ({} when none matches; any shape of `status` is tolerated)."""
@@ -192,7 +213,6 @@ def status_entry(status: dict, ckpt: Path, step: Optional[int]) -> dict:
     return {}
 
 
-
 def final_step(model_dir: Optional[Path], behavior: Optional[str]) -> Optional[int]:
     """The run's final step: training_status.json's final_checkpoint, else the highest file step."""
     final = training_status(model_dir, behavior).get("final_checkpoint")
@@ -201,7 +221,6 @@ def final_step(model_dir: Optional[Path], behavior: Optional[str]) -> Optional[i
     if model_dir and behavior:
         return max((s for _, s in list_checkpoints(model_dir, behavior) if s is not None), default=None)
     return None
-
 
 
 def pick_hub_files(files: list[str]) -> list[str]:
@@ -217,15 +236,16 @@ def pick_hub_files(files: list[str]) -> list[str]:
     for ckpts in by_behavior.values():
         best = max(ckpts)[1]
         wanted += [best] + [f for f in files if f == best[:-3] + ".onnx"]
-    wanted += [f for f in files if f.count("/") == 1 and f.endswith("/checkpoint.pt")
-               and f.split("/")[0] not in by_behavior]
+    wanted += [
+        f for f in files if f.count("/") == 1 and f.endswith("/checkpoint.pt") and f.split("/")[0] not in by_behavior
+    ]
     return sorted(set(wanted))
-
 
 
 def _host_port(option: str, text: str, default_scheme: str = "https") -> tuple:
     """(scheme, host, port) of a URL from the environment; UsageError when it is not one."""
     from urllib.parse import urlparse
+
     try:
         url = urlparse(text if "://" in text else f"{default_scheme}://{text}")
         host, port = url.hostname, url.port  # (.port raises for a port out of range)
@@ -236,12 +256,10 @@ def _host_port(option: str, text: str, default_scheme: str = "https") -> tuple:
     return url.scheme, host, port or {"http": 80, "https": 443}.get(url.scheme, 1080)
 
 
-
 def _hub_endpoint() -> tuple:
     """(scheme, host, port) of $HF_ENDPOINT (default https://huggingface.co), checked before
     huggingface_hub, which raises a ValueError from deep inside on a malformed one."""
     return _host_port("HF_ENDPOINT", os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
-
 
 
 def _hub_unreachable(timeout: float = 3.0) -> Optional[str]:
@@ -250,6 +268,7 @@ def _hub_unreachable(timeout: float = 3.0) -> Optional[str]:
     front of it (huggingface_hub would retry a dead one for ~25 s, a line on stderr each time)."""
     import socket
     import urllib.request
+
     scheme, host, port = _hub_endpoint()
     proxies = urllib.request.getproxies_environment()
     proxy = proxies.get(scheme) or proxies.get("all")
@@ -262,7 +281,6 @@ def _hub_unreachable(timeout: float = 3.0) -> Optional[str]:
         return None
     except OSError as exc:
         return f"{what} is unreachable ({exc.strerror or exc})"
-
 
 
 def download_from_hub(repo_id: str) -> Path:
@@ -282,6 +300,7 @@ def download_from_hub(repo_id: str) -> Path:
     if unreachable := _hub_unreachable():  # huggingface_hub would retry for ~25 s before giving up
         raise UsageError(f"{repo_id}: not in the Hugging Face cache and {unreachable}")
     import logging
+
     hub_log = logging.getLogger("huggingface_hub")
     level = hub_log.level
     hub_log.setLevel(logging.ERROR)  # its "Retrying in 8s" lines (a proxy that answers, badly) would print beside ours
@@ -294,11 +313,11 @@ def download_from_hub(repo_id: str) -> Path:
         hub_log.setLevel(level)
 
 
-
 def path_kind(option: str, path: Path) -> Optional[str]:
     """'file', 'dir', 'other' or None (absent); any other failure (name too long, permission
     denied on a folder above, a symlink loop) is a UsageError naming the option and the reason."""
     import stat
+
     try:
         mode = os.stat(path).st_mode
     except (FileNotFoundError, NotADirectoryError):
@@ -308,16 +327,16 @@ def path_kind(option: str, path: Path) -> Optional[str]:
     return "dir" if stat.S_ISDIR(mode) else "file" if stat.S_ISREG(mode) else "other"
 
 
-
 def regular_file(option: str, path) -> Path:
     """`path` when it is a regular file; else a UsageError (never open a FIFO or a device: it may block)."""
     path = Path(path)
     kind = path_kind(option, path)
     if kind != "file":
-        raise UsageError(f"{option} {short_path(path)}: " + ("no such file" if kind is None else
-                                                            "is a folder" if kind == "dir" else "not a regular file"))
+        raise UsageError(
+            f"{option} {short_path(path)}: "
+            + ("no such file" if kind is None else "is a folder" if kind == "dir" else "not a regular file")
+        )
     return path
-
 
 
 def _checkpoint_source(checkpoint: str) -> ModelSource:
@@ -335,7 +354,6 @@ def _checkpoint_source(checkpoint: str) -> ModelSource:
     return ModelSource(path, folder, behavior, "--checkpoint")
 
 
-
 def _model_dir_source(origin: str, value: str) -> ModelSource:
     """A run folder given by --model-dir or $HUGGY_MODEL_DIR (`origin`)."""
     folder = Path(value)
@@ -346,21 +364,24 @@ def _model_dir_source(origin: str, value: str) -> ModelSource:
     except UsageError:  # a folder that holds only <Behavior>.onnx: the ONNX alone
         alone = sorted(folder.glob("*.onnx"))
         if len(alone) > 1 and not any(folder.glob("*/*.pt")):
-            raise UsageError(f"{origin} {short_path(folder)}: no checkpoint, and several ONNX files "
-                             f"({', '.join(p.name for p in alone[:4])}); choose one with --onnx FILE.onnx")
+            raise UsageError(
+                f"{origin} {short_path(folder)}: no checkpoint, and several ONNX files "
+                f"({', '.join(p.name for p in alone[:4])}); choose one with --onnx FILE.onnx"
+            )
         if len(alone) != 1 or any(folder.glob("*/*.pt")):
             raise
         return onnx_alone_source(origin, alone[0], folder)
     return ModelSource(default_checkpoint(folder, behavior), folder, behavior, origin)
 
 
-
 def locate_model(checkpoint: Optional[str], model_dir: Optional[str], repo_id: Optional[str]) -> ModelSource:
     """--checkpoint, then --model-dir, then $HUGGY_MODEL_DIR, then the Hub, then the bundled sample. An empty option
     value is refused (never a silent fall-back to the sample); an empty $HUGGY_MODEL_DIR counts as unset."""
-    for option, value, what in (("--checkpoint", checkpoint, "a checkpoint file"),
-                                ("--model-dir", model_dir, "a folder"),
-                                ("--model", repo_id, f"a Hub repo id such as {DEFAULT_REPO}")):
+    for option, value, what in (
+        ("--checkpoint", checkpoint, "a checkpoint file"),
+        ("--model-dir", model_dir, "a folder"),
+        ("--model", repo_id, f"a Hub repo id such as {DEFAULT_REPO}"),
+    ):
         if value is not None and not str(value).strip():
             raise UsageError(f"{option}: empty value; give {what}")
     if checkpoint:
@@ -379,9 +400,9 @@ def locate_model(checkpoint: Optional[str], model_dir: Optional[str], repo_id: O
         if sample is None:  # installed with pip
             raise UsageError(f"no model: {exc}; no bundled sample beside {short_path(HERE)}; pass --model-dir DIR")
         behavior = find_behavior(sample)
-        return ModelSource(default_checkpoint(sample, behavior), sample, behavior, "bundled sample",
-                           f"{BUNDLED_NOTE} ({exc})")
-
+        return ModelSource(
+            default_checkpoint(sample, behavior), sample, behavior, "bundled sample", f"{BUNDLED_NOTE} ({exc})"
+        )
 
 
 @functools.lru_cache(maxsize=None)  # (unpacked once a process)
@@ -394,6 +415,7 @@ def bundled_model_dir() -> Optional[Path]:
         return None
     import atexit
     import shutil
+
     with zipfile.ZipFile(HERE) as pyz:
         members = [m for m in pyz.namelist() if m.startswith(SAMPLE + "/") and not m.endswith("/")]
         if not members:
@@ -401,11 +423,10 @@ def bundled_model_dir() -> Optional[Path]:
         folder = Path(tempfile.mkdtemp(prefix="mlagents-infer-sample-"))
         atexit.register(shutil.rmtree, folder, True)
         for member in members:
-            target = folder / member[len(SAMPLE) + 1:]
+            target = folder / member[len(SAMPLE) + 1 :]
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(pyz.read(member))
     return folder
-
 
 
 def file_sha256(path: Path) -> str:
@@ -421,7 +442,6 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-
 def check_sha256(path: Path, expected: Optional[str]) -> str:
     """The file's sha256; a UsageError when `expected` (--expect-sha256) is given and differs.
     Call it before the file is unpickled or listed as the one that will be used."""
@@ -430,7 +450,6 @@ def check_sha256(path: Path, expected: Optional[str]) -> str:
     if want and sha != want:
         raise UsageError(f"{short_path(path)}: sha256 is {sha}, not the expected {want}; refusing it")
     return sha
-
 
 
 def read_config(model_dir: Optional[Path], behavior: Optional[str]) -> dict:
@@ -448,6 +467,7 @@ def read_config(model_dir: Optional[Path], behavior: Optional[str]) -> dict:
                 data = json.loads(text)
             else:
                 import yaml  # (not installed: skipped, as an unreadable file is)
+
                 data = yaml.safe_load(text)
             entry = data.get("behaviors", {}).get(behavior) if isinstance(data, dict) else None
             if isinstance(entry, dict):
@@ -455,11 +475,9 @@ def read_config(model_dir: Optional[Path], behavior: Optional[str]) -> dict:
     return {}
 
 
-
 def onnx_alone_source(option: str, path: Path, folder: Optional[Path] = None) -> ModelSource:
     """A model given as its ML-Agents ONNX alone (--onnx with no checkpoint, a folder holding only <Behavior>.onnx)."""
     return ModelSource(regular_file(option, path), folder, path.stem, option)
-
 
 
 def mlagents_onnx_files(path: Path, model_dir: Optional[Path], behavior: Optional[str], step: Optional[int]) -> list:
@@ -467,13 +485,14 @@ def mlagents_onnx_files(path: Path, model_dir: Optional[Path], behavior: Optiona
     it (when the step is known), then <Behavior>.onnx of its run folder."""
     name = behavior or path.parent.name
     step = step_of(path.name, name) or step
-    return ([path.parent / f"{name}-{step}.onnx"] if step is not None else []) + \
-        [(model_dir or path.parent.parent) / f"{name}.onnx"]
+    return ([path.parent / f"{name}-{step}.onnx"] if step is not None else []) + [
+        (model_dir or path.parent.parent) / f"{name}.onnx"
+    ]
 
 
-
-def find_checkpoint_onnx(path: Path, model_dir: Optional[Path], behavior: Optional[str],
-                         step: Optional[int]) -> Optional[Path]:
+def find_checkpoint_onnx(
+    path: Path, model_dir: Optional[Path], behavior: Optional[str], step: Optional[int]
+) -> Optional[Path]:
     """The ML-Agents ONNX that belongs to a checkpoint: <Behavior>-<step>.onnx beside it, else
     <Behavior>.onnx of its run folder when the checkpoint is the final one (or the only one)."""
     if path.suffix.lower() == ".onnx":  # a policy loaded from its ONNX alone
@@ -490,6 +509,4 @@ def find_checkpoint_onnx(path: Path, model_dir: Optional[Path], behavior: Option
     return None
 
 
-
 SHA256_HEX = re.compile(r"[0-9a-fA-F]{64}")
-

@@ -12,6 +12,7 @@ It imports the standard library and onnxruntime only (numpy comes with the pickl
 so that it measures a bare session: benchmark reads this file's source (from the clone or from inside the one-file
 .pyz alike) and runs it with `python -c`. Run as a script or with -m, it does the same.
 """
+
 import os
 import pickle
 import sys
@@ -42,6 +43,7 @@ def main() -> int:
 
     try:
         import onnxruntime as ort
+
         job = pickle.load(ask)
         session = ort.InferenceSession(job["model"], providers=["CPUExecutionProvider"])  # default options
         names = {i.name for i in session.get_inputs()}

@@ -1,5 +1,6 @@
 """benchmark: the policy's act() side by side with a bare onnxruntime session running ML-Agents'
 ONNX in a process of its own."""
+
 from __future__ import annotations
 
 import contextlib
@@ -27,7 +28,6 @@ if TYPE_CHECKING:  # (annotations only)
 __all__ = ["bare_onnxruntime_command", "BareOnnxRuntime", "bare_onnxruntime_job", "mode_benchmark", "show_benchmark"]
 
 
-
 def bare_onnxruntime_command() -> list:
     """The command that starts the bare contender (bare_onnxruntime.py) in a process of its own: its source, read
     through the package's loader, run with `python -c`. The same from the clone and from inside the one-file .pyz
@@ -41,18 +41,17 @@ def bare_onnxruntime_command() -> list:
     return [sys.executable or "python3", "-c", source.decode("utf-8")]
 
 
-
 class BareOnnxRuntime:
     """The bare contender in its own process (bare_onnxruntime.py): block(n) -> n latencies (ms)."""
 
     def __init__(self, model, fetch: list, feed: dict):
         import pickle
         import subprocess
+
         command = bare_onnxruntime_command()
         self.pickle, self.stderr = pickle, tempfile.TemporaryFile()
         try:
-            self.proc = subprocess.Popen(command,
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr)
+            self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr)
         except OSError as exc:
             self.stderr.close()
             raise UsageError(f"benchmark: cannot start the bare onnxruntime process ({exc.strerror or exc})")
@@ -73,8 +72,10 @@ class BareOnnxRuntime:
             self.proc.wait(timeout=5)
             self.stderr.seek(0)
             lines = self.stderr.read().decode(errors="replace").strip().splitlines()
-            raise UsageError(f"benchmark: the bare onnxruntime process ended (exit {self.proc.returncode})"
-                             + (f": {lines[-1][:200]}" if lines else ""))
+            raise UsageError(
+                f"benchmark: the bare onnxruntime process ended (exit {self.proc.returncode})"
+                + (f": {lines[-1][:200]}" if lines else "")
+            )
 
     def block(self, n: int) -> list:
         return self._ask(n)
@@ -93,7 +94,6 @@ class BareOnnxRuntime:
                 pipe.close()
 
 
-
 def bare_onnxruntime_job(ctx: Context, flat: list) -> tuple:
     """What the bare contender runs: (model path or bytes, its deterministic outputs, feed, label). The checkpoint's
     own ML-Agents ONNX, every input fed as MLAgentsOnnx feeds it; else ML-Agents' export of this checkpoint."""
@@ -105,11 +105,15 @@ def bare_onnxruntime_job(ctx: Context, flat: list) -> tuple:
         if ctx.args.onnx:
             raise
         from ..model.export import export_mlagents_onnx
-        return export_mlagents_onnx(ctx.checkpoint.actor), list(ctx.policy.fetch[True]), \
-            dict(zip(input_names(s, exported=True), flat)), "export of this checkpoint"
+
+        return (
+            export_mlagents_onnx(ctx.checkpoint.actor),
+            list(ctx.policy.fetch[True]),
+            dict(zip(input_names(s, exported=True), flat)),
+            "export of this checkpoint",
+        )
     reference.session = None  # the contender runs in a process of its own: no thread pool here
     return reference.model, list(reference.fetch), reference.feed(flat), path.name
-
 
 
 def _timed_calls(fn: Callable, n: int) -> list:
@@ -123,14 +127,15 @@ def _timed_calls(fn: Callable, n: int) -> list:
     return times
 
 
-
 def mode_benchmark(ctx: Context):
     """Latency of one control-loop call, policy.act() as a user calls it (its input checks, host
-    numpy in, host actions out, device synchronised), side by side with a bare onnxruntime session (default options) on the checkpoint's own ONNX.
+    numpy in, host actions out, device synchronised), side by side with a bare onnxruntime session (default options)
+    on the checkpoint's own ONNX.
     The bare session runs in a process of its own; the two take turns in blocks of calls (pipe
     handshake), each block starting once the other side's threads have gone idle, so neither
     slows the other and both see the same machine load."""
     import importlib.util
+
     a, s = ctx.args, ctx.settings
     if a.plot:
         check_output_path(a.plot, (".png",), "--plot")
@@ -147,6 +152,7 @@ def mode_benchmark(ctx: Context):
         times = _timed_calls(ours, n)
         if ctx.device.type != "cpu" and not ctx.onnxruntime_devices:
             from ..engines.torch_devices import synchronize
+
             synchronize(ctx.device)  # (each timed call ends by copying actions to the host, which waits too)
         settle_threads()
         return times
@@ -174,18 +180,33 @@ def mode_benchmark(ctx: Context):
         if bare is not None:
             bare.close()
     ours_t = percentiles(times["engine"])
-    result = {"runs": a.runs, "warmup": warmup, "batch": a.batch, **ours_t,
-              "throughput_per_s": a.batch / (ours_t["avg_ms"] / 1e3), **ctx.base(),
-              "onnxruntime_p50_ms": None, "ratio_to_onnxruntime": None, "throughput_ratio_to_onnxruntime": None}
+    result = {
+        "runs": a.runs,
+        "warmup": warmup,
+        "batch": a.batch,
+        **ours_t,
+        "throughput_per_s": a.batch / (ours_t["avg_ms"] / 1e3),
+        **ctx.base(),
+        "onnxruntime_p50_ms": None,
+        "ratio_to_onnxruntime": None,
+        "throughput_ratio_to_onnxruntime": None,
+    }
     if bare is not None:
         bare_t = percentiles(times["onnxruntime"])
-        result.update(onnxruntime_p50_ms=bare_t["p50_ms"], onnxruntime_avg_ms=bare_t["avg_ms"],
-                      onnxruntime_throughput_per_s=a.batch / (bare_t["avg_ms"] / 1e3),
-                      ratio_to_onnxruntime=ours_t["p50_ms"] / bare_t["p50_ms"],
-                      throughput_ratio_to_onnxruntime=bare_t["avg_ms"] / ours_t["avg_ms"], onnxruntime_model=bare_name,
-                      onnxruntime_process="separate", turns=turns, turn_runs=block,
-                      paired_ratio_to_onnxruntime=float(np.median(paired)))
+        result.update(
+            onnxruntime_p50_ms=bare_t["p50_ms"],
+            onnxruntime_avg_ms=bare_t["avg_ms"],
+            onnxruntime_throughput_per_s=a.batch / (bare_t["avg_ms"] / 1e3),
+            ratio_to_onnxruntime=ours_t["p50_ms"] / bare_t["p50_ms"],
+            throughput_ratio_to_onnxruntime=bare_t["avg_ms"] / ours_t["avg_ms"],
+            onnxruntime_model=bare_name,
+            onnxruntime_process="separate",
+            turns=turns,
+            turn_runs=block,
+            paired_ratio_to_onnxruntime=float(np.median(paired)),
+        )
     from ..engines.factory import engine_report  # (whether device graphs ran, and why not)
+
     result.update(engine_report(policy.engine))
     if a.plot:
         _plot_latencies(Path(a.plot), times, a)
@@ -193,22 +214,26 @@ def mode_benchmark(ctx: Context):
     return result, True
 
 
-
 def show_benchmark(r: dict) -> list:
-    lines = [header(r, f"benchmark (runs={r['runs']}, warmup={r['warmup']}, batch={r['batch']})"),
-             f"  avg = {r['avg_ms']:.4f} ms | p50 = {r['p50_ms']:.4f} ms | p95 = {r['p95_ms']:.4f} ms | "
-             f"p99 = {r['p99_ms']:.4f} ms | max = {r['max_ms']:.4f} ms",
-             f"  throughput = {r['throughput_per_s']:,.0f} observations/s"]
-    lines += [f"  {label}: {r[key]}" for key, label in (("precision", "ran as"), ("graphs", "device graphs"))
-              if r.get(key)]
+    lines = [
+        header(r, f"benchmark (runs={r['runs']}, warmup={r['warmup']}, batch={r['batch']})"),
+        f"  avg = {r['avg_ms']:.4f} ms | p50 = {r['p50_ms']:.4f} ms | p95 = {r['p95_ms']:.4f} ms | "
+        f"p99 = {r['p99_ms']:.4f} ms | max = {r['max_ms']:.4f} ms",
+        f"  throughput = {r['throughput_per_s']:,.0f} observations/s",
+    ]
+    lines += [
+        f"  {label}: {r[key]}" for key, label in (("precision", "ran as"), ("graphs", "device graphs")) if r.get(key)
+    ]
     if r["onnxruntime_p50_ms"] is not None:
-        lines += [f"  bare onnxruntime ({r['onnxruntime_model']}, default session, own process; {r['turns']} turns of up "
-                  f"to {r['turn_runs']} calls each): p50 = {r['onnxruntime_p50_ms']:.4f} ms | "
-                  f"throughput = {r['onnxruntime_throughput_per_s']:,.0f} observations/s",
-                  f"  p50 ratio to onnxruntime = {r['ratio_to_onnxruntime']:.3f} (<= 1 is as fast or faster) | "
-                  f"throughput ratio = {r['throughput_ratio_to_onnxruntime']:.3f} (>= 1 is as fast or faster)",
-                  f"  median over turns of the p50 ratio within each turn = {r['paired_ratio_to_onnxruntime']:.3f} "
-                  f"(steadier on a busy machine)"]
+        lines += [
+            f"  bare onnxruntime ({r['onnxruntime_model']}, default session, own process; {r['turns']} turns of up "
+            f"to {r['turn_runs']} calls each): p50 = {r['onnxruntime_p50_ms']:.4f} ms | "
+            f"throughput = {r['onnxruntime_throughput_per_s']:,.0f} observations/s",
+            f"  p50 ratio to onnxruntime = {r['ratio_to_onnxruntime']:.3f} (<= 1 is as fast or faster) | "
+            f"throughput ratio = {r['throughput_ratio_to_onnxruntime']:.3f} (>= 1 is as fast or faster)",
+            f"  median over turns of the p50 ratio within each turn = {r['paired_ratio_to_onnxruntime']:.3f} "
+            f"(steadier on a busy machine)",
+        ]
     else:
         lines.append("  onnxruntime not installed: no side-by-side figure")
     if r["plot"]:
@@ -216,11 +241,11 @@ def show_benchmark(r: dict) -> list:
     return lines
 
 
-
 def _plot_latencies(path: Path, times: dict, args) -> None:
     check_output_path(path, (".png",), "--plot")
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
@@ -228,9 +253,11 @@ def _plot_latencies(path: Path, times: dict, args) -> None:
     fig, ax = plt.subplots(figsize=(7, 4))
     for key, values in times.items():
         ax.hist(values, bins=60, alpha=0.6, label=f"{key} (p50 {np.percentile(values, 50):.4f} ms)")
-    ax.set(xlabel="latency per call (ms)", ylabel="calls",
-           title=f"batch={args.batch}, runs={args.runs}, device={args.device}, dtype={args.dtype}")
+    ax.set(
+        xlabel="latency per call (ms)",
+        ylabel="calls",
+        title=f"batch={args.batch}, runs={args.runs}, device={args.device}, dtype={args.dtype}",
+    )
     ax.legend()
     fig.tight_layout()
     atomic_write(path, lambda tmp: fig.savefig(tmp, format="png"))
-

@@ -1,5 +1,6 @@
 """inference.connect(): the policy's Python API over a serve connection, torch-free (docs/serve.md): the same checks
 as inference.load()'s policy (shared: observations), the same answers, through the stream's lines."""
+
 import json
 import os
 import select
@@ -26,10 +27,10 @@ __all__ = ["connect", "RemotePolicy"]
 def _codec() -> tuple:
     try:
         import orjson
+
         return orjson.loads, orjson.dumps
     except ImportError:
         return json.loads, lambda obj: json.dumps(obj, separators=(",", ":")).encode()
-
 
 
 def connect(address: str, timeout: float = 60.0) -> "RemotePolicy":
@@ -38,7 +39,6 @@ def connect(address: str, timeout: float = 60.0) -> "RemotePolicy":
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
         raise UsageError(f"timeout={timeout!r}: expected a positive number of seconds")
     return RemotePolicy(address, float(timeout))
-
 
 
 class RemotePolicy:
@@ -62,9 +62,18 @@ class RemotePolicy:
         self._sock = sock
         self.info = self._ask([{"info": True}])[0]["info"]
         i = self.info
-        self.settings = PolicySettings([InputSpec(x["name"], x["kind"], tuple(x["shape"]), x["normalized"], x["encoder"],
-                                                  x["goal"]) for x in i["inputs"]], i["hidden_units"], i["num_layers"],
-                                       False, i["continuous_size"], list(i["discrete_branches"]), i["memory_size"])
+        self.settings = PolicySettings(
+            [
+                InputSpec(x["name"], x["kind"], tuple(x["shape"]), x["normalized"], x["encoder"], x["goal"])
+                for x in i["inputs"]
+            ],
+            i["hidden_units"],
+            i["num_layers"],
+            False,
+            i["continuous_size"],
+            list(i["discrete_branches"]),
+            i["memory_size"],
+        )
         self._known: set = set()  # get_action's agent ids the server may hold a memory of
         self._stale: set = set()  # ... and those whose next line starts from zeros ("reset": true)
 
@@ -76,8 +85,10 @@ class RemotePolicy:
         if isinstance(exc, (socket.timeout, TimeoutError)):
             return UsageError(f"connect({self.address!r}): no answer within {self.timeout:g} s")
         if isinstance(exc, ConnectionRefusedError) or isinstance(exc, FileNotFoundError):
-            return UsageError(f"connect({self.address!r}): nothing listens there (start python inference.py --mode serve "
-                              f"--listen {self.address})")
+            return UsageError(
+                f"connect({self.address!r}): nothing listens there (start python inference.py --mode serve "
+                f"--listen {self.address})"
+            )
         reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
         return UsageError(f"connect({self.address!r}): {reason}")
 
@@ -94,7 +105,7 @@ class RemotePolicy:
                 if sent < len(payload):
                     poll.modify(sock.fileno(), select.POLLIN | select.POLLOUT)
                     try:
-                        sent += sock.send(payload[sent:sent + (1 << 20)])
+                        sent += sock.send(payload[sent : sent + (1 << 20)])
                     except BlockingIOError:
                         pass
                     if sent == len(payload):
@@ -141,14 +152,20 @@ class RemotePolicy:
 
     def _line(self, arrays: list, masks, memory, deterministic: bool, seed) -> dict:
         s = self.settings
-        line = {"obs": arrays[0].tolist()} if len(s.inputs) == 1 else \
-            {spec.name: array.tolist() for spec, array in zip(s.inputs, arrays)}
+        line = (
+            {"obs": arrays[0].tolist()}
+            if len(s.inputs) == 1
+            else {spec.name: array.tolist() for spec, array in zip(s.inputs, arrays)}
+        )
         if masks is not None:
             line["action_masks"] = masks.astype(np.int8).tolist()
         if memory is not None:
             line["memory"] = memory.tolist()
         if not deterministic:  # noise: the line's seed (drawn here when none is given), as the stream draws it
-            line["stochastic"], line["seed"] = True, int.from_bytes(os.urandom(8), "little") >> 1 if seed is None else int(seed)
+            line["stochastic"], line["seed"] = (
+                True,
+                int.from_bytes(os.urandom(8), "little") >> 1 if seed is None else int(seed),
+            )
         return line
 
     def _outputs(self, answer: dict) -> dict:
@@ -165,7 +182,9 @@ class RemotePolicy:
         """As Policy.act (deterministic results equal; sampled ones draw the stream's noise for `seed`, or for a seed
         drawn here when None): {"continuous_actions", "discrete_actions", "memory"} as numpy arrays."""
         s = self.settings
-        observations, action_masks, memory = check_act_arguments(observations, action_masks, memory, deterministic, seed)
+        observations, action_masks, memory = check_act_arguments(
+            observations, action_masks, memory, deterministic, seed
+        )
         arrays, rows, batched = self._observation_arrays(observations)
         check_no_extras(s, action_masks, memory)
         masks = shape_masks(action_masks, s.discrete_branches, rows, batched) if action_masks is not None else None
@@ -174,7 +193,9 @@ class RemotePolicy:
         if not rows:
             return self._no_actions()
         one = (lambda x: x) if batched else (lambda x: None if x is None else x[0])
-        answer = self._ask([self._line([one(a) for a in arrays], one(masks), one(memory), bool(deterministic), seed)])[0]
+        answer = self._ask([self._line([one(a) for a in arrays], one(masks), one(memory), bool(deterministic), seed)])[
+            0
+        ]
         return self._outputs(answer)
 
     def _no_actions(self) -> dict:
@@ -187,7 +208,9 @@ class RemotePolicy:
         ended, ids, masks, obs = steps_arguments(s, decision_steps, terminal_steps, deterministic)
         rows = len(ids)
         arrays, got, batched = self._observation_arrays(list(obs))
-        masks = shape_masks(masks, s.discrete_branches, got, batched) if s.discrete_branches and masks is not None else None
+        masks = (
+            shape_masks(masks, s.discrete_branches, got, batched) if s.discrete_branches and masks is not None else None
+        )
         if got != rows:
             raise UsageError(f"decision_steps: {rows} agent id(s) but {got} observation(s)")
         self._stale.update(agent for agent in ended if agent in self._known)
@@ -195,7 +218,9 @@ class RemotePolicy:
             return self._action_tuple(self._no_actions(), 0)
         lines = []
         for row, agent in enumerate(ids):
-            line = self._line([a[row] for a in arrays], None if masks is None else masks[row], None, bool(deterministic), None)
+            line = self._line(
+                [a[row] for a in arrays], None if masks is None else masks[row], None, bool(deterministic), None
+            )
             line["id"] = agent
             if agent in self._stale:
                 line["reset"] = True
@@ -213,14 +238,16 @@ class RemotePolicy:
 
     def _action_tuple(self, out: dict, rows: int):
         s = self.settings
-        return action_tuple(out["continuous_actions"] if s.continuous_size else np.zeros((rows, 0), np.float32),
-                            out["discrete_actions"].astype(np.int32) if s.discrete_branches else np.zeros((rows, 0), np.int32))
+        return action_tuple(
+            out["continuous_actions"] if s.continuous_size else np.zeros((rows, 0), np.float32),
+            out["discrete_actions"].astype(np.int32) if s.discrete_branches else np.zeros((rows, 0), np.int32),
+        )
 
     def reset(self, agent_ids=None) -> None:
-        """As Policy.reset: get_action's memories of every agent, or of `agent_ids`, start from zeros on their next line."""
+        """As Policy.reset: get_action's memories of every agent, or of `agent_ids`, start from zeros on their next
+        line."""
         self._stale.update(self._known if agent_ids is None else check_agent_ids(agent_ids, "agent_ids"))
 
     def check_spec(self, behavior_spec) -> None:
         """As Policy.check_spec: UsageError naming the first difference; None when they agree."""
         check_behavior_spec(self.settings, behavior_spec)
-

@@ -6,6 +6,7 @@ The pieces, as uvicorn's pluggable protocols: a Server (the answering loop, give
 lines from Owners (the Owner protocol: a connection, an HTTP request) and hands them their answers; a front (Front: a
 listening transport) makes owners. FRONTS maps each front's option to its class: a new transport is one class and
 one row there."""
+
 from __future__ import annotations
 
 import asyncio
@@ -31,47 +32,66 @@ from ..services.protocol import answer_waiting, echoed_id, json_codec, parse_add
 if TYPE_CHECKING:  # (annotations only)
     from ..services.context import Context
 
-__all__ = ["WRITE_BOUND", "READ_SIZE", "READ_BOUND", "STOP_GRACE_S", "HTTP_SCOPE", "LATENCY_BUCKETS_S", "BATCH_BUCKETS", "NEED_HTTP", "listening_socket", "Histogram", "ServeOptions", "Owner", "Connection", "HttpLine", "Server", "DESCRIPTORS", "LOOP_ERRORS", "loop_error", "Front", "LineFront", "HttpFront", "FRONTS", "start_http", "mode_serve", "serving"]
+__all__ = [
+    "WRITE_BOUND",
+    "READ_SIZE",
+    "READ_BOUND",
+    "STOP_GRACE_S",
+    "HTTP_SCOPE",
+    "LATENCY_BUCKETS_S",
+    "BATCH_BUCKETS",
+    "NEED_HTTP",
+    "listening_socket",
+    "Histogram",
+    "ServeOptions",
+    "Owner",
+    "Connection",
+    "HttpLine",
+    "Server",
+    "DESCRIPTORS",
+    "LOOP_ERRORS",
+    "loop_error",
+    "Front",
+    "LineFront",
+    "HttpFront",
+    "FRONTS",
+    "start_http",
+    "mode_serve",
+    "serving",
+]
 
 
-
-WRITE_BOUND = 1 << 20   # a connection's unsent answers (bytes) past which its lines are no longer read
-
+WRITE_BOUND = 1 << 20  # a connection's unsent answers (bytes) past which its lines are no longer read
 
 
-READ_SIZE = 1 << 20     # the most one read takes from a connection (the stream's pipe reads: the same)
+READ_SIZE = 1 << 20  # the most one read takes from a connection (the stream's pipe reads: the same)
 
 
-
-READ_BOUND = 4 << 20    # its received, unanswered lines (bytes; with --max-batch) past which likewise
-
+READ_BOUND = 4 << 20  # its received, unanswered lines (bytes; with --max-batch) past which likewise
 
 
-STOP_GRACE_S = 10.0     # SIGTERM: how long the lines already received have to be answered and sent
+STOP_GRACE_S = 10.0  # SIGTERM: how long the lines already received have to be answered and sent
 
 
-
-HTTP_SCOPE = "http:"    # the memory scope of every POST /v1/act line (socket connections: "<n>:")
-
+HTTP_SCOPE = "http:"  # the memory scope of every POST /v1/act line (socket connections: "<n>:")
 
 
 LATENCY_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 
 
-
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
-
 
 
 NEED_HTTP = "--http needs aiohttp and prometheus-client: pip install aiohttp prometheus-client"
 
 
-
 def _cannot_listen(option: str, text: str, exc: OSError) -> UsageError:
-    reason = {errno.EADDRINUSE: "address already in use", errno.EACCES: "permission denied",
-              errno.EADDRNOTAVAIL: "no such address on this machine"}.get(exc.errno, exc.strerror or str(exc))
+    reason = {
+        errno.EADDRINUSE: "address already in use",
+        errno.EACCES: "permission denied",
+        errno.EADDRNOTAVAIL: "no such address on this machine",
+    }.get(exc.errno, exc.strerror or str(exc))
     return UsageError(f"{option} {text}: cannot listen ({reason})")
-
 
 
 def listening_socket(option: str, text: str, address: tuple) -> tuple:
@@ -95,8 +115,9 @@ def listening_socket(option: str, text: str, address: tuple) -> tuple:
             sock.bind(path)
             made = (os.stat(path).st_dev, os.stat(path).st_ino)
         else:
-            family, kind, proto, _, where = socket.getaddrinfo(address[1], address[2], type=socket.SOCK_STREAM,
-                                                               flags=socket.AI_PASSIVE)[0]
+            family, kind, proto, _, where = socket.getaddrinfo(
+                address[1], address[2], type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+            )[0]
             sock = socket.socket(family, kind, proto)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind(where)
@@ -109,7 +130,6 @@ def listening_socket(option: str, text: str, address: tuple) -> tuple:
         raise _cannot_listen(option, text, exc)
 
 
-
 def _shown(sock: socket.socket) -> str:
     if sock.family == socket.AF_UNIX:
         return f"unix:{sock.getsockname()}"
@@ -117,16 +137,15 @@ def _shown(sock: socket.socket) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-
 def _raise_open_files_limit() -> None:
     """Idle connections cost a file descriptor each: the soft limit goes up to the hard one."""
     with contextlib.suppress(ImportError, ValueError, OSError):
         import resource
+
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         target = 1 << 20 if hard == resource.RLIM_INFINITY else hard
         if soft != resource.RLIM_INFINITY and soft < target:
             resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-
 
 
 class Histogram:
@@ -148,10 +167,10 @@ class Histogram:
         return out + [("+Inf", self.n)]
 
 
-
 @dataclass(frozen=True)
 class ServeOptions:
     """What the answering loop needs to know (the command line's --max-line-bytes, --max-batch, --max-wait-us)."""
+
     max_line_bytes: int = 16 << 20  # a longer line gets an error answer, its rest skipped
     max_batch: Optional[int] = None  # the most lines one answering pass takes (None: every line waiting)
     max_wait_us: int = 0  # how long a pass waits for more lines after the first arrives (0: answer at once)
@@ -180,8 +199,9 @@ class Owner(Protocol):
 
 
 class Connection(asyncio.BufferedProtocol):
-    """One client (an Owner): its bytes split into the stream's lines (too long: None), waiting for the next answering pass. Reads
-    go into the server's one read buffer (up to READ_SIZE at a time, copied out at once): an idle connection holds none."""
+    """One client (an Owner): its bytes split into the stream's lines (too long: None), waiting for the next answering
+    pass. Reads go into the server's one read buffer (up to READ_SIZE at a time, copied out at once): an idle
+    connection holds none."""
 
     def __init__(self, server: "Server"):
         self.server, self.lines, self.parts, self.parts_len, self.skipping = server, [], [], 0, False
@@ -275,9 +295,9 @@ class Connection(asyncio.BufferedProtocol):
             self.transport.close()
 
 
-
 class HttpLine:
     """POST /v1/act: one line, its answer handed to the request's future (an Owner)."""
+
     eof = closed = info = False
 
     def __init__(self, line, future):
@@ -290,7 +310,6 @@ class HttpLine:
 
     def answered(self) -> None:
         pass
-
 
 
 class Server:
@@ -388,13 +407,31 @@ class Server:
             info = info or owner.info
         self.waiting_lines -= len(lines)
         if lines:
-            special = {i: a for i, raw in enumerate(lines) if raw is not None and b'"info"' in raw
-                       for a in [self.control(raw)] if a is not None} if info else {}
+            special = (
+                {
+                    i: a
+                    for i, raw in enumerate(lines)
+                    if raw is not None and b'"info"' in raw
+                    for a in [self.control(raw)]
+                    if a is not None
+                }
+                if info
+                else {}
+            )
             if special:
                 rest = [i for i in range(len(lines)) if i not in special]
                 answers = [None] * len(lines)
-                for i, answer in zip(rest, answer_waiting(self.policy, [lines[i] for i in rest], self.memories,
-                                                           self.loads, self.limit, [scopes[i] for i in rest])):
+                for i, answer in zip(
+                    rest,
+                    answer_waiting(
+                        self.policy,
+                        [lines[i] for i in rest],
+                        self.memories,
+                        self.loads,
+                        self.limit,
+                        [scopes[i] for i in rest],
+                    ),
+                ):
                     answers[i] = answer
                 for i, answer in special.items():
                     answers[i] = answer
@@ -410,7 +447,7 @@ class Server:
                 errors += "error" in answer
             now, at = time.perf_counter(), 0
             for owner, n, arrived in owners:
-                owner.deliver(texts[at:at + n], answers[at:at + n])
+                owner.deliver(texts[at : at + n], answers[at : at + n])
                 at += n
                 self.latency.add(now - arrived, n)
                 if len(self.latencies) < 1_000_000:  # bounded: a day-long server keeps the first million
@@ -442,8 +479,16 @@ class Server:
         if self.done.done():
             return
         import select
-        idle = [c for c in self.conns if not c.lines and c not in self.ready and not c.read_paused
-                and not c.transport.get_write_buffer_size() and not c.transport.is_closing()]
+
+        idle = [
+            c
+            for c in self.conns
+            if not c.lines
+            and c not in self.ready
+            and not c.read_paused
+            and not c.transport.get_write_buffer_size()
+            and not c.transport.is_closing()
+        ]
         poll = select.poll()
         for conn in idle:
             poll.register(conn.fd, select.POLLIN)
@@ -505,6 +550,7 @@ def loop_error(loop, context: dict) -> None:
 class Front:
     """A listening transport that makes Owners for the Server: bound before the loop starts (so that a taken port is
     one line before anything runs), started in it, told to stop accepting at the first signal, cleaned up after."""
+
     option = ""  # its command-line option (FRONTS' key, with --)
     says = ""  # its start-up line: "[serve] <says> on <address>"
     unix = False  # whether it listens on a Unix socket too (unix:PATH)
@@ -544,6 +590,7 @@ class Front:
 
 class LineFront(Front):
     """--listen: the stream's JSON lines over TCP or a Unix socket, one Connection per client."""
+
     option, says, unix = "--listen", "listening", True
 
     async def start(self, server: "Server") -> None:
@@ -555,6 +602,7 @@ class LineFront(Front):
 
 class HttpFront(Front):
     """--http: GET /healthz, GET /metrics and POST /v1/act (start_http), aiohttp in the server's loop."""
+
     option, says = "--http", "http"
 
     def check(self) -> None:
@@ -589,10 +637,18 @@ async def start_http(server: Server, sock: socket.socket):
             yield CounterMetricFamily("mlagents_serve_error_answers", "error answers", value=s.errors)
             yield GaugeMetricFamily("mlagents_serve_connections_open", "socket connections open", value=len(s.conns))
             yield CounterMetricFamily("mlagents_serve_connections", "socket connections accepted", value=s.opened_total)
-            yield HistogramMetricFamily("mlagents_serve_batch_lines", "lines per answering pass (one engine call for "
-                                        "the plain ones)", buckets=s.batches.buckets(), sum_value=s.batches.sum)
-            yield HistogramMetricFamily("mlagents_serve_latency_seconds", "from the read that brought a line to the "
-                                        "write of its answer", buckets=s.latency.buckets(), sum_value=s.latency.sum)
+            yield HistogramMetricFamily(
+                "mlagents_serve_batch_lines",
+                "lines per answering pass (one engine call for the plain ones)",
+                buckets=s.batches.buckets(),
+                sum_value=s.batches.sum,
+            )
+            yield HistogramMetricFamily(
+                "mlagents_serve_latency_seconds",
+                "from the read that brought a line to the write of its answer",
+                buckets=s.latency.buckets(),
+                sum_value=s.latency.sum,
+            )
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(Collector())
@@ -601,7 +657,9 @@ async def start_http(server: Server, sock: socket.socket):
         return web.Response(text="stopping\n" if server.stopping else "ok\n", status=503 if server.stopping else 200)
 
     async def metrics(request):
-        return web.Response(body=generate_latest(registry), headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+        return web.Response(
+            body=generate_latest(registry), headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"}
+        )
 
     async def act(request):
         if server.stopping:
@@ -623,7 +681,6 @@ async def start_http(server: Server, sock: socket.socket):
     await runner.setup()
     await web.SockSite(runner, sock).start()
     return runner
-
 
 
 def mode_serve(ctx: Context):
@@ -657,9 +714,12 @@ def mode_serve(ctx: Context):
         raise server.failure
     if a.stream_stats:
         p = percentiles(server.latencies) if server.latencies else {"p50_ms": float("nan"), "p99_ms": float("nan")}
-        print(f"[serve] lines={server.lines} errors={server.errors} p50={p['p50_ms']:.4f}ms p99={p['p99_ms']:.4f}ms "
-              f"connections={server.opened_total} engine={ctx.engine_name} device={ctx.device}", file=sys.stderr,
-              flush=True)
+        print(
+            f"[serve] lines={server.lines} errors={server.errors} p50={p['p50_ms']:.4f}ms p99={p['p99_ms']:.4f}ms "
+            f"connections={server.opened_total} engine={ctx.engine_name} device={ctx.device}",
+            file=sys.stderr,
+            flush=True,
+        )
     if server.stopping and server.stopping != signal.SIGTERM:
         raise Interrupted(server.stopping)
     return None, True
@@ -671,6 +731,7 @@ def serving(policy, options: ServeOptions = ServeOptions(), **addresses):
     listen="127.0.0.1:0", http="127.0.0.1:0") yields {"listen": "HOST:PORT", "http": ...} as bound; leaving the block
     stops it as SIGTERM does (every line received answered) and closes its sockets."""
     import threading
+
     fronts = [FRONTS[dest](text) for dest, text in addresses.items()]
     for front in fronts:
         front.check()
@@ -680,7 +741,9 @@ def serving(policy, options: ServeOptions = ServeOptions(), **addresses):
         for front in fronts:
             front.bind()
         loop.call_soon(started.set)
-        thread = threading.Thread(target=loop.run_until_complete, args=(server.run(fronts, signals=False),), daemon=True)
+        thread = threading.Thread(
+            target=loop.run_until_complete, args=(server.run(fronts, signals=False),), daemon=True
+        )
         thread.start()
         started.wait()
         yield {dest: front.shown() for dest, front in zip(addresses, fronts)}

@@ -1,5 +1,6 @@
 """stream: JSON lines on stdin, one answer per line on stdout; the lines already waiting are answered together
 (the line protocol: services.protocol; docs/stream.md)."""
+
 from __future__ import annotations
 
 import gc
@@ -19,7 +20,6 @@ if TYPE_CHECKING:  # (annotations only)
 __all__ = ["mode_stream"]
 
 
-
 def mode_stream(ctx: Context):
     """JSON lines on stdin -> JSON lines on stdout, one answer per line, in order, flushed as soon
     as the lines already waiting are answered (answer_waiting: one engine call for them).
@@ -34,7 +34,9 @@ def mode_stream(ctx: Context):
     out = getattr(sys.stdout, "buffer", None)  # UTF-8 bytes straight to the pipe (else text, as the encoding says)
     if (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "") != "utf8":
         out = None
-    write, flush = (out.write, out.flush) if out is not None else (lambda b: sys.stdout.write(b.decode()), sys.stdout.flush)
+    write, flush = (
+        (out.write, out.flush) if out is not None else (lambda b: sys.stdout.write(b.decode()), sys.stdout.flush)
+    )
     loads, dumps = json_codec()
     lines = errors = 0
     latencies: list = []
@@ -55,7 +57,9 @@ def mode_stream(ctx: Context):
                 latencies += [(clock() - t0) * 1e3] * len(answers)
     if ctx.args.stream_stats:
         p = percentiles(latencies) if latencies else {"p50_ms": float("nan"), "p99_ms": float("nan")}
-        print(f"[stream] lines={lines} errors={errors} p50={p['p50_ms']:.4f}ms p99={p['p99_ms']:.4f}ms "
-              f"engine={ctx.engine_name} device={ctx.device}", file=sys.stderr)
+        print(
+            f"[stream] lines={lines} errors={errors} p50={p['p50_ms']:.4f}ms p99={p['p99_ms']:.4f}ms "
+            f"engine={ctx.engine_name} device={ctx.device}",
+            file=sys.stderr,
+        )
     return None, True
-

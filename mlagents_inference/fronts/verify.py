@@ -1,5 +1,6 @@
 """Modes that check the policy: precision (against a float64 reference) and onnx-compare (against ML-Agents'
 own ONNX), on ML-Agents' modules rebuilt in torch."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,8 +18,14 @@ if TYPE_CHECKING:  # (annotations only)
     from ..api.policy import Policy
     from ..services.context import Context
 
-__all__ = ["mode_precision", "show_precision", "mode_onnx_compare", "compare_with_reference", "show_onnx_compare", "memory_rollout"]
-
+__all__ = [
+    "mode_precision",
+    "show_precision",
+    "mode_onnx_compare",
+    "compare_with_reference",
+    "show_onnx_compare",
+    "memory_rollout",
+]
 
 
 def mode_precision(ctx: Context):
@@ -33,15 +40,22 @@ def mode_precision(ctx: Context):
     same_as_test = ctx.engine_name == "torch" and ctx.device.type == "cpu" and ctx.args.dtype == "float32"
     from ..engines.torch_devices import resolve_device
     from ..engines.torch_engine import TorchEngine
+
     cpu32 = test if same_as_test else TorchEngine(ctx.checkpoint.actor, resolve_device("cpu"), "float32").run(flat)
     key = "deterministic_continuous_actions" if s.continuous_size else "probabilities"
     vs_ref, vs_cpu = compare(test[key], ref[key]), compare(test[key], cpu32[key])
     min_cos = 0.999  # a low-precision dtype's bar; --tol sets the error's
     passed = vs_ref["cos"] >= min_cos and vs_ref["max_abs_err"] < ctx.args.tol
-    result = {"reference": "float64 cpu", "samples": n, "tol": ctx.args.tol, "min_cos": min_cos, "seed": ctx.args.seed,
-              "compared": "continuous actions" if s.continuous_size else "masked action probabilities",
-              **{k: vs_ref[k] for k in ("cos", "max_abs_err", "max_rel_err", "bitwise_equal_ratio")},
-              "vs_cpu_float32": vs_cpu}
+    result = {
+        "reference": "float64 cpu",
+        "samples": n,
+        "tol": ctx.args.tol,
+        "min_cos": min_cos,
+        "seed": ctx.args.seed,
+        "compared": "continuous actions" if s.continuous_size else "masked action probabilities",
+        **{k: vs_ref[k] for k in ("cos", "max_abs_err", "max_rel_err", "bitwise_equal_ratio")},
+        "vs_cpu_float32": vs_cpu,
+    }
     if s.discrete_branches:
         ours, theirs = test["deterministic_discrete_actions"], ref["deterministic_discrete_actions"]
         result["discrete_identical_ratio"] = float(np.mean((ours == theirs).all(axis=1)))
@@ -49,28 +63,33 @@ def mode_precision(ctx: Context):
     if s.memory_size:
         result["memory_max_abs_err"] = compare(test["recurrent_out"], ref["recurrent_out"])["max_abs_err"]
     from ..engines.factory import engine_report  # (what float32 ran as: TF32/HF32, the provider's precision mode)
-    return {**result, **engine_report(policy.engine), "passed": passed, **ctx.base()}, passed
 
+    return {**result, **engine_report(policy.engine), "passed": passed, **ctx.base()}, passed
 
 
 def show_precision(r: dict) -> list:
     c = r["vs_cpu_float32"]
-    lines = [header(r, "precision against a float64 CPU reference"),
-             f"  samples = {r['samples']} (normal observations, RandomState({r['seed']}))",
-             f"  vs float64: cos = {r['cos']:.8f} | max_abs_err = {r['max_abs_err']:.3e} | max_rel_err = "
-             f"{r['max_rel_err']:.3e} | bitwise equal (after float32 rounding) = {r['bitwise_equal_ratio']:.2%} ({r['compared']})",
-             f"  vs CPU float32 (torch): cos = {c['cos']:.8f} | max_abs_err = {c['max_abs_err']:.3e} | "
-             f"bitwise equal = {c['bitwise_equal_ratio']:.2%}"]
+    lines = [
+        header(r, "precision against a float64 CPU reference"),
+        f"  samples = {r['samples']} (normal observations, RandomState({r['seed']}))",
+        f"  vs float64: cos = {r['cos']:.8f} | max_abs_err = {r['max_abs_err']:.3e} | max_rel_err = "
+        f"{r['max_rel_err']:.3e} | bitwise equal (after float32 rounding) = {r['bitwise_equal_ratio']:.2%} "
+        f"({r['compared']})",
+        f"  vs CPU float32 (torch): cos = {c['cos']:.8f} | max_abs_err = {c['max_abs_err']:.3e} | "
+        f"bitwise equal = {c['bitwise_equal_ratio']:.2%}",
+    ]
     if "discrete_identical_ratio" in r:
-        lines.append(f"  discrete actions identical to float64 = {r['discrete_identical_ratio']:.2%} "
-                     f"(max probability error {r['probability_max_abs_err']:.3e})")
+        lines.append(
+            f"  discrete actions identical to float64 = {r['discrete_identical_ratio']:.2%} "
+            f"(max probability error {r['probability_max_abs_err']:.3e})"
+        )
     if "memory_max_abs_err" in r:
         lines.append(f"  next memory vs float64: max_abs_err = {r['memory_max_abs_err']:.3e}")
-    lines += [f"  {label}: {r[key]}" for key, label in (("precision", "ran as"), ("graphs", "device graphs"))
-              if r.get(key)]
+    lines += [
+        f"  {label}: {r[key]}" for key, label in (("precision", "ran as"), ("graphs", "device graphs")) if r.get(key)
+    ]
     lines.append(f"  holds (cos >= {r['min_cos']:g} and max_abs_err < {r['tol']:g}): {'yes' if r['passed'] else 'NO'}")
     return lines
-
 
 
 def mode_onnx_compare(ctx: Context):
@@ -81,9 +100,14 @@ def mode_onnx_compare(ctx: Context):
     try:  # (its inputs, or its answers, are not this checkpoint's)
         return compare_with_reference(ctx, MLAgentsOnnx(onnx_path, ctx.settings), result)
     except NotThisPolicy as exc:
-        return {**result, "not_this_policy": str(exc), "max_abs_err": None, "mean_abs_err": None, "cos": None,
-                "passed": False}, False
-
+        return {
+            **result,
+            "not_this_policy": str(exc),
+            "max_abs_err": None,
+            "mean_abs_err": None,
+            "cos": None,
+            "passed": False,
+        }, False
 
 
 def compare_with_reference(ctx: Context, reference: MLAgentsOnnx, result: dict):
@@ -101,15 +125,22 @@ def compare_with_reference(ctx: Context, reference: MLAgentsOnnx, result: dict):
     stats, tol = parity(s, ours, theirs), ctx.args.tol
     passed = parity_holds(stats, tol)
     if "continuous_actions" in ours:
-        result.update(reference_first=floats(theirs["continuous_actions"][0, :6]),
-                      rebuilt_first=floats(ours["continuous_actions"][0, :6]))
+        result.update(
+            reference_first=floats(theirs["continuous_actions"][0, :6]),
+            rebuilt_first=floats(ours["continuous_actions"][0, :6]),
+        )
     if "memory" in ours:
         stats["rollout"] = memory_rollout(policy, reference, s, ctx.args.seed, ctx.args.steps)
         passed = passed and parity_holds(stats["rollout"], tol)
-    result.update(dict.fromkeys(("max_abs_err", "mean_abs_err", "cos")), **stats,  # (these three first, None if absent)
-                  tol=tol, min_cos=PARITY_MIN_COS, legacy_interface=reference.iface.legacy, passed=passed)
+    result.update(
+        dict.fromkeys(("max_abs_err", "mean_abs_err", "cos")),
+        **stats,  # (these three first, None if absent)
+        tol=tol,
+        min_cos=PARITY_MIN_COS,
+        legacy_interface=reference.iface.legacy,
+        passed=passed,
+    )
     return result, passed
-
 
 
 def show_onnx_compare(r: dict) -> list:
@@ -118,23 +149,30 @@ def show_onnx_compare(r: dict) -> list:
     if "not_this_policy" in r:
         return lines + [f"  {name} {r['not_this_policy']}: not this policy"]
     if r["max_abs_err"] is not None:
-        lines += [f"  ML-Agents ONNX deterministic[0][:6] = {fmt(r['reference_first'])}",
-                  f"  rebuilt policy deterministic[0][:6] = {fmt(r['rebuilt_first'])}",
-                  f"  max_abs_err = {r['max_abs_err']:.3e} | mean_abs_err = {r['mean_abs_err']:.3e} | cos = {r['cos']:.8f}"]
+        lines += [
+            f"  ML-Agents ONNX deterministic[0][:6] = {fmt(r['reference_first'])}",
+            f"  rebuilt policy deterministic[0][:6] = {fmt(r['rebuilt_first'])}",
+            f"  max_abs_err = {r['max_abs_err']:.3e} | mean_abs_err = {r['mean_abs_err']:.3e} | cos = {r['cos']:.8f}",
+        ]
     if "discrete_mismatches" in r:
         lines.append(f"  discrete actions: {r['discrete_mismatches']} of {r['rows']} rows differ (random masks)")
     if "rollout" in r:
         ro = r["rollout"]
         lines.append(f"  next memory: max error relative to max(1, |value|) = {r['memory_max_rel_err']:.3e}")
-        lines.append(f"  {ro['steps']}-step rollout carrying each side's own memory: worst step {ro['worst_step']}: "
-                     f"memory {ro['memory_max_rel_err']:.3e}, {ro.get('discrete_mismatches', 0)} discrete mismatches"
-                     + (f", continuous {ro['max_abs_err']:.3e}" if "max_abs_err" in ro else ""))
+        lines.append(
+            f"  {ro['steps']}-step rollout carrying each side's own memory: worst step {ro['worst_step']}: "
+            f"memory {ro['memory_max_rel_err']:.3e}, {ro.get('discrete_mismatches', 0)} discrete mismatches"
+            + (f", continuous {ro['max_abs_err']:.3e}" if "max_abs_err" in ro else "")
+        )
     if r["legacy_interface"]:
-        lines.append(f"  ({name} has no deterministic_* outputs (ML-Agents 1.x, early 2.x): compared through its "
-                     f"action mean / masked logits)")
-    return lines + [f"  holds (max_abs_err < {r['tol']:g}, cos >= {r['min_cos']:g}, no discrete mismatch, "
-                    f"memory < {r['tol']:g}): " + ("yes" if r["passed"] else "NO")]
-
+        lines.append(
+            f"  ({name} has no deterministic_* outputs (ML-Agents 1.x, early 2.x): compared through its "
+            f"action mean / masked logits)"
+        )
+    return lines + [
+        f"  holds (max_abs_err < {r['tol']:g}, cos >= {r['min_cos']:g}, no discrete mismatch, "
+        f"memory < {r['tol']:g}): " + ("yes" if r["passed"] else "NO")
+    ]
 
 
 def memory_rollout(policy: Policy, reference: MLAgentsOnnx, s: PolicySettings, seed: int, steps: int) -> dict:
@@ -146,10 +184,12 @@ def memory_rollout(policy: Policy, reference: MLAgentsOnnx, s: PolicySettings, s
         ours = policy.run(policy.prepare(obs, masks, ours_mem)[0], rows)
         theirs = reference.deterministic(policy.prepare(obs, masks, theirs_mem)[0])
         p = parity(s, ours, theirs)
-        if not worst or p.get("memory_max_rel_err", 0) > worst.get("memory_max_rel_err", 0) or \
-                p.get("discrete_mismatches", 0) > worst.get("discrete_mismatches", 0):
+        if (
+            not worst
+            or p.get("memory_max_rel_err", 0) > worst.get("memory_max_rel_err", 0)
+            or p.get("discrete_mismatches", 0) > worst.get("discrete_mismatches", 0)
+        ):
             worst, worst_step = p, t
         worst = {k: max(worst.get(k, 0), v) if k != "cos" else min(worst.get(k, 1), v) for k, v in p.items()}
         ours_mem, theirs_mem = ours["memory"], theirs["memory"]
     return {**worst, "worst_step": worst_step, "steps": steps}
-

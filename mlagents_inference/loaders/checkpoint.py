@@ -1,5 +1,6 @@
 """The checkpoint reader: read (weights_only), validate, infer the settings (the ONNX or
 configuration.yaml where the checkpoint is silent) and build the actor with one strict load."""
+
 import itertools
 import os
 import pickle
@@ -19,7 +20,24 @@ from ..core.spec import ATTENTION_EMBEDDING, GoalInput, InputSpec, PolicySetting
 from ..model.encoders import VISUAL_ENCODERS
 from ..model.networks import SimpleActor
 
-__all__ = ["read_checkpoint", "validate_tensors", "global_step", "ENCODER_KEYS", "PROCESSOR_KEY", "check_state_dict", "onnx_difference", "infer_settings", "visual_input_spec", "inputs_from_checkpoint", "pick_goal", "trainer_of", "check_image_sides", "build_actor", "LoadedCheckpoint", "policy_needs_onnx"]
+__all__ = [
+    "read_checkpoint",
+    "validate_tensors",
+    "global_step",
+    "ENCODER_KEYS",
+    "PROCESSOR_KEY",
+    "check_state_dict",
+    "onnx_difference",
+    "infer_settings",
+    "visual_input_spec",
+    "inputs_from_checkpoint",
+    "pick_goal",
+    "trainer_of",
+    "check_image_sides",
+    "build_actor",
+    "LoadedCheckpoint",
+    "policy_needs_onnx",
+]
 
 
 def read_checkpoint(path: Path) -> dict:
@@ -41,8 +59,20 @@ def read_checkpoint(path: Path) -> dict:
         raise UsageError(f"{path}: is a folder, not a checkpoint file")
     except OSError as exc:
         raise UsageError(f"{path}: cannot read ({exc.strerror or exc})")
-    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, TypeError, AttributeError,
-            ImportError, IndexError, KeyError, UnicodeDecodeError, MemoryError, OverflowError) as exc:
+    except (
+        pickle.UnpicklingError,
+        RuntimeError,
+        EOFError,
+        ValueError,
+        TypeError,
+        AttributeError,
+        ImportError,
+        IndexError,
+        KeyError,
+        UnicodeDecodeError,
+        MemoryError,
+        OverflowError,
+    ) as exc:
         text = str(exc).strip()
         wants_code = re.search(r"(?:unsupported|Unsupported global:) GLOBAL ([\w.]+)", text)
         if wants_code:  # a pickle asking for code (e.g. GLOBAL posix.system): the refusal we want
@@ -51,13 +81,13 @@ def read_checkpoint(path: Path) -> dict:
             reason = "not a PyTorch checkpoint file, or a damaged/truncated one"
         else:
             reason = text.splitlines()[0][:160]
-        raise UsageError(f"{path}: refused, nothing in it was run ({reason}); "
-                         f"expected an ML-Agents .pt written by mlagents-learn")
+        raise UsageError(
+            f"{path}: refused, nothing in it was run ({reason}); expected an ML-Agents .pt written by mlagents-learn"
+        )
     validate_tensors(obj, path, size)
     if not isinstance(obj, dict) or "Policy" not in obj or not isinstance(obj["Policy"], dict):
         raise UsageError(f"{path}: not an ML-Agents checkpoint (no 'Policy' state dict)")
     return obj
-
 
 
 def validate_tensors(obj, path: Optional[Path] = None, max_storage_bytes: Optional[int] = None) -> None:
@@ -65,12 +95,24 @@ def validate_tensors(obj, path: Optional[Path] = None, max_storage_bytes: Option
     (sparse, nested, quantized), not a plain dtype, not on the CPU, a storage larger than the
     file (`max_storage_bytes`), or more elements than their storage holds (stride-0 tricks that
     make 4 bytes look like 10^10 floats). Walks containers without recursion (any depth, cycles)."""
-    plain = {torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.int16,
-             torch.int32, torch.int64, torch.uint8, torch.bool}
+    plain = {
+        torch.float32,
+        torch.float64,
+        torch.float16,
+        torch.bfloat16,
+        torch.int8,
+        torch.int16,
+        torch.int32,
+        torch.int64,
+        torch.uint8,
+        torch.bool,
+    }
 
     def bad(where: str, problem: str) -> UsageError:
-        return UsageError(f"{short_path(path) + ': ' if path else ''}refused, nothing in it was run "
-                          f"(tensor {where} {problem}); expected an ML-Agents .pt written by mlagents-learn")
+        return UsageError(
+            f"{short_path(path) + ': ' if path else ''}refused, nothing in it was run "
+            f"(tensor {where} {problem}); expected an ML-Agents .pt written by mlagents-learn"
+        )
 
     stack, seen, items = [("", obj)], set(), 0
     while stack:
@@ -108,7 +150,6 @@ def validate_tensors(obj, path: Optional[Path] = None, max_storage_bytes: Option
                 stack.extend((where, item) for item in value)
 
 
-
 def global_step(checkpoint: dict) -> Optional[int]:
     """The training step saved with a checkpoint ({"_GlobalSteps__global_step": tensor([600017])})."""
     step = checkpoint.get("global_step")
@@ -120,13 +161,10 @@ def global_step(checkpoint: dict) -> Optional[int]:
         return None
 
 
-
 ENCODER_KEYS = "network_body.observation_encoder."
 
 
-
 PROCESSOR_KEY = re.compile(r"^network_body\.observation_encoder\.processors\.(\d+)\.(.+)$")
-
 
 
 def _state_tensor(state: dict, key: str, bad: Callable[[str], Exception]):
@@ -134,7 +172,6 @@ def _state_tensor(state: dict, key: str, bad: Callable[[str], Exception]):
     if not isinstance(value, torch.Tensor):
         raise bad(f"missing tensor '{key}'")
     return value
-
 
 
 def check_state_dict(state: dict, bad: Callable[[str], Exception]) -> None:
@@ -162,7 +199,6 @@ def check_state_dict(state: dict, bad: Callable[[str], Exception]) -> None:
                 raise bad(f"'{key}' holds {value.reshape(-1)[:8].tolist()}, expected whole numbers")
 
 
-
 def onnx_difference(iface: OnnxInterface, state: dict, settings: "PolicySettings") -> Optional[str]:
     """How an ONNX shows it is not this checkpoint's, or None: its inputs' shapes differ from the
     policy's, or a weight it names as the checkpoint does has another shape. (Other weights of the
@@ -176,15 +212,16 @@ def onnx_difference(iface: OnnxInterface, state: dict, settings: "PolicySettings
     return None
 
 
-
 def _network_body(state: dict, shape: Callable[[str], tuple], bad: Callable[[str], Exception]) -> tuple:
     """(hidden, num_layers, body_in, hyper, last): the body's width, depth and input width, whether it is a
     hypernetwork, and the index of its last hypernetwork layer (None for a plain body)."""
     body = "network_body._body_endoder."
-    linear = sorted(int(m.group(1)) for k in state
-                    for m in [re.match(re.escape(body) + r"seq_layers\.(\d+)\.weight$", k)] if m)
-    hyper_layers = sorted(int(m.group(1)) for k in state
-                          for m in [re.match(re.escape(body) + r"layers\.(\d+)\.(?:weight|bias)$", k)] if m)
+    linear = sorted(
+        int(m.group(1)) for k in state for m in [re.match(re.escape(body) + r"seq_layers\.(\d+)\.weight$", k)] if m
+    )
+    hyper_layers = sorted(
+        int(m.group(1)) for k in state for m in [re.match(re.escape(body) + r"layers\.(\d+)\.(?:weight|bias)$", k)] if m
+    )
     if linear:
         if linear != list(range(0, 2 * len(linear), 2)):
             raise bad(f"network-body layers {linear} are not Linear layers 0, 2, 4, ... with Swish between")
@@ -201,9 +238,7 @@ def _network_body(state: dict, shape: Callable[[str], tuple], bad: Callable[[str
     raise bad("no network body ('network_body._body_endoder.seq_layers.N.weight')")
 
 
-
-def _visible_inputs(state: dict, shape: Callable[[str], tuple], hidden: int,
-                    bad: Callable[[str], Exception]) -> dict:
+def _visible_inputs(state: dict, shape: Callable[[str], tuple], hidden: int, bad: Callable[[str], Exception]) -> dict:
     """The inputs the checkpoint shows, by index: normalisers, image encoders, entity embeddings."""
     seen: dict[int, InputSpec] = {}
     for key in state:
@@ -226,9 +261,9 @@ def _visible_inputs(state: dict, shape: Callable[[str], tuple], hidden: int,
     return seen
 
 
-
-def _all_inputs(seen: dict, onnx_iface: Optional[OnnxInterface], body_in: int, hidden: int,
-                bad: Callable[[str], Exception]) -> tuple:
+def _all_inputs(
+    seen: dict, onnx_iface: Optional[OnnxInterface], body_in: int, hidden: int, bad: Callable[[str], Exception]
+) -> tuple:
     """(inputs, source): every input with its full shape, and where those shapes came from. The checkpoint
     cannot tell unnormalised vectors, image sides or entity counts; a fitting ONNX can."""
     onnx_shapes = onnx_input_shapes(onnx_iface, seen) if onnx_iface else None
@@ -238,23 +273,29 @@ def _all_inputs(seen: dict, onnx_iface: Optional[OnnxInterface], body_in: int, h
     source, no_onnx = "checkpoint", "no ML-Agents ONNX beside it"
     if onnx_iface is not None and not fits:  # say why the ONNX found was not used
         no_onnx = f"{onnx_iface.path.name} not used: its inputs " + (
-            "are not ML-Agents' (obs_N, or vector_observation and visual_observation_N)" if onnx_shapes is None
-            else f"{[list(d) for d in onnx_shapes]} do not fit the checkpoint's")
+            "are not ML-Agents' (obs_N, or vector_observation and visual_observation_N)"
+            if onnx_shapes is None
+            else f"{[list(d) for d in onnx_shapes]} do not fit the checkpoint's"
+        )
     if fits:
-        inputs = [replace(seen[i], shape=tuple(dims)) if i in seen else InputSpec(f"obs_{i}", "vector", tuple(dims))
-                  for i, dims in enumerate(onnx_shapes)]
+        inputs = [
+            replace(seen[i], shape=tuple(dims)) if i in seen else InputSpec(f"obs_{i}", "vector", tuple(dims))
+            for i, dims in enumerate(onnx_shapes)
+        ]
         needs = any(i not in seen for i in range(len(onnx_shapes))) or any(s.kind != "vector" for s in seen.values())
         source = f"checkpoint + {onnx_iface.path.name}" if needs else "checkpoint"
     else:
-        hint = ("put its ML-Agents ONNX beside it or pass --onnx FILE" if onnx_iface is None else
-                f"{no_onnx}; pass the policy's own ML-Agents ONNX with --onnx FILE")
+        hint = (
+            "put its ML-Agents ONNX beside it or pass --onnx FILE"
+            if onnx_iface is None
+            else f"{no_onnx}; pass the policy's own ML-Agents ONNX with --onnx FILE"
+        )
         inputs = inputs_from_checkpoint(seen, body_in, hidden, bad, hint)
         if any(s.kind == "visual" for s in inputs):
             source = f"checkpoint (square images assumed: {no_onnx})"
         elif len(inputs) > len(seen):
             source = f"checkpoint (unnormalised inputs taken as one: {no_onnx})"
     return inputs, source
-
 
 
 def _action_heads(state: dict, shape: Callable[[str], tuple], bad: Callable[[str], Exception]) -> tuple:
@@ -275,10 +316,16 @@ def _action_heads(state: dict, shape: Callable[[str], tuple], bad: Callable[[str
     return continuous, branches
 
 
-
-def infer_settings(state: dict, path: Path, onnx_iface: Optional[OnnxInterface], config: dict,
-                   trainer_hint: Optional[str], goal_input: GoalInput) -> PolicySettings:
+def infer_settings(
+    state: dict,
+    path: Path,
+    onnx_iface: Optional[OnnxInterface],
+    config: dict,
+    trainer_hint: Optional[str],
+    goal_input: GoalInput,
+) -> PolicySettings:
     """The policy's settings from its tensor shapes, the ONNX interface where shapes are silent."""
+
     def bad(problem: str) -> UsageError:
         return UsageError(f"{path}: not a usable ML-Agents policy: {problem}")
 
@@ -294,50 +341,79 @@ def infer_settings(state: dict, path: Path, onnx_iface: Optional[OnnxInterface],
         goal_width = shape(f"network_body._body_endoder.layers.{last_layer}.hypernet.0.weight")[1]
         pick_goal(inputs, goal_width, goal_input, hidden, path)
     elif goal_input is not None:
-        raise UsageError(f"--goal-input {','.join(map(str, goal_indices(goal_input)))}: {path.name} has no "
-                         f"goal-conditioned (hypernetwork) body")
+        raise UsageError(
+            f"--goal-input {','.join(map(str, goal_indices(goal_input)))}: {path.name} has no "
+            f"goal-conditioned (hypernetwork) body"
+        )
 
     # -- memory, actions, trainer
     lstm_key = "network_body.lstm.lstm.weight_hh_l0"
     memory = shape(lstm_key)[1] * 2 if lstm_key in state else 0
     conditional = "action_model._continuous_distribution.log_sigma.weight" in state
     continuous, branches = _action_heads(state, shape, bad)
-    streams = sorted({m.group(1) for k in state
-                      for m in [re.match(r"^value_heads\.value_heads\.([^.]+)\.weight$", k)] if m})
-    trainer = trainer_hint or (str(config.get("trainer_type")) if config.get("trainer_type") in ("ppo", "sac", "poca")
-                               else None)  # the checkpoint's optimizer entries decide; the config only fills a gap
-    return PolicySettings(inputs, hidden, num_layers, normalize, continuous, branches, memory, conditional, conditional,
-                          hyper, streams, trainer, source)
-
+    streams = sorted(
+        {m.group(1) for k in state for m in [re.match(r"^value_heads\.value_heads\.([^.]+)\.weight$", k)] if m}
+    )
+    trainer = trainer_hint or (
+        str(config.get("trainer_type")) if config.get("trainer_type") in ("ppo", "sac", "poca") else None
+    )  # the checkpoint's optimizer entries decide; the config only fills a gap
+    return PolicySettings(
+        inputs,
+        hidden,
+        num_layers,
+        normalize,
+        continuous,
+        branches,
+        memory,
+        conditional,
+        conditional,
+        hyper,
+        streams,
+        trainer,
+        source,
+    )
 
 
 def visual_input_spec(state: dict, prefix: str, i: int, hidden: int, bad) -> InputSpec:
     """Which of ML-Agents' five encoders, and the image's channels, from the processor's keys
     (the image side is set later from the ONNX, or solved for a square image)."""
-    convs = sorted(int(m.group(1)) for k in state for m in [re.match(re.escape(prefix) + r"conv_layers\.(\d+)\.weight$", k)] if m)
+    convs = sorted(
+        int(m.group(1)) for k in state for m in [re.match(re.escape(prefix) + r"conv_layers\.(\d+)\.weight$", k)] if m
+    )
     kernels = [tuple(state[f"{prefix}conv_layers.{c}.weight"].shape) for c in convs]
     if f"{prefix}sequential.0.weight" in state:
         encoder, channels = "resnet", state[f"{prefix}sequential.0.weight"].shape[1]
     elif not convs:
         encoder, channels = "fully_connected", None
     else:
-        found = {tuple((out, kernel) for out, kernel, _ in cls.CONVS): name
-                 for name, cls in VISUAL_ENCODERS.items() if getattr(cls, "CONVS", None)}
+        found = {
+            tuple((out, kernel) for out, kernel, _ in cls.CONVS): name
+            for name, cls in VISUAL_ENCODERS.items()
+            if getattr(cls, "CONVS", None)
+        }
         encoder = found.get(tuple((k[0], k[2]) for k in kernels))
         if encoder is None:
-            raise bad(f"processor {i}: convolutions {[list(k) for k in kernels]} match none of ML-Agents' visual encoders")
+            raise bad(
+                f"processor {i}: convolutions {[list(k) for k in kernels]} match none of ML-Agents' visual encoders"
+            )
         channels = kernels[0][1]
     dense = state.get(f"{prefix}dense.weight" if encoder == "resnet" else f"{prefix}dense.0.weight")
     if not isinstance(dense, torch.Tensor) or dense.dim() != 2:
         raise bad(f"processor {i}: a {encoder} encoder without its dense layer")
-    side = next((s for s in range(VISUAL_ENCODERS[encoder].MIN_SIDE, 1025)  # the smallest square image that fits
-                 if channels and VISUAL_ENCODERS[encoder].flat_size(channels, s, s) == dense.shape[1]), None)
+    side = next(
+        (
+            s
+            for s in range(VISUAL_ENCODERS[encoder].MIN_SIDE, 1025)  # the smallest square image that fits
+            if channels and VISUAL_ENCODERS[encoder].flat_size(channels, s, s) == dense.shape[1]
+        ),
+        None,
+    )
     return InputSpec(f"obs_{i}", "visual", (channels, side, side), encoder=encoder)
 
 
-
-def inputs_from_checkpoint(seen: dict, body_in: int, hidden: int, bad,
-                           hint: str = "put its ML-Agents ONNX beside it or pass --onnx FILE") -> list:
+def inputs_from_checkpoint(
+    seen: dict, body_in: int, hidden: int, bad, hint: str = "put its ML-Agents ONNX beside it or pass --onnx FILE"
+) -> list:
     """Without an ONNX: every visible input, and the unexplained body width as ONE unnormalised vector input in the
     first gap (or last). Images are taken as square. `hint` ends the refusals that an ONNX would have avoided."""
     explained = sum(s.shape[0] if s.kind == "vector" else hidden for s in seen.values() if s.kind != "entities")
@@ -353,8 +429,10 @@ def inputs_from_checkpoint(seen: dict, body_in: int, hidden: int, bad,
     # every visible input they concatenate the same whether they are one input or several; a
     # gap among the visible inputs could hold any part of that width.
     if len(gaps) > 1 or (gaps and not rest) or (gaps and gaps[0] < count):
-        raise bad("cannot tell the policy's inputs from the checkpoint alone (inputs without weights of their "
-                  f"own sit among the others); {hint}")
+        raise bad(
+            "cannot tell the policy's inputs from the checkpoint alone (inputs without weights of their "
+            f"own sit among the others); {hint}"
+        )
     if any(spec.kind == "entities" for spec in seen.values()):
         raise bad(f"the largest entity count of a buffer-sensor input is not in the checkpoint; {hint}")
     inputs = dict(seen)
@@ -365,7 +443,6 @@ def inputs_from_checkpoint(seen: dict, body_in: int, hidden: int, bad,
         if spec.kind == "visual" and spec.shape[1] is None:
             raise bad(f"{spec.name}: the image size of this visual input cannot be told from the checkpoint; {hint}")
     return out
-
 
 
 def pick_goal(inputs: list, goal_width: int, goal_input: GoalInput, hidden: int, path: Path) -> None:
@@ -382,8 +459,11 @@ def pick_goal(inputs: list, goal_width: int, goal_input: GoalInput, hidden: int,
             problem = f"input {wrong[0]} is not a vector or camera input of this policy" if wrong else "no inputs named"
             raise UsageError(f"{label}: {problem} (inputs: {', '.join(s.describe() for s in inputs)})")
         if sum(map(width, named)) != goal_width:
-            widths = f"{inputs[named[0]].name} is {width(named[0])}" if len(named) == 1 else \
-                " + ".join(f"{inputs[i].name} ({width(i)})" for i in named) + f" = {sum(map(width, named))}"
+            widths = (
+                f"{inputs[named[0]].name} is {width(named[0])}"
+                if len(named) == 1
+                else " + ".join(f"{inputs[i].name} ({width(i)})" for i in named) + f" = {sum(map(width, named))}"
+            )
             raise UsageError(f"{label}: {widths} wide, but the hypernetwork takes a {goal_width}-wide goal")
         chosen = named
     else:
@@ -391,13 +471,14 @@ def pick_goal(inputs: list, goal_width: int, goal_input: GoalInput, hidden: int,
         fits = [c for k in sizes for c in itertools.combinations(eligible, k) if sum(map(width, c)) == goal_width]
         if len(fits) != 1:
             found = "; ".join("+".join(inputs[i].name for i in c) for c in fits[:4]) + (" ..." if len(fits) > 4 else "")
-            raise UsageError(f"{path.name}: a goal-conditioned policy whose goal input cannot be told from the shapes "
-                             f"({'these fit: ' + found if fits else 'no input or set of inputs is'} {goal_width} wide); "
-                             f"name it with --goal-input N[,N...]")
+            raise UsageError(
+                f"{path.name}: a goal-conditioned policy whose goal input cannot be told from the shapes "
+                f"({'these fit: ' + found if fits else 'no input or set of inputs is'} {goal_width} wide); "
+                f"name it with --goal-input N[,N...]"
+            )
         chosen = fits[0]
     for i in chosen:
         inputs[i].goal = True
-
 
 
 def trainer_of(checkpoint: dict) -> Optional[str]:
@@ -410,14 +491,14 @@ def trainer_of(checkpoint: dict) -> Optional[str]:
     return "ppo" if "Optimizer:value_optimizer" in checkpoint or "Optimizer:critic" in checkpoint else None
 
 
-
 def check_image_sides(settings: PolicySettings, path: Path, names: Optional[list] = None) -> None:
     """Every image at least as large as its encoder accepts (a smaller one fails inside the encoder's convolutions)."""
     for spec, name in zip(settings.inputs, names or [spec.name for spec in settings.inputs]):
         if spec.kind == "visual" and min(spec.chw[1:]) < VISUAL_ENCODERS[spec.encoder].MIN_SIDE:
-            raise UsageError(f"{path}: {name} is {spec.chw[1]}x{spec.chw[2]}, smaller than the "
-                             f"{spec.encoder} encoder accepts ({VISUAL_ENCODERS[spec.encoder].MIN_SIDE})")
-
+            raise UsageError(
+                f"{path}: {name} is {spec.chw[1]}x{spec.chw[2]}, smaller than the "
+                f"{spec.encoder} encoder accepts ({VISUAL_ENCODERS[spec.encoder].MIN_SIDE})"
+            )
 
 
 def build_actor(settings: PolicySettings, state: dict, path: Path) -> "SimpleActor":
@@ -434,17 +515,18 @@ def build_actor(settings: PolicySettings, state: dict, path: Path) -> "SimpleAct
         detail = next((l for l in lines[1:] if l), lines[0] if lines else "")
         raise UsageError(f"{path}: not a usable ML-Agents policy: {detail[:300]}")
     except (ValueError, TypeError, IndexError, ZeroDivisionError) as exc:
-        raise UsageError(f"{path}: not a usable ML-Agents policy: {str(exc).splitlines()[0][:200] if str(exc) else exc}")
+        raise UsageError(
+            f"{path}: not a usable ML-Agents policy: {str(exc).splitlines()[0][:200] if str(exc) else exc}"
+        )
     return actor.eval().requires_grad_(False)
-
 
 
 @dataclass
 class LoadedCheckpoint:
     path: Path
     settings: PolicySettings
-    actor: "SimpleActor"                 # float32, CPU, as loaded
-    onnx: Optional[OnnxInterface]        # the ML-Agents ONNX that belongs to it, when found
+    actor: "SimpleActor"  # float32, CPU, as loaded
+    onnx: Optional[OnnxInterface]  # the ML-Agents ONNX that belongs to it, when found
     global_step: Optional[int] = None
     sha256: str = ""
     load_s: float = 0.0
@@ -452,10 +534,14 @@ class LoadedCheckpoint:
     @property
     def parameters(self) -> int:
         """Weights and biases of the acting network (566,805 for Huggy), normalisers and value heads excluded."""
-        return sum(p.numel() for name, p in self.actor.named_parameters()
-                   if not name.endswith(("_vector", "_deprecated")) and not name.startswith("value_heads.")
-                   and name != "version_number" and not (name.endswith("log_sigma") and p.dim() == 2))
-
+        return sum(
+            p.numel()
+            for name, p in self.actor.named_parameters()
+            if not name.endswith(("_vector", "_deprecated"))
+            and not name.startswith("value_heads.")
+            and name != "version_number"
+            and not (name.endswith("log_sigma") and p.dim() == 2)
+        )
 
 
 def policy_needs_onnx(state: dict) -> bool:
@@ -465,8 +551,10 @@ def policy_needs_onnx(state: dict) -> bool:
     seen = sorted({int(m.group(1)) for m in matches})
     if not seen or seen != list(range(len(seen))) or not all(m.group(2).startswith("normalizer.") for m in matches):
         return True
-    widths = sum(int(state[f"{ENCODER_KEYS}processors.{i}.normalizer.running_mean"].shape[0]) for i in seen
-                 if f"{ENCODER_KEYS}processors.{i}.normalizer.running_mean" in state)
+    widths = sum(
+        int(state[f"{ENCODER_KEYS}processors.{i}.normalizer.running_mean"].shape[0])
+        for i in seen
+        if f"{ENCODER_KEYS}processors.{i}.normalizer.running_mean" in state
+    )
     first = state.get("network_body._body_endoder.seq_layers.0.weight")
     return not (isinstance(first, torch.Tensor) and first.dim() == 2 and first.shape[1] == widths)
-

@@ -1,5 +1,6 @@
 """ML-Agents' modules with the weights of an ML-Agents ONNX alone (no checkpoint; docs/policies.md tells how
 they are paired), checked against the file by a probe run before it is used."""
+
 import math
 import re
 import time
@@ -18,7 +19,15 @@ from ..model.networks import SimpleActor, branch_argmax
 from .checkpoint import LoadedCheckpoint, build_actor, check_image_sides, check_state_dict
 from .onnx_file import MLAgentsOnnx, graph_errors, read_policy_graph
 
-__all__ = ["onnx_state_dict", "file_named_inputs", "load_onnx_alone", "PROBE_SCALES", "PROBE_TOL", "probe_inputs", "check_rebuilt"]
+__all__ = [
+    "onnx_state_dict",
+    "file_named_inputs",
+    "load_onnx_alone",
+    "PROBE_SCALES",
+    "PROBE_TOL",
+    "probe_inputs",
+    "check_rebuilt",
+]
 
 
 def _tagged_template(g: OnnxGraph, settings: PolicySettings) -> tuple:
@@ -39,18 +48,19 @@ def _tagged_template(g: OnnxGraph, settings: PolicySettings) -> tuple:
     return template, canonical, tags
 
 
-
 def _which_parameter(g: OnnxGraph, tags: dict, value: np.ndarray) -> tuple:
     """(parameter, True when the graph holds sqrt(running_variance / normalization_steps), steps 1 here)."""
     for key, tag in tags.items():
         if tag.shape == value.shape and np.array_equal(tag, value):
             return key, False
     for key, tag in tags.items():
-        if key.endswith("running_variance") and tag.shape == value.shape and \
-                np.allclose(np.sqrt(tag), value, rtol=1e-6, atol=0):
+        if (
+            key.endswith("running_variance")
+            and tag.shape == value.shape
+            and np.allclose(np.sqrt(tag), value, rtol=1e-6, atol=0)
+        ):
             return key, True
     raise g.refuse(None, "cannot be paired with ML-Agents' modules (a template weight is unaccounted for)")
-
 
 
 def _weight_groups(t: OnnxGraph, g: OnnxGraph, t_weights: list, f_weights: list) -> dict:
@@ -63,15 +73,18 @@ def _weight_groups(t: OnnxGraph, g: OnnxGraph, t_weights: list, f_weights: list)
     t_feeds, g_feeds = t.feeds(common), g.feeds(common)
     for (signature, _), (mine, theirs) in groups.items():
         if len(theirs) > len(mine):
-            raise g.refuse(theirs[len(mine)].node, f"holds weights {[list(s) for s in signature[1]]} that no "
-                                                   f"ML-Agents module of these settings has there")
-        keys = [[tuple(sorted(feeds.get(w.output, {}).items())) for w in side]
-                for feeds, side in ((t_feeds, mine), (g_feeds, theirs))]
+            raise g.refuse(
+                theirs[len(mine)].node,
+                f"holds weights {[list(s) for s in signature[1]]} that no ML-Agents module of these settings has there",
+            )
+        keys = [
+            [tuple(sorted(feeds.get(w.output, {}).items())) for w in side]
+            for feeds, side in ((t_feeds, mine), (g_feeds, theirs))
+        ]
         if len(set(keys[0])) == len(keys[0]) and sorted(keys[0]) == sorted(keys[1]):  # same-shaped heads: paired by
-            for side, key in zip((mine, theirs), keys):                              # what they feed, else in node
+            for side, key in zip((mine, theirs), keys):  # what they feed, else in node
                 side[:] = [w for _, w in sorted(zip(key, side), key=lambda kw: kw[0])]  # order (load checks both)
     return groups
-
 
 
 def _paired_values(g: OnnxGraph, groups: dict, tags: dict) -> tuple:
@@ -96,22 +109,27 @@ def _paired_values(g: OnnxGraph, groups: dict, tags: dict) -> tuple:
     return found, anchors
 
 
-
 def _check_same_operators(t: OnnxGraph, g: OnnxGraph, anchors: tuple, t_weights: list, f_weights: list) -> None:
     """Refused unless the file computes what the template does between its weights and the actions (and memory)."""
     for graph, names in zip((t, g), anchors):
-        names += [n.output[0] for n in graph.nodes if n.op_type in ("Softmax", "LSTM")] + \
-                 [n.output[-1] for n in graph.nodes if n.op_type == "LSTM"]
-    (mine, _), (theirs, nodes) = [graph.op_signatures(names, {id(w.node): w for w in weights})
-                                  for graph, names, weights in ((t, anchors[0], t_weights), (g, anchors[1], f_weights))]
+        names += [n.output[0] for n in graph.nodes if n.op_type in ("Softmax", "LSTM")] + [
+            n.output[-1] for n in graph.nodes if n.op_type == "LSTM"
+        ]
+    (mine, _), (theirs, nodes) = [
+        graph.op_signatures(names, {id(w.node): w for w in weights})
+        for graph, names, weights in ((t, anchors[0], t_weights), (g, anchors[1], f_weights))
+    ]
     if mine != theirs:
         extra = next((k for k in theirs if theirs[k] > mine.get(k, 0)), None)
         missing = next((k for k in mine if mine[k] > theirs.get(k, 0)), None)
-        label = lambda k: k and k[0] + (f"({', '.join([f'{a}={v}' for a, v in k[1]] + [str(x) for x in k[2]])})"
-                                        if len(k) > 1 else "")
-        raise g.refuse(nodes.get(extra), f"computes {label(extra) or 'less'} where ML-Agents' modules compute "
-                                         f"{label(missing) or 'nothing'}")
-
+        label = lambda k: (
+            k
+            and k[0] + (f"({', '.join([f'{a}={v}' for a, v in k[1]] + [str(x) for x in k[2]])})" if len(k) > 1 else "")
+        )
+        raise g.refuse(
+            nodes.get(extra),
+            f"computes {label(extra) or 'less'} where ML-Agents' modules compute {label(missing) or 'nothing'}",
+        )
 
 
 def onnx_state_dict(g: OnnxGraph, sensors: list, settings: PolicySettings) -> dict:
@@ -120,6 +138,7 @@ def onnx_state_dict(g: OnnxGraph, sensors: list, settings: PolicySettings) -> di
     nodes are paired by kind, shape and the sensors they depend on, and the template's values say which
     parameter each holds. Every other operator on the way to the actions must be the template's too."""
     import onnx
+
     template, canonical, tags = _tagged_template(g, settings)
     t = OnnxGraph(onnx.load_from_string(export_mlagents_onnx(template)), "template")
     extra = {"action_masks": "action_masks", "recurrent_in": "recurrent_in"}
@@ -138,7 +157,6 @@ def onnx_state_dict(g: OnnxGraph, sensors: list, settings: PolicySettings) -> di
     return state
 
 
-
 def file_named_inputs(g: OnnxGraph, sensors: list, settings: PolicySettings, state: dict) -> tuple:
     """The policy takes the file's own inputs. A 1.x file's vector sensors arrive concatenated in
     vector_observation: one input whose normaliser is theirs side by side (it works elementwise),
@@ -147,7 +165,9 @@ def file_named_inputs(g: OnnxGraph, sensors: list, settings: PolicySettings, sta
         return settings, state
     feeds, groups = file_input_groups(g, sensors, settings)
     old = settings.inputs
-    width = lambda i: old[i].shape[0] if old[i].kind == "vector" else settings.hidden_units if old[i].kind == "visual" else 0
+    width = lambda i: (
+        old[i].shape[0] if old[i].kind == "vector" else settings.hidden_units if old[i].kind == "visual" else 0
+    )
     starts = np.cumsum([0] + [width(i) for i in range(len(old))])
     columns = [c for group in groups for i in group for c in range(starts[i], starts[i + 1])]
     out = {}
@@ -156,9 +176,13 @@ def file_named_inputs(g: OnnxGraph, sensors: list, settings: PolicySettings, sta
             if settings.normalize:
                 for prefix in ("network_body.processors", "network_body.observation_encoder.processors"):
                     part = lambda name: torch.cat([state[f"{prefix}.{i}.normalizer.{name}"] for i in group])
-                    out.update({f"{prefix}.{k}.normalizer.running_mean": part("running_mean"),
-                                f"{prefix}.{k}.normalizer.running_variance": part("running_variance"),
-                                f"{prefix}.{k}.normalizer.normalization_steps": torch.tensor(1)})
+                    out.update(
+                        {
+                            f"{prefix}.{k}.normalizer.running_mean": part("running_mean"),
+                            f"{prefix}.{k}.normalizer.running_variance": part("running_variance"),
+                            f"{prefix}.{k}.normalizer.normalization_steps": torch.tensor(1),
+                        }
+                    )
         else:
             for key, value in state.items():
                 m = re.match(r"^(network_body\.(?:observation_encoder\.)?processors)\.(\d+)\.(.+)$", key)
@@ -168,11 +192,13 @@ def file_named_inputs(g: OnnxGraph, sensors: list, settings: PolicySettings, sta
     for key, value in state.items():
         if re.match(r"^network_body\.(?:observation_encoder\.)?processors\.", key):
             continue
-        if key in ("network_body._body_endoder.seq_layers.0.weight", "network_body.observation_encoder.x_self_encoder.seq_layers.0.weight"):
+        if key in (
+            "network_body._body_endoder.seq_layers.0.weight",
+            "network_body.observation_encoder.x_self_encoder.seq_layers.0.weight",
+        ):
             value = value[:, columns + list(range(len(columns), value.shape[1]))]
         out[key] = value.contiguous()
     return replace(settings, inputs=inputs), out
-
 
 
 def load_onnx_alone(path: Path, expect_sha256: Optional[str] = None, goal_input: GoalInput = None) -> LoadedCheckpoint:
@@ -189,13 +215,15 @@ def load_onnx_alone(path: Path, expect_sha256: Optional[str] = None, goal_input:
     return LoadedCheckpoint(path, settings, actor, interface, None, sha, time.perf_counter() - t0)
 
 
-
-PROBE_SCALES = (1.0, 3.0, 10.0, 100.0)  # a vector in its normaliser's deviations (past its clip of 5), an image's pixels
-
+PROBE_SCALES = (
+    1.0,
+    3.0,
+    10.0,
+    100.0,
+)  # a vector in its normaliser's deviations (past its clip of 5), an image's pixels
 
 
 PROBE_TOL = 1e-4  # float32 noise, relative to max(1, |value|) and to the probe's scale
-
 
 
 def probe_inputs(actor: SimpleActor, seed: int = 0) -> tuple:
@@ -208,7 +236,9 @@ def probe_inputs(actor: SimpleActor, seed: int = 0) -> tuple:
     flat = []
     for spec, processor in zip(s.inputs, actor.network_body.processors):
         lead = scale.reshape(-1, *[1] * len(spec.shape))
-        x = (rng.uniform(-0.2, 1.0, (rows, *spec.shape)) if spec.kind == "visual" else rng.randn(rows, *spec.shape)) * lead
+        x = (
+            rng.uniform(-0.2, 1.0, (rows, *spec.shape)) if spec.kind == "visual" else rng.randn(rows, *spec.shape)
+        ) * lead
         norm = getattr(processor, "normalizer", None)
         if norm is not None:
             x = norm.running_mean.numpy() + x * np.sqrt(norm.running_variance.numpy() / float(norm.normalization_steps))
@@ -225,7 +255,6 @@ def probe_inputs(actor: SimpleActor, seed: int = 0) -> tuple:
         memory = np.concatenate([np.tanh(rng.randn(rows, half)), 2 * rng.randn(rows, half)], axis=1)
         flat.append(memory[:, None, :].astype(np.float32))
     return flat, scale
-
 
 
 def check_rebuilt(path: Path, actor: SimpleActor) -> None:
@@ -245,13 +274,17 @@ def check_rebuilt(path: Path, actor: SimpleActor) -> None:
         if bad.any():
             row = int(np.argmax(np.where(bad, np.nan_to_num(err, nan=np.inf), -1)))
             problems.append(f"{what} differ by up to {float(err[row]):.3g} (probe row {row} of {rows})")
+
     with torch.no_grad():
         t, model = [torch.from_numpy(x) for x in flat], actor.action_model
         encoding, memory = actor.network_body(t[:n], memories=t[-1] if s.memory_size else None)
         if s.continuous_size:
             mu = model._continuous_distribution(encoding)[0]
-            compare("the deterministic continuous actions", deterministic_continuous(mu, s.tanh_squash).numpy(),
-                    theirs["continuous_actions"])
+            compare(
+                "the deterministic continuous actions",
+                deterministic_continuous(mu, s.tanh_squash).numpy(),
+                theirs["continuous_actions"],
+            )
         if s.discrete_branches:
             ours, want = branch_argmax(model._discrete_distribution(encoding, t[n])).numpy(), theirs["discrete_actions"]
             logits = torch.cat([branch(encoding) for branch in model._discrete_distribution.branches], 1).numpy()
@@ -262,14 +295,18 @@ def check_rebuilt(path: Path, actor: SimpleActor) -> None:
                 size, w = s.discrete_branches[b], want[row, b]
                 a, w = logits[row, start[b] + ours[row, b]], logits[row, start[b] + w] if 0 <= w < size else np.nan
                 return abs(a - w) <= PROBE_TOL * scale[row] * max(1.0, abs(a))
+
             differ = [(row, b) for row, b in zip(*np.nonzero(ours != want)) if not tie(row, b)]
             if differ:
                 (row, b), count = differ[0], len({row for row, _ in differ})
-                problems.append(f"the deterministic discrete actions differ in {count} of {rows} probe rows (row {row}, "
-                                f"branch {b}: {ours[row, b]} here, {want[row, b]} in the file)")
+                problems.append(
+                    f"the deterministic discrete actions differ in {count} of {rows} probe rows (row {row}, "
+                    f"branch {b}: {ours[row, b]} here, {want[row, b]} in the file)"
+                )
         if s.memory_size:
             compare("the next memories", memory.reshape(rows, -1).numpy(), theirs["memory"])
     if problems:
-        raise UsageError(f"{path}: the policy rebuilt from its weights does not compute what the file computes: "
-                         f"{'; '.join(problems)}; refused")
-
+        raise UsageError(
+            f"{path}: the policy rebuilt from its weights does not compute what the file computes: "
+            f"{'; '.join(problems)}; refused"
+        )

@@ -1,7 +1,9 @@
 """ML-Agents' observation encoders: normaliser, vector input, the five visual encoders, entity attention, goal
 conditioning. Mirrored from Unity ML-Agents 1.1.0, mlagents/trainers/torch_entities (encoders.py, layers.py,
 attention.py, conditioning.py; Copyright Unity Technologies, Apache License 2.0) under its attribute names, which ARE
-the checkpoint's state-dict keys (load_state_dict(strict=True)). Inference only: no initialisers, no normaliser updates."""
+the checkpoint's state-dict keys (load_state_dict(strict=True)). Inference only: no initialisers, no normaliser
+updates."""
+
 from typing import Optional
 
 import torch
@@ -10,7 +12,27 @@ from torch import nn
 from ..core import geometry
 from ..core.spec import ATTENTION_EMBEDDING, ENTITY_ABSENT, NORMALIZER_CLIP
 
-__all__ = ["Swish", "LayerNorm", "LinearEncoder", "Normalizer", "VectorInput", "SimpleVisualEncoder", "NatureVisualEncoder", "SmallVisualEncoder", "FullyConnectedVisualEncoder", "ResNetBlock", "ResNetVisualEncoder", "VISUAL_ENCODERS", "get_zero_entities_mask", "EntityEmbedding", "MultiHeadAttention", "ResidualSelfAttention", "ObservationEncoder", "HyperNetwork", "ConditionalEncoder"]
+__all__ = [
+    "Swish",
+    "LayerNorm",
+    "LinearEncoder",
+    "Normalizer",
+    "VectorInput",
+    "SimpleVisualEncoder",
+    "NatureVisualEncoder",
+    "SmallVisualEncoder",
+    "FullyConnectedVisualEncoder",
+    "ResNetBlock",
+    "ResNetVisualEncoder",
+    "VISUAL_ENCODERS",
+    "get_zero_entities_mask",
+    "EntityEmbedding",
+    "MultiHeadAttention",
+    "ResidualSelfAttention",
+    "ObservationEncoder",
+    "HyperNetwork",
+    "ConditionalEncoder",
+]
 
 
 class Swish(nn.Module):
@@ -18,18 +40,18 @@ class Swish(nn.Module):
         return torch.mul(data, torch.sigmoid(data))
 
 
-
 class LayerNorm(nn.Module):
     """No learned scale or shift; population variance; epsilon 1e-5."""
+
     def forward(self, layer_activations):
         mean = torch.mean(layer_activations, dim=-1, keepdim=True)
         var = torch.mean((layer_activations - mean) ** 2, dim=-1, keepdim=True)
         return (layer_activations - mean) / (torch.sqrt(var + 1e-5))
 
 
-
 class LinearEncoder(nn.Module):
     """num_layers x (Linear -> Swish), keys seq_layers.{0,2,4,...}."""
+
     def __init__(self, input_size: int, num_layers: int, hidden_size: int):
         super().__init__()
         layers = []
@@ -41,11 +63,11 @@ class LinearEncoder(nn.Module):
         return self.seq_layers(input_tensor)
 
 
-
 class Normalizer(nn.Module):
     """clamp((x - running_mean) / sqrt(running_variance / normalization_steps), -5, 5).
     running_variance is a running SUM of squared deviations (1e8 in Huggy): in float16 it
     overflows, so the engines keep this module float32 whatever --dtype says."""
+
     def __init__(self, vec_obs_size: int):
         super().__init__()
         self.register_buffer("normalization_steps", torch.tensor(1))
@@ -55,10 +77,11 @@ class Normalizer(nn.Module):
     def forward(self, inputs):
         if inputs.dtype != self.running_mean.dtype:  # (a .to() of a float32 input exports as a no-op Cast node)
             inputs = inputs.to(self.running_mean.dtype)
-        return torch.clamp((inputs - self.running_mean)
-                           / torch.sqrt(self.running_variance / self.normalization_steps),
-                           -NORMALIZER_CLIP, NORMALIZER_CLIP)
-
+        return torch.clamp(
+            (inputs - self.running_mean) / torch.sqrt(self.running_variance / self.normalization_steps),
+            -NORMALIZER_CLIP,
+            NORMALIZER_CLIP,
+        )
 
 
 class VectorInput(nn.Module):
@@ -70,13 +93,13 @@ class VectorInput(nn.Module):
         return self.normalizer(inputs) if self.normalizer is not None else inputs
 
 
-
 # Each visual encoder reads its geometry from core.geometry, where it is written once (the ONNX reader reads it
 # too): CONVS, MIN_SIDE (ML-Agents' smallest image for it) and flat_size (the width of what its dense layer takes),
 # used to build it and to read a checkpoint.
 class _ConvEncoder(nn.Module):
     """conv_layers (Conv2d -> LeakyReLU)* -> flatten (C, H, W order) -> dense (Linear -> LeakyReLU).
     Images are channel-first, as ML-Agents 1.1.0 feeds them (no permute)."""
+
     ENCODER = ""  # its vis_encode_type, the key of its geometry
     CONVS: tuple = ()  # (out channels, kernel, stride)
     MIN_SIDE = 1
@@ -100,11 +123,9 @@ class _ConvEncoder(nn.Module):
         return self.dense(hidden.reshape([-1, self.final_flat]))
 
 
-
 class SimpleVisualEncoder(_ConvEncoder):
     ENCODER = "simple"
     CONVS, MIN_SIDE = geometry.CONVS[ENCODER], geometry.MIN_SIDE[ENCODER]
-
 
 
 class NatureVisualEncoder(_ConvEncoder):
@@ -112,11 +133,9 @@ class NatureVisualEncoder(_ConvEncoder):
     CONVS, MIN_SIDE = geometry.CONVS[ENCODER], geometry.MIN_SIDE[ENCODER]
 
 
-
 class SmallVisualEncoder(_ConvEncoder):  # vis_encode_type "match3"
     ENCODER = "match3"
     CONVS, MIN_SIDE = geometry.CONVS[ENCODER], geometry.MIN_SIDE[ENCODER]
-
 
 
 class FullyConnectedVisualEncoder(nn.Module):
@@ -135,16 +154,18 @@ class FullyConnectedVisualEncoder(nn.Module):
         return self.dense(visual_obs.reshape(-1, self.input_size))
 
 
-
 class ResNetBlock(nn.Module):
     def __init__(self, channel: int):
         super().__init__()
-        self.layers = nn.Sequential(Swish(), nn.Conv2d(channel, channel, [3, 3], [1, 1], padding=1),
-                                    Swish(), nn.Conv2d(channel, channel, [3, 3], [1, 1], padding=1))
+        self.layers = nn.Sequential(
+            Swish(),
+            nn.Conv2d(channel, channel, [3, 3], [1, 1], padding=1),
+            Swish(),
+            nn.Conv2d(channel, channel, [3, 3], [1, 1], padding=1),
+        )
 
     def forward(self, input_tensor):
         return input_tensor + self.layers(input_tensor)
-
 
 
 class ResNetVisualEncoder(nn.Module):
@@ -158,8 +179,12 @@ class ResNetVisualEncoder(nn.Module):
         super().__init__()
         layers, last = [], initial_channels
         for channel in self.CHANNELS:
-            layers += [nn.Conv2d(last, channel, [3, 3], [1, 1], padding=1), nn.MaxPool2d([3, 3], [2, 2]),
-                       ResNetBlock(channel), ResNetBlock(channel)]
+            layers += [
+                nn.Conv2d(last, channel, [3, 3], [1, 1], padding=1),
+                nn.MaxPool2d([3, 3], [2, 2]),
+                ResNetBlock(channel),
+                ResNetBlock(channel),
+            ]
             last = channel
         layers.append(Swish())
         self.final_flat_size = self.flat_size(initial_channels, height, width)
@@ -171,22 +196,25 @@ class ResNetVisualEncoder(nn.Module):
         return torch.relu(self.dense(hidden.reshape(-1, self.final_flat_size)))
 
 
-
-VISUAL_ENCODERS = {"simple": SimpleVisualEncoder, "nature_cnn": NatureVisualEncoder, "resnet": ResNetVisualEncoder,
-                   "match3": SmallVisualEncoder, "fully_connected": FullyConnectedVisualEncoder}
-
+VISUAL_ENCODERS = {
+    "simple": SimpleVisualEncoder,
+    "nature_cnn": NatureVisualEncoder,
+    "resnet": ResNetVisualEncoder,
+    "match3": SmallVisualEncoder,
+    "fully_connected": FullyConnectedVisualEncoder,
+}
 
 
 def get_zero_entities_mask(entities: list):
     """1 for an absent entity row (squared sum < 0.01), 0 for a present one; [B, total rows]."""
     with torch.no_grad():
-        return torch.cat([(torch.sum(ent ** 2, dim=2) < ENTITY_ABSENT).float() for ent in entities], dim=1)
-
+        return torch.cat([(torch.sum(ent**2, dim=2) < ENTITY_ABSENT).float() for ent in entities], dim=1)
 
 
 class EntityEmbedding(nn.Module):
     """Each entity row, with the agent's own encoding in front when there is one, through
     Linear -> Swish (self_ent_encoder)."""
+
     def __init__(self, entity_size: int, entity_num_max_elements: Optional[int], embedding_size: int):
         super().__init__()
         self.self_size = 0
@@ -207,7 +235,6 @@ class EntityEmbedding(nn.Module):
         return self.self_ent_encoder(entities)
 
 
-
 class MultiHeadAttention(nn.Module):
     NEG_INF = -1e6
 
@@ -222,12 +249,11 @@ class MultiHeadAttention(nn.Module):
         qk = torch.matmul(query, key)  # (b, h, n_q, n_k)
         key_mask = key_mask.reshape(b, 1, 1, n_k)
         # scaled by the full embedding width (sqrt(128)), not the head width, as ML-Agents does
-        qk = (1 - key_mask) * qk / (self.embedding_size ** 0.5) + key_mask * self.NEG_INF
+        qk = (1 - key_mask) * qk / (self.embedding_size**0.5) + key_mask * self.NEG_INF
         att = torch.softmax(qk, dim=3)
         value = value.reshape(b, n_k, self.n_heads, self.head_size).permute([0, 2, 1, 3])
         value_attention = torch.matmul(att, value).permute([0, 2, 1, 3])
         return value_attention.reshape(b, n_q, self.embedding_size), att
-
 
 
 class ResidualSelfAttention(nn.Module):
@@ -255,10 +281,10 @@ class ResidualSelfAttention(nn.Module):
         return numerator / denominator
 
 
-
 class ObservationEncoder(nn.Module):
     """One processor per input (keys processors.<i>), the entity attention block when there
     are buffer sensors (rsa, x_self_encoder), concatenated: [non-entity inputs..., attention]."""
+
     def __init__(self, inputs: list, h_size: int, normalize: bool):
         super().__init__()
         processors, sizes = [], []
@@ -281,7 +307,9 @@ class ObservationEncoder(nn.Module):
                 for p in processors:
                     if isinstance(p, EntityEmbedding):
                         p.add_self_embedding(ATTENTION_EMBEDDING)
-            self.rsa = ResidualSelfAttention(ATTENTION_EMBEDDING, sum(s.shape[0] for s in inputs if s.kind == "entities"))
+            self.rsa = ResidualSelfAttention(
+                ATTENTION_EMBEDDING, sum(s.shape[0] for s in inputs if s.kind == "entities")
+            )
         self.total_enc_size = sum(sizes) + (ATTENTION_EMBEDDING if self.rsa is not None else 0)
         self.goal_indices = [i for i, s in enumerate(inputs) if s.goal]
         self.channels_last = [s.channels_last for s in inputs]
@@ -297,10 +325,15 @@ class ObservationEncoder(nn.Module):
         return processor(_as_dtype(obs, self.compute_dtype))
 
     def forward(self, inputs: list):
-        encodes = [self.encode(i, x) for i, (p, x) in enumerate(zip(self.processors, inputs))
-                   if not isinstance(p, EntityEmbedding)]
+        encodes = [
+            self.encode(i, x)
+            for i, (p, x) in enumerate(zip(self.processors, inputs))
+            if not isinstance(p, EntityEmbedding)
+        ]
         encoded_self = torch.cat(encodes, dim=1) if encodes else None
-        entities = [(p, x.to(self.compute_dtype)) for p, x in zip(self.processors, inputs) if isinstance(p, EntityEmbedding)]
+        entities = [
+            (p, x.to(self.compute_dtype)) for p, x in zip(self.processors, inputs) if isinstance(p, EntityEmbedding)
+        ]
         if entities:
             masks = get_zero_entities_mask([x for _, x in entities]).to(self.compute_dtype)
             processed_self = self.x_self_encoder(encoded_self) if self.x_self_encoder is not None else None
@@ -313,10 +346,10 @@ class ObservationEncoder(nn.Module):
         return torch.cat([self.encode(i, inputs[i]) for i in self.goal_indices], dim=1)
 
 
-
 class HyperNetwork(nn.Module):
     """Generates a layer's weight matrix from the goal: hypernet = Linear, Swish, Linear, Swish,
     LayerNorm, Linear -> [input_size * output_size], read row-major as [input, output]."""
+
     def __init__(self, input_size: int, output_size: int, hyper_input_size: int, layer_size: int, num_layers: int):
         super().__init__()
         self.input_size, self.output_size = input_size, output_size
@@ -332,11 +365,12 @@ class HyperNetwork(nn.Module):
         return torch.bmm(input_activation.unsqueeze(1), output_weights).squeeze(1) + self.bias
 
 
-
 class ConditionalEncoder(nn.Module):
     """The goal-conditioned body: layers.{0,2,...}; the last num_conditional_layers are HyperNetworks."""
-    def __init__(self, input_size: int, goal_size: int, hidden_size: int, num_layers: int,
-                 num_conditional_layers: int = 1):
+
+    def __init__(
+        self, input_size: int, goal_size: int, hidden_size: int, num_layers: int, num_conditional_layers: int = 1
+    ):
         super().__init__()
         layers, size = [], input_size
         for i in range(num_layers):
@@ -355,8 +389,6 @@ class ConditionalEncoder(nn.Module):
         return activation
 
 
-
 def _as_dtype(x: torch.Tensor, dtype) -> torch.Tensor:
     """x in dtype, with no Cast node in an export where it already is (ML-Agents' graph has none)."""
     return x if x.dtype == dtype else x.to(dtype)
-

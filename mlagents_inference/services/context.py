@@ -1,5 +1,6 @@
 """The run context of one command (the source, checkpoint, device, engine and policy, each made once), the
 ONNX that belongs to its checkpoint, and the small helpers the modes' results share."""
+
 from __future__ import annotations
 
 import argparse
@@ -25,7 +26,6 @@ if TYPE_CHECKING:  # (annotations only)
 __all__ = ["Context"]
 
 
-
 @dataclass
 class Context:
     args: argparse.Namespace
@@ -41,12 +41,17 @@ class Context:
     def checkpoint(self) -> LoadedCheckpoint:
         src = self.source
         if src.note:
-            machine_readable = self.args.json or self.args.mode in ("stream", "serve")  # stdout is JSON only (serve: unused)
+            machine_readable = self.args.json or self.args.mode in (
+                "stream",
+                "serve",
+            )  # stdout is JSON only (serve: unused)
             print(f"[note] {src.note}", file=sys.stderr if machine_readable else sys.stdout)
         onnx = regular_file("--onnx", self.args.onnx) if self.args.onnx else None
         from ..api.policy import load_checkpoint
-        return load_checkpoint(src.checkpoint, onnx, src.model_dir, src.behavior, self.args.expect_sha256,
-                               self.args.goal_input)
+
+        return load_checkpoint(
+            src.checkpoint, onnx, src.model_dir, src.behavior, self.args.expect_sha256, self.args.goal_input
+        )
 
     @property
     def settings(self) -> PolicySettings:
@@ -55,22 +60,37 @@ class Context:
     @cached_property
     def device(self):
         from ..engines.factory import pick_device
+
         return pick_device(self.args.device, self.args.engine, self.args.providers)
 
     @cached_property
     def engine_name(self) -> str:
         from ..engines.factory import engine_name
+
         return engine_name(self.device, self.args.engine, self.args.dtype)
 
     @cached_property
     def policy(self) -> Policy:
         from ..api.policy import Policy
-        return Policy(self.checkpoint, self.device, self.args.dtype, self.args.engine, self.args.graphs == "on",
-                      providers=self.args.providers, spin=self.args.spin == "on")
+
+        return Policy(
+            self.checkpoint,
+            self.device,
+            self.args.dtype,
+            self.args.engine,
+            self.args.graphs == "on",
+            providers=self.args.providers,
+            spin=self.args.spin == "on",
+        )
 
     def base(self) -> dict:
-        return {"checkpoint": str(self.checkpoint.path), "source": self.source.origin, "device": str(self.device),
-                "dtype": self.args.dtype, "engine": self.engine_name}
+        return {
+            "checkpoint": str(self.checkpoint.path),
+            "source": self.source.origin,
+            "device": str(self.device),
+            "dtype": self.args.dtype,
+            "engine": self.engine_name,
+        }
 
     def obs(self) -> list:
         return parse_obs(self.args.obs, self.settings, self.args.seed, self.policy.normalizers)
@@ -100,7 +120,9 @@ class Context:
         ckpt, src = self.checkpoint, self.source
         found = find_checkpoint_onnx(ckpt.path, src.model_dir, src.behavior, ckpt.global_step)
         if found is None:
-            raise UsageError(f"{ckpt.path.name}: no ONNX belongs to this checkpoint (looked for "
-                             f"{src.behavior or ckpt.path.parent.name}-<step>.onnx beside it and the final "
-                             f"{src.behavior or ckpt.path.parent.name}.onnx); pass --onnx FILE")
+            raise UsageError(
+                f"{ckpt.path.name}: no ONNX belongs to this checkpoint (looked for "
+                f"{src.behavior or ckpt.path.parent.name}-<step>.onnx beside it and the final "
+                f"{src.behavior or ckpt.path.parent.name}.onnx); pass --onnx FILE"
+            )
         return found

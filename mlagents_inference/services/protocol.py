@@ -1,5 +1,6 @@
 """The line protocol of stream, serve, Ray Serve and connect(): a line's answer, the lines waiting answered
 together (one engine call for the plain ones), the JSON codec, the keys and ids a line may hold, addresses."""
+
 from __future__ import annotations
 
 import itertools
@@ -16,32 +17,45 @@ from ..core.spec import InputSpec, continuous_only
 if TYPE_CHECKING:  # (annotations only)
     from ..api.policy import Policy
 
-__all__ = ["STREAM_KEYS", "STREAM_ID_CHARS", "NUMBER_TYPES", "echoed_id", "stream_array", "parse_address", "NON_FINITE_ACTIONS", "stream_answer", "answer_texts", "waiting_lines", "answer_waiting", "json_codec"]
-
+__all__ = [
+    "STREAM_KEYS",
+    "STREAM_ID_CHARS",
+    "NUMBER_TYPES",
+    "echoed_id",
+    "stream_array",
+    "parse_address",
+    "NON_FINITE_ACTIONS",
+    "stream_answer",
+    "answer_texts",
+    "waiting_lines",
+    "answer_waiting",
+    "json_codec",
+]
 
 
 # -- stream lines: what a line may hold, and its numbers read cheaply (mode_stream answers them)
 STREAM_KEYS = {"obs", "id", "stochastic", "seed", "action_masks", "memory", "reset"}
 
 
-
 STREAM_ID_CHARS = 256  # the longest text "id"
 
 
-
 NUMBER_TYPES = {float, int}
-
 
 
 def echoed_id(msg):
     """The "id" a line's answer repeats, error answers too: a string of at most STREAM_ID_CHARS
     characters or an integer within +-2^53 (what every JSON reader keeps exact); else null."""
     ident = msg.get("id") if isinstance(msg, dict) else None
-    if isinstance(ident, str) and len(ident) <= STREAM_ID_CHARS or \
-            isinstance(ident, int) and not isinstance(ident, bool) and abs(ident) <= 2**53:
+    if (
+        isinstance(ident, str)
+        and len(ident) <= STREAM_ID_CHARS
+        or isinstance(ident, int)
+        and not isinstance(ident, bool)
+        and abs(ident) <= 2**53
+    ):
         return ident
     return None
-
 
 
 def _json_numbers_only(value, depth: int = 0) -> bool:
@@ -51,7 +65,6 @@ def _json_numbers_only(value, depth: int = 0) -> bool:
     if type(value) is list:
         return all(_json_numbers_only(v, depth + 1) for v in value)
     return type(value) is float or type(value) is int
-
 
 
 def stream_array(spec: InputSpec, value: list) -> np.ndarray:
@@ -66,7 +79,6 @@ def stream_array(spec: InputSpec, value: list) -> np.ndarray:
         raise UsageError(f'"{spec.name}": rows of different lengths')
 
 
-
 def parse_address(option: str, text: str, unix: bool = True) -> tuple:
     """('unix', path) or ('tcp', host, port) from --listen/--http/connect(); UsageError in one line otherwise."""
     if not isinstance(text, str):
@@ -78,15 +90,15 @@ def parse_address(option: str, text: str, unix: bool = True) -> tuple:
         return ("unix", text[5:])
     host, colon, port = text.rpartition(":")
     if not colon or not host:
-        raise UsageError(f"{option} {text!r}: expected HOST:PORT{' or unix:PATH' if unix else ''} (port 0: any free port)")
+        raise UsageError(
+            f"{option} {text!r}: expected HOST:PORT{' or unix:PATH' if unix else ''} (port 0: any free port)"
+        )
     if not port.isdigit() or int(port) > 65535:
         raise UsageError(f"{option} {text!r}: the port must be a whole number from 0 to 65535")
     return ("tcp", host[1:-1] if host.startswith("[") and host.endswith("]") else host, int(port))
 
 
-
 NON_FINITE_ACTIONS = "the observation drives the network beyond float32 (non-finite actions)"
-
 
 
 def _engine_failure(policy: Policy, exc: Exception) -> str:
@@ -95,7 +107,6 @@ def _engine_failure(policy: Policy, exc: Exception) -> str:
     if isinstance(exc, MemoryError) or "alloc" in str(exc).lower():
         reason = "out of memory; send fewer rows per line"
     return f"the {policy.engine_name} engine failed on this line ({reason})"
-
 
 
 def _stream_reply(policy: Policy, ident, key: Optional[str], out: dict, memories: AgentMemories) -> dict:
@@ -110,33 +121,35 @@ def _stream_reply(policy: Policy, ident, key: Optional[str], out: dict, memories
     return answer
 
 
-
 def _stream_inputs(s, msg: dict) -> tuple:
     """(values, arrays): a line's inputs as sent and as arrays, in the policy's order."""
     names = [i.name for i in s.inputs]
     if "obs" in msg:
         if len(names) != 1:
-            raise UsageError(f'this policy has {len(names)} inputs: give {", ".join(repr(n) for n in names)}, '
-                             f'not "obs"')
+            raise UsageError(
+                f'this policy has {len(names)} inputs: give {", ".join(repr(n) for n in names)}, not "obs"'
+            )
         values = [msg["obs"]]
     else:
         if missing := [n for n in names if n not in msg]:
-            raise UsageError(f'"{missing[0]}" is missing' if len(names) > 1 else
-                             f'"obs" must be a list of '
-                             f'{s.inputs[0].shape[0] if s.inputs[0].kind == "vector" else "values"}')
+            raise UsageError(
+                f'"{missing[0]}" is missing'
+                if len(names) > 1
+                else f'"obs" must be a list of {s.inputs[0].shape[0] if s.inputs[0].kind == "vector" else "values"}'
+            )
         values = [msg[n] for n in names]
     if unknown := sorted(k for k in msg if k not in STREAM_KEYS and k not in names):
         raise UsageError(f'unknown key "{unknown[0][:40]}"')
     arrays = []
     for spec, value in zip(s.inputs, values):
         if not isinstance(value, list) or (spec.kind != "entities" and not value):
-            raise UsageError(f'"{spec.name if len(names) > 1 else "obs"}" must be a list of numbers '
-                             f'or a list of such lists')
+            raise UsageError(
+                f'"{spec.name if len(names) > 1 else "obs"}" must be a list of numbers or a list of such lists'
+            )
         if not _json_numbers_only(value):
             raise UsageError(f'"{spec.name if len(names) > 1 else "obs"}" must hold numbers only')
         arrays.append(stream_array(spec, value))
     return values, arrays
-
 
 
 def _stream_options(msg: dict) -> tuple:
@@ -152,7 +165,6 @@ def _stream_options(msg: dict) -> tuple:
         if value is not None and not _json_numbers_only(value):
             raise UsageError(f'"{name}" must hold {what} only')
     return stochastic, seed, reset, masks, memory
-
 
 
 def stream_answer(policy: Policy, msg, memories: AgentMemories, scope: str = "") -> dict:
@@ -172,12 +184,18 @@ def stream_answer(policy: Policy, msg, memories: AgentMemories, scope: str = "")
         memory = memories[key]  # [agents, memory size]
         rows = len(arrays[0]) if arrays[0].ndim > len(s.inputs[0].shape) else 1
         if len(memory) != rows:
-            raise UsageError(f'id {ident}: its memory is for {len(memory)} agent(s), this line has {rows}; '
-                             f'send "reset": true to start it over')
+            raise UsageError(
+                f"id {ident}: its memory is for {len(memory)} agent(s), this line has {rows}; "
+                f'send "reset": true to start it over'
+            )
     if ident is not None and echoed_id(msg) is None:  # (a string too long was refused above)
         raise UsageError('"id" must be a string, an integer or null')
-    batched = isinstance(values[0], list) and len(values[0]) > 0 and isinstance(values[0][0], list) and \
-        (s.inputs[0].kind != "entities" or (values[0][0] and isinstance(values[0][0][0], list)))
+    batched = (
+        isinstance(values[0], list)
+        and len(values[0]) > 0
+        and isinstance(values[0][0], list)
+        and (s.inputs[0].kind != "entities" or (values[0][0] and isinstance(values[0][0][0], list)))
+    )
     observations = arrays if batched or len(arrays) > 1 else arrays[0]
     check_rows_fit(len(arrays[0]) if batched else 1, s, "per line")
     try:
@@ -187,7 +205,6 @@ def stream_answer(policy: Policy, msg, memories: AgentMemories, scope: str = "")
     except Exception as exc:  # the engine's own failure (an allocation, say) ends this line, not the stream
         raise UsageError(_engine_failure(policy, exc))
     return _stream_reply(policy, ident, key, out, memories)
-
 
 
 def answer_texts(dumps: Callable, answers: list) -> list:
@@ -206,14 +223,16 @@ def answer_texts(dumps: Callable, answers: list) -> list:
         return texts
 
 
-
 # -- stream lines already waiting, answered together (one engine call per waiting group)
 def waiting_lines(stream, limit: int):
     """Groups of stream lines (bytes without the newline; None for a line longer than `limit`): every complete line
     already waiting on `stream`. A group is what one read returns plus what is still waiting right after (select with a
     zero timeout): a line is never held back to gather others. Blank lines are dropped."""
     import select
-    read = getattr(stream, "read1", None) or getattr(stream, "read", None) or stream.readline  # (a stand-in with readline alone)
+
+    read = (
+        getattr(stream, "read1", None) or getattr(stream, "read", None) or stream.readline
+    )  # (a stand-in with readline alone)
     try:
         fd = stream.fileno()
     except (AttributeError, OSError, ValueError):  # (io.UnsupportedOperation is an OSError)
@@ -222,7 +241,8 @@ def waiting_lines(stream, limit: int):
     while True:
         chunks = [read(1 << 16)]
         size = len(chunks[0])
-        # (up to 256 KiB: in a larger group the first lines wait longer, its objects outgrow the caches, and its answers fill
+        # (up to 256 KiB: in a larger group the first lines wait longer, its objects outgrow the caches, and its
+        # answers fill
         # the pipe while the reader waits)
         while chunks[-1] and fd is not None and size < (1 << 18) and select.select([fd], [], [], 0)[0]:
             chunks.append(read(1 << 16))
@@ -253,9 +273,9 @@ def waiting_lines(stream, limit: int):
             yield group
 
 
-
-def answer_waiting(policy: Policy, lines: list, memories: AgentMemories, loads: Callable, limit: int,
-                   scopes: Optional[list] = None) -> list:
+def answer_waiting(
+    policy: Policy, lines: list, memories: AgentMemories, loads: Callable, limit: int, scopes: Optional[list] = None
+) -> list:
     """Answers to a group of waiting lines, in order, each what it would have been alone: plain lines (one
     observation of each vector input as a flat list of JSON numbers, deterministic; optional "id", "reset",
     "memory", "action_masks") share one engine call (onnxruntime, whose rows do not depend on the batch they are
@@ -271,9 +291,14 @@ def answer_waiting(policy: Policy, lines: list, memories: AgentMemories, loads: 
     # A plain line's observations are checked with the others' when the call runs, unless keeping this group's
     # memories could drop an id (AgentMemories' bounds): then as each line comes, so that a memory is read when
     # it was read line by line.
-    exact = bool(s.memory_size) and (len(memories) + len(lines) >= memories.max_ids or memories.nbytes + 256 * len(lines)
-                                     + (6 + 4 * s.memory_size) * sum(map(len, filter(None, lines)))
-                                     + sum(map(len, scopes or ())) > memories.max_bytes)
+    exact = bool(s.memory_size) and (
+        len(memories) + len(lines) >= memories.max_ids
+        or memories.nbytes
+        + 256 * len(lines)
+        + (6 + 4 * s.memory_size) * sum(map(len, filter(None, lines)))
+        + sum(map(len, scopes or ()))
+        > memories.max_bytes
+    )
     for i, raw in enumerate(lines):
         ident = msg = None
         try:
@@ -314,7 +339,6 @@ def answer_waiting(policy: Policy, lines: list, memories: AgentMemories, loads: 
     return answers
 
 
-
 def _plain_rules(policy: Policy) -> Optional[tuple]:
     """What a plain line of this policy may hold (_plain_line), or None where no line is plain (the torch engine,
     whose rows may depend on the batch; an input that is not a vector)."""
@@ -325,7 +349,6 @@ def _plain_rules(policy: Policy) -> Optional[tuple]:
     return s, names, STREAM_KEYS | set(names), {"id", "obs", *names}, [i.shape[0] for i in s.inputs]
 
 
-
 def _plain_line(rules: tuple, msg) -> Optional[tuple]:
     """A plain line's (id, input lists, masks [1, width] or None, memory [1, size] or None), checked but for its
     observations' values (finite within float32: _answer_plain checks them together); None for any other line."""
@@ -334,13 +357,19 @@ def _plain_line(rules: tuple, msg) -> Optional[tuple]:
         return None
     get, keys = msg.get, msg.keys()
     ident, masks, memory = get("id"), None, None
-    if ident is not None and not (type(ident) is str and len(ident) <= STREAM_ID_CHARS
-                                  or type(ident) is int and abs(ident) <= 2**53):
+    if ident is not None and not (
+        type(ident) is str and len(ident) <= STREAM_ID_CHARS or type(ident) is int and abs(ident) <= 2**53
+    ):
         return None
     if not keys <= bare:  # (the other keys a plain line may hold)
         seed, masks, memory = get("seed", 0), get("action_masks"), get("memory")
-        if not keys <= allowed or get("stochastic", False) is not False or type(get("reset", False)) is not bool \
-                or type(seed) is not int or not SEED_MIN <= seed < SEED_END:
+        if (
+            not keys <= allowed
+            or get("stochastic", False) is not False
+            or type(get("reset", False)) is not bool
+            or type(seed) is not int
+            or not SEED_MIN <= seed < SEED_END
+        ):
             return None
         try:
             if masks is not None:
@@ -365,14 +394,12 @@ def _plain_line(rules: tuple, msg) -> Optional[tuple]:
     return ident, values, masks, memory
 
 
-
 def _finite(values: list) -> bool:
     """A plain line's observations finite within float32 (one line's share of _answer_plain's check)."""
     try:
         return all(np.isfinite(np.array(value, np.float32)).all() for value in values)
     except OverflowError:
         return False
-
 
 
 def _answer_plain(policy: Policy, plain: list, answers: list, memories: AgentMemories, scopes: Optional[list]) -> None:
@@ -410,7 +437,6 @@ def _answer_plain(policy: Policy, plain: list, answers: list, memories: AgentMem
     plain.clear()
 
 
-
 def _run_plain(policy: Policy, plain: list, flat: list, answers: list, memories: AgentMemories) -> None:
     """One engine call for these plain lines (each alone where it fails: the failing line's error), their answers."""
     s, rows = policy.settings, len(plain)
@@ -419,8 +445,11 @@ def _run_plain(policy: Policy, plain: list, flat: list, answers: list, memories:
     if s.discrete_branches:
         width = sum(s.discrete_branches)
         masks = [line[5] for line in plain if line[5] is not None]
-        flat.append(np.ones((rows, width), np.float32) if not masks else np.concatenate(
-            [np.ones((1, width), np.float32) if line[5] is None else line[5] for line in plain]))
+        flat.append(
+            np.ones((rows, width), np.float32)
+            if not masks
+            else np.concatenate([np.ones((1, width), np.float32) if line[5] is None else line[5] for line in plain])
+        )
     if s.memory_size:
         zeros = np.zeros((1, s.memory_size), np.float32)
         flat.append(np.concatenate([zeros if line[6] is None else line[6] for line in plain])[:, None])
@@ -430,11 +459,14 @@ def _run_plain(policy: Policy, plain: list, flat: list, answers: list, memories:
         if rows == 1:
             answers[plain[0][0]] = {"id": plain[0][2], "error": _engine_failure(policy, exc)}
         for j in range(rows) if rows > 1 else ():  # each line alone, so that it is the failing line's
-            _run_plain(policy, plain[j:j + 1], [a[j:j + 1] for a in flat[:len(s.inputs)]], answers, memories)
+            _run_plain(policy, plain[j : j + 1], [a[j : j + 1] for a in flat[: len(s.inputs)]], answers, memories)
         return
     floats = [value for value in out.values() if value.dtype.kind == "f"]
-    finite = None if all(np.isfinite(value).all() for value in floats) else np.logical_and.reduce(
-        [np.isfinite(value).reshape(rows, -1).all(axis=1) for value in floats])  # (None: every row's are)
+    finite = (
+        None
+        if all(np.isfinite(value).all() for value in floats)
+        else np.logical_and.reduce([np.isfinite(value).reshape(rows, -1).all(axis=1) for value in floats])
+    )  # (None: every row's are)
     columns = [value.tolist() for value in out.values()]
     fields, again = ["id", *out], []
     if continuous_only(s):  # ("actions": the continuous actions again)
@@ -442,7 +474,7 @@ def _run_plain(policy: Policy, plain: list, flat: list, answers: list, memories:
     built = _dicts(fields, [[line[2] for line in plain], *columns, *again])
     first = plain[0][0]
     if plain[-1][0] - first == rows - 1:  # (in a row, as they usually are)
-        answers[first:first + rows] = built
+        answers[first : first + rows] = built
     else:
         for line, answer in zip(plain, built):
             answers[line[0]] = answer
@@ -456,7 +488,6 @@ def _run_plain(policy: Policy, plain: list, flat: list, answers: list, memories:
         answers[plain[j][0]] = {"id": plain[j][2], "error": NON_FINITE_ACTIONS}
 
 
-
 def _dicts(fields: list, columns: list) -> list:
     """One dict per row of `columns`, keyed by `fields` (a dict display where there are few: faster than dict(zip))."""
     if len(fields) == 2:
@@ -468,13 +499,14 @@ def _dicts(fields: list, columns: list) -> list:
     return list(map(dict, map(zip, itertools.repeat(fields), zip(*columns))))
 
 
-
 def json_codec() -> tuple:
     """(loads, dumps to bytes): orjson where installed (several times faster), else the standard library; answers strict
     JSON either way. A line orjson refuses is read again by the standard library, so that every line gets the answer it
     got before (NaN in an observation: that error, with the line's id)."""
+
     def strict_dumps(obj) -> bytes:
         return json.dumps(obj, allow_nan=False, separators=(",", ":")).encode()
+
     try:
         import orjson
     except ImportError:
@@ -485,5 +517,5 @@ def json_codec() -> tuple:
             return orjson.loads(raw)
         except ValueError:
             return json.loads(raw)
-    return loads, orjson.dumps
 
+    return loads, orjson.dumps
