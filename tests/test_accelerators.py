@@ -572,9 +572,7 @@ def test_exactly_one_onnxruntime_build_is_installed_here_and_two_in_one_folder_a
     assert sessions.onnxruntime_builds(both) == [("onnxruntime", "1.32.0"), ("onnxruntime-cann", "1.24.4")]
     apart = [FakeDistribution("onnxruntime", "1.32.0", "/venv"), FakeDistribution("onnxruntime-gpu", "1.24", "/user")]
     assert len(sessions.onnxruntime_builds(apart)) == 1  # (two folders: the first on sys.path is imported, whole)
-    import importlib.metadata
-
-    monkeypatch.setattr(importlib.metadata, "distributions", lambda: iter(both))
+    monkeypatch.setattr(sessions, "onnxruntime_distributions", lambda: both)
     monkeypatch.setattr(sessions, "_CHECKED_BUILDS", [])
     with pytest.raises(UsageError, match="installed more than once.*pip uninstall -y onnxruntime onnxruntime-cann"):
         sessions.import_onnxruntime()
