@@ -452,10 +452,11 @@ if [ "$KIND" = npu ]; then
   NOENV=(env -u ASCEND_TOOLKIT_HOME -u ASCEND_HOME_PATH -u ASCEND_OPP_PATH -u ASCEND_AICPU_PATH -u TOOLCHAIN_HOME
          -u ASCEND_CUSTOM_OPP_PATH "LD_LIBRARY_PATH=$(strip_ascend "${LD_LIBRARY_PATH:-}")"
          "PYTHONPATH=$(strip_ascend "${PYTHONPATH:-}")" "PATH=$(strip_ascend "$PATH")")
+  PYABS="$(command -v "$PY")"   # (found before the Ascend paths leave PATH)
   run_now noenv "without CANN's environment: --device cpu (a run, or one line naming set_env.sh)" -- \
-    "${NOENV[@]}" "$PY" inference.py --device cpu --mode action --model-dir "$SAMPLE" --obs ones --json
+    "${NOENV[@]}" "$PYABS" inference.py --device cpu --mode action --model-dir "$SAMPLE" --obs ones --json
   run_now other "without CANN's environment, TORCH_DEVICE_BACKEND_AUTOLOAD=0: --device cpu runs" -- \
-    "${NOENV[@]}" TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$PY" inference.py --device cpu --mode action --model-dir "$SAMPLE" --obs ones --json
+    "${NOENV[@]}" TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$PYABS" inference.py --device cpu --mode action --model-dir "$SAMPLE" --obs ones --json
   # 9. TASK_QUEUE_ENABLE=2: torch_npu refuses graph capture; info says so, and eager holds against the CPU
   run_now tq2 "TASK_QUEUE_ENABLE=2: info says graphs are off and why" -- \
     env TASK_QUEUE_ENABLE=2 "$PY" inference.py --device "$DEVICE" --mode info --json
