@@ -1,12 +1,18 @@
 """Shared helpers. Every policy kind is in the repository: examples/ (one run folder per kind, written by
-ML-Agents 1.1.0) and the bundled Huggy sample under assets/. The larger development fixtures outside the
-repository ($HUGGY_FIXTURES, default ../shared/fixtures beside the checkout) are optional: tests that use
-them run only where they are present."""
+ML-Agents 1.1.0; examples/trained/, three policies Unity trained, older ONNX interface) and the bundled Huggy
+sample under assets/. The larger development fixtures outside the repository ($HUGGY_FIXTURES, default
+../shared/fixtures beside the checkout) are optional: tests that use them run only where they are present."""
+
+import contextlib
+import io
 import json
 import os
+import signal
 import subprocess
 import sys
+import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -18,6 +24,7 @@ import inference  # noqa: E402
 FIXTURES = Path(os.environ.get("HUGGY_FIXTURES") or ROOT.parent / "shared" / "fixtures")
 BUNDLED = ROOT / "assets" / "ppo-Huggy-sample"
 EXAMPLES = ROOT / "examples"  # one run folder per policy kind, written by ML-Agents 1.1.0 (tools/mlagents_fixtures.py)
+TRAINED = EXAMPLES / "trained"  # Unity's trained 3DBallHard, DungeonEscape, SoccerTwos (examples/trained/README.md)
 AGENT = EXAMPLES / "vector"  # one unnormalised vector input, two checkpoints (50000, 100000)
 BUNDLED_PT = BUNDLED / "Huggy" / "Huggy-600017.pt"
 BUNDLED_ONNX = BUNDLED / "Huggy" / "Huggy-600017.onnx"
@@ -45,28 +52,150 @@ def child_env(**extra) -> dict:
 
 def cli(*args, input=None, timeout=300, env=None, cwd=None) -> subprocess.CompletedProcess:
     """Run inference.py as a user would, in a fresh process."""
-    return subprocess.run([sys.executable, str(ROOT / "inference.py"), *map(str, args)], input=input,
-                          capture_output=True, text=True, timeout=timeout, env=env or child_env(), cwd=cwd)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "inference.py"), *map(str, args)],
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env or child_env(),
+        cwd=cwd,
+    )
+
+
+HANDLED_SIGNALS = [getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)]
+
+
+@contextlib.contextmanager
+def process_state_kept():
+    """Puts back what a command run in this process may change in it: the working folder, the environment, sys.argv,
+    sys.stdin/stdout/stderr, the signal handlers (main() installs its own while it runs), the umask, the warnings
+    filters and torch's thread count. A test of main()'s own clean-up calls inference.main directly."""
+    cwd, env, argv = os.getcwd(), dict(os.environ), list(sys.argv)
+    streams = sys.stdin, sys.stdout, sys.stderr
+    handlers = {signum: signal.getsignal(signum) for signum in HANDLED_SIGNALS}
+    umask = os.umask(0o022)
+    os.umask(umask)
+    torch = sys.modules.get("torch")
+    threads = torch.get_num_threads() if torch is not None else None
+    try:
+        with warnings.catch_warnings():
+            yield
+    finally:
+        os.chdir(cwd)
+        if dict(os.environ) != env:
+            os.environ.clear()
+            os.environ.update(env)
+        sys.argv[:] = argv
+        sys.stdin, sys.stdout, sys.stderr = streams
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+        os.umask(umask)
+        if threads is not None and torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
+
+
+def run(capsys, *args, stdin=None) -> tuple:
+    """The command line run in this process, as typed (inference.main([...])): (exit code, stdout, stderr).
+    `stdin`: text or bytes given as standard input (stream mode)."""
+    capsys.readouterr()  # (what earlier calls left is not this call's)
+    with process_state_kept():
+        if stdin is not None:
+            data = stdin.encode() if isinstance(stdin, str) else stdin
+            sys.stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")
+        code = inference.main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
 def call(capsys, *args):
-    """Run main() in this process with --json; returns (exit code, parsed JSON or None, stderr)."""
-    code = inference.main([*map(str, args), "--json"])
-    out, err = capsys.readouterr()
+    """run() with --json: (exit code, the parsed JSON result or None, stderr)."""
+    code, out, err = run(capsys, *args, "--json")
     lines = [l for l in out.splitlines() if l.strip()]
     return code, (json.loads(lines[-1]) if lines and code in (0, 1) else None), err
 
 
+def one_line(err: str, *words) -> str:
+    """`err` is one line (blank lines aside), no traceback, holding each of `words`: that line."""
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err[-3000:]
+    for word in words:
+        assert word in err, (word, err[-3000:])
+    return lines[0]
+
+
+def refused(result, *words) -> str:
+    """A one-line refusal: exit 2, exactly one non-empty line on stderr, no traceback, holding each of `words`.
+    `result`: what run() or call() returned, or a finished process. Returns the line."""
+    code, err = (result.returncode, result.stderr) if hasattr(result, "returncode") else (result[0], result[-1])
+    assert code == 2, (code, err[-3000:])
+    return one_line(err, *words)
+
+
+def run_stream(policy, text: str, monkeypatch, max_line_bytes: int = 1 << 20) -> list:
+    """Stream mode on an already loaded policy, in this process, every line of `text` already waiting (one read
+    returns them all): the answer lines, as written."""
+    from mlagents_inference.fronts.stream import mode_stream
+
+    ctx = SimpleNamespace(
+        policy=policy,
+        engine_name=policy.engine_name,
+        device=policy.device,
+        args=SimpleNamespace(max_line_bytes=max_line_bytes, stream_stats=False),
+    )
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode("utf-8", "surrogatepass"))))
+    monkeypatch.setattr(sys, "stdout", out)
+    mode_stream(ctx)  # must not raise: the answers it wrote are what the callers check
+    return out.getvalue().splitlines()
+
+
+def random_memories(rng: np.random.RandomState, rows: int, size: int) -> np.ndarray:
+    """LSTM memories as a running policy has them: h in (-1, 1), c wider. [rows, size] float32."""
+    half = size // 2
+    return np.concatenate([rng.uniform(-1, 1, (rows, half)), rng.randn(rows, half) * 2], 1).astype(np.float32)
+
+
+def huggy_obs(rows: int, seed: int = 0) -> np.ndarray:
+    """Observations for the bundled sample (59 wide), spread wider than a unit normal: [rows, 59] float32."""
+    return (np.random.RandomState(seed).randn(rows, 59) * 2).astype(np.float32)
+
+
+def fixed(values: np.ndarray, dtype=np.float32):
+    """[rows, ...] as a Parquet fixed_size_list column (pyarrow), each row flattened (C-order: channel first), as
+    `dtype` (None: the array's own, e.g. uint8 camera frames or int64 masks)."""
+    import pyarrow as pa
+
+    values = np.ascontiguousarray(values, dtype).reshape(len(values), int(np.prod(values.shape[1:])))
+    return pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1)), values.shape[1])
+
+
+def copy_run(src: Path, tmp_path: Path, name: str = "run") -> Path:
+    """A writable copy of a run folder (examples/..., the bundled sample) under tmp_path."""
+    import shutil
+
+    return Path(shutil.copytree(src, tmp_path / name))
+
+
+def leftovers(folder) -> list:
+    """The temporary files an interrupted or failed write would leave (".<name>.<random>.tmp<suffix>"), anywhere
+    under `folder`."""
+    return sorted(p.name for p in Path(folder).rglob(".*") if ".tmp" in p.name)
+
+
 def strict(text: str):
     """A stream answer read as strict JSON (NaN, Infinity refused)."""
+
     def refuse(constant):
         raise ValueError(f"non-strict JSON constant {constant}")
+
     return json.loads(text, parse_constant=refuse)
 
 
 def ort_deterministic(onnx_path, obs) -> np.ndarray:
     """ML-Agents' own ONNX through a bare onnxruntime session: the reference."""
     import onnxruntime as ort
+
     session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
     return session.run(["deterministic_continuous_actions"], {"obs_0": np.asarray(obs, np.float32)})[0]
 
@@ -75,6 +204,7 @@ def ort_mu(onnx_path, obs) -> np.ndarray:
     """mu read out of ML-Agents' own ONNX (its mu Gemm made a graph output)."""
     import onnx
     import onnxruntime as ort
+
     model = onnx.load(str(onnx_path))
     name = next(n.output[0] for n in model.graph.node if n.op_type == "Gemm" and "mu" in n.output[0])
     model.graph.output.append(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
@@ -84,9 +214,11 @@ def ort_mu(onnx_path, obs) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def one_torch_thread():
-    """For modules whose batches are small (use: pytestmark = pytest.mark.usefixtures(...)): one intra-op thread is faster, and it does not stall when other work
-    shares the CPUs (two threads spin-waiting on a loaded 2-core machine made an LSTM step 50x slower)."""
+    """For modules whose batches are small (use: pytestmark = pytest.mark.usefixtures(...)): one intra-op thread is
+    faster, and it does not stall when other work shares the CPUs (two threads spin-waiting on a loaded 2-core machine
+    made an LSTM step 50x slower)."""
     import torch
+
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     yield

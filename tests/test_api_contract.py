@@ -1,6 +1,7 @@
 """The policy API's one contract (mlagents_inference.api.contract.PolicyAPI): inference.load()'s Policy and
 inference.connect()'s RemotePolicy have its methods with its arguments, and refuse the same bad arguments with the
 same one-line message (one set of checks, one range of seeds)."""
+
 import inspect
 
 import numpy as np
@@ -72,15 +73,19 @@ def test_a_seed_in_range_samples_the_same_actions_on_both(pair, seed):
         assert np.allclose(mine[key], theirs[key], atol=1e-6), key
 
 
-@pytest.mark.parametrize("call", [
-    lambda p, obs: p.act(obs, deterministic="yes"),
-    lambda p, obs: p.act(obs, memory=np.zeros(3, np.float32)),
-    lambda p, obs: p.act(obs, action_masks=np.ones(99, np.float32)),
-    lambda p, obs: p.act([obs, obs]),
-    lambda p, obs: p.reset(agent_ids=["a"]),
-    lambda p, obs: p.check_spec(object()),
-    lambda p, obs: p.get_action(object()),
-], ids=["deterministic", "memory", "masks", "inputs", "reset", "check_spec", "get_action"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda p, obs: p.act(obs, deterministic="yes"),
+        lambda p, obs: p.act(obs, memory=np.zeros(3, np.float32)),
+        lambda p, obs: p.act(obs, action_masks=np.ones(99, np.float32)),
+        lambda p, obs: p.act([obs, obs]),
+        lambda p, obs: p.reset(agent_ids=["a"]),
+        lambda p, obs: p.check_spec(object()),
+        lambda p, obs: p.get_action(object()),
+    ],
+    ids=["deterministic", "memory", "masks", "inputs", "reset", "check_spec", "get_action"],
+)
 def test_bad_arguments_get_the_same_line_from_both(pair, call):
     local, remote = pair
     obs = np.zeros(local.settings.inputs[0].shape, np.float32)

@@ -2,6 +2,7 @@
 readable size in import-linter's layers, no torch behind `import inference`, ruff clean, the
 architecture page naming every module, no stray copies, and one file to copy (the .pyz) that
 answers as `python inference.py` does."""
+
 from __future__ import annotations
 
 import ast
@@ -47,6 +48,7 @@ def imports(path: Path, top_level_only: bool = False) -> list:
                     found.append((target, [a.name for a in child.names]))
             elif not top_level_only or not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 visit(child)
+
     visit(ast.parse(path.read_text()))
     return found
 
@@ -64,6 +66,7 @@ def import_graph(top_level_only: bool = False) -> dict:
         graph[module_name(path)] = deps - {module_name(path)}
     if not top_level_only:
         from mlagents_inference.fronts.cli import MODES
+
         cli = "mlagents_inference.fronts.cli"
         graph[cli] |= {f"mlagents_inference.fronts.{module}" for module, _, _ in MODES.values()}
         graph[cli].add("mlagents_inference.fronts.ray_serve")  # (serve --ray)
@@ -78,6 +81,7 @@ def longest_chain(graph: dict) -> list:
         if m not in memo:
             memo[m] = [m] + max((chain(d, trail + (m,)) for d in graph.get(m, ()) if d in graph), key=len, default=[])
         return memo[m]
+
     return max((chain(m) for m in graph), key=len)
 
 
@@ -99,16 +103,30 @@ def test_the_longest_import_chain_is_at_most_ten_modules():
 
 def test_every_module_declares_its_public_names_and_no_underscored_name_crosses_modules():
     crossing = []
-    for path in MODULES + [ROOT / "inference.py", *sorted((ROOT / "tools").glob("*.py")), *sorted(Path(__file__).parent.glob("*.py"))]:
+    for path in MODULES + [
+        ROOT / "inference.py",
+        *sorted((ROOT / "tools").glob("*.py")),
+        *sorted(Path(__file__).parent.glob("*.py")),
+    ]:
         for target, names in imports(path):
-            crossing += [f"{path.relative_to(ROOT)}: {target}.{n}" for n in names if n.startswith("_") and n != "__version__"
-                         and not (n == "__doc__" and target == "mlagents_inference")]
+            crossing += [
+                f"{path.relative_to(ROOT)}: {target}.{n}"
+                for n in names
+                if n.startswith("_") and n != "__version__" and not (n == "__doc__" and target == "mlagents_inference")
+            ]
     assert not crossing, crossing
     missing, stale = [], []
     for path in MODULES:
         tree = ast.parse(path.read_text())
-        declared = next((ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
-                         and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)), None)
+        declared = next(
+            (
+                ast.literal_eval(node.value)
+                for node in tree.body
+                if isinstance(node, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+            ),
+            None,
+        )
         if declared is None:
             missing.append(module_name(path))
             continue
@@ -130,17 +148,29 @@ def test_every_module_declares_its_public_names_and_no_underscored_name_crosses_
             used.setdefault(target, set()).update(names)
     for path in MODULES:
         tree = ast.parse(path.read_text())
-        declared = next(ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
-                        and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets))
+        declared = next(
+            ast.literal_eval(node.value)
+            for node in tree.body
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+        )
         known_sub = {module_name(p).rsplit(".", 1)[-1] for p in MODULES}
-        extra = {n for n in used.get(module_name(path), ()) if n not in declared and n not in known_sub
-                 and not n.startswith("__")}
+        extra = {
+            n
+            for n in used.get(module_name(path), ())
+            if n not in declared and n not in known_sub and not n.startswith("__")
+        }
         assert not extra, (module_name(path), extra)
 
 
 def python(code: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=child_env(PYTHONPATH=str(ROOT)), capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=cwd,
+        env=child_env(PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_import_inference_and_help_need_no_torch():
@@ -151,20 +181,35 @@ def test_import_inference_and_help_need_no_torch():
 
 def test_the_torch_free_bottom_and_the_door_import_no_torch():
     bottom = [module_name(p).replace("mlagents_inference.", "") for p in MODULES if p.parent.name == "core"] + [
-        "engines.devices", "engines.factory", "loaders.onnx_file", "loaders.policy_files", "api.contract", "api.policy",
-        "services.protocol", "services.context", "fronts.show", "fronts.cli", "fronts.remote", "fronts.stream",
-        "fronts.serve"]
-    r = python("import sys, importlib, inference\n"
-               f"for m in {bottom!r}: importlib.import_module('mlagents_inference.' + m)\n"
-               "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))")
+        "engines.devices",
+        "engines.factory",
+        "loaders.onnx_file",
+        "api.contract",
+        "api.policy",
+        "services.protocol",
+        "services.context",
+        "fronts.show",
+        "fronts.cli",
+        "fronts.remote",
+        "fronts.stream",
+        "fronts.serve",
+    ]
+    r = python(
+        "import sys, importlib, inference\n"
+        f"for m in {bottom!r}: importlib.import_module('mlagents_inference.' + m)\n"
+        "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))"
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
 
 
 def test_checkpoints_lists_without_torch(tmp_path):
     """`--mode checkpoints` lists files: it runs with torch unimportable (the mode imports it when needed)."""
-    code = ("import sys; sys.modules['torch'] = None; import inference; "
-            f"sys.exit(inference.main(['--mode', 'checkpoints', '--model-dir', {str(ROOT / 'examples' / 'vector')!r}, '--json']))")
+    code = (
+        "import sys; sys.modules['torch'] = None; import inference; "
+        f"sys.exit(inference.main(['--mode', 'checkpoints', '--model-dir', {str(ROOT / 'examples' / 'vector')!r}, "
+        f"'--json']))"
+    )
     r = python(code, tmp_path)
     assert r.returncode == 0, r.stderr
     assert [row["file"] for row in json.loads(r.stdout)["checkpoints"]]
@@ -173,9 +218,15 @@ def test_checkpoints_lists_without_torch(tmp_path):
 
 
 def test_version():
-    r = subprocess.run([sys.executable, str(ROOT / "inference.py"), "--version"], env=child_env(), capture_output=True,
-                       text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "inference.py"), "--version"],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     import mlagents_inference
+
     assert r.returncode == 0 and r.stdout.strip() == f"mlagents-inference {mlagents_inference.__version__}"
 
 
@@ -186,8 +237,15 @@ def tool(name: str) -> str:
     return found
 
 
-def test_ruff_is_clean():
-    r = subprocess.run([tool("ruff"), "check", "--no-cache", "."], cwd=ROOT, capture_output=True, text=True, timeout=120)
+def test_ruff_is_clean_and_the_code_formatted():
+    """pyflakes, import order, lines of at most 120 characters, mccabe complexity at most 15; `ruff format`."""
+    r = subprocess.run(
+        [tool("ruff"), "check", "--no-cache", "."], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = subprocess.run(
+        [tool("ruff"), "format", "--check", "--no-cache", "."], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0, r.stdout + r.stderr
 
 
@@ -204,8 +262,11 @@ def test_no_module_level_import_cycle():
 
 def test_architecture_page_names_every_module():
     page = (ROOT / "docs" / "architecture.md").read_text()
-    missing = [module_name(p) for p in MODULES if p.name != "__init__.py" and
-               f"`{module_name(p).split('.', 1)[1]}`" not in page]
+    missing = [
+        module_name(p)
+        for p in MODULES
+        if p.name != "__init__.py" and f"`{module_name(p).split('.', 1)[1]}`" not in page
+    ]
     assert not missing, missing
 
 
@@ -220,15 +281,25 @@ def test_no_stray_copies_are_tracked():
 @pytest.fixture(scope="module")
 def pyz(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("dist") / "mlagents-infer.pyz"
-    r = subprocess.run([sys.executable, str(ROOT / "tools" / "build_pyz.py"), "--output", str(out)], capture_output=True,
-                       text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "build_pyz.py"), "--output", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     return out
 
 
 def test_the_pyz_runs_from_anywhere_offline(pyz, tmp_path):
-    r = subprocess.run([sys.executable, str(pyz), "--mode", "info", "--json"], cwd=tmp_path, env=child_env(),
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, str(pyz), "--mode", "info", "--json"],
+        cwd=tmp_path,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     info = json.loads(r.stdout)
     assert info["passed"] and info["behavior"] == "Huggy" and info["source"] == "bundled sample"
@@ -236,11 +307,27 @@ def test_the_pyz_runs_from_anywhere_offline(pyz, tmp_path):
 
 
 def test_the_pyz_answers_as_inference_py(pyz, tmp_path):
-    args = ["--mode", "action", "--model-dir", str(ROOT / "examples" / "vector"), "--obs", "random", "--seed", "0", "--json"]
+    args = [
+        "--mode",
+        "action",
+        "--model-dir",
+        str(ROOT / "examples" / "vector"),
+        "--obs",
+        "random",
+        "--seed",
+        "0",
+        "--json",
+    ]
     answers = []
     for program in (pyz, ROOT / "inference.py"):
-        r = subprocess.run([sys.executable, str(program), *args], cwd=tmp_path, env=child_env(), capture_output=True,
-                           text=True, timeout=300)
+        r = subprocess.run(
+            [sys.executable, str(program), *args],
+            cwd=tmp_path,
+            env=child_env(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert r.returncode == 0, r.stderr
         answers.append(json.loads(r.stdout))
     assert answers[0]["continuous_actions"] == answers[1]["continuous_actions"]
@@ -249,6 +336,7 @@ def test_the_pyz_answers_as_inference_py(pyz, tmp_path):
 
 def test_the_pyz_unpacks_its_sample_into_a_private_temporary_folder(pyz, tmp_path, monkeypatch):
     from mlagents_inference.core import sources
+
     monkeypatch.setattr(sources, "HERE", pyz)
     monkeypatch.setattr(sources, "BUNDLED_MODEL_DIR", pyz / sources.SAMPLE)
     monkeypatch.setattr(sources.tempfile, "tempdir", str(tmp_path))
@@ -256,7 +344,9 @@ def test_the_pyz_unpacks_its_sample_into_a_private_temporary_folder(pyz, tmp_pat
     assert folder.parent == tmp_path and folder.name.startswith("mlagents-infer-sample-")
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     assert sources.find_behavior(folder) == "Huggy"
-    assert (folder / "Huggy" / "Huggy-600017.pt").read_bytes() == (ROOT / sources.SAMPLE / "Huggy" / "Huggy-600017.pt").read_bytes()
+    assert (folder / "Huggy" / "Huggy-600017.pt").read_bytes() == (
+        ROOT / sources.SAMPLE / "Huggy" / "Huggy-600017.pt"
+    ).read_bytes()
 
 
 def test_the_pyz_removes_its_unpacked_sample_at_exit(pyz, tmp_path):
@@ -264,7 +354,9 @@ def test_the_pyz_removes_its_unpacked_sample_at_exit(pyz, tmp_path):
     run_in = tmp_path / "cwd"
     run_in.mkdir()
     for args in (["--mode", "action", "--json"], ["--mode", "checkpoints", "--model-dir", "no-such-folder"]):
-        r = subprocess.run([sys.executable, str(pyz), *args], cwd=run_in, env=env, capture_output=True, text=True, timeout=300)
+        r = subprocess.run(
+            [sys.executable, str(pyz), *args], cwd=run_in, env=env, capture_output=True, text=True, timeout=300
+        )
         assert r.returncode == (0 if args[1] == "action" else 2), r.stderr
     assert not list(tmp_path.glob("mlagents-infer-*")) and not list(run_in.iterdir())
     assert os.path.getsize(pyz) > 1 << 20

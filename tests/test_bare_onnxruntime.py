@@ -1,6 +1,7 @@
 """benchmark's bare contender (mlagents_inference/fronts/bare_onnxruntime.py), run as benchmark runs it: its source
 with `python -c` in a process of its own (the process is what is tested: what it imports, its pipes, its exit code).
 """
+
 import pickle
 import subprocess
 
@@ -15,8 +16,9 @@ VECTOR_ONNX = EXAMPLES / "vector" / "Vector.onnx"
 
 def _job(model) -> dict:
     session = ort.InferenceSession(str(VECTOR_ONNX), providers=["CPUExecutionProvider"])
-    feed = {i.name: np.zeros([d if isinstance(d, int) else 1 for d in i.shape], np.float32)
-            for i in session.get_inputs()}
+    feed = {
+        i.name: np.zeros([d if isinstance(d, int) else 1 for d in i.shape], np.float32) for i in session.get_inputs()
+    }
     feed["not_an_input"] = np.zeros(1)  # (left out, as benchmark's feed may carry inputs the file lacks)
     return {"model": model, "fetch": [o.name for o in session.get_outputs()], "feed": feed}
 

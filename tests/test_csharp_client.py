@@ -3,9 +3,11 @@ compiled with Mono's `mcs` (warnings as errors), then run against live `--mode s
 The inputs and the answers `inference.load(...).act(...)` gives for them are computed here and written to a file; the
 C# program sends the inputs through PolicyClient and compares (discrete equal, continuous and memories within 1e-6), in
 the culture LANG gives its process (de-DE), in fr-FR and in the invariant culture. Also: error answers, bad answers from
-a scripted fake server, timeouts, a server that goes away, float formatting, the strict JSON reader, docs/serve.md's code.
+a scripted fake server, timeouts, a server that goes away, float formatting, the strict JSON reader, docs/serve.md's
+code.
 
 Without `mcs`/`mono` the tests skip on a developer's machine and fail where CI is set (.ci/run installs Mono)."""
+
 import json
 import os
 import re
@@ -45,15 +47,22 @@ def mono_tools(env=os.environ, which=shutil.which):
 
 
 def test_without_mono_a_developer_machine_skips_and_ci_fails():
-    assert mono_tools({}, lambda name: None) == ("skip", "mcs and mono not found: the C# client needs Mono (Debian: apt-get install mono-mcs mono-runtime)")
+    assert mono_tools({}, lambda name: None) == (
+        "skip",
+        "mcs and mono not found: the C# client needs Mono (Debian: apt-get install mono-mcs mono-runtime)",
+    )
     assert mono_tools({"CI": "true"}, lambda name: None)[0] == "fail"
-    assert mono_tools({"CI": "true"}, lambda name: None if name == "mono" else "/usr/bin/mcs") == \
-        ("fail", "mono not found: the C# client needs Mono (Debian: apt-get install mono-mcs mono-runtime)")
+    assert mono_tools({"CI": "true"}, lambda name: None if name == "mono" else "/usr/bin/mcs") == (
+        "fail",
+        "mono not found: the C# client needs Mono (Debian: apt-get install mono-mcs mono-runtime)",
+    )
     assert mono_tools({}, lambda name: "/usr/bin/" + name) == ("/usr/bin/mcs", "/usr/bin/mono")
 
 
 def compile_cs(mcs: str, out: Path, sources: list, *extra) -> str:
-    r = subprocess.run([mcs, *MCS_FLAGS, *extra, f"-out:{out}", *map(str, sources)], capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [mcs, *MCS_FLAGS, *extra, f"-out:{out}", *map(str, sources)], capture_output=True, text=True, timeout=300
+    )
     said = (r.stdout + r.stderr).strip()
     assert r.returncode == 0 and out.exists(), f"mcs failed on {[Path(s).name for s in sources]}:\n{said}"
     return said
@@ -76,8 +85,14 @@ def built(tmp_path_factory):
 
 
 def run_cs(built, *args, env=None, timeout=600, input=None) -> subprocess.CompletedProcess:
-    return subprocess.run([built["mono"], str(built["tests"]), *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, env=env or child_env(LC_ALL="de_DE.UTF-8", LANG="de_DE.UTF-8"), input=input)
+    return subprocess.run(
+        [built["mono"], str(built["tests"]), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env or child_env(LC_ALL="de_DE.UTF-8", LANG="de_DE.UTF-8"),
+        input=input,
+    )
 
 
 def results(r: subprocess.CompletedProcess) -> tuple:
@@ -94,23 +109,38 @@ def test_the_library_and_tests_compile_without_warnings_and_reference_nothing_be
     r = run_cs(built, "refs", built["dll"])
     assert r.returncode == 0, r.stderr
     refs = {line[4:] for line in r.stdout.splitlines() if line.startswith("REF ")}
-    # the base class library only (HashSet<T> is System.Core's on Mono and .NET Framework): no Mono.Posix, no UnityEngine
+    # the base class library only (HashSet<T> is System.Core's on Mono and .NET Framework): no Mono.Posix, no
+    # UnityEngine
     assert refs and refs <= {"mscorlib", "System", "System.Core"}, refs
 
 
 def test_mcs_refuses_a_warning_so_warnings_as_errors_holds(built, tmp_path):
     bad = tmp_path / "Warns.cs"
     bad.write_text("class Warns { static void Main() { int unused = 1; } }\n")
-    r = subprocess.run([built["mcs"], *MCS_FLAGS, f"-out:{tmp_path / 'w.exe'}", str(bad)], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [built["mcs"], *MCS_FLAGS, f"-out:{tmp_path / 'w.exe'}", str(bad)], capture_output=True, text=True, timeout=120
+    )
     assert r.returncode != 0 and "CS0219" in r.stdout + r.stderr
 
 
 # -- live servers
 
+
 def start_server(model: Path, listen: str = "127.0.0.1:0"):
     """A `--mode serve` subprocess and the address it says it listens on (HOST:PORT or unix:PATH)."""
-    args = [sys.executable, str(ROOT / "inference.py"), "--mode", "serve", "--model-dir", str(model), "--listen", listen]
-    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=child_env())
+    args = [
+        sys.executable,
+        str(ROOT / "inference.py"),
+        "--mode",
+        "serve",
+        "--model-dir",
+        str(model),
+        "--listen",
+        listen,
+    ]
+    proc = subprocess.Popen(
+        args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=child_env()
+    )
     text, deadline = b"", time.monotonic() + START_S
     try:
         while not (found := re.search(rb"\[serve\] listening on (\S+)\n", text)):
@@ -199,12 +229,22 @@ class Agents:
             else:
                 value = self.rng.randn(*shape).astype(np.float32) * np.float32(2)
                 if agent % 5 == 1:  # numbers whose text is unusual: tiny, huge, negative zero, a subnormal
-                    value.ravel()[: min(4, value.size)] = np.array([1e-30, -0.0, 12345.678, 1e-40], np.float32)[: min(4, value.size)]
+                    value.ravel()[: min(4, value.size)] = np.array([1e-30, -0.0, 12345.678, 1e-40], np.float32)[
+                        : min(4, value.size)
+                    ]
             sent.append({"floats": f32(value)})
             arrays.append(value)
         return sent, arrays
 
-    def step(self, agent: int, masks: bool = False, reset: bool = False, seed=None, pixels: str = "", error_mask: bool = False) -> dict:
+    def step(
+        self,
+        agent: int,
+        masks: bool = False,
+        reset: bool = False,
+        seed=None,
+        pixels: str = "",
+        error_mask: bool = False,
+    ) -> dict:
         sent, arrays = self.observation(agent, pixels)
         line = {"agent": agent, "obs": sent}
         if reset:
@@ -222,8 +262,9 @@ class Agents:
         if seed is not None:
             line["seed"] = seed
         observations = arrays[0] if len(arrays) == 1 else arrays
-        out = self.policy.act(observations, action_masks=mask, deterministic=seed is None, seed=seed or 0,
-                              memory=self.memory.get(agent))
+        out = self.policy.act(
+            observations, action_masks=mask, deterministic=seed is None, seed=seed or 0, memory=self.memory.get(agent)
+        )
         if self.info["memory_size"]:
             self.memory[agent] = out["memory"]
         line["expect"] = expectation(out)
@@ -231,40 +272,84 @@ class Agents:
 
     def cases(self, address: str, sequences: list) -> dict:
         keys = ("behavior", "inputs", "continuous_size", "discrete_branches", "memory_size")
-        return {"address": address, "policy": self.name, "cultures": CULTURES, "sequences": sequences,
-                "info": json.loads(json.dumps({k: self.info[k] for k in keys}))}
+        return {
+            "address": address,
+            "policy": self.name,
+            "cultures": CULTURES,
+            "sequences": sequences,
+            "info": json.loads(json.dumps({k: self.info[k] for k in keys})),
+        }
 
 
 def cases_for(name: str, address: str) -> dict:
-    """Per culture the C# program opens a fresh connection, so every culture replays the same steps from zero memories."""
+    """Per culture the C# program opens a fresh connection, so every culture replays the same steps from zero
+    memories."""
     a = Agents(name)
     seq = []
     if name == "vector":
         seq.append({"name": "act", "call": "act", "steps": [[a.step(i) for i in (0, 1, -7)] for _ in range(3)]})
         seq.append({"name": "many", "call": "many", "steps": [[a.step(i) for i in range(16)] for _ in range(3)]})
     elif name == "discrete-multi":
-        seq.append({"name": "act", "call": "act", "steps": [[a.step(i, masks=True) for i in range(4)] + [a.step(9, error_mask=True)]
-                                                            for _ in range(2)]})
-        seq.append({"name": "many", "call": "many", "steps": [[a.step(i, masks=i % 3 != 2, error_mask=i == 5) for i in range(12)]
-                                                              for _ in range(3)]})
+        seq.append(
+            {
+                "name": "act",
+                "call": "act",
+                "steps": [[a.step(i, masks=True) for i in range(4)] + [a.step(9, error_mask=True)] for _ in range(2)],
+            }
+        )
+        seq.append(
+            {
+                "name": "many",
+                "call": "many",
+                "steps": [[a.step(i, masks=i % 3 != 2, error_mask=i == 5) for i in range(12)] for _ in range(3)],
+            }
+        )
     elif name == "hybrid":
-        seq.append({"name": "act", "call": "act", "steps": [[a.step(0, masks=True), a.step(1), a.step(2, masks=True, seed=3),
-                                                             a.step(3, seed=2**63 - 1)] for _ in range(2)]})
-        seq.append({"name": "many", "call": "many", "steps": [[a.step(i, masks=i % 2 == 0, seed=17 * i if i % 4 == 3 else None)
-                                                               for i in range(10)] for _ in range(2)]})
+        seq.append(
+            {
+                "name": "act",
+                "call": "act",
+                "steps": [
+                    [a.step(0, masks=True), a.step(1), a.step(2, masks=True, seed=3), a.step(3, seed=2**63 - 1)]
+                    for _ in range(2)
+                ],
+            }
+        )
+        seq.append(
+            {
+                "name": "many",
+                "call": "many",
+                "steps": [
+                    [a.step(i, masks=i % 2 == 0, seed=17 * i if i % 4 == 3 else None) for i in range(10)]
+                    for _ in range(2)
+                ],
+            }
+        )
     elif name == "lstm":  # memory across 20 steps for 8 agents, then half of them reset, then 3 steps more
         steps = [[a.step(i, masks=i % 2 == 1) for i in range(8)] for _ in range(20)]
         # agent 7's reset line is answered with an error: the server keeps its old memory, so the client sends the reset
         # again with its next line (which the case does not mark), and that line starts from zeros
-        steps += [[a.step(i, reset=(k == 0 and i in (0, 1, 2, 3, 7)), error_mask=(k == 0 and i == 7)) for i in range(8)] for k in range(3)]
+        steps += [
+            [a.step(i, reset=(k == 0 and i in (0, 1, 2, 3, 7)), error_mask=(k == 0 and i == 7)) for i in range(8)]
+            for k in range(3)
+        ]
         seq.append({"name": "memory", "call": "many", "steps": steps})
         seq.append({"name": "act", "call": "act", "steps": [[a.step(i) for i in (2, 6)] for _ in range(3)]})
     elif name == "visual-simple":
-        seq.append({"name": "frames", "call": "many", "steps": [[a.step(0), a.step(1, pixels="chw"), a.step(2, pixels="interleaved"),
-                                                                 a.step(3)] for _ in range(2)]})
+        seq.append(
+            {
+                "name": "frames",
+                "call": "many",
+                "steps": [
+                    [a.step(0), a.step(1, pixels="chw"), a.step(2, pixels="interleaved"), a.step(3)] for _ in range(2)
+                ],
+            }
+        )
         seq.append({"name": "act", "call": "act", "steps": [[a.step(4, pixels="chw"), a.step(5)]]})
     elif name == "attention":
-        seq.append({"name": "entities", "call": "many", "steps": [[a.step(i, masks=True) for i in range(6)] for _ in range(2)]})
+        seq.append(
+            {"name": "entities", "call": "many", "steps": [[a.step(i, masks=True) for i in range(6)] for _ in range(2)]}
+        )
         seq.append({"name": "act", "call": "act", "steps": [[a.step(i) for i in range(3)]]})
     return a.cases(address, seq)
 
@@ -295,8 +380,12 @@ def test_answers_equal_the_local_policys_in_three_cultures(built, name, tmp_path
     if name == "lstm":
         assert sum("step 20 (ActMany of 8) agent 7: answered with an error" in line for line in passed) == len(CULTURES)
     if name == "discrete-multi":  # the error answers were checked too, by Act and by ActMany
-        assert sum("ErrorAnswer: agent 9: action_masks: branch 0 allows no action" in line for line in passed) == 2 * len(CULTURES)
-        assert sum("the error names a failing agent in one line: agent 5:" in line for line in passed) == 3 * len(CULTURES)
+        assert sum(
+            "ErrorAnswer: agent 9: action_masks: branch 0 allows no action" in line for line in passed
+        ) == 2 * len(CULTURES)
+        assert sum("the error names a failing agent in one line: agent 5:" in line for line in passed) == 3 * len(
+            CULTURES
+        )
 
 
 def test_a_wrong_expectation_fails_the_console_tests(built, tmp_path):
@@ -319,8 +408,13 @@ def test_a_wrong_expectation_fails_the_console_tests(built, tmp_path):
 
 # -- a scripted fake server: bad answers, closed connections, silence
 
-FAKE_INFO = {"behavior": "Fake", "inputs": [{"name": "obs_0", "kind": "vector", "shape": [2]}], "continuous_size": 2,
-             "discrete_branches": [], "memory_size": 0}
+FAKE_INFO = {
+    "behavior": "Fake",
+    "inputs": [{"name": "obs_0", "kind": "vector", "shape": [2]}],
+    "continuous_size": 2,
+    "discrete_branches": [],
+    "memory_size": 0,
+}
 FAKE = {  # scenario: (the answer to the info line, the answer to the act line); None: say nothing; "close": close
     "garbage": (None, b"not json\n"),
     "wrong_id": (None, b'{"id": 2, "continuous_actions": [0.5, 0.25]}\n'),
@@ -333,7 +427,10 @@ FAKE = {  # scenario: (the answer to the info line, the answer to the act line);
     "truncated": (None, b'{"id": 1, "continuous_act'),
     "silent": (None, None),
     "error": (None, b'{"id": 1, "error": "obs: expected 2 numbers"}\n'),
-    "extra_keys": (None, b'{"id": 1, "continuous_actions": [0.5, -0.25], "actions": [0.5, -0.25], "later": {"x": [1, 2.5e-3]}}\n'),
+    "extra_keys": (
+        None,
+        b'{"id": 1, "continuous_actions": [0.5, -0.25], "actions": [0.5, -0.25], "later": {"x": [1, 2.5e-3]}}\n',
+    ),
     "info_error": (b'{"id": null, "error": "unknown key \\"info\\""}\n', None),
     "info_silent": (None, None),
 }
@@ -398,13 +495,36 @@ def test_bad_answers_closed_connections_timeouts_and_refusals_raise_one_line_pol
         for scenario, (failure, says, extra) in expected.items():
             port, thread = fake_server(scenario, stop)
             threads.append(thread)
-            faults.append({"name": scenario, "address": f"127.0.0.1:{port}", "failure": failure, "says": says, "read_ms": 10_000, **extra})
+            faults.append(
+                {
+                    "name": scenario,
+                    "address": f"127.0.0.1:{port}",
+                    "failure": failure,
+                    "says": says,
+                    "read_ms": 10_000,
+                    **extra,
+                }
+            )
         with socket.create_server(("127.0.0.1", 0)) as gone:
             refused = gone.getsockname()[1]
-        faults.append({"name": "refused", "address": f"127.0.0.1:{refused}", "failure": "Connect", "says": "nothing listens there",
-                       "at_connect": True})
-        faults.append({"name": "no_socket_file", "address": f"unix:{tmp_path / 'none.sock'}", "failure": "Connect",
-                       "says": "cannot connect to unix:", "at_connect": True})
+        faults.append(
+            {
+                "name": "refused",
+                "address": f"127.0.0.1:{refused}",
+                "failure": "Connect",
+                "says": "nothing listens there",
+                "at_connect": True,
+            }
+        )
+        faults.append(
+            {
+                "name": "no_socket_file",
+                "address": f"unix:{tmp_path / 'none.sock'}",
+                "failure": "Connect",
+                "says": "cannot connect to unix:",
+                "at_connect": True,
+            }
+        )
         full = socket.create_server(("127.0.0.1", 0), backlog=0)  # a full accept queue: the next connect hangs
         fillers = []
         for _ in range(3):
@@ -412,8 +532,17 @@ def test_bad_answers_closed_connections_timeouts_and_refusals_raise_one_line_pol
             s.setblocking(False)
             s.connect_ex(full.getsockname())
             fillers.append(s)
-        faults.append({"name": "connect_timeout", "address": f"127.0.0.1:{full.getsockname()[1]}", "failure": "Connect",
-                       "says": "no connection within 500 ms", "connect_ms": 500, "within_s": 10, "at_connect": True})
+        faults.append(
+            {
+                "name": "connect_timeout",
+                "address": f"127.0.0.1:{full.getsockname()[1]}",
+                "failure": "Connect",
+                "says": "no connection within 500 ms",
+                "connect_ms": 500,
+                "within_s": 10,
+                "at_connect": True,
+            }
+        )
         (tmp_path / "faults.json").write_text(json.dumps({"cases": faults}))
         r = run_cs(built, "faults", tmp_path / "faults.json", timeout=300)
     finally:
@@ -426,14 +555,22 @@ def test_bad_answers_closed_connections_timeouts_and_refusals_raise_one_line_pol
     assert not failed, "\n".join(failed)
     for fault in faults:  # each scenario checked (and a closed client refusing the next call where it closed)
         assert any(line.startswith(f"PASS {fault['name']}: ") for line in passed), fault["name"]
-    closing = [f["name"] for f in faults if f["failure"] in ("BadAnswer", "Closed", "Timeout") and not f.get("at_connect")]
+    closing = [
+        f["name"] for f in faults if f["failure"] in ("BadAnswer", "Closed", "Timeout") and not f.get("at_connect")
+    ]
     assert sum(": then the connection to" in line and "is closed" in line for line in passed) == len(closing)
 
 
 def test_a_server_that_goes_away_raises_closed_then_connect_fails(built):
     proc, address = start_server(EXAMPLES / "vector")
-    client = subprocess.Popen([built["mono"], str(built["tests"]), "goaway", address], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
+    client = subprocess.Popen(
+        [built["mono"], str(built["tests"]), "goaway", address],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_env(),
+    )
     try:
         seen = []
         while True:
@@ -452,18 +589,23 @@ def test_a_server_that_goes_away_raises_closed_then_connect_fails(built):
     r = subprocess.CompletedProcess(client.args, client.returncode, "".join(seen) + out, err)
     passed, failed = results(r)
     assert not failed and r.returncode == 0, failed
-    assert len(passed) == 4 and sum(": Closed: " in line for line in passed) == 2 and "nothing listens there" in passed[-1]
+    assert (
+        len(passed) == 4 and sum(": Closed: " in line for line in passed) == 2 and "nothing listens there" in passed[-1]
+    )
 
 
 # -- float text, the strict reader
 
+
 def test_floats_are_written_shortest_and_read_back_exactly_in_any_culture(built, tmp_path):
     rng = np.random.RandomState(5)
-    bits = list(rng.randint(-2**31, 2**31, 60_000, dtype=np.int64))  # any pattern...
+    bits = list(rng.randint(-(2**31), 2**31, 60_000, dtype=np.int64))  # any pattern...
     bits += list(rng.randint(0, 2**23, 2_000))  # ...subnormals
     bits += list(rng.randint(1, 255, 500) << 23)  # powers of two
-    specials = np.array([0.1, 1 / 3, 1.0, -1.0, 123456789.0, 1e7, 1e-7, 3.4028235e38, 1.1754944e-38, 1e-45, 0.0, -0.0, 16777217.0],
-                        np.float32)
+    specials = np.array(
+        [0.1, 1 / 3, 1.0, -1.0, 123456789.0, 1e7, 1e-7, 3.4028235e38, 1.1754944e-38, 1e-45, 0.0, -0.0, 16777217.0],
+        np.float32,
+    )
     bits += list(specials.view(np.int32).astype(np.int64))
     bits = [int(b) for b in bits if (b >> 23) & 0xFF != 0xFF]  # (NaN and infinities are refused: JSON has none)
     (tmp_path / "bits.txt").write_text("\n".join(map(str, bits)) + "\n")
@@ -473,7 +615,9 @@ def test_floats_are_written_shortest_and_read_back_exactly_in_any_culture(built,
         assert r.returncode == 0, r.stderr
         texts = r.stdout.split("\n")[:-1]
         assert len(texts) == len(bits)
-        assert all(re.fullmatch(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?(e-?[0-9]+)?", t) for t in texts)  # JSON numbers, no decimal comma
+        assert all(
+            re.fullmatch(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?(e-?[0-9]+)?", t) for t in texts
+        )  # JSON numbers, no decimal comma
         back = np.array([json.loads(t) for t in texts], np.float64).astype(np.float32)  # as the server reads them
         assert np.array_equal(back.view(np.int32), values.view(np.int32)), "a float did not read back bit for bit"
         # at most 9 significant digits, and as few as numpy's shortest float32 repr (Dragon4) but where that repr lies
@@ -488,32 +632,76 @@ def test_floats_are_written_shortest_and_read_back_exactly_in_any_culture(built,
             a = abs(v)
             halves = {Fraction(float(np.spacing(a))) / 2, Fraction(float(a - np.nextafter(a, np.float32(0)))) / 2}
             assert abs(Fraction(r) - Fraction(float(v))) in halves, (r, v)
-    assert texts[-13:] == ["0.1", "0.33333334", "1", "-1", "123456790", "10000000", "1e-7", "3.4028235e38", "1.1754944e-38",
-                           "1e-45", "0", "-0.0", "16777216"]
+    assert texts[-13:] == [
+        "0.1",
+        "0.33333334",
+        "1",
+        "-1",
+        "123456790",
+        "10000000",
+        "1e-7",
+        "3.4028235e38",
+        "1.1754944e-38",
+        "1e-45",
+        "0",
+        "-0.0",
+        "16777216",
+    ]
 
 
 JSON_CASES = [  # (text, valid, how the reader shows it)
-    ('{"a": [1, -2.5e3, true, false, null, "x\\u00e9\\n"]}', True, '{"a":[long:1,double:-2500,true,false,null,string:"xé\\n"]}'),
-    ("[]", True, "[]"), ("{}", True, "{}"), (" 0 ", True, "long:0"), ("-0.0", True, "double:-0"), ("1E+2", True, "double:100"),
-    ('"\\ud83d\\ude00"', True, 'string:"😀"'), ("9223372036854775807", True, "long:9223372036854775807"),
-    ("9223372036854775808", True, "double:9.2233720368547758E+18"), ("[[[[1]]]]", True, "[[[[long:1]]]]"),
-    ("NaN", False, None), ("Infinity", False, None), ("-Infinity", False, None), ("[1,]", False, None), ("{,}", False, None),
-    ("01", False, None), ("1.", False, None), (".5", False, None), ("1e", False, None), ("+1", False, None), ("-", False, None),
-    ('{"a":1,"a":2}', False, None), ('"\\ud83d"', False, None), ('"\\x"', False, None), ('"a\tb"', False, None),
-    ("[1] 2", False, None), ("", False, None), ("[1", False, None), ('{"a" 1}', False, None), ("tru", False, None),
-    ("// c\n1", False, None), ("1e400", False, None), ("[" * 70 + "]" * 70, False, None), ("'a'", False, None),
+    (
+        '{"a": [1, -2.5e3, true, false, null, "x\\u00e9\\n"]}',
+        True,
+        '{"a":[long:1,double:-2500,true,false,null,string:"xé\\n"]}',
+    ),
+    ("[]", True, "[]"),
+    ("{}", True, "{}"),
+    (" 0 ", True, "long:0"),
+    ("-0.0", True, "double:-0"),
+    ("1E+2", True, "double:100"),
+    ('"\\ud83d\\ude00"', True, 'string:"😀"'),
+    ("9223372036854775807", True, "long:9223372036854775807"),
+    ("9223372036854775808", True, "double:9.2233720368547758E+18"),
+    ("[[[[1]]]]", True, "[[[[long:1]]]]"),
+    ("NaN", False, None),
+    ("Infinity", False, None),
+    ("-Infinity", False, None),
+    ("[1,]", False, None),
+    ("{,}", False, None),
+    ("01", False, None),
+    ("1.", False, None),
+    (".5", False, None),
+    ("1e", False, None),
+    ("+1", False, None),
+    ("-", False, None),
+    ('{"a":1,"a":2}', False, None),
+    ('"\\ud83d"', False, None),
+    ('"\\x"', False, None),
+    ('"a\tb"', False, None),
+    ("[1] 2", False, None),
+    ("", False, None),
+    ("[1", False, None),
+    ('{"a" 1}', False, None),
+    ("tru", False, None),
+    ("// c\n1", False, None),
+    ("1e400", False, None),
+    ("[" * 70 + "]" * 70, False, None),
+    ("'a'", False, None),
 ]
 
 
 def test_the_strict_json_reader_takes_json_and_refuses_the_rest(built, tmp_path):
-    (tmp_path / "json.json").write_text(json.dumps({"cases": [{"text": t, "valid": v, **({"shows": s} if s else {})}
-                                                              for t, v, s in JSON_CASES]}))
+    (tmp_path / "json.json").write_text(
+        json.dumps({"cases": [{"text": t, "valid": v, **({"shows": s} if s else {})} for t, v, s in JSON_CASES]})
+    )
     r = run_cs(built, "json", tmp_path / "json.json")
     passed, failed = results(r)
     assert not failed and len(passed) == len(JSON_CASES), "\n".join(failed)
 
 
 # -- docs/serve.md's C#, compiled and run
+
 
 def serve_md_csharp() -> str:
     text = (ROOT / "docs" / "serve.md").read_text(encoding="utf-8")
@@ -532,9 +720,16 @@ def test_the_csharp_in_docs_serve_md_compiles_and_drives_a_live_server(built, tm
     shutil.copy(built["dll"], tmp_path)
     proc, address = start_server(EXAMPLES / "vector")
     try:
-        r = subprocess.run([built["mono"], str(exe), address], capture_output=True, text=True, timeout=300,
-                           env=child_env(LC_ALL="de_DE.UTF-8"))
-        gone = subprocess.run([built["mono"], str(exe), "127.0.0.1:1"], capture_output=True, text=True, timeout=120, env=child_env())
+        r = subprocess.run(
+            [built["mono"], str(exe), address],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=child_env(LC_ALL="de_DE.UTF-8"),
+        )
+        gone = subprocess.run(
+            [built["mono"], str(exe), "127.0.0.1:1"], capture_output=True, text=True, timeout=120, env=child_env()
+        )
     finally:
         stop_server(proc)
     assert r.returncode == 0, (r.stdout, r.stderr)
@@ -568,13 +763,17 @@ class FramesCheck { static void Main() {
 
 
 def test_the_sample_compiles_against_stand_ins_of_unity_and_ml_agents(built, tmp_path):
-    """Samples~ needs UnityEngine and ML-Agents, which are not here: compiled against hand-written stand-ins of the types it
-    uses (Tests~/UnityStandIns.cs, ML-Agents 2.x's signatures), which holds its calls of the library to the library's API."""
+    """Samples~ needs UnityEngine and ML-Agents, which are not here: compiled against hand-written stand-ins of the
+    types it
+    uses (Tests~/UnityStandIns.cs, ML-Agents 2.x's signatures), which holds its calls of the library to the library's
+    API."""
     stand_ins = tmp_path / "UnityStandIns.dll"
     compile_cs(built["mcs"], stand_ins, [CLIENT / "Tests~" / "UnityStandIns.cs"], "-target:library")
     sample = sorted((CLIENT / "Samples~" / "SharedPolicy").glob("*.cs"))
     assert len(sample) == 3
-    said = compile_cs(built["mcs"], tmp_path / "Sample.dll", sample, "-target:library", f"-r:{stand_ins}", f"-r:{built['dll']}")
+    said = compile_cs(
+        built["mcs"], tmp_path / "Sample.dll", sample, "-target:library", f"-r:{stand_ins}", f"-r:{built['dll']}"
+    )
     assert "warning" not in said.lower()
 
 
@@ -590,8 +789,11 @@ def test_the_unity_package_is_laid_out_as_unity_reads_it():
     assert asmdef["name"] == asmdefs[0].stem and asmdef["references"] == [] and asmdef.get("noEngineReferences") is True
     # every file and folder Unity imports from the package (not Samples~ and Tests~: Unity skips names ending in ~) has
     # its .meta, each GUID unique
-    imported = [p for p in CLIENT.rglob("*") if not any(part.endswith("~") for part in p.relative_to(CLIENT).parts)
-                and p.suffix != ".meta"]
+    imported = [
+        p
+        for p in CLIENT.rglob("*")
+        if not any(part.endswith("~") for part in p.relative_to(CLIENT).parts) and p.suffix != ".meta"
+    ]
     missing = [str(p.relative_to(CLIENT)) for p in imported if not p.with_name(p.name + ".meta").exists()]
     assert not missing, missing
     guids = [re.search(r"^guid: ([0-9a-f]{32})$", m.read_text(), re.M).group(1) for m in CLIENT.rglob("*.meta")]
@@ -605,11 +807,16 @@ def test_the_ci_script_installs_mono_before_the_first_test_run():
 
 
 def test_the_benchs_csharp_side_compiles_and_its_tool_parses_its_arguments(built, tmp_path):
-    """tools/bench_csharp.py is a benchmark, not a test (its run takes minutes; its figures live in docs/performance.md):
+    """tools/bench_csharp.py is a benchmark, not a test (its run takes minutes; its figures live in
+    docs/performance.md):
     here its C# side compiles without warnings, and the tool answers --help."""
     said = compile_cs(built["mcs"], tmp_path / "Bench.exe", [CLIENT / "Tests~" / "Bench.cs"], f"-r:{built['dll']}")
     assert "warning" not in said.lower()
-    r = subprocess.run([sys.executable, str(ROOT / "tools" / "bench_csharp.py"), "--help"], capture_output=True, text=True,
-                       timeout=120, env=child_env())
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "bench_csharp.py"), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=child_env(),
+    )
     assert r.returncode == 0 and "--repeat" in r.stdout and "ActMany" in r.stdout, r.stderr
-

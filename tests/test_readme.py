@@ -20,6 +20,7 @@ entries, so the files a page tells the reader to make land there. Runs of plain
 in that folder): the process boundary is not what is tested here, and one torch import per run
 instead of per line keeps the file near a minute on 2 cores. Pipes and the other lines run in
 bash, with `python` meaning this interpreter, stderr merged into stdout."""
+
 import concurrent.futures
 import json
 import os
@@ -65,7 +66,7 @@ def read_blocks(page: Path) -> tuple[list[tuple[int, str]], dict[int, list[str]]
         if fence:
             if lang is None:  # (a block inside a list item is indented: its lines lose the fence's indent)
                 lang, torch_free = (fence.group(1) or "text"), previous.strip() == WITHOUT_TORCH
-                indent = line[:len(line) - len(line.lstrip())]
+                indent = line[: len(line) - len(line.lstrip())]
             else:
                 lang, current = None, None
             previous = line
@@ -87,9 +88,14 @@ def read_blocks(page: Path) -> tuple[list[tuple[int, str]], dict[int, list[str]]
                     current = shown.setdefault(start, [])
             pending, start = "", 0
         elif lang == "console" and current is not None:
-            current.append(line[len(indent):] if line.startswith(indent) else line)
+            current.append(line[len(indent) :] if line.startswith(indent) else line)
         elif lang is None:
             found.extend((number, span) for span in INLINE.findall(line))
+    return found, trimmed(shown)
+
+
+def trimmed(shown: dict) -> dict:
+    """Each command's output lines without the blank lines around them; commands that show none left out."""
     outputs = {}
     for n, lines in shown.items():
         while lines and not lines[-1].strip():
@@ -98,7 +104,7 @@ def read_blocks(page: Path) -> tuple[list[tuple[int, str]], dict[int, list[str]]
             lines = lines[1:]
         if lines:
             outputs[n] = lines
-    return found, outputs
+    return outputs
 
 
 def commands(page: Path) -> list[tuple[int, str]]:
@@ -197,9 +203,15 @@ def run_page(base: Path, page: Path) -> list[dict]:
             while i < len(todo) and plain_inference(todo[i][1]):
                 batch.append(todo[i])
                 i += 1
-            done = subprocess.run([sys.executable, "-c", RUN_MAIN, str(ROOT)], cwd=folder, env=env, text=True,
-                                  input=json.dumps([tokens(text)[2:] for _, text in batch]),
-                                  capture_output=True, timeout=600)
+            done = subprocess.run(
+                [sys.executable, "-c", RUN_MAIN, str(ROOT)],
+                cwd=folder,
+                env=env,
+                text=True,
+                input=json.dumps([tokens(text)[2:] for _, text in batch]),
+                capture_output=True,
+                timeout=600,
+            )
             assert done.returncode == 0, f"{page.name}: the runner failed: {done.stderr[-2000:]}"
             results = json.loads(done.stdout.splitlines()[-1])
             records += [{"line": n, "command": text, **r} for (n, text), r in zip(batch, results)]
@@ -207,11 +219,27 @@ def run_page(base: Path, page: Path) -> list[dict]:
             n, text = todo[i]
             i += 1
             t0 = time.perf_counter()
-            done = subprocess.run(["bash", "-o", "pipefail", "-c", text], cwd=folder, env={**env, "PYTHONUNBUFFERED": "1"},
-                                  text=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                  timeout=300)  # (one pipe for both, unbuffered: the order a terminal shows)
-            records.append({"line": n, "command": text, "code": done.returncode, "out": done.stdout,
-                            "err": done.stdout, "both": done.stdout, "seconds": time.perf_counter() - t0})
+            done = subprocess.run(
+                ["bash", "-o", "pipefail", "-c", text],
+                cwd=folder,
+                env={**env, "PYTHONUNBUFFERED": "1"},
+                text=True,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                timeout=300,
+            )  # (one pipe for both, unbuffered: the order a terminal shows)
+            records.append(
+                {
+                    "line": n,
+                    "command": text,
+                    "code": done.returncode,
+                    "out": done.stdout,
+                    "err": done.stdout,
+                    "both": done.stdout,
+                    "seconds": time.perf_counter() - t0,
+                }
+            )
     return records
 
 
@@ -256,8 +284,12 @@ def test_every_example_output_is_what_the_program_prints(ran, page):
         if record is None:
             wrong.append(f"line {line}: an output is shown for a command that is not run")
         elif not output_matches(shown, record["both"]):
-            wrong.append(f"line {line}: {record['command']}\n--- the page shows:\n" + "\n".join(shown)
-                         + "\n--- it printed:\n" + record["both"][-3000:])
+            wrong.append(
+                f"line {line}: {record['command']}\n--- the page shows:\n"
+                + "\n".join(shown)
+                + "\n--- it printed:\n"
+                + record["both"][-3000:]
+            )
     assert not wrong, "\n\n".join(wrong)
 
 
@@ -269,23 +301,30 @@ def test_the_commands_cover_every_example_folder_and_the_bundled_sample(ran):
             assert f"python inference.py --mode onnx-compare --model-dir examples/{folder.name}" in readme, folder
         else:  # ONNX files alone, one per interface
             for onnx_file in sorted(folder.glob("*.onnx")):
-                assert f"python inference.py --mode onnx-compare --onnx examples/{folder.name}/{onnx_file.name}" \
-                    in readme, onnx_file
+                assert (
+                    f"python inference.py --mode onnx-compare --onnx examples/{folder.name}/{onnx_file.name}" in readme
+                ), onnx_file
     assert "python inference.py --mode info" in readme and "python inference.py --mode onnx-compare" in readme
     assert sum(len(records) for records in ran.values()) >= 60  # the extraction found the pages' commands
 
 
 def test_the_extraction_finds_blocks_spans_continuations_and_promised_exits(tmp_path):
     page = tmp_path / "page.md"
-    page.write_text("text `python inference.py --mode info` and `python inference.py --model-dir DIR`\n"
-                    "```bash\npip install -r requirements.txt\nprintf 'a\\n' \\\n  | python inference.py --mode stream\n"
-                    "python inference.py --mode action --mask 1,0   # exit 2: no discrete actions\n```\n"
-                    "  ```bash\n  cp a b\n  ```\n```\npython inference.py --mode sample\n```\n")
+    page.write_text(
+        "text `python inference.py --mode info` and `python inference.py --model-dir DIR`\n"
+        "```bash\npip install -r requirements.txt\nprintf 'a\\n' \\\n  | python inference.py --mode stream\n"
+        "python inference.py --mode action --mask 1,0   # exit 2: no discrete actions\n```\n"
+        "  ```bash\n  cp a b\n  ```\n```\npython inference.py --mode sample\n```\n"
+    )
     found = commands(page)
     assert [n for n, _ in found] == [1, 1, 3, 4, 6, 9]  # not the block without a language
     run = [text for _, text in found if runnable(text)]
-    assert run == ["python inference.py --mode info", "printf 'a\\n' | python inference.py --mode stream",
-                   "python inference.py --mode action --mask 1,0   # exit 2: no discrete actions", "cp a b"]
+    assert run == [
+        "python inference.py --mode info",
+        "printf 'a\\n' | python inference.py --mode stream",
+        "python inference.py --mode action --mask 1,0   # exit 2: no discrete actions",
+        "cp a b",
+    ]
     assert [plain_inference(t) for t in run] == [True, False, True, False]
     assert [promised_exit(t) for t in run] == [0, 0, 2, 0]
     assert tokens(run[2])[2:] == ["--mode", "action", "--mask", "1,0"]
@@ -293,17 +332,25 @@ def test_the_extraction_finds_blocks_spans_continuations_and_promised_exits(tmp_
 
 def test_console_blocks_give_commands_their_outputs_and_run_torch_free_where_marked(tmp_path):
     page = tmp_path / "page.md"
-    page.write_text("```console\n$ python -c 'print(1)'\n1\n$ cp a b\n$ printf 'x\\n' \\\n"
-                    "    | python inference.py --mode stream\n{\"id\": null, …}\n…\n\n```\n"
-                    "<!-- without torch -->\n```console\n$ mlagents-infer --mode info   # exit 2\nerror: …\n```\n"
-                    "```text\n$ python inference.py --mode info\n```\n")
+    page.write_text(
+        "```console\n$ python -c 'print(1)'\n1\n$ cp a b\n$ printf 'x\\n' \\\n"
+        '    | python inference.py --mode stream\n{"id": null, …}\n…\n\n```\n'
+        "<!-- without torch -->\n```console\n$ mlagents-infer --mode info   # exit 2\nerror: …\n```\n"
+        "```text\n$ python inference.py --mode info\n```\n"
+    )
     found, shown = read_blocks(page)
-    assert found == [(2, "python -c 'print(1)'"), (4, "cp a b"), (5, "printf 'x\\n' | python inference.py --mode stream"),
-                     (13, "python tests/no_torch.py --mode info   # exit 2")]
+    assert found == [
+        (2, "python -c 'print(1)'"),
+        (4, "cp a b"),
+        (5, "printf 'x\\n' | python inference.py --mode stream"),
+        (13, "python tests/no_torch.py --mode info   # exit 2"),
+    ]
     assert shown == {2: ["1"], 5: ['{"id": null, …}', "…"], 13: ["error: …"]}
     assert [runnable(t) for _, t in found] == [True, True, True, True]
     assert [plain_inference(t) for _, t in found] == [False, False, False, False]
-    page.write_text("- a list item:\n\n  ```console\n  $ python inference.py --mode info   # exit 2\n  error: x\n    y\n  ```\n")
+    page.write_text(
+        "- a list item:\n\n  ```console\n  $ python inference.py --mode info   # exit 2\n  error: x\n    y\n  ```\n"
+    )
     assert read_blocks(page) == ([(4, "python inference.py --mode info   # exit 2")], {4: ["error: x", "  y"]})
 
 
@@ -323,8 +370,19 @@ def test_problems_catches_a_wrong_exit_a_traceback_and_a_wordy_refusal():
     assert problems([{**base, "command": "python inference.py --mode info", "code": 2}])
     assert problems([{**base, "command": "python inference.py --mode info", "code": 0, "err": "Traceback (most"}])
     assert problems([{**base, "command": "python inference.py --mask 1   # exit 2", "code": 2, "err": "a\nb\n"}])
-    assert problems([{**base, "command": "python inference.py --mask 1   # exit 2", "code": 2,
-                      "err": "[note] bundled sample\nerror: --mask: this policy has no discrete actions\n"}]) == []
+    assert (
+        problems(
+            [
+                {
+                    **base,
+                    "command": "python inference.py --mask 1   # exit 2",
+                    "code": 2,
+                    "err": "[note] bundled sample\nerror: --mask: this policy has no discrete actions\n",
+                }
+            ]
+        )
+        == []
+    )
     assert problems([{**base, "command": "python inference.py --mode info", "code": 0, "out": ""}])
 
 
@@ -332,8 +390,10 @@ def test_problems_catches_a_wrong_exit_a_traceback_and_a_wordy_refusal():
 # The pages themselves
 # ----------------------------------------------------------------------------------------
 
+
 def test_modes_md_has_a_section_for_every_mode_and_readme_links_every_page():
     from mlagents_inference.fronts.cli import MODES
+
     headings = set(re.findall(r"^## `([a-z-]+)`", (ROOT / "docs" / "modes.md").read_text(encoding="utf-8"), re.M))
     assert set(MODES) <= headings, sorted(set(MODES) - headings)
     readme = README.read_text(encoding="utf-8")
@@ -360,14 +420,21 @@ def test_no_line_is_longer_than_200_characters():
 def test_the_set_up_truth_comes_before_the_set_up_command():
     text = README.read_text(encoding="utf-8")
     command = text.index("\npip install -r requirements.txt")  # (the CPU-only torch line may come first)
-    for warning in ("CUDA 13", "several GB", "download.pytorch.org/whl/cpu", "requirements-ascend.txt",
-                    "--system-site-packages"):
+    for warning in (
+        "CUDA 13",
+        "several GB",
+        "download.pytorch.org/whl/cpu",
+        "requirements-ascend.txt",
+        "--system-site-packages",
+    ):
         assert -1 < text.find(warning) < command, warning
 
 
-REPOSITORY_PATH = re.compile(r"(?<![\w./-])((?:\.ci|assets|docs|examples|tests|tools)/[\w./-]*"
-                             r"|(?:run_tests\.sh|inference\.py|pyproject\.toml|pytest\.ini|requirements(?:-\w+)?\.txt))"
-                             r"([<*]?)")
+REPOSITORY_PATH = re.compile(
+    r"(?<![\w./-])((?:\.ci|assets|docs|examples|tests|tools)/[\w./-]*"
+    r"|(?:run_tests\.sh|inference\.py|pyproject\.toml|pytest\.ini|requirements(?:-\w+)?\.txt))"
+    r"([<*]?)"
+)
 
 
 def named_paths(text: str) -> list[str]:
@@ -377,21 +444,32 @@ def named_paths(text: str) -> list[str]:
 
 def test_every_repository_path_a_page_names_exists():
     """README, docs/, examples/ READMEs and the requirements files name no file or folder the clone lacks."""
-    texts = [*PAGES, *sorted((ROOT / "examples").rglob("README.md")), *sorted(ROOT.glob("requirements*.txt")),
-             ROOT / "pyproject.toml"]
+    texts = [
+        *PAGES,
+        *sorted((ROOT / "examples").rglob("README.md")),
+        *sorted(ROOT.glob("requirements*.txt")),
+        ROOT / "pyproject.toml",
+    ]
     missing = []
     for page in texts:
         for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
             for path in named_paths(line):
-                if path not in FILES_WRITTEN_ELSEWHERE and not (ROOT / path).exists() \
-                        and not (page.parent / path).exists():
+                if (
+                    path not in FILES_WRITTEN_ELSEWHERE
+                    and not (ROOT / path).exists()
+                    and not (page.parent / path).exists()
+                ):
                     missing.append(f"{page.relative_to(ROOT)}:{number}: {path}")
     assert not missing, "\n".join(missing)
 
 
 def test_named_paths_finds_files_and_folders_not_placeholders():
     assert named_paths("see `tools/bench_api.py`, examples/lstm/ and docs/serve.md#ray-serve; run_tests.sh") == [
-        "tools/bench_api.py", "examples/lstm", "docs/serve.md", "run_tests.sh"]
+        "tools/bench_api.py",
+        "examples/lstm",
+        "docs/serve.md",
+        "run_tests.sh",
+    ]
     assert named_paths("`examples/<kind>/` `tests/test_*.py` results/run/examples/x my_inference.py") == []
 
 
@@ -425,7 +503,8 @@ def test_the_readme_python_example_prints_what_the_readme_shows(tmp_path):
     text = README.read_text(encoding="utf-8")
     code, shown = re.search(r"```python\n(.*?)```\s*```\n(.*?)```", text, re.S).groups()
     folder, env = workspace(tmp_path, README)
-    done = subprocess.run([sys.executable, "-c", code], cwd=folder, env=env, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=folder, env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == shown.split()

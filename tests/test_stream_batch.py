@@ -2,36 +2,24 @@
 lines, each answer what it would have been alone (per-id memory, resets, errors in place, strict
 JSON), checked against ML-Agents' ONNX through a bare onnxruntime session; and never a line held
 back to gather others. Speed is measured by tools/bench_stream.py, not asserted here."""
+
 import io
 import json
 import select
 import subprocess
 import sys
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from conftest import BUNDLED, BUNDLED_ONNX, EXAMPLES, ROOT, child_env, ort_deterministic, strict
+from conftest import BUNDLED, BUNDLED_ONNX, EXAMPLES, ROOT, child_env, ort_deterministic, run_stream, strict
 
 import inference as I
-from mlagents_inference.fronts.stream import mode_stream
 from mlagents_inference.services.protocol import waiting_lines
 
 
 @pytest.fixture(scope="module")
 def policies():
     return {"huggy": I.load(BUNDLED), "lstm": I.load(EXAMPLES / "lstm")}
-
-
-def run_stream(policy, text: str, monkeypatch, max_line_bytes=1 << 20) -> list:
-    """mode_stream in this process, every line already waiting (one read returns them all)."""
-    ctx = SimpleNamespace(policy=policy, engine_name=policy.engine_name, device=policy.device,
-                          args=SimpleNamespace(max_line_bytes=max_line_bytes, stream_stats=False))
-    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
-    out = io.StringIO()
-    monkeypatch.setattr(sys, "stdout", out)
-    mode_stream(ctx)
-    return [strict(line) for line in out.getvalue().splitlines()]
 
 
 def count_engine_calls(policy, monkeypatch) -> list:
@@ -41,6 +29,7 @@ def count_engine_calls(policy, monkeypatch) -> list:
     def counted(flat, *args, **kwargs):
         calls.append(len(flat[0]))
         return original(flat, *args, **kwargs)
+
     monkeypatch.setattr(policy.engine, "run", counted)
     return calls
 
@@ -51,15 +40,19 @@ def test_waiting_lines_share_one_engine_call_and_keep_their_place(policies, monk
     by one engine call between the lines that must go alone."""
     obs = (np.random.RandomState(0).randn(300, 59) * 2).astype(np.float32)
     lines = [json.dumps({"id": i, "obs": obs[i].tolist()}) for i in range(300)]
-    odd = {100: json.dumps({"id": "batch", "obs": obs[:2].tolist()}),
-           150: json.dumps({"id": "noisy", "obs": obs[150].tolist(), "stochastic": True, "seed": 3}),
-           200: "not json", 201: json.dumps({"id": 201, "obs": [1.0] * 58}),
-           202: json.dumps({"id": 202, "obs": ["1"] * 59}), 203: '{"id": 203, "obs": [NaN' + ", 0" * 58 + "]}"}
+    odd = {
+        100: json.dumps({"id": "batch", "obs": obs[:2].tolist()}),
+        150: json.dumps({"id": "noisy", "obs": obs[150].tolist(), "stochastic": True, "seed": 3}),
+        200: "not json",
+        201: json.dumps({"id": 201, "obs": [1.0] * 58}),
+        202: json.dumps({"id": 202, "obs": ["1"] * 59}),
+        203: '{"id": 203, "obs": [NaN' + ", 0" * 58 + "]}",
+    }
     for i, line in odd.items():
         lines[i] = line
     text = "\n".join(lines[:250]) + "\n\n   \n" + "\n".join(lines[250:]) + "\n"
     calls = count_engine_calls(policies["huggy"], monkeypatch)
-    answers = run_stream(policies["huggy"], text, monkeypatch)
+    answers = [strict(a) for a in run_stream(policies["huggy"], text, monkeypatch)]
     assert len(answers) == 300
     assert [a["id"] for a in answers] == [i if i not in odd else a["id"] for i, a in enumerate(answers)]
     assert answers[100]["id"] == "batch" and len(answers[100]["actions"]) == 2
@@ -79,22 +72,25 @@ def test_each_answer_is_the_one_it_gets_alone(policies, monkeypatch):
     """The same lines one group at a time and all waiting together: identical text, line for line."""
     obs = np.random.RandomState(1).randn(40, 59).astype(np.float32)
     lines = [json.dumps({"id": f"a{i}", "obs": obs[i].tolist()}) for i in range(40)]
-    together = run_stream(policies["huggy"], "".join(l + "\n" for l in lines), monkeypatch)
-    alone = [run_stream(policies["huggy"], line + "\n", monkeypatch)[0] for line in lines]
+    together = [strict(a) for a in run_stream(policies["huggy"], "".join(l + "\n" for l in lines), monkeypatch)]
+    alone = [strict(run_stream(policies["huggy"], line + "\n", monkeypatch)[0]) for line in lines]
     assert together == alone
 
 
 def lstm_reference(obs, masks, resets):
     """ML-Agents' ONNX stepped agent by agent: each agent's memory carried, zeros after a reset."""
     import onnxruntime as ort
+
     session = ort.InferenceSession(str(EXAMPLES / "lstm" / "Memory.onnx"), providers=["CPUExecutionProvider"])
     steps, agents = obs.shape[:2]
     memory = np.zeros((agents, 1, 32), np.float32)
     actions, memories = [], []
     for t in range(steps):
         memory[resets[t]] = 0
-        a, memory = session.run(["deterministic_discrete_actions", "recurrent_out"],
-                                {"obs_0": obs[t], "action_masks": masks[t], "recurrent_in": memory})
+        a, memory = session.run(
+            ["deterministic_discrete_actions", "recurrent_out"],
+            {"obs_0": obs[t], "action_masks": masks[t], "recurrent_in": memory},
+        )
         actions.append(a.reshape(agents))
         memories.append(memory.reshape(agents, 32).copy())
     return np.array(actions), np.array(memories)
@@ -119,7 +115,7 @@ def test_lstm_agents_memory_and_resets_across_a_group(policies, monkeypatch):
                 msg["reset"] = True
             lines.append(json.dumps(msg))
     calls = count_engine_calls(policies["lstm"], monkeypatch)
-    answers = run_stream(policies["lstm"], "".join(l + "\n" for l in lines), monkeypatch)
+    answers = [strict(a) for a in run_stream(policies["lstm"], "".join(l + "\n" for l in lines), monkeypatch)]
     assert [a["id"] for a in answers] == [a for _ in range(steps) for a in range(agents)]
     want_actions, want_memory = lstm_reference(obs, masks, resets)
     got_actions = np.array([a["discrete_actions"] for a in answers]).reshape(steps, agents)
@@ -140,7 +136,7 @@ class Trickle(io.RawIOBase):
         return True
 
     def read1(self, n=-1):
-        out, self.data = self.data[:self.piece], self.data[self.piece:]
+        out, self.data = self.data[: self.piece], self.data[self.piece :]
         return out
 
     read = read1
@@ -159,9 +155,13 @@ def test_waiting_lines_splits_long_and_partial_lines():
 def test_a_line_is_never_held_back(tmp_path):
     """A live process: three lines in one write get three answers, then one line alone gets its
     answer, without more input coming (a batch is never waited for)."""
-    proc = subprocess.Popen([sys.executable, str(ROOT / "inference.py"), "--mode", "stream", "--model-dir",
-                             str(BUNDLED)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=child_env())
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "inference.py"), "--mode", "stream", "--model-dir", str(BUNDLED)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=child_env(),
+    )
     try:
         proc.stdin.write(b"".join(json.dumps({"id": i, "obs": [i / 10] * 59}).encode() + b"\n" for i in range(3)))
         proc.stdin.flush()
@@ -181,7 +181,7 @@ def test_standard_library_json_gives_the_same_values(policies, monkeypatch):
     """Without orjson (a bare Ascend host): the same answers."""
     obs = np.random.RandomState(3).randn(20, 59).astype(np.float32)
     text = "".join(json.dumps({"id": i, "obs": obs[i].tolist()}) + "\n" for i in range(20)) + "bad\n"
-    fast = run_stream(policies["huggy"], text, monkeypatch)
+    fast = [strict(a) for a in run_stream(policies["huggy"], text, monkeypatch)]
     monkeypatch.setitem(sys.modules, "orjson", None)
-    slow = run_stream(policies["huggy"], text, monkeypatch)
+    slow = [strict(a) for a in run_stream(policies["huggy"], text, monkeypatch)]
     assert fast == slow and len(slow) == 21 and "error" in slow[-1]

@@ -7,8 +7,8 @@
 # It writes ONE log (default logs/device_check.log) holding, for the chosen device:
 #   1. python inference.py --mode info
 #   2. parity: onnx-compare and precision --dtype float32 for the bundled sample
-#      (assets/ppo-Huggy-sample), every run folder under examples/, and every fixture folder
-#      found under $FIXTURES (ppo-*/, zoo/*/, trained/*/ — any folder with a <Behavior>/
+#      (assets/ppo-Huggy-sample), every run folder under examples/ and examples/trained/, and every
+#      fixture folder found under $FIXTURES (ppo-*/, zoo/*/ — any folder with a <Behavior>/
 #      subfolder holding .pt files), when that folder exists
 #   3. benchmark at --batch 1, 64, 4096, 65536 with device graphs on and off (--graphs on|off;
 #      when the CLI refuses --graphs, once per batch without it, noted in the log)
@@ -317,10 +317,10 @@ add_models() {  # run folders: any folder with a <Behavior>/ subfolder holding .
     MODELS+=("${d%/}")
   done
 }
-add_models examples/*/   # the repository's own, one per policy kind
+add_models examples/*/ examples/trained/*/   # the repository's own: one per policy kind, and Unity's trained three
 EXAMPLES=$(( ${#MODELS[@]} - 1 ))
 if [ -d "$FIXTURES" ]; then
-  add_models "$FIXTURES"/ppo-*/ "$FIXTURES"/zoo/*/ "$FIXTURES"/trained/*/
+  add_models "$FIXTURES"/ppo-*/ "$FIXTURES"/zoo/*/
   say "# models: ${#MODELS[@]} (bundled sample + $EXAMPLES under examples/ + $(( ${#MODELS[@]} - 1 - EXAMPLES )) fixture folders under $FIXTURES${ONLY:+ matching ONLY=$ONLY})"
 else
   say "# models: ${#MODELS[@]} (bundled sample + $EXAMPLES under examples/${ONLY:+ matching ONLY=$ONLY}; no fixture folder at FIXTURES=$FIXTURES)"

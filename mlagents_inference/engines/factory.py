@@ -30,13 +30,14 @@ def choose_engine(name: str, device, dtype: str) -> str:
 
 
 def pick_device(device, engine: str = "auto", providers: Optional[list] = None, file_policy: bool = False):
-    """The device a policy runs on: onnxruntime's (OrtDevice) where a device means its providers (without torch, with
-    engine onnxruntime or providers: devices.onnxruntime_devices; or a policy that runs as its ML-Agents file), else
-    torch's (a torch.device, checked to exist). A device already made is kept."""
-    if isinstance(device, OrtDevice) or (not isinstance(device, str) and type(device).__module__ == "torch"):
+    """The device a policy runs on: onnxruntime's (OrtDevice) where a device named by text means its providers
+    (without torch, with engine onnxruntime or providers: devices.onnxruntime_devices; or a policy that runs as its
+    ML-Agents file), else torch's (a torch.device, checked to exist: 'meta' or an absent GPU refused). An OrtDevice
+    is kept."""
+    if isinstance(device, OrtDevice):
         return device
-    if file_policy or onnxruntime_devices(engine, providers):
-        return ort_device(str(device))
+    if isinstance(device, str) and (file_policy or onnxruntime_devices(engine, providers)):
+        return ort_device(device)
     from .torch_devices import resolve_device
 
     return resolve_device(str(device))
@@ -87,7 +88,7 @@ def make_engine(
         from .onnx_engine import OnnxRuntimeEngine
 
         return OnnxRuntimeEngine(actor, ort_providers, spin), device, "onnxruntime"
-    device = pick_device(device, engine, providers)
+    device = device if type(device).__module__ == "torch" else pick_device(device, engine, providers)
     name = choose_engine(engine, device, dtype)
     if name == "onnxruntime":
         from .onnx_engine import OnnxRuntimeEngine
