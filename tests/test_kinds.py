@@ -664,6 +664,7 @@ class StandInGraphs:
 
     def device(self, index):  # (the card's context: tests/test_accelerators.py holds which card each call runs on)
         import contextlib
+
         return contextlib.nullcontext()
 
     def graph(self, graph, stream=None):
