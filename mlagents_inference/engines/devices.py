@@ -17,6 +17,7 @@ __all__ = [
     "OrtDevice",
     "ort_device",
     "host_has_device",
+    "visible_devices",
     "session_providers",
 ]
 
@@ -96,14 +97,29 @@ def ort_device(text: str) -> OrtDevice:
 
 
 def host_has_device(kind: str) -> bool:
-    """Whether this host shows a device of `kind` (Linux: its device files; elsewhere taken as there)."""
+    """Whether this host shows a device of `kind` (Linux: its device files, less what CUDA_VISIBLE_DEVICES or
+    ASCEND_RT_VISIBLE_DEVICES hide; elsewhere taken as there)."""
+    count = visible_devices(kind)
+    return count is None or count > 0
+
+
+def visible_devices(kind: str):
+    """How many devices of `kind` this process may use, where the host tells (None: not known, not Linux). The
+    device files (/dev/nvidia[0-9]*, /dev/davinci[0-9]*) narrowed by CUDA_VISIBLE_DEVICES, or for NPUs
+    ASCEND_RT_VISIBLE_DEVICES (CANN's runtime: the NPUs a process sees, numbered from 0 in the order listed): empty
+    or -1 hides them all."""
     import glob
     import os
     import sys
 
-    if kind == "cuda" and os.environ.get("CUDA_VISIBLE_DEVICES", "0").strip() in ("", "-1"):
-        return False
-    return sys.platform != "linux" or bool(glob.glob("/dev/davinci[0-9]*" if kind == "npu" else "/dev/nvidia[0-9]*"))
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES" if kind == "cuda" else "ASCEND_RT_VISIBLE_DEVICES")
+    entries = None if listed is None else [e for e in (e.strip() for e in listed.split(",")) if e]
+    if listed is not None and listed.strip() in ("", "-1"):
+        return 0
+    if sys.platform != "linux":
+        return None if entries is None else len(entries)
+    files = len(glob.glob("/dev/davinci[0-9]*" if kind == "npu" else "/dev/nvidia[0-9]*"))
+    return files if entries is None else min(files, len(entries))
 
 
 def session_providers(device: Optional[OrtDevice] = None, names: Optional[list] = None) -> list:

@@ -10,7 +10,7 @@ from ..core.extras import TORCH_HINT
 from ..core.spec import ENGINES
 from .devices import OrtDevice, onnxruntime_devices, ort_device, session_providers
 
-__all__ = ["choose_engine", "pick_device", "engine_name", "make_engine"]
+__all__ = ["choose_engine", "pick_device", "engine_name", "make_engine", "engine_report"]
 
 
 def choose_engine(name: str, device, dtype: str) -> str:
@@ -97,3 +97,15 @@ def make_engine(
     from .torch_engine import TorchEngine
 
     return TorchEngine(actor, device, dtype, graphs), device, name
+
+
+def engine_report(engine) -> dict:
+    """What an engine runs, for info, precision and benchmark: "precision" (what float32 runs as, read back from the
+    switches or from the options the provider took) and "graphs" (the torch engine's device graphs: whether they run,
+    and why not; None where there are none: the CPU, onnxruntime)."""
+    session = getattr(engine, "session", None)
+    if session is not None:
+        from ..core.sessions import provider_precision
+
+        return {"precision": provider_precision(session), "graphs": None}
+    return {"precision": getattr(engine, "precision", None), "graphs": getattr(engine, "graph_state", None)}

@@ -205,6 +205,9 @@ def mode_benchmark(ctx: Context):
             turn_runs=block,
             paired_ratio_to_onnxruntime=float(np.median(paired)),
         )
+    from ..engines.factory import engine_report  # (whether device graphs ran, and why not)
+
+    result.update(engine_report(policy.engine))
     if a.plot:
         _plot_latencies(Path(a.plot), times, a)
     result["plot"] = str(Path(a.plot).resolve()) if a.plot else None
@@ -217,6 +220,9 @@ def show_benchmark(r: dict) -> list:
         f"  avg = {r['avg_ms']:.4f} ms | p50 = {r['p50_ms']:.4f} ms | p95 = {r['p95_ms']:.4f} ms | "
         f"p99 = {r['p99_ms']:.4f} ms | max = {r['max_ms']:.4f} ms",
         f"  throughput = {r['throughput_per_s']:,.0f} observations/s",
+    ]
+    lines += [
+        f"  {label}: {r[key]}" for key, label in (("precision", "ran as"), ("graphs", "device graphs")) if r.get(key)
     ]
     if r["onnxruntime_p50_ms"] is not None:
         lines += [

@@ -97,8 +97,14 @@ def mode_info(ctx: Context):
     obs = random_inputs(s, ctx.args.seed)
     out = ctx.policy.act(obs)
     first_action_s = time.time() - process_start_time()
+    from ..core.sessions import onnxruntime_builds
+    from ..engines.factory import engine_report
+
+    builds = ", ".join(f"{name} {version}" for name, version in onnxruntime_builds()) or None
     return {
         **ctx.policy.info,
+        **engine_report(ctx.policy.engine),
+        "onnxruntime_build": builds,
         "obs_dim": sum(int(np.prod(i.shape)) for i in s.inputs),
         "action_dim": s.continuous_size,
         "normalize": s.normalize,
@@ -134,7 +140,8 @@ def show_info(r: dict) -> list:
     lines = [
         f"[env] torch {v['torch']} | torch_npu {v['torch_npu'] or 'not installed'} | numpy {v['numpy']} | python "
         f"{v['python']}",
-        f"[env] onnxruntime {v['onnxruntime'] or 'not installed'} | onnx {v['onnx'] or 'not installed'}",
+        f"[env] onnxruntime {r.get('onnxruntime_build') or v['onnxruntime'] or 'not installed'} | "
+        f"onnx {v['onnx'] or 'not installed'}",
         f"[env] device {r['device']} | NPU available: {bool(r['devices']['npu'])} ({r['devices']['npu']}) | "
         f"CUDA available: {bool(r['devices']['cuda'])} ({r['devices']['cuda']})",
     ]
@@ -167,6 +174,11 @@ def show_info(r: dict) -> list:
         f"| "
         f"process start to first action = {r['time_to_first_action_s']:.2f}s"
     )
+    lines += [
+        f"[policy] {label} = {r[key]}"
+        for key, label in (("precision", "precision"), ("graphs", "device graphs"))
+        if r.get(key)
+    ]
     return lines
 
 

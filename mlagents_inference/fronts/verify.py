@@ -62,7 +62,9 @@ def mode_precision(ctx: Context):
         result["probability_max_abs_err"] = compare(test["probabilities"], ref["probabilities"])["max_abs_err"]
     if s.memory_size:
         result["memory_max_abs_err"] = compare(test["recurrent_out"], ref["recurrent_out"])["max_abs_err"]
-    return {**result, "passed": passed, **ctx.base()}, passed
+    from ..engines.factory import engine_report  # (what float32 ran as: TF32/HF32, the provider's precision mode)
+
+    return {**result, **engine_report(policy.engine), "passed": passed, **ctx.base()}, passed
 
 
 def show_precision(r: dict) -> list:
@@ -83,6 +85,9 @@ def show_precision(r: dict) -> list:
         )
     if "memory_max_abs_err" in r:
         lines.append(f"  next memory vs float64: max_abs_err = {r['memory_max_abs_err']:.3e}")
+    lines += [
+        f"  {label}: {r[key]}" for key, label in (("precision", "ran as"), ("graphs", "device graphs")) if r.get(key)
+    ]
     lines.append(f"  holds (cos >= {r['min_cos']:g} and max_abs_err < {r['tol']:g}): {'yes' if r['passed'] else 'NO'}")
     return lines
 
