@@ -306,5 +306,5 @@ def test_fuzzed_observations_parse_or_refuse(text):
 @settings(max_examples=100, deadline=None)
 @given(values=st.lists(st.floats(allow_nan=False, allow_infinity=False, width=32), min_size=59, max_size=59))
 def test_fuzzed_lists_round_trip(values):
-    obs = parse_obs(",".join(repr(v) for v in values), FUZZ_POLICY, 0)
+    obs = parse_obs(",".join(repr(v) for v in values), FUZZ_POLICY.settings, 0, FUZZ_POLICY.normalizers)
     assert len(obs) == 1 and np.array_equal(obs[0], np.asarray(values, np.float32))
