@@ -241,6 +241,7 @@ namespace MLAgentsInference
                     if (key == "id" && !id) { id = true; if (!r.IsNull()) throw r.Fail("the info answer's id is not null"); }
                     else if (key == "info" && info == null) { info = r.ReadValue() as Dictionary<string, object>; if (info == null) throw r.Fail("\"info\" is not an object"); }
                     else if (key == "error" && error == null) error = r.ReadString();
+                    else if (key == "bounds") r.ReadValue();  // (the server's memory bounds: read, not needed here)
                     else throw r.Fail("unexpected key \"" + key + "\"");
                 }
                 r.End();
