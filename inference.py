@@ -15,6 +15,7 @@ This file is the door: the code lives in the package mlagents_inference/ (docs/a
 Exit codes: 0 success, 1 a check did not hold, 2 bad input, usage or environment (one line
 on stderr), 128 + N after signal N.
 """
+
 import os
 import sys
 
@@ -23,12 +24,16 @@ def _stopped_while_starting(signum, frame) -> None:
     """Ctrl-C (or SIGTERM, SIGHUP) while numpy and torch import (~2 s): nothing to clean up
     yet; one line and 128 + N, not a traceback from inside an import."""
     import signal
-    os.write(2, b"interrupted\n" if signum == signal.SIGINT else f"interrupted by {signal.Signals(signum).name}\n".encode())
+
+    os.write(
+        2, b"interrupted\n" if signum == signal.SIGINT else f"interrupted by {signal.Signals(signum).name}\n".encode()
+    )
     os._exit(128 + signum)
 
 
 if __name__ == "__main__":  # (main() installs the handlers of a running command)
     import signal
+
     for _name in ("SIGINT", "SIGTERM", "SIGHUP"):
         try:
             signal.signal(getattr(signal, _name), _stopped_while_starting)
@@ -37,14 +42,17 @@ if __name__ == "__main__":  # (main() installs the handlers of a running command
 
 try:
     from mlagents_inference import __version__
-    from mlagents_inference.cli import main
-    from mlagents_inference.errors import CheckFailed, NotThisPolicy, UsageError
+    from mlagents_inference.core.errors import CheckFailed, NotThisPolicy, UsageError
+    from mlagents_inference.fronts.cli import main
 except ModuleNotFoundError as exc:  # run as a command: one line, not a traceback
     if __name__ != "__main__":
         raise
-    sys.stderr.write("error: inference.py needs the folder mlagents_inference/ beside it (copy both, or build one file: "
-                     "python tools/build_pyz.py)\n" if exc.name == "mlagents_inference" else
-                     f"error: the Python package '{exc.name}' is not installed; run: pip install -r requirements.txt\n")
+    sys.stderr.write(
+        "error: inference.py needs the folder mlagents_inference/ beside it (copy both, or build one file: "
+        "python tools/build_pyz.py)\n"
+        if exc.name == "mlagents_inference"
+        else f"error: the Python package '{exc.name}' is not installed; run: pip install -r requirements.txt\n"
+    )
     sys.exit(2)
 
 # The public surface (the Python API and the command line); the rest is the package's own and may change.
@@ -54,13 +62,16 @@ __all__ = ["load", "connect", "Policy", "Actions", "UsageError", "CheckFailed", 
 def __getattr__(name: str):
     """load, connect, Policy and Actions on first use: `import inference` alone imports no torch."""
     if name in ("load", "Policy"):
-        from mlagents_inference import policy
+        from mlagents_inference.api import policy
+
         return getattr(policy, name)
     if name == "connect":  # a policy served by --mode serve (docs/serve.md), torch-free
-        from mlagents_inference.remote import connect
+        from mlagents_inference.fronts.remote import connect
+
         return connect
     if name == "Actions":
-        from mlagents_inference.spec import Actions
+        from mlagents_inference.core.spec import Actions
+
         return Actions
     raise AttributeError(f"module 'inference' has no attribute {name!r}")
 

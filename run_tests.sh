@@ -19,145 +19,13 @@ WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 mkdir -p logs
 
-cat > "$WORK/check.py" <<'PYEOF'
-"""Check one case's output against its rule; prints 'PASS detail' or 'FAIL detail'."""
-import ast, json, math, os, re, sys
-
-rule, out_file, code, work, started = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], float(sys.argv[5])
-text = open(out_file, encoding="utf-8", errors="replace").read()
-lines = text.strip().splitlines()
-
-def fail(why):
-    print("FAIL " + why); sys.exit(0)
-
-def field(label, source=None):
-    m = re.search(r"^\s*" + re.escape(label) + r"\s*=\s*(\[[^\]]*\])", source or text, re.M)
-    if not m:
-        fail(f"no '{label}' line")
-    return [float(v) for v in ast.literal_eval(m.group(1))]
-
-def number(label):
-    m = re.search(re.escape(label) + r"\s*=\s*([-+0-9.eE]+|nan|inf)", text)
-    if not m:
-        fail(f"no '{label}' figure")
-    return float(m.group(1))
-
-def in_range(values, what):
-    if not all(math.isfinite(v) and -1.0 <= v <= 1.0 for v in values):
-        fail(f"{what} outside [-1, 1]: {values}")
-
-def other(case):
-    path = os.path.join(work, f"case_{case}.out")
-    return open(path).read() if os.path.exists(path) else fail(f"case {case} has no output to compare with")
-
-kind, _, arg = rule.partition(":")
-expect_ok = kind not in ("precision_lowp",)
-if expect_ok and (code != 0 or not lines or lines[-1] != "SUCCESS"):
-    fail(f"exit code {code}, last line {lines[-1] if lines else '(none)'!r}; expected 0 and SUCCESS")
-
-if kind == "info":
-    acts = field("[policy] deterministic_actions[:6]")
-    in_range(acts, "actions")
-    if not re.search(r"parameters = [\d,]+", text):
-        fail("no parameter count")
-    count = re.search(r"parameters = ([\d,]+)", text).group(1)
-    print(f"PASS parameters {count}, actions in [-1, 1]")
-elif kind == "checkpoints":
-    m = re.search(r"default checkpoint: (\S+\.pt)", text)
-    n = len(re.findall(r"^\s+- \S+\.pt", text, re.M))
-    if not m or n < 1:
-        fail("no checkpoint list or default")
-    print(f"PASS {n} checkpoint(s), default {m.group(1)}")
-elif kind == "action":
-    acts = field("action[:8]")
-    lo, hi = (float(v) for v in re.search(r"action range\s*=\s*\[([-0-9.]+), ([-0-9.]+)\]", text).groups())
-    in_range(acts + [lo, hi], "actions")
-    if arg:  # must equal another case's actions (e.g. `--obs 1` and `--obs ones`)
-        theirs = field("action[:8]", other(arg))
-        if acts != theirs:
-            fail(f"differs from case {arg}: {acts} vs {theirs}")
-        print(f"PASS range [{lo}, {hi}], identical to case {arg}")
-    else:
-        print(f"PASS range [{lo}, {hi}]")
-elif kind == "sample":
-    s1, s2, det = field("sampled#1"), field("sampled#2"), field("deterministic")
-    if s1 != s2 or "same seed, same draw = yes" not in text:
-        fail("two draws with the same seed differ")
-    in_range(s1 + det, "actions")
-    if s1 == det:
-        fail("sampled equals deterministic: no noise was added")
-    print("PASS same seed gives the same draw, actions in [-1, 1]")
-elif kind == "batch":
-    rows = re.findall(r"batch\[(\d+)\] (\[[^\]]*\])", text)
-    lo, hi = (float(v) for v in re.search(r"output range = \[([-0-9.]+), ([-0-9.]+)\]", text).groups())
-    in_range([lo, hi], "output range")
-    first = [float(v) for v in ast.literal_eval(rows[0][1])]
-    single = field("action[:8]", other(3))[:6]
-    if len(first) != len(single) or any(abs(a - b) > 1e-5 for a, b in zip(first, single)):
-        fail(f"batch[0] {first} differs from the single observation of case 3 {single} by more than 1e-5")
-    ms = number("first (cold) call")
-    print(f"PASS range [{lo}, {hi}], batch[0] equals case 3 within 1e-5, cold {ms:.2f} ms")
-elif kind in ("precision", "precision_lowp"):
-    cos, err = number("vs float64: cos"), number("max_abs_err")
-    holds = cos >= 0.999 and err < 0.01
-    if kind == "precision":
-        # A bound only: how far float32 lands from float64 (zero included) is the CPU's rounding.
-        if not (0 <= err < float(arg) and holds):
-            fail(f"cos {cos}, max_abs_err {err}: expected error < {arg} and cos >= 0.999")
-        print(f"PASS cos {cos:.8f}, max_abs_err {err:.3e} (below {arg})")
-    else:
-        # Low precision: the original NPU adaptation reports bf16 missing tol 0.01 on the real weights (1.07e-2).
-        # The rule is that the program measured it and its verdict agrees with its numbers.
-        if code not in (0, 1) or (code == 0) != holds:
-            fail(f"exit {code} disagrees with cos {cos}, max_abs_err {err}")
-        print(f"PASS measured cos {cos:.8f}, max_abs_err {err:.3e}: {'within' if holds else 'misses'} tol 0.01 "
-              f"(exit {code}; the original NPU adaptation's bf16 on real weights missed it)")
-elif kind == "onnx":
-    err, cos = number("max_abs_err"), number("cos")
-    if not (err < 1e-4 and cos >= 0.999999):
-        fail(f"max_abs_err {err}, cos {cos}")
-    print(f"PASS max_abs_err {err:.3e} < 1e-4, cos {cos:.8f}")
-elif kind == "fingerprint":
-    digest = re.search(r"sha256\(actions\)\s*=\s*([0-9a-f]{64})", text)
-    if "runs identical        = yes" not in text or not digest:
-        fail("runs differ or no sha256")
-    first = field("run1 first action[:6]")
-    in_range(first, "first action")
-    if arg:  # step 0 of the sequence is what `sample` draws with the same seed
-        theirs = field("sampled#1", other(arg))[:6]
-        if first != theirs:
-            fail(f"first action {first} differs from case {arg}'s sampled#1 {theirs}")
-    print(f"PASS identical runs, sha256 {digest.group(1)[:6]}…{digest.group(1)[-5:]}" + (f", first action = case {arg}" if arg else ""))
-elif kind == "stats":
-    rows = re.findall(r"rollout\[\d+\].*in\[-1,1\]=(True|False)", text)
-    if len(rows) != int(arg) or not all(r == "True" for r in rows):
-        fail(f"{len(rows)} rollouts, expected {arg} all in range")
-    print(f"PASS {arg} rollouts, all actions in [-1, 1]")
-elif kind == "benchmark":
-    figures = [number(k) for k in ("avg", "p50", "p95", "p99", "max")]
-    if not (all(f > 0 for f in figures) and figures[1] <= figures[2] <= figures[3] <= figures[4]):
-        fail(f"latency figures out of order: {figures}")
-    ratio = re.search(r"p50 ratio to onnxruntime = ([0-9.]+)", text)
-    print(f"PASS p50 {figures[1]:.4f} ms" + (f", ratio to bare onnxruntime {ratio.group(1)}" if ratio else ""))
-elif kind == "export":
-    path = re.search(r"written: (\S+\.onnx)", text)
-    err = number("max_abs_err")
-    if not path or not os.path.isfile(path.group(1)) or os.path.getmtime(path.group(1)) < started - 1:
-        fail("no freshly written ONNX file")
-    if err > 1e-5:
-        fail(f"export differs from ML-Agents' ONNX by {err}")
-    print(f"PASS written {path.group(1)}, max_abs_err vs ML-Agents ONNX {err:.3e}")
-else:
-    fail(f"unknown rule {rule}")
-PYEOF
-
 {
   echo "# run_tests.sh — $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
   echo "# device=${DEVICE} second_device=${SECOND:-none} python=$("$PY" -c 'import sys; print(sys.version.split()[0])' 2>&1)"
   echo "# model: HUGGY_MODEL_DIR=${HUGGY_MODEL_DIR:-unset} (unset: Hub cache, else the bundled sample)"
 } > "$LOG"
 
-# The pass rule of each kind of case, in words (check.py above is the same rule in code).
+# The pass rule of each kind of case, in words (tools/check_cases.py is the same rule in code).
 declare -A RULE_TEXT=(
   [info]="exit 0 and SUCCESS; parameter count shown; deterministic actions in [-1, 1]"
   [checkpoints]="exit 0 and SUCCESS; at least one checkpoint listed and the default named"
@@ -207,7 +75,7 @@ case_() {
   started="$(date +%s.%N)"
   "${cmd[@]}" > "$out" 2>&1
   code=$?
-  verdict="$("$PY" "$WORK/check.py" "$rule" "$out" "$code" "$WORK" "$started" 2>&1 | tail -n 1)"
+  verdict="$("$PY" tools/check_cases.py "$rule" "$out" "$code" "$WORK" "$started" 2>&1 | tail -n 1)"
   case "$verdict" in
     PASS*) PASS[$group]=$((PASS[$group] + 1)) ;;
     *) FAIL[$group]=$((FAIL[$group] + 1)); FAILED_CASES="$FAILED_CASES $num" ;;

@@ -6,6 +6,7 @@ vectorised one) and the stand-in modules (`mlagents_envs.environment`, `gymnasiu
 docs/python-api.md's examples run unchanged. Nothing here calls inference.py: a behaviour's spec
 comes from the example's generated.json (what the generator built, written beside ML-Agents' files).
 """
+
 from __future__ import annotations
 
 import json
@@ -16,7 +17,17 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 try:  # pip install --no-deps --ignore-requires-python mlagents-envs==1.1.0 attrs cattrs
-    from mlagents_envs.base_env import ActionSpec, ActionTuple, BehaviorSpec, DecisionSteps, DimensionProperty, ObservationSpec, ObservationType, TerminalSteps
+    from mlagents_envs.base_env import (
+        ActionSpec,
+        ActionTuple,
+        BehaviorSpec,
+        DecisionSteps,
+        DimensionProperty,
+        ObservationSpec,
+        ObservationType,
+        TerminalSteps,
+    )
+
     REAL_MLAGENTS = True
 except Exception:  # not installed: the same attributes
     REAL_MLAGENTS = False
@@ -62,8 +73,11 @@ def behavior_spec(example: Path) -> BehaviorSpec:
     for i, o in enumerate(g["observations"]):
         shape = tuple(o["shape"])
         if REAL_MLAGENTS:
-            dims = (DimensionProperty.TRANSLATIONAL_EQUIVARIANCE,) * 2 + (DimensionProperty.NONE,) \
-                if len(shape) == 3 else (DimensionProperty.NONE,) * len(shape)
+            dims = (
+                (DimensionProperty.TRANSLATIONAL_EQUIVARIANCE,) * 2 + (DimensionProperty.NONE,)
+                if len(shape) == 3
+                else (DimensionProperty.NONE,) * len(shape)
+            )
             kind = ObservationType.GOAL_SIGNAL if o["observation_type"] == "GOAL_SIGNAL" else ObservationType.DEFAULT
         else:
             dims, kind = (None,) * len(shape), o["observation_type"]
@@ -86,7 +100,7 @@ def mlagents_mask(rng, rows: int, branches) -> Optional[list]:
     masked = rng.rand(rows, sum(branches)) < 0.45
     start = 0
     for size in branches:
-        full = masked[:, start:start + size].all(axis=1)
+        full = masked[:, start : start + size].all(axis=1)
         masked[np.flatnonzero(full), start + rng.randint(size, size=int(full.sum()))] = False
         start += size
     return np.split(masked, np.cumsum(branches)[:-1], axis=1)
@@ -94,14 +108,21 @@ def mlagents_mask(rng, rows: int, branches) -> Optional[list]:
 
 def decision_steps(obs: list, ids, mask) -> DecisionSteps:
     n = len(ids)
-    return DecisionSteps(obs, np.zeros(n, np.float32), np.asarray(ids, np.int32), mask, np.zeros(n, np.int32),
-                         np.zeros(n, np.float32))
+    return DecisionSteps(
+        obs, np.zeros(n, np.float32), np.asarray(ids, np.int32), mask, np.zeros(n, np.int32), np.zeros(n, np.float32)
+    )
 
 
 def terminal_steps(obs: list, ids) -> TerminalSteps:
     n = len(ids)
-    return TerminalSteps(obs, np.zeros(n, np.float32), np.zeros(n, bool), np.asarray(ids, np.int32),
-                         np.zeros(n, np.int32), np.zeros(n, np.float32))
+    return TerminalSteps(
+        obs,
+        np.zeros(n, np.float32),
+        np.zeros(n, bool),
+        np.asarray(ids, np.int32),
+        np.zeros(n, np.int32),
+        np.zeros(n, np.float32),
+    )
 
 
 class StandInUnityEnvironment:
@@ -149,8 +170,7 @@ class StandInUnityEnvironment:
         self.pending = (deciding, mask)
         self.log["decisions"] += len(deciding)
         self.log["terminals"] += len(ended)
-        return (decision_steps(self._obs(len(deciding)), deciding, mask),
-                terminal_steps(self._obs(len(ended)), ended))
+        return (decision_steps(self._obs(len(deciding)), deciding, mask), terminal_steps(self._obs(len(ended)), ended))
 
     def set_actions(self, behavior_name: str, action) -> None:
         deciding, mask = self.pending
@@ -173,6 +193,7 @@ class StandInDictEnv:
     """A gymnasium-style environment: Dict observations {'position': [20], 'sensors': [6]} (float32),
     a MultiDiscrete([3, 2, 5]) action, and in `info` gymnasium's action mask for it: one int8 array
     per branch, 1 = allowed. Counts forbidden actions it was sent."""
+
     branches = (3, 2, 5)
 
     def __init__(self, seed: int = 0):

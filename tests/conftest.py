@@ -2,6 +2,7 @@
 ML-Agents 1.1.0; examples/trained/, three policies Unity trained, older ONNX interface) and the bundled Huggy
 sample under assets/. The larger development fixtures outside the repository ($HUGGY_FIXTURES, default
 ../shared/fixtures beside the checkout) are optional: tests that use them run only where they are present."""
+
 import contextlib
 import io
 import json
@@ -51,8 +52,15 @@ def child_env(**extra) -> dict:
 
 def cli(*args, input=None, timeout=300, env=None, cwd=None) -> subprocess.CompletedProcess:
     """Run inference.py as a user would, in a fresh process."""
-    return subprocess.run([sys.executable, str(ROOT / "inference.py"), *map(str, args)], input=input,
-                          capture_output=True, text=True, timeout=timeout, env=env or child_env(), cwd=cwd)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "inference.py"), *map(str, args)],
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env or child_env(),
+        cwd=cwd,
+    )
 
 
 HANDLED_SIGNALS = [getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)]
@@ -127,9 +135,14 @@ def refused(result, *words) -> str:
 def run_stream(policy, text: str, monkeypatch, max_line_bytes: int = 1 << 20) -> list:
     """Stream mode on an already loaded policy, in this process, every line of `text` already waiting (one read
     returns them all): the answer lines, as written."""
-    from mlagents_inference.stream import mode_stream
-    ctx = SimpleNamespace(policy=policy, engine_name=policy.engine_name, device=policy.device,
-                          args=SimpleNamespace(max_line_bytes=max_line_bytes, stream_stats=False))
+    from mlagents_inference.fronts.stream import mode_stream
+
+    ctx = SimpleNamespace(
+        policy=policy,
+        engine_name=policy.engine_name,
+        device=policy.device,
+        args=SimpleNamespace(max_line_bytes=max_line_bytes, stream_stats=False),
+    )
     out = io.StringIO()
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode("utf-8", "surrogatepass"))))
     monkeypatch.setattr(sys, "stdout", out)
@@ -152,6 +165,7 @@ def fixed(values: np.ndarray, dtype=np.float32):
     """[rows, ...] as a Parquet fixed_size_list column (pyarrow), each row flattened (C-order: channel first), as
     `dtype` (None: the array's own, e.g. uint8 camera frames or int64 masks)."""
     import pyarrow as pa
+
     values = np.ascontiguousarray(values, dtype).reshape(len(values), int(np.prod(values.shape[1:])))
     return pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1)), values.shape[1])
 
@@ -159,6 +173,7 @@ def fixed(values: np.ndarray, dtype=np.float32):
 def copy_run(src: Path, tmp_path: Path, name: str = "run") -> Path:
     """A writable copy of a run folder (examples/..., the bundled sample) under tmp_path."""
     import shutil
+
     return Path(shutil.copytree(src, tmp_path / name))
 
 
@@ -170,14 +185,17 @@ def leftovers(folder) -> list:
 
 def strict(text: str):
     """A stream answer read as strict JSON (NaN, Infinity refused)."""
+
     def refuse(constant):
         raise ValueError(f"non-strict JSON constant {constant}")
+
     return json.loads(text, parse_constant=refuse)
 
 
 def ort_deterministic(onnx_path, obs) -> np.ndarray:
     """ML-Agents' own ONNX through a bare onnxruntime session: the reference."""
     import onnxruntime as ort
+
     session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
     return session.run(["deterministic_continuous_actions"], {"obs_0": np.asarray(obs, np.float32)})[0]
 
@@ -186,6 +204,7 @@ def ort_mu(onnx_path, obs) -> np.ndarray:
     """mu read out of ML-Agents' own ONNX (its mu Gemm made a graph output)."""
     import onnx
     import onnxruntime as ort
+
     model = onnx.load(str(onnx_path))
     name = next(n.output[0] for n in model.graph.node if n.op_type == "Gemm" and "mu" in n.output[0])
     model.graph.output.append(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
@@ -199,6 +218,7 @@ def one_torch_thread():
     faster, and it does not stall when other work shares the CPUs (two threads spin-waiting on a loaded 2-core machine
     made an LSTM step 50x slower)."""
     import torch
+
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     yield

@@ -17,6 +17,7 @@ The masked logits and mu are exposed for the 1.1.0 graphs as well: the tests use
 genuine mismatches from near-ties (two actions whose logits differ by less than float32 noise), and mu /
 log_sigma to check the distribution of sampled actions.
 """
+
 from __future__ import annotations
 
 import re
@@ -33,6 +34,7 @@ TRAINED_SPLITS = {"3DBallHard": [27, 18], "SoccerTwos": [264, 72], "DungeonEscap
 
 def _initializer(model, name: str) -> Optional[np.ndarray]:
     from onnx import numpy_helper
+
     for init in model.graph.initializer:
         if init.name == name:
             return numpy_helper.to_array(init)
@@ -46,6 +48,7 @@ class OnnxReference:
     def __init__(self, onnx_path: Path, splits: Optional[Sequence[int]] = None):
         import onnx
         import onnxruntime as ort
+
         self.path = Path(onnx_path)
         model = onnx.load(str(self.path))
         self.input_names = [i.name for i in model.graph.input if _initializer(model, i.name) is None]
@@ -83,8 +86,14 @@ class OnnxReference:
                 model.graph.output.append(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
         self.extra = extra
         # PPO / POCA: log_sigma is a parameter [1, n]; SAC: a layer (exposed above).
-        self.log_sigma_param = next((_initializer(model, n) for n in (
-            "action_model._continuous_distribution.log_sigma",) if _initializer(model, n) is not None), None)
+        self.log_sigma_param = next(
+            (
+                _initializer(model, n)
+                for n in ("action_model._continuous_distribution.log_sigma",)
+                if _initializer(model, n) is not None
+            ),
+            None,
+        )
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1  # the machine has few cores; batches are small
         self.session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
@@ -108,8 +117,9 @@ class OnnxReference:
             assert len(names) == len(obs), (names, [o.shape for o in obs])
             feed = dict(zip(names, obs))
         if self.has_masks:
-            feed["action_masks"] = (np.ones((rows, self.mask_width), np.float32) if masks is None
-                                    else np.asarray(masks, np.float32))
+            feed["action_masks"] = (
+                np.ones((rows, self.mask_width), np.float32) if masks is None else np.asarray(masks, np.float32)
+            )
         if self.recurrent:
             m = np.zeros((rows, self.memory_size), np.float32) if memory is None else np.asarray(memory, np.float32)
             feed["recurrent_in"] = m.reshape(rows, 1, self.memory_size)
@@ -118,8 +128,11 @@ class OnnxReference:
     def run(self, obs: Sequence[np.ndarray], masks=None, memory=None) -> dict:
         """Deterministic reference: {"continuous", "discrete", "memory", "mu", "log_sigma", "logits"}
         (keys present only where the policy has them). memory in and out is [B, m]."""
-        wanted = [n for n in ("deterministic_continuous_actions", "deterministic_discrete_actions", "recurrent_out")
-                  if n in self.output_names]
+        wanted = [
+            n
+            for n in ("deterministic_continuous_actions", "deterministic_discrete_actions", "recurrent_out")
+            if n in self.output_names
+        ]
         names = wanted + list(self.extra.values()) + self.logit_names
         values = dict(zip(names, self.session.run(names, self.feed(obs, masks, memory))))
         out: dict = {}
@@ -172,8 +185,14 @@ def one_hot_board(rng: np.random.RandomState, rows: int, shape: Sequence[int]) -
     return np.moveaxis(np.eye(c, dtype=np.float32)[idx], -1, 1).copy()
 
 
-def entity_obs(rng: np.random.RandomState, rows: int, max_entities: int, features: int,
-               counts: Optional[np.ndarray] = None, near_zero: float = 0.25) -> tuple[np.ndarray, np.ndarray]:
+def entity_obs(
+    rng: np.random.RandomState,
+    rows: int,
+    max_entities: int,
+    features: int,
+    counts: Optional[np.ndarray] = None,
+    near_zero: float = 0.25,
+) -> tuple[np.ndarray, np.ndarray]:
     """Buffer-sensor observations [rows, N, F]: `counts[i]` real entities (present rows first, the rest
     zeros), and with probability `near_zero` one present row replaced by a near-zero row (squared sum
     < 0.01, which ML-Agents counts as absent). Returns (obs, counts of rows that count as present)."""
@@ -194,14 +213,15 @@ def entity_obs(rng: np.random.RandomState, rows: int, max_entities: int, feature
     return obs, present
 
 
-def random_masks(rng: np.random.RandomState, rows: int, branches: Sequence[int], p_allowed: float = 0.6,
-                 all_allowed_every: int = 7) -> np.ndarray:
+def random_masks(
+    rng: np.random.RandomState, rows: int, branches: Sequence[int], p_allowed: float = 0.6, all_allowed_every: int = 7
+) -> np.ndarray:
     """[rows, sum(branches)] of 0/1 floats, at least one action allowed per branch; every
     `all_allowed_every`-th row allows everything."""
     masks = (rng.rand(rows, sum(branches)) < p_allowed).astype(np.float32)
     start = 0
     for size in branches:
-        block = masks[:, start:start + size]
+        block = masks[:, start : start + size]
         empty = block.sum(axis=1) == 0
         block[empty, rng.randint(0, size, int(empty.sum()))] = 1.0
         start += size
@@ -262,8 +282,10 @@ def max_rel_err(got: np.ndarray, want: np.ndarray) -> float:
 # Sampled continuous actions against the policy's distribution
 # ---------------------------------------------------------------------------------------------
 
+
 def _ndtr(x: np.ndarray) -> np.ndarray:
     import torch
+
     return torch.special.ndtr(torch.as_tensor(np.asarray(x, np.float64))).numpy()
 
 
@@ -306,6 +328,7 @@ def with_legacy_inputs(onnx_path: Path, target: Path, channels_last: bool = Fals
     after its inputs is ML-Agents' own, untouched, so the numbers are ML-Agents'."""
     import onnx
     from onnx import TensorProto, helper
+
     model = onnx.load(str(onnx_path))
     graph = model.graph
     initializers = {i.name for i in graph.initializer}
@@ -316,8 +339,11 @@ def with_legacy_inputs(onnx_path: Path, target: Path, channels_last: bool = Fals
     for name in sensors:
         shape = dims[name]
         if len(shape) == 1:
-            front.append(helper.make_node("Slice", ["vector_observation"], [name], axes=[1], starts=[start],
-                                          ends=[start + shape[0]]))
+            front.append(
+                helper.make_node(
+                    "Slice", ["vector_observation"], [name], axes=[1], starts=[start], ends=[start + shape[0]]
+                )
+            )
             start += shape[0]
         elif len(shape) == 3:
             vis = f"visual_observation_{images}"

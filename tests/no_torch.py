@@ -5,6 +5,7 @@
     python tests/no_torch.py --requests             many of either, one interpreter (see answer_requests)
 
 Any `import torch` raises ImportError here, so a path that needs torch fails loudly."""
+
 import sys
 from pathlib import Path
 
@@ -28,6 +29,7 @@ def answer_requests() -> None:
     import traceback
 
     import inference
+
     requests, answers = os.fdopen(os.dup(0), "r"), os.fdopen(os.dup(1), "w")
     for line in requests:
         request = json.loads(line)
@@ -65,8 +67,10 @@ def answer_requests() -> None:
             text.append(f.read().decode("utf-8", "replace"))
             f.close()
         out, err = out[0], err[0]
-        answers.write(json.dumps({"code": code, "out": out, "err": err,
-                                  "torch_imported": sys.modules.get("torch") is not None}) + "\n")
+        answers.write(
+            json.dumps({"code": code, "out": out, "err": err, "torch_imported": sys.modules.get("torch") is not None})
+            + "\n"
+        )
         answers.flush()
 
 
@@ -77,4 +81,5 @@ if __name__ == "__main__":
         answer_requests()
     else:
         import inference
+
         sys.exit(inference.main(sys.argv[1:]))

@@ -4,6 +4,7 @@ same attributes: tests/api_standins.py), gymnasium-style masks, sampling noise, 
 uint8, and another policy's --onnx; the arguments of load() and act() (a wrong one is a UsageError, a
 tensor is taken as an array). References: a bare onnxruntime session on the example's own ML-Agents ONNX
 (tests/mlagents_reference.py), never inference.py itself."""
+
 from __future__ import annotations
 
 import json
@@ -28,7 +29,7 @@ from conftest import BUNDLED, EXAMPLES, call, ort_deterministic
 from mlagents_reference import OnnxReference, discrete_mismatches, max_rel_err
 
 import inference as I
-from mlagents_inference.observations import AgentMemories
+from mlagents_inference.core.observations import AgentMemories
 
 TOL = 1e-5
 
@@ -53,8 +54,10 @@ def masked_chosen(actions: np.ndarray, mask) -> int:
 # get_action over rollouts where agents come, go and end
 # ---------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["lstm", "lstm-camera-nonsquare", "hybrid", "discrete-multi", "sac-continuous",
-                                  "attention"])
+
+@pytest.mark.parametrize(
+    "name", ["lstm", "lstm-camera-nonsquare", "hybrid", "discrete-multi", "sac-continuous", "attention"]
+)
 def test_get_action_over_a_rollout_matches_the_mlagents_onnx(name):
     """Each step: the ids in TerminalSteps end (the ONNX side drops their memory), the ids in
     DecisionSteps act (new ids from zeros; one may end and start again in the same step). The
@@ -124,8 +127,7 @@ def test_zero_agents_give_empty_actions_of_the_right_widths():
     folder, _ = example("hybrid")  # 3 continuous + discrete [2]
     policy = I.load(folder)
     spec = behavior_spec(folder)
-    steps = DecisionSteps.empty(spec) if REAL_MLAGENTS else \
-        decision_steps([np.zeros((0, 12), np.float32)], [], None)
+    steps = DecisionSteps.empty(spec) if REAL_MLAGENTS else decision_steps([np.zeros((0, 12), np.float32)], [], None)
     action = policy.get_action(steps)
     assert action.continuous.shape == (0, 3) and action.continuous.dtype == np.float32
     assert action.discrete.shape == (0, 1) and action.discrete.dtype == np.int32
@@ -170,26 +172,47 @@ def usage_error(call, match: str) -> None:
     assert "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize("change", ["shape 10.7", "branch 4.5", "size nan", "size inf", "size True", "shape None",
-                                    "shape text", "branches None", "specs None"])
+@pytest.mark.parametrize(
+    "change",
+    [
+        "shape 10.7",
+        "branch 4.5",
+        "size nan",
+        "size inf",
+        "size True",
+        "shape None",
+        "shape text",
+        "branches None",
+        "specs None",
+    ],
+)
 def test_check_spec_refuses_sizes_that_are_not_whole_numbers(change):
     """10.7 is not read as 10, nor 4.5 as 4: anything but whole numbers is a UsageError naming it (issue 26)."""
     folder, _ = example("lstm-camera-nonsquare")  # camera [1, 24, 30], vector [3]; discrete [3, 2]
     policy = I.load(folder)
     spec = behavior_spec(folder)
     obs, actions = list(spec.observation_specs), spec.action_spec
-    changed = {"shape 10.7": lambda: BehaviorSpec([obs[0], obs[1]._replace(shape=(3.7,))], actions),
-               "branch 4.5": lambda: BehaviorSpec(obs, actions._replace(discrete_branches=(3, 2.5))),
-               "size nan": lambda: BehaviorSpec(obs, actions._replace(continuous_size=float("nan"))),
-               "size inf": lambda: BehaviorSpec(obs, actions._replace(continuous_size=float("inf"))),
-               "size True": lambda: BehaviorSpec(obs, actions._replace(continuous_size=True)),
-               "shape None": lambda: BehaviorSpec([obs[0]._replace(shape=None), obs[1]], actions),
-               "shape text": lambda: BehaviorSpec([obs[0], obs[1]._replace(shape="3")], actions),
-               "branches None": lambda: BehaviorSpec(obs, actions._replace(discrete_branches=None)),
-               "specs None": lambda: BehaviorSpec(None, actions)}[change]()
+    changed = {
+        "shape 10.7": lambda: BehaviorSpec([obs[0], obs[1]._replace(shape=(3.7,))], actions),
+        "branch 4.5": lambda: BehaviorSpec(obs, actions._replace(discrete_branches=(3, 2.5))),
+        "size nan": lambda: BehaviorSpec(obs, actions._replace(continuous_size=float("nan"))),
+        "size inf": lambda: BehaviorSpec(obs, actions._replace(continuous_size=float("inf"))),
+        "size True": lambda: BehaviorSpec(obs, actions._replace(continuous_size=True)),
+        "shape None": lambda: BehaviorSpec([obs[0]._replace(shape=None), obs[1]], actions),
+        "shape text": lambda: BehaviorSpec([obs[0], obs[1]._replace(shape="3")], actions),
+        "branches None": lambda: BehaviorSpec(obs, actions._replace(discrete_branches=None)),
+        "specs None": lambda: BehaviorSpec(None, actions),
+    }[change]()
     usage_error(lambda: policy.check_spec(changed), r"the behavior's .*(whole number|expected a list)")
-    assert policy.check_spec(BehaviorSpec([obs[0]._replace(shape=np.array([1, 24, 30])), obs[1]],
-                                          actions._replace(discrete_branches=(np.int32(3), 2)))) is None
+    assert (
+        policy.check_spec(
+            BehaviorSpec(
+                [obs[0]._replace(shape=np.array([1, 24, 30])), obs[1]],
+                actions._replace(discrete_branches=(np.int32(3), 2)),
+            )
+        )
+        is None
+    )
 
 
 @pytest.mark.parametrize("name", ["lstm", "hybrid"])
@@ -205,8 +228,10 @@ def test_get_action_refuses_an_agent_id_twice_and_a_refused_call_changes_nothing
     policy.get_action(decision_steps([observation(rng, s, 2) for s in shapes], [5, 6], mlagents_mask(rng, 2, branches)))
     before = {agent: memory.copy() for agent, memory in policy.memories.items()}
     twice = decision_steps([observation(rng, s, 3) for s in shapes], [7, 5, 5], mlagents_mask(rng, 3, branches))
-    usage_error(lambda: policy.get_action(twice, terminal_steps([observation(rng, s, 1) for s in shapes], [6])),
-            "agent id 5 appears more than once")
+    usage_error(
+        lambda: policy.get_action(twice, terminal_steps([observation(rng, s, 1) for s in shapes], [6])),
+        "agent id 5 appears more than once",
+    )
     assert before.keys() == policy.memories.keys()
     assert all(np.array_equal(before[agent], policy.memories[agent]) for agent in before)
 
@@ -231,7 +256,10 @@ HOSTILE = {  # policy (examples/lstm: vector [10], discrete [4], memory 32) -> t
     "more ids than rows": (lambda p: p.get_action(_steps([1, 2, 3])), r"3 agent id\(s\) but 2 observation"),
     "obs None": (lambda p: p.get_action(_steps([1], None)), "decision_steps.obs: expected ML-Agents' list of arrays"),
     "not steps": (lambda p: p.get_action(object()), "expected mlagents_envs' DecisionSteps"),
-    "terminal ids": (lambda p: p.get_action(_steps([1, 2]), types.SimpleNamespace(agent_id=[{}])), "terminal_steps: agent"),
+    "terminal ids": (
+        lambda p: p.get_action(_steps([1, 2]), types.SimpleNamespace(agent_id=[{}])),
+        "terminal_steps: agent",
+    ),
     "reset text": (lambda p: p.reset("abc"), "agent_ids: agent ids must be whole numbers"),
     "reset float": (lambda p: p.reset(1.5), "agent_ids: agent ids must be whole numbers"),
     "reset set": (lambda p: p.reset({1, 2}), "agent_ids: agent ids must be whole numbers"),
@@ -260,6 +288,7 @@ def test_the_api_refuses_hostile_arguments_in_one_line(lstm_policy, case):
 # ---------------------------------------------------------------------------------------------
 # Masks: the two conventions
 # ---------------------------------------------------------------------------------------------
+
 
 def test_mlagents_mask_as_decision_steps_hold_it_is_never_chosen():
     folder, reference = example("discrete-multi")  # obs [20], [6]; discrete [3, 2, 5]
@@ -332,6 +361,7 @@ def test_the_fast_path_still_refuses_what_the_checks_refuse():
 # Sampling noise
 # ---------------------------------------------------------------------------------------------
 
+
 def test_sampling_draws_fresh_noise_and_a_seed_reproduces_the_documented_draw():
     reference = OnnxReference(BUNDLED / "Huggy.onnx")
     policy = I.load(BUNDLED)
@@ -358,6 +388,7 @@ def test_a_policy_seed_repeats_its_sequence_and_os_seeds_differ():
 
     def draws(policy):
         return [policy.act(obs, deterministic=False)["discrete_actions"] for _ in range(3)]
+
     a, b = draws(I.load(folder, seed=3)), draws(I.load(folder, seed=3))
     assert all(np.array_equal(x, y) for x, y in zip(a, b))
     assert not np.array_equal(a[0], a[1])
@@ -365,8 +396,9 @@ def test_a_policy_seed_repeats_its_sequence_and_os_seeds_differ():
     assert not np.array_equal(c[0], d[0])
     steps = decision_steps(obs, range(256), None)
     policy = I.load(folder)
-    assert not np.array_equal(policy.get_action(steps, deterministic=False).discrete,
-                              policy.get_action(steps, deterministic=False).discrete)
+    assert not np.array_equal(
+        policy.get_action(steps, deterministic=False).discrete, policy.get_action(steps, deterministic=False).discrete
+    )
     with pytest.raises(I.UsageError, match="seed"):
         I.load(folder, seed=-1)
 
@@ -374,6 +406,7 @@ def test_a_policy_seed_repeats_its_sequence_and_os_seeds_differ():
 # ---------------------------------------------------------------------------------------------
 # Camera frames as uint8
 # ---------------------------------------------------------------------------------------------
+
 
 def test_uint8_camera_frames_are_pixels_scaled_as_image_files():
     folder, reference = example("visual-simple")  # camera [3, 36, 36], vector [5]
@@ -401,16 +434,30 @@ def test_uint8_camera_frames_are_pixels_scaled_as_image_files():
 # --onnx that belongs to another policy
 # ---------------------------------------------------------------------------------------------
 
-MODES = ["info", "action", "sample", "batch", "precision", "onnx-compare", "export-onnx", "fingerprint", "stats",
-         "benchmark", "stream"]
+MODES = [
+    "info",
+    "action",
+    "sample",
+    "batch",
+    "precision",
+    "onnx-compare",
+    "export-onnx",
+    "fingerprint",
+    "stats",
+    "benchmark",
+    "stream",
+]
 
 
-@pytest.mark.parametrize("folder,foreign", [
-    (EXAMPLES / "sac-continuous", EXAMPLES / "vector" / "Vector.onnx"),      # the checkpoint needs no ONNX
-    (BUNDLED, EXAMPLES / "lstm" / "Memory.onnx"),                           # Huggy and another example's
-    (EXAMPLES / "vector", EXAMPLES / "sac-continuous" / "SacContinuous.onnx"),  # its shapes do not fit the layers
-    (EXAMPLES / "visual-simple", EXAMPLES / "visual-nature_cnn" / "VisualNature.onnx"),
-])
+@pytest.mark.parametrize(
+    "folder,foreign",
+    [
+        (EXAMPLES / "sac-continuous", EXAMPLES / "vector" / "Vector.onnx"),  # the checkpoint needs no ONNX
+        (BUNDLED, EXAMPLES / "lstm" / "Memory.onnx"),  # Huggy and another example's
+        (EXAMPLES / "vector", EXAMPLES / "sac-continuous" / "SacContinuous.onnx"),  # its shapes do not fit the layers
+        (EXAMPLES / "visual-simple", EXAMPLES / "visual-nature_cnn" / "VisualNature.onnx"),
+    ],
+)
 def test_another_policys_onnx_fails_every_mode_as_not_this_policy(capsys, tmp_path, folder, foreign):
     for mode in MODES:
         extra = {"export-onnx": ["--output", tmp_path / "out.onnx"], "benchmark": ["--runs", "5"]}.get(mode, [])
@@ -430,11 +477,19 @@ def test_another_policys_onnx_fails_every_mode_as_not_this_policy(capsys, tmp_pa
 
 
 def test_the_own_onnx_and_an_earlier_step_of_the_same_run_are_not_refused(capsys):
-    code, _, err = call(capsys, "--mode", "info", "--model-dir", EXAMPLES / "vector", "--onnx",
-                        EXAMPLES / "vector" / "Vector.onnx")
+    code, _, err = call(
+        capsys, "--mode", "info", "--model-dir", EXAMPLES / "vector", "--onnx", EXAMPLES / "vector" / "Vector.onnx"
+    )
     assert code == 0, err
-    code, out, err = call(capsys, "--mode", "onnx-compare", "--model-dir", EXAMPLES / "vector", "--onnx",
-                          EXAMPLES / "vector" / "Vector" / "Vector-50000.onnx")
+    code, out, err = call(
+        capsys,
+        "--mode",
+        "onnx-compare",
+        "--model-dir",
+        EXAMPLES / "vector",
+        "--onnx",
+        EXAMPLES / "vector" / "Vector" / "Vector-50000.onnx",
+    )
     assert code == 1 and out["max_abs_err"] > 1e-4 and "not_this_policy" not in out  # compared, and differs
 
 
@@ -465,11 +520,17 @@ def huggy():
 X = np.random.RandomState(1).randn(59).astype(np.float32)
 
 
-@pytest.mark.parametrize("kwargs,words", [
-    ({"deterministic": "false"}, "deterministic"), ({"deterministic": None}, "deterministic"),
-    ({"deterministic": False, "seed": 2**70}, "seed"), ({"deterministic": False, "seed": 1.5}, "seed"),
-    ({"deterministic": False, "seed": "3"}, "seed"), ({"deterministic": False, "generator": 123}, "generator"),
-])
+@pytest.mark.parametrize(
+    "kwargs,words",
+    [
+        ({"deterministic": "false"}, "deterministic"),
+        ({"deterministic": None}, "deterministic"),
+        ({"deterministic": False, "seed": 2**70}, "seed"),
+        ({"deterministic": False, "seed": 1.5}, "seed"),
+        ({"deterministic": False, "seed": "3"}, "seed"),
+        ({"deterministic": False, "generator": 123}, "generator"),
+    ],
+)
 def test_act_arguments_are_usage_errors(huggy, kwargs, words):
     usage_error(lambda: huggy.act(X, **kwargs), words)
 
@@ -484,8 +545,11 @@ def test_tensors_are_taken_as_cpu_arrays(huggy):
     want = huggy.act(X)["continuous_actions"]
     reference = ort_deterministic(BUNDLED / "Huggy" / "Huggy-600017.onnx", X[None])[0]
     assert np.abs(want - reference).max() < 1e-5
-    for value in (torch.tensor(X, requires_grad=True), {"obs_0": torch.tensor(X, dtype=torch.float64)},
-                  [torch.tensor(X)]):
+    for value in (
+        torch.tensor(X, requires_grad=True),
+        {"obs_0": torch.tensor(X, dtype=torch.float64)},
+        [torch.tensor(X)],
+    ):
         assert np.array_equal(huggy.act(value)["continuous_actions"], want)
     rows = torch.tensor(np.stack([X, X]), requires_grad=True)
     assert np.array_equal(huggy.act(rows)["continuous_actions"], np.stack([want, want]))
@@ -495,12 +559,22 @@ def test_tensors_are_taken_as_cpu_arrays(huggy):
     assert np.array_equal(generated, sampled)
 
 
-@pytest.mark.parametrize("kwargs,words", [
-    ({"path": None}, "path None"), ({"path": 123}, "path 123"), ({"path": ""}, "path"),
-    ({"device": torch.device("meta")}, "meta"), ({"device": None}, "device None"),
-    ({"engine": "bogus"}, "engine 'bogus'"), ({"engine": "Torch"}, "engine 'Torch'"), ({"engine": None}, "engine"),
-    ({"dtype": "float8"}, "dtype"), ({"dtype": torch.float32}, "dtype"), ({"expect_sha256": 5}, "expect_sha256"),
-])
+@pytest.mark.parametrize(
+    "kwargs,words",
+    [
+        ({"path": None}, "path None"),
+        ({"path": 123}, "path 123"),
+        ({"path": ""}, "path"),
+        ({"device": torch.device("meta")}, "meta"),
+        ({"device": None}, "device None"),
+        ({"engine": "bogus"}, "engine 'bogus'"),
+        ({"engine": "Torch"}, "engine 'Torch'"),
+        ({"engine": None}, "engine"),
+        ({"dtype": "float8"}, "dtype"),
+        ({"dtype": torch.float32}, "dtype"),
+        ({"expect_sha256": 5}, "expect_sha256"),
+    ],
+)
 def test_load_arguments_are_usage_errors(kwargs, words):
     kwargs = {"path": BUNDLED, **kwargs}
     usage_error(lambda: I.load(**kwargs), words.replace("(", r"\("))

@@ -2,6 +2,7 @@
 damaged and crafted files are refused in one line before their data is read (tensors whose views would need
 gigabytes, sparse or complex ones, deep or cyclic structures), a fuzzed state dict loads right or is refused,
 --expect-sha256, and a malformed run_logs/training_status.json is one warning, never a failure."""
+
 import json
 import os
 import tempfile
@@ -11,17 +12,29 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import BUNDLED, BUNDLED_ONNX, BUNDLED_PT, EXAMPLES, FIXTURES, call, copy_run, ort_deterministic, refused, run
+from conftest import (
+    BUNDLED,
+    BUNDLED_ONNX,
+    BUNDLED_PT,
+    EXAMPLES,
+    FIXTURES,
+    call,
+    copy_run,
+    ort_deterministic,
+    refused,
+    run,
+)
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import inference as I
-from mlagents_inference.checkpoint import read_checkpoint, validate_tensors
-from mlagents_inference.sources import check_sha256, file_sha256, final_step, status_entry, training_status
+from mlagents_inference.core.sources import check_sha256, file_sha256, final_step, status_entry, training_status
+from mlagents_inference.loaders.checkpoint import read_checkpoint, validate_tensors
 
 
 class RunsCode:
     """A pickle that would create a file when unpickled without weights_only."""
+
     def __init__(self, marker):
         self.marker = marker
 
@@ -36,6 +49,7 @@ POLICY = CHECKPOINT["Policy"]
 
 
 # --- pickles and damaged files ------------------------------------------------------------------------------
+
 
 def test_pickle_that_runs_code_is_refused_and_never_runs(capsys, tmp_path):
     marker = tmp_path / "PWNED"
@@ -64,9 +78,16 @@ def broken_files(tmp_path):
     inf = dict(POLICY)
     inf["action_model._continuous_distribution.mu.bias"] = torch.full((21,), float("inf"))
     torch.save({"Policy": inf}, tmp_path / "inf_mu.pt")
-    return {"truncated.pt": "damaged", "random.pt": "refused", "empty.pt": "refused",
-            "not_mlagents.pt": "not an ML-Agents checkpoint", "a_list.pt": "not an ML-Agents checkpoint",
-            "no_chain.pt": "seq_layers.2.weight", "nan_normalizer.pt": "NaN", "inf_mu.pt": "NaN or infinite"}
+    return {
+        "truncated.pt": "damaged",
+        "random.pt": "refused",
+        "empty.pt": "refused",
+        "not_mlagents.pt": "not an ML-Agents checkpoint",
+        "a_list.pt": "not an ML-Agents checkpoint",
+        "no_chain.pt": "seq_layers.2.weight",
+        "nan_normalizer.pt": "NaN",
+        "inf_mu.pt": "NaN or infinite",
+    }
 
 
 def test_broken_checkpoints_refused(capsys, tmp_path):
@@ -92,6 +113,7 @@ def test_every_fixture_checkpoint_passes_validation():
 
 # --- crafted tensors, refused before their data is read -----------------------------------------------------
 
+
 def crafted(tmp_path, key, value, where="Policy") -> Path:
     """The bundled checkpoint with obj[where][key] = value, saved as a new file under tmp_path."""
     obj = dict(CHECKPOINT)
@@ -103,13 +125,16 @@ def crafted(tmp_path, key, value, where="Policy") -> Path:
 
 
 @pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
-@pytest.mark.parametrize("value,words", [
-    (lambda: torch.zeros(1).expand(10**10), "10,000,000,000 elements"),       # 37 GiB view of 4 bytes
-    (lambda: torch.zeros(1, 21).expand(10**6, 21), "elements over a storage"),
-    (lambda: torch.eye(21).to_sparse(), "not dense"),
-    (lambda: torch.eye(21).to_sparse_csr(), "not dense"),
-    (lambda: torch.zeros(21, dtype=torch.complex64), "complex64"),
-])
+@pytest.mark.parametrize(
+    "value,words",
+    [
+        (lambda: torch.zeros(1).expand(10**10), "10,000,000,000 elements"),  # 37 GiB view of 4 bytes
+        (lambda: torch.zeros(1, 21).expand(10**6, 21), "elements over a storage"),
+        (lambda: torch.eye(21).to_sparse(), "not dense"),
+        (lambda: torch.eye(21).to_sparse_csr(), "not dense"),
+        (lambda: torch.zeros(21, dtype=torch.complex64), "complex64"),
+    ],
+)
 def test_crafted_tensors_refused_before_their_data_is_read(capsys, tmp_path, value, words):
     path = crafted(tmp_path, MU_BIAS, value())
     t0 = time.perf_counter()
@@ -148,8 +173,18 @@ def test_nan_in_continuous_act_size_vector(capsys, tmp_path):
 KEYS = sorted(POLICY)
 
 
-NEEDED = [k for k in KEYS if k.startswith(("network_body._body_endoder.", "action_model._continuous_distribution.",
-                                           NORMALIZER, "network_body.processors.0.normalizer."))]
+NEEDED = [
+    k
+    for k in KEYS
+    if k.startswith(
+        (
+            "network_body._body_endoder.",
+            "action_model._continuous_distribution.",
+            NORMALIZER,
+            "network_body.processors.0.normalizer.",
+        )
+    )
+]
 
 
 OBS = np.random.RandomState(3).randn(8, 59).astype(np.float32)
@@ -160,10 +195,24 @@ REFERENCE = ort_deterministic(BUNDLED_ONNX, OBS)
 
 mutation = st.one_of(
     st.tuples(st.just("drop"), st.sampled_from(NEEDED)),
-    st.tuples(st.just("extra"), st.sampled_from(["foo", "network_body.new.weight", "action_model.x", "Policy.z",
-                                                 "network_body._body_endoder.seq_layers.1.weight", "critic.w"])),
-    st.tuples(st.just("dtype"), st.sampled_from(NEEDED), st.sampled_from([torch.float64, torch.float16, torch.int32,
-                                                                           torch.bool, torch.bfloat16])),
+    st.tuples(
+        st.just("extra"),
+        st.sampled_from(
+            [
+                "foo",
+                "network_body.new.weight",
+                "action_model.x",
+                "Policy.z",
+                "network_body._body_endoder.seq_layers.1.weight",
+                "critic.w",
+            ]
+        ),
+    ),
+    st.tuples(
+        st.just("dtype"),
+        st.sampled_from(NEEDED),
+        st.sampled_from([torch.float64, torch.float16, torch.int32, torch.bool, torch.bfloat16]),
+    ),
     st.tuples(st.just("shape"), st.sampled_from(NEEDED), st.integers(-3, 3).filter(bool)),
     st.tuples(st.just("poison"), st.sampled_from(NEEDED), st.sampled_from([float("nan"), float("inf"), -float("inf")])),
     st.tuples(st.just("scalar"), st.sampled_from(NEEDED)),
@@ -187,7 +236,7 @@ def mutate(state: dict, change) -> dict:
         grown[0] = max(0, grown[0] + change[2])
         rows = value.reshape(value.shape[0] if value.dim() else 1, -1)
         resized = torch.zeros((grown[0], rows.shape[1]), dtype=value.dtype)
-        resized[:min(grown[0], rows.shape[0])] = rows[:grown[0]]  # values kept where the shapes overlap
+        resized[: min(grown[0], rows.shape[0])] = rows[: grown[0]]  # values kept where the shapes overlap
         resized = resized.reshape(grown)
         state[key] = resized
     elif op == "poison":
@@ -202,8 +251,12 @@ def mutate(state: dict, change) -> dict:
 
 @settings(max_examples=150, deadline=None)
 @given(changes=st.lists(mutation, min_size=1, max_size=3, unique_by=lambda change: change[1]))
-@example(changes=[("drop", "network_body._body_endoder.seq_layers.4.weight"),  # (found by hypothesis: a whole
-                  ("drop", "network_body._body_endoder.seq_layers.4.bias")])  # smaller policy)
+@example(
+    changes=[
+        ("drop", "network_body._body_endoder.seq_layers.4.weight"),  # (found by hypothesis: a whole
+        ("drop", "network_body._body_endoder.seq_layers.4.bias"),
+    ]
+)  # smaller policy)
 def test_fuzzed_checkpoints_load_correctly_or_are_refused(changes):
     """Each mutated state dict saved as a checkpoint file and loaded the public way."""
     state = POLICY
@@ -229,8 +282,12 @@ def numpy_actions(state: dict, obs: np.ndarray) -> np.ndarray:
     """A Huggy-shaped checkpoint's deterministic actions in float64 numpy, from its weights alone: normaliser,
     Linear + SiLU layers, mu, clip(mu, -3, 3) / 3 (ML-Agents' forward, written here independently)."""
     w = {k: v.double().numpy() for k, v in state.items() if isinstance(v, torch.Tensor)}
-    x = np.clip((obs - w[NORMALIZER + "running_mean"]) / np.sqrt(w[NORMALIZER + "running_variance"]
-                                                                / w[NORMALIZER + "normalization_steps"]), -5, 5)
+    x = np.clip(
+        (obs - w[NORMALIZER + "running_mean"])
+        / np.sqrt(w[NORMALIZER + "running_variance"] / w[NORMALIZER + "normalization_steps"]),
+        -5,
+        5,
+    )
     i, layer = 0, "network_body._body_endoder.seq_layers.{}."
     while layer.format(i) + "weight" in w:
         x = x @ w[layer.format(i) + "weight"].T + w[layer.format(i) + "bias"]
@@ -245,6 +302,7 @@ def test_the_numpy_forward_is_huggys():
 
 
 # --- --expect-sha256 ----------------------------------------------------------------------------------------
+
 
 def test_expect_sha256(capsys):
     good = file_sha256(BUNDLED_PT)
@@ -273,6 +331,7 @@ def test_checkpoints_mode_honours_expect_sha256(capsys):
 
 
 # --- the files beside the checkpoint: training_status.json, configuration.yaml ------------------------------
+
 
 @pytest.fixture()
 def sample(tmp_path) -> Path:
@@ -330,9 +389,12 @@ def test_bad_status_file_other_modes(capsys, sample, tmp_path, case, mode):
 
 
 def test_status_odd_but_valid_values(sample):
-    write_status(sample, '{"Huggy": {"checkpoints": [{"steps": 600017, "reward": NaN, "auxillary_file_paths": null,'
-                         ' "file_path": "x/Huggy-600017.onnx", "extra": {"a": [1]}}], "final_checkpoint": '
-                         '{"steps": 600017, "reward": 2}}, "metadata": 5}')
+    write_status(
+        sample,
+        '{"Huggy": {"checkpoints": [{"steps": 600017, "reward": NaN, "auxillary_file_paths": null,'
+        ' "file_path": "x/Huggy-600017.onnx", "extra": {"a": [1]}}], "final_checkpoint": '
+        '{"steps": 600017, "reward": 2}}, "metadata": 5}',
+    )
     status = training_status(sample, "Huggy")
     assert status_entry(status, Path("Huggy-600017.pt"), 600017)["reward"] is None  # NaN: no reward yet
     assert final_step(sample, "Huggy") == 600017
@@ -355,25 +417,48 @@ def fuzz_dir(tmp_path_factory) -> Path:
     return folder
 
 
-leaves = st.one_of(st.none(), st.booleans(), st.integers(min_value=-2**70, max_value=2**70),
-                   st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=20))
+leaves = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=20),
+)
 
 
-any_json = st.recursive(leaves, lambda children: st.lists(children, max_size=4)
-                        | st.dictionaries(st.text(max_size=8), children, max_size=4), max_leaves=30)
+any_json = st.recursive(
+    leaves,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=30,
+)
 
 
-record = st.fixed_dictionaries({}, optional={
-    "steps": st.one_of(st.integers(-5, 10**7), any_json), "file_path": st.one_of(st.text(max_size=30), any_json),
-    "reward": st.one_of(st.floats(allow_nan=True, allow_infinity=True), any_json),
-    "auxillary_file_paths": st.one_of(st.lists(st.text(max_size=30), max_size=3), any_json)})
+record = st.fixed_dictionaries(
+    {},
+    optional={
+        "steps": st.one_of(st.integers(-5, 10**7), any_json),
+        "file_path": st.one_of(st.text(max_size=30), any_json),
+        "reward": st.one_of(st.floats(allow_nan=True, allow_infinity=True), any_json),
+        "auxillary_file_paths": st.one_of(st.lists(st.text(max_size=30), max_size=3), any_json),
+    },
+)
 
 
-status_like = st.fixed_dictionaries({"Huggy": st.one_of(
-    st.fixed_dictionaries({}, optional={"checkpoints": st.one_of(st.lists(st.one_of(record, any_json), max_size=4),
-                                                                  any_json),
-                                        "final_checkpoint": st.one_of(record, any_json)}), any_json)},
-    optional={"metadata": any_json})
+status_like = st.fixed_dictionaries(
+    {
+        "Huggy": st.one_of(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "checkpoints": st.one_of(st.lists(st.one_of(record, any_json), max_size=4), any_json),
+                    "final_checkpoint": st.one_of(record, any_json),
+                },
+            ),
+            any_json,
+        )
+    },
+    optional={"metadata": any_json},
+)
 
 
 deep = st.integers(1, 200_000).map(lambda n: "[" * n + "]" * n)
@@ -382,8 +467,9 @@ deep = st.integers(1, 200_000).map(lambda n: "[" * n + "]" * n)
 @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 @given(content=st.one_of(any_json.map(json.dumps), status_like.map(json.dumps), deep, st.binary(max_size=40)))
 def test_fuzzed_status_files(fuzz_dir, content):
-    (fuzz_dir / "run_logs" / "training_status.json").write_bytes(content if isinstance(content, bytes)
-                                                                  else content.encode())
+    (fuzz_dir / "run_logs" / "training_status.json").write_bytes(
+        content if isinstance(content, bytes) else content.encode()
+    )
     status = training_status(fuzz_dir, "Huggy")  # must not raise, whatever the file holds
     for ckpt, step in ((Path("Huggy-600017.pt"), 600017), (Path("checkpoint.pt"), None)):
         entry = status_entry(status, ckpt, step)

@@ -2,6 +2,7 @@
 The reference is always ML-Agents' own ONNX run by a bare onnxruntime session (conftest's
 ort_deterministic / ort_mu), or a figure read straight from the checkpoint with torch.load;
 never a number computed by inference.py."""
+
 import os
 from pathlib import Path
 
@@ -11,12 +12,21 @@ import torch
 from conftest import AGENT, BUNDLED, BUNDLED_ONNX, BUNDLED_PT, call, cli, ort_deterministic, ort_mu
 
 import inference as I
-from mlagents_inference import engines
-from mlagents_inference.engines import choose_engine, full_float32, parse_device, resolve_device, select_device
-from mlagents_inference.obs_files import parse_obs
-from mlagents_inference.observations import random_inputs
-from mlagents_inference.policy import load_checkpoint
-from mlagents_inference.sources import default_checkpoint, file_sha256, find_behavior, list_checkpoints, locate_model, pick_hub_files
+from mlagents_inference.api.policy import load_checkpoint
+from mlagents_inference.core.inputs import parse_obs
+from mlagents_inference.core.observations import random_inputs
+from mlagents_inference.core.sources import (
+    default_checkpoint,
+    file_sha256,
+    find_behavior,
+    list_checkpoints,
+    locate_model,
+    pick_hub_files,
+)
+from mlagents_inference.engines import torch_devices as engines
+from mlagents_inference.engines.devices import parse_device
+from mlagents_inference.engines.factory import choose_engine
+from mlagents_inference.engines.torch_devices import full_float32, resolve_device, select_device
 
 CASES = [  # (model folder, checkpoint, its ML-Agents ONNX)
     pytest.param("bundled", "Huggy/Huggy-600017.pt", "Huggy/Huggy-600017.onnx", id="bundled-huggy-final"),
@@ -33,6 +43,7 @@ def as_checkpoint_pt(tmp_path_factory) -> Path:
     """The bundled run folder with its final checkpoint saved as <Behavior>/checkpoint.pt, as mlagents-learn
     also writes it."""
     import shutil
+
     base = tmp_path_factory.mktemp("checkpoint_pt")
     (base / "Huggy").mkdir()
     shutil.copy(BUNDLED_PT, base / "Huggy" / "checkpoint.pt")
@@ -56,8 +67,14 @@ def observations(policy, rows=32) -> np.ndarray:
     """Normal draws, the named observations, and values far outside the normalizer's range."""
     width = policy.settings.inputs[0].shape[0]
     rng = np.random.RandomState(1234)
-    named = [np.zeros(width), np.ones(width), -np.ones(width), parse_obs("boundary", policy, 0)[0],
-             np.full(width, 1e4), np.full(width, -1e4)]
+    named = [
+        np.zeros(width),
+        np.ones(width),
+        -np.ones(width),
+        parse_obs("boundary", policy.settings, 0, policy.normalizers)[0],
+        np.full(width, 1e4),
+        np.full(width, -1e4),
+    ]
     return np.vstack([rng.randn(rows, width) * 3, *named]).astype(np.float32)
 
 
@@ -74,7 +91,7 @@ def test_every_engine_equals_mlagents_onnx(request, where, pt, onnx_file, engine
     assert np.abs(got - reference).max() <= 1e-5
     for row in (0, 5, len(obs) - 1):  # single observations, as a control loop sends them
         assert np.abs(policy.act(obs[row])["continuous_actions"] - reference[row]).max() <= 1e-5
-        assert np.abs(policy.act(obs[row:row + 1])["continuous_actions"] - reference[row:row + 1]).max() <= 1e-5
+        assert np.abs(policy.act(obs[row : row + 1])["continuous_actions"] - reference[row : row + 1]).max() <= 1e-5
 
 
 @pytest.mark.parametrize("where,pt,onnx_file", CASES)
@@ -120,14 +137,15 @@ def test_low_precision_keeps_normalizer_float32():
 
 # --- the original NPU adaptation's conventions ------------------------------------------------------------------
 
+
 def test_random_observation_convention(policy):
     obs = rs_obs(0)
     assert np.allclose(obs[:3], [1.7640524, 0.4001572, 0.9787380], atol=1e-6)  # the original NPU adaptation's obs[:3]
-    random = parse_obs("random", policy, 0)
+    random = parse_obs("random", policy.settings, 0, policy.normalizers)
     assert len(random) == 1 and random[0].dtype == np.float32 and np.array_equal(random[0], obs)
-    single, = random_inputs(policy.settings, 0)
+    (single,) = random_inputs(policy.settings, 0)
     assert single.shape == (59,) and np.array_equal(single, obs)
-    batch, = random_inputs(policy.settings, 0, 8)
+    (batch,) = random_inputs(policy.settings, 0, 8)
     assert batch.shape == (8, 59) and np.array_equal(batch, rs_obs(0, 8))
     assert np.array_equal(batch[0], obs)  # row 0 of a batch is the single observation
 
@@ -180,6 +198,7 @@ def test_sample_mode_reproducible_and_correct(capsys):
 
 # --- observations ------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def policy():
     return I.load(BUNDLED_PT)
@@ -187,9 +206,10 @@ def policy():
 
 def test_named_observations(policy):
     def one(text, seed=0):
-        values = parse_obs(text, policy, seed)
+        values = parse_obs(text, policy.settings, seed, policy.normalizers)
         assert len(values) == 1 and values[0].dtype == np.float32 and values[0].shape == (59,)
         return values[0]
+
     assert np.array_equal(one("zeros"), np.zeros(59, np.float32))
     assert np.array_equal(one("ones"), one("1")) and np.array_equal(one("ones"), np.ones(59, np.float32))
     assert np.array_equal(one("ones_neg"), one("-1")) and np.array_equal(one("ones_neg"), -np.ones(59, np.float32))
@@ -198,7 +218,7 @@ def test_named_observations(policy):
 
 
 def test_boundary_sits_on_the_clip_edges(policy):
-    obs = parse_obs("boundary", policy, 0)[0].astype(np.float64)
+    obs = parse_obs("boundary", policy.settings, 0, policy.normalizers)[0].astype(np.float64)
     prefix = "network_body.observation_encoder.processors.0.normalizer."
     steps = int(STATE[prefix + "normalization_steps"])
     std = np.sqrt(STATE[prefix + "running_variance"].numpy().astype(np.float64) / steps)
@@ -210,17 +230,27 @@ def test_boundary_sits_on_the_clip_edges(policy):
 def test_comma_list(policy):
     values = np.linspace(-2, 2, 59)
     text = ",".join(f"{v:.2f}" for v in values)
-    assert np.allclose(parse_obs(text, policy, 0)[0], np.round(values, 2), atol=1e-6)
+    assert np.allclose(parse_obs(text, policy.settings, 0, policy.normalizers)[0], np.round(values, 2), atol=1e-6)
 
 
-@pytest.mark.parametrize("text,words", [
-    ("1,2,3", "expected 59 numbers"), (",".join(["1"] * 60), "expected 59 numbers"),
-    ("nan", "holds nan, inf"), ("inf", "holds nan, inf"), ("-inf", "holds nan, inf"), ("1e39", "beyond float32"), ("abc", "not a number"),
-    ("", "not a number"), (",".join(["1"] * 58 + ["x"]), "not a number"), ("1,,2", "not a number"),
-])
+@pytest.mark.parametrize(
+    "text,words",
+    [
+        ("1,2,3", "expected 59 numbers"),
+        (",".join(["1"] * 60), "expected 59 numbers"),
+        ("nan", "holds nan, inf"),
+        ("inf", "holds nan, inf"),
+        ("-inf", "holds nan, inf"),
+        ("1e39", "beyond float32"),
+        ("abc", "not a number"),
+        ("", "not a number"),
+        (",".join(["1"] * 58 + ["x"]), "not a number"),
+        ("1,,2", "not a number"),
+    ],
+)
 def test_bad_observations_refused(policy, text, words):
     with pytest.raises(I.UsageError, match=words):
-        parse_obs(text, policy, 0)
+        parse_obs(text, policy.settings, 0, policy.normalizers)
 
 
 def test_negative_values_typed_without_equals(capsys):
@@ -235,8 +265,18 @@ def test_negative_values_typed_without_equals(capsys):
 
 # --- devices, without hardware ----------------------------------------------------------------
 
-@pytest.mark.parametrize("text,expected", [("auto", ("auto", None)), ("cpu", ("cpu", None)), ("CUDA", ("cuda", None)),
-                                           ("cuda:1", ("cuda", 1)), ("npu", ("npu", None)), ("npu:7", ("npu", 7))])
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("auto", ("auto", None)),
+        ("cpu", ("cpu", None)),
+        ("CUDA", ("cuda", None)),
+        ("cuda:1", ("cuda", 1)),
+        ("npu", ("npu", None)),
+        ("npu:7", ("npu", 7)),
+    ],
+)
 def test_parse_device(text, expected):
     assert parse_device(text) == expected
 
@@ -247,18 +287,31 @@ def test_parse_device_refuses(text):
         parse_device(text)
 
 
-@pytest.mark.parametrize("npus,cudas,text,expected", [
-    (2, 1, "auto", "npu:0"), (0, 1, "auto", "cuda:0"), (0, 0, "auto", "cpu"), (2, 0, "npu:1", "npu:1"),
-    (0, 2, "cuda:1", "cuda:1"), (2, 2, "cpu", "cpu"), (1, 0, "npu", "npu:0"),
-])
+@pytest.mark.parametrize(
+    "npus,cudas,text,expected",
+    [
+        (2, 1, "auto", "npu:0"),
+        (0, 1, "auto", "cuda:0"),
+        (0, 0, "auto", "cpu"),
+        (2, 0, "npu:1", "npu:1"),
+        (0, 2, "cuda:1", "cuda:1"),
+        (2, 2, "cpu", "cpu"),
+        (1, 0, "npu", "npu:0"),
+    ],
+)
 def test_select_device(npus, cudas, text, expected):
     assert select_device(text, lambda: npus, lambda: cudas) == expected
 
 
-@pytest.mark.parametrize("npus,cudas,text,words", [
-    (0, 0, "npu:0", "no NPU is available"), (1, 0, "npu:1", "NPU 1 does not exist"),
-    (0, 0, "cuda", "no CUDA GPU"), (0, 2, "cuda:3", "CUDA GPU 3 does not exist \\(2 available\\)"),
-])
+@pytest.mark.parametrize(
+    "npus,cudas,text,words",
+    [
+        (0, 0, "npu:0", "no NPU is available"),
+        (1, 0, "npu:1", "NPU 1 does not exist"),
+        (0, 0, "cuda", "no CUDA GPU"),
+        (0, 2, "cuda:3", "CUDA GPU 3 does not exist \\(2 available\\)"),
+    ],
+)
 def test_select_device_refuses(npus, cudas, text, words):
     with pytest.raises(I.UsageError, match=words):
         select_device(text, lambda: npus, lambda: cudas)
@@ -273,8 +326,12 @@ def test_full_float32_on_accelerators(monkeypatch):
     """torch_npu's convolutions default to HF32 and cuDNN's to TF32; both would put a camera
     policy ~1e-3 from the ONNX. Checked on stand-ins for the flags (no accelerator here)."""
     from types import SimpleNamespace
-    npu = SimpleNamespace(conv=SimpleNamespace(allow_hf32=True), matmul=SimpleNamespace(allow_hf32=True),
-                          aclnn=SimpleNamespace(allow_hf32=True))
+
+    npu = SimpleNamespace(
+        conv=SimpleNamespace(allow_hf32=True),
+        matmul=SimpleNamespace(allow_hf32=True),
+        aclnn=SimpleNamespace(allow_hf32=True),
+    )
     monkeypatch.setattr(torch, "npu", npu, raising=False)
     full_float32(SimpleNamespace(type="npu"))
     assert npu.conv.allow_hf32 is False and npu.matmul.allow_hf32 is False and npu.aclnn.allow_hf32 is False
@@ -299,6 +356,7 @@ def test_engine_choice():
 
 # --- finding the model ------------------------------------------------------------------------
 
+
 def test_model_search_order(monkeypatch, tmp_path):
     agent = AGENT
     monkeypatch.setenv("HUGGY_MODEL_DIR", str(agent))
@@ -307,7 +365,9 @@ def test_model_search_order(monkeypatch, tmp_path):
     src = locate_model(None, str(BUNDLED), None)
     assert src.origin == "--model-dir" and src.checkpoint.name == "Huggy-600017.pt"
     src = locate_model(str(agent / "Vector" / "Vector-50000.pt"), str(BUNDLED), None)
-    assert src.origin == "--checkpoint" and src.checkpoint.name == "Vector-50000.pt" and src.model_dir == agent.resolve()
+    assert (
+        src.origin == "--checkpoint" and src.checkpoint.name == "Vector-50000.pt" and src.model_dir == agent.resolve()
+    )
 
 
 def test_highest_step_is_default_then_checkpoint_pt(tmp_path):
@@ -316,8 +376,12 @@ def test_highest_step_is_default_then_checkpoint_pt(tmp_path):
         (tmp_path / "Dog" / name).write_bytes(b"")
     assert find_behavior(tmp_path) == "Dog"
     assert default_checkpoint(tmp_path, "Dog").name == "Dog-1000.pt"
-    assert [p.name for p, _ in list_checkpoints(tmp_path, "Dog")] == ["Dog-20.pt", "Dog-999.pt", "Dog-1000.pt",
-                                                                        "checkpoint.pt"]
+    assert [p.name for p, _ in list_checkpoints(tmp_path, "Dog")] == [
+        "Dog-20.pt",
+        "Dog-999.pt",
+        "Dog-1000.pt",
+        "checkpoint.pt",
+    ]
     for name in ("Dog-999.pt", "Dog-1000.pt", "Dog-20.pt"):
         (tmp_path / "Dog" / name).unlink()
     assert default_checkpoint(tmp_path, "Dog").name == "checkpoint.pt"
@@ -337,6 +401,7 @@ def test_explicit_repo_unavailable_is_an_error(capsys):
 def test_hub_uses_cache_when_offline(monkeypatch, tmp_path):
     """A snapshot already in the Hugging Face cache is used offline, through huggingface_hub."""
     import huggingface_hub
+
     snapshot = tmp_path / "snap"
     (snapshot / "Huggy").mkdir(parents=True)
     (snapshot / "Huggy" / "Huggy-2000049.pt").symlink_to(BUNDLED_PT)
@@ -345,6 +410,7 @@ def test_hub_uses_cache_when_offline(monkeypatch, tmp_path):
     def fake_snapshot(repo_id, local_files_only=False, **kw):
         calls.append((repo_id, local_files_only))
         return str(snapshot)
+
     monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot)
     src = locate_model(None, None, "PaulVialard/ppo-Huggy")
     assert src.origin == "hub:PaulVialard/ppo-Huggy" and src.checkpoint.name == "Huggy-2000049.pt"
@@ -352,22 +418,57 @@ def test_hub_uses_cache_when_offline(monkeypatch, tmp_path):
 
 
 def test_pick_hub_files_takes_only_the_final_checkpoint():
-    files = ["Huggy.onnx", "README.md", "config.json", "configuration.yaml", "run_logs/training_status.json",
-             "run_logs/Player-0.log", "Huggy/Huggy-1999992.pt", "Huggy/Huggy-1999992.onnx", "Huggy/Huggy-2000049.pt",
-             "Huggy/Huggy-2000049.onnx", "Huggy/Huggy-199990.pt", "Huggy/checkpoint.pt", "Huggy/events.out"]
-    assert pick_hub_files(files) == sorted(["Huggy.onnx", "config.json", "configuration.yaml",
-                                              "run_logs/training_status.json", "Huggy/Huggy-2000049.pt",
-                                              "Huggy/Huggy-2000049.onnx"])
+    files = [
+        "Huggy.onnx",
+        "README.md",
+        "config.json",
+        "configuration.yaml",
+        "run_logs/training_status.json",
+        "run_logs/Player-0.log",
+        "Huggy/Huggy-1999992.pt",
+        "Huggy/Huggy-1999992.onnx",
+        "Huggy/Huggy-2000049.pt",
+        "Huggy/Huggy-2000049.onnx",
+        "Huggy/Huggy-199990.pt",
+        "Huggy/checkpoint.pt",
+        "Huggy/events.out",
+    ]
+    assert pick_hub_files(files) == sorted(
+        [
+            "Huggy.onnx",
+            "config.json",
+            "configuration.yaml",
+            "run_logs/training_status.json",
+            "Huggy/Huggy-2000049.pt",
+            "Huggy/Huggy-2000049.onnx",
+        ]
+    )
     assert "Dog/checkpoint.pt" in pick_hub_files(["Dog.onnx", "Dog/checkpoint.pt"])
 
 
 # --- output and exit codes --------------------------------------------------------------------
 
+
 def test_info_json_fields(capsys):
     code, out, _ = call(capsys, "--mode", "info", "--model-dir", BUNDLED)
     assert code == 0
-    for key in ("obs_dim", "action_dim", "hidden_units", "num_layers", "normalize", "normalization_steps", "parameters",
-                "log_sigma", "checkpoint", "source", "device", "dtype", "versions", "sha256", "time_to_first_action_s"):
+    for key in (
+        "obs_dim",
+        "action_dim",
+        "hidden_units",
+        "num_layers",
+        "normalize",
+        "normalization_steps",
+        "parameters",
+        "log_sigma",
+        "checkpoint",
+        "source",
+        "device",
+        "dtype",
+        "versions",
+        "sha256",
+        "time_to_first_action_s",
+    ):
         assert key in out, key
     assert out["parameters"] == 566_805 and out["device"] == "cpu" and out["normalization_steps"] == 600_018
     assert set(out["versions"]) >= {"torch", "torch_npu", "numpy", "onnxruntime"}

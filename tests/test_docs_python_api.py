@@ -2,6 +2,7 @@
 `<!-- example: NAME -->` line is executed from the repository root, its imports finding stand-in
 environments (tests/api_standins.py: mlagents_envs.environment.UnityEnvironment, gymnasium.make and
 gymnasium.vector.SyncVectorEnv); then what the environment saw is checked."""
+
 from __future__ import annotations
 
 import re
@@ -31,6 +32,7 @@ def run_example(monkeypatch):
         namespace = {"__name__": f"docs_example_{name}"}
         exec(compile(examples()[name], f"{PAGE}:{name}", "exec"), namespace)
         return namespace
+
     return run
 
 
@@ -52,6 +54,7 @@ def test_the_gymnasium_example_takes_dict_observations_and_masks_from_info(run_e
     def spy(self, seed=0):
         original(self, seed)
         made.append(self)
+
     api_standins.StandInDictEnv.__init__ = spy
     try:
         run_example("gymnasium")

@@ -16,6 +16,7 @@ that wrote the Huggy sample). So the divisor is held to ML-Agents' expression co
 exactly, and to the reference within 2 ulp; wherever the two agree, the whole file must be
 byte-identical and the outputs exactly equal.
 """
+
 import contextlib
 import io
 from pathlib import Path
@@ -35,10 +36,14 @@ EX = ROOT / "examples"
 CASES = {  # checkpoint, ML-Agents' ONNX of that checkpoint
     "huggy": (HUGGY / "Huggy-600017.pt", HUGGY / "Huggy-600017.onnx"),  # normalised vector, continuous
     "hybrid": (EX / "hybrid" / "Hybrid" / "Hybrid-40000.pt", EX / "hybrid" / "Hybrid.onnx"),  # + masked discrete
-    "visual-nature_cnn": (EX / "visual-nature_cnn" / "VisualNature" / "VisualNature-45000.pt",
-                          EX / "visual-nature_cnn" / "VisualNature.onnx"),  # image + normalised vector
-    "visual-simple": (EX / "visual-simple" / "VisualSimple" / "VisualSimple-44000.pt",
-                      EX / "visual-simple" / "VisualSimple.onnx"),  # image + vector, no normaliser
+    "visual-nature_cnn": (
+        EX / "visual-nature_cnn" / "VisualNature" / "VisualNature-45000.pt",
+        EX / "visual-nature_cnn" / "VisualNature.onnx",
+    ),  # image + normalised vector
+    "visual-simple": (
+        EX / "visual-simple" / "VisualSimple" / "VisualSimple-44000.pt",
+        EX / "visual-simple" / "VisualSimple.onnx",
+    ),  # image + vector, no normaliser
     "lstm": (EX / "lstm" / "Memory" / "Memory-50000.pt", EX / "lstm" / "Memory" / "Memory-50000.onnx"),
 }
 
@@ -51,8 +56,10 @@ def export(checkpoint: Path, out: Path) -> bytes:
 
 
 def nodes(model) -> list:
-    return [(n.op_type, n.name, list(n.input), list(n.output), [a.SerializeToString() for a in n.attribute])
-            for n in model.graph.node]
+    return [
+        (n.op_type, n.name, list(n.input), list(n.output), [a.SerializeToString() for a in n.attribute])
+        for n in model.graph.node
+    ]
 
 
 def divisor_names(model) -> set:
@@ -64,17 +71,23 @@ def host_divisors(checkpoint: Path) -> list:
     """ML-Agents' expression, torch.sqrt(running_variance / normalization_steps) in float32, here."""
     state = torch.load(checkpoint, map_location="cpu", weights_only=True)["Policy"]
     prefix = "network_body.observation_encoder.processors."
-    found = sorted({k[len(prefix):].split(".")[0] for k in state if k.startswith(prefix) and k.endswith("running_variance")},
-                   key=int)
-    return [torch.sqrt(state[f"{prefix}{i}.normalizer.running_variance"]
-                       / state[f"{prefix}{i}.normalizer.normalization_steps"]).numpy() for i in found]
+    found = sorted(
+        {k[len(prefix) :].split(".")[0] for k in state if k.startswith(prefix) and k.endswith("running_variance")},
+        key=int,
+    )
+    return [
+        torch.sqrt(
+            state[f"{prefix}{i}.normalizer.running_variance"] / state[f"{prefix}{i}.normalizer.normalization_steps"]
+        ).numpy()
+        for i in found
+    ]
 
 
 def run(model_bytes: bytes, feed: dict) -> dict:
     import onnxruntime as ort
+
     session = ort.InferenceSession(model_bytes, providers=["CPUExecutionProvider"])
-    names = [o.name for o in session.get_outputs()
-             if o.name.startswith("deterministic_") or o.name == "recurrent_out"]
+    names = [o.name for o in session.get_outputs() if o.name.startswith("deterministic_") or o.name == "recurrent_out"]
     return dict(zip(names, session.run(names, {i.name: feed[i.name] for i in session.get_inputs()})))
 
 
@@ -98,8 +111,9 @@ def test_export_is_mlagents_graph_node_for_node(tmp_path, name):
     data = export(checkpoint, tmp_path / "exported.onnx")
     ours, theirs = onnx.load_from_string(data), onnx.load(str(reference))
 
-    assert not [n.name for n in ours.graph.node if n.op_type == "Cast"
-                and n.name not in {m.name for m in theirs.graph.node}], "Cast nodes ML-Agents' export does not have"
+    assert not [
+        n.name for n in ours.graph.node if n.op_type == "Cast" and n.name not in {m.name for m in theirs.graph.node}
+    ], "Cast nodes ML-Agents' export does not have"
     assert [n.op_type for n in ours.graph.node] == [n.op_type for n in theirs.graph.node]
     assert nodes(ours) == nodes(theirs)
     assert [(i.name, i.type) for i in ours.graph.input] == [(i.name, i.type) for i in theirs.graph.input]
@@ -120,8 +134,9 @@ def test_export_is_mlagents_graph_node_for_node(tmp_path, name):
             assert got.tobytes() == want.tobytes(), f"{init.name} differs from ML-Agents' weights"
     ours_divisors = sorted((by_name[n] for n in divisors), key=lambda a: a.tobytes())
     host = sorted(host_divisors(checkpoint), key=lambda a: a.tobytes())
-    assert all(a.tobytes() == b.tobytes() for a, b in zip(ours_divisors, host)), \
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(ours_divisors, host)), (
         "the divisor is not ML-Agents' float32 torch.sqrt(running_variance / normalization_steps)"
+    )
 
     feed = random_feed(theirs)
     got, want = run(data, feed), run(reference.read_bytes(), feed)
@@ -133,4 +148,3 @@ def test_export_is_mlagents_graph_node_for_node(tmp_path, name):
     else:
         for key in want:
             assert np.abs(got[key].astype(np.float64) - want[key]).max() <= 2e-6, key
-

@@ -7,6 +7,7 @@ long or holding control characters, unreadable files (as an unprivileged user), 
 
 Tests that need root (tmpfs for a real full disk, setpriv for an unprivileged user) skip elsewhere; they run the
 program in a process of its own, the rest through inference.main([...]) in this process."""
+
 from __future__ import annotations
 
 import errno
@@ -23,11 +24,25 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import BUNDLED, EXAMPLES, ROOT, call, child_env, cli, copy_run, fixed, huggy_obs, leftovers, ort_deterministic, refused, run
+from conftest import (
+    BUNDLED,
+    EXAMPLES,
+    ROOT,
+    call,
+    child_env,
+    cli,
+    copy_run,
+    fixed,
+    huggy_obs,
+    leftovers,
+    ort_deterministic,
+    refused,
+    run,
+)
 
 import inference as I
-from mlagents_inference import cli as command_line
-from mlagents_inference.outputs import atomic_write, npy_size, open_npy_memmap, refuse_same_file
+from mlagents_inference.core.files import atomic_write, npy_size, open_npy_memmap, refuse_same_file
+from mlagents_inference.fronts import cli as command_line
 
 LONG = "x" * 300  # one path component longer than NAME_MAX (255)
 
@@ -43,14 +58,29 @@ def umask():
 
 # --- an existing output is never damaged, no temporary is left ----------------------------------------------
 
+
 def test_failed_batch_keeps_existing_output(capsys, tmp_path):
     bad_row = np.random.RandomState(0).randn(50, 59).astype(np.float32)
     bad_row[37, 4] = np.nan
     np.save(tmp_path / "nan_row.npy", bad_row)
     target = tmp_path / "precious.npy"
     target.write_bytes(b"keep me")
-    refused(call(capsys, "--mode", "batch", "--obs-file", tmp_path / "nan_row.npy", "--output", target,
-                 "--chunk", "8", "--model-dir", BUNDLED), "row 37")
+    refused(
+        call(
+            capsys,
+            "--mode",
+            "batch",
+            "--obs-file",
+            tmp_path / "nan_row.npy",
+            "--output",
+            target,
+            "--chunk",
+            "8",
+            "--model-dir",
+            BUNDLED,
+        ),
+        "row 37",
+    )
     assert target.read_bytes() == b"keep me" and leftovers(tmp_path) == []
 
 
@@ -62,9 +92,15 @@ def test_export_failing_half_way_leaves_existing_file(capsys, tmp_path, monkeypa
     def half_then_fail(path, data):
         real_write_bytes(path, bytes(data)[:1000])
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
     monkeypatch.setattr(Path, "write_bytes", half_then_fail)
-    refused(run(capsys, "--mode", "export-onnx", "--model-dir", BUNDLED, "--output", target),
-            "model.onnx", "not written", os.strerror(errno.ENOSPC), "unchanged")
+    refused(
+        run(capsys, "--mode", "export-onnx", "--model-dir", BUNDLED, "--output", target),
+        "model.onnx",
+        "not written",
+        os.strerror(errno.ENOSPC),
+        "unchanged",
+    )
     monkeypatch.undo()
     assert target.read_bytes() == b"previous export"
     assert [p.name for p in tmp_path.iterdir()] == ["model.onnx"]
@@ -78,6 +114,7 @@ def test_reservation_failure_is_clean(tmp_path, monkeypatch):
 
     def full(fd, offset, length):
         raise OSError(errno.ENOSPC, "No space left on device")
+
     monkeypatch.setattr(os, "posix_fallocate", full)
     called = []
     with pytest.raises(I.UsageError, match="No space left on device") as info:
@@ -93,6 +130,7 @@ def test_writer_os_error_is_a_usage_error(tmp_path):
     def half_then_full(tmp):
         Path(tmp).write_bytes(b"half")
         raise OSError(errno.EDQUOT, "Disk quota exceeded", str(tmp))
+
     with pytest.raises(I.UsageError, match="Disk quota exceeded"):
         atomic_write(target, half_then_full)
     assert target.read_bytes() == b"keep me" and leftovers(tmp_path) == []
@@ -108,12 +146,14 @@ def test_open_npy_memmap_round_trip(tmp_path):
             if isinstance(out, np.memmap):
                 out.flush()
             del out
+
         atomic_write(target, write, size=npy_size(shape, np.float32))
         assert np.array_equal(np.load(target), np.arange(np.prod(shape), dtype=np.float32).reshape(shape))
         assert target.stat().st_size == npy_size(shape, np.float32)
 
 
 # --- a real full disk (root: a 1 MiB tmpfs) -----------------------------------------------------------------
+
 
 @pytest.fixture()
 def full_disk(tmp_path):
@@ -148,8 +188,10 @@ def test_full_disk_in_memory_batch(capsys, full_disk):
 
 def test_full_disk_export_onnx(capsys, full_disk):
     (full_disk / "model.onnx").write_bytes(b"keep me")
-    refused(run(capsys, "--mode", "export-onnx", "--output", full_disk / "model.onnx", "--model-dir", BUNDLED),
-            "No space left on device")
+    refused(
+        run(capsys, "--mode", "export-onnx", "--output", full_disk / "model.onnx", "--model-dir", BUNDLED),
+        "No space left on device",
+    )
     assert (full_disk / "model.onnx").read_bytes() == b"keep me" and leftovers(full_disk) == []
 
 
@@ -161,13 +203,15 @@ def test_full_disk_memory_mapped_file_batch(full_disk, tmp_path):
     obs = np.lib.format.open_memmap(tmp_path / "in.npy", mode="w+", dtype=np.float32, shape=(20000, 59))
     del obs  # 20000 x 21 float32 actions = 1.7 MB > 1 MiB
     (full_disk / "out.npy").write_bytes(b"keep me")
-    result = cli("--mode", "batch", "--obs-file", tmp_path / "in.npy", "--output", full_disk / "out.npy",
-                 "--model-dir", BUNDLED)
+    result = cli(
+        "--mode", "batch", "--obs-file", tmp_path / "in.npy", "--output", full_disk / "out.npy", "--model-dir", BUNDLED
+    )
     assert_full_disk_refused(result, full_disk)
     assert (full_disk / "out.npy").read_bytes() == b"keep me"
 
 
 # --- the output is never an input ---------------------------------------------------------------------------
+
 
 def test_output_onto_the_input_is_refused(capsys, tmp_path):
     source = tmp_path / "in.npy"
@@ -177,11 +221,15 @@ def test_output_onto_the_input_is_refused(capsys, tmp_path):
     os.link(source, tmp_path / "hard.npy")
     (tmp_path / "sub").mkdir()
     for output in (source, tmp_path / "link.npy", tmp_path / "hard.npy", tmp_path / "sub" / ".." / "in.npy"):
-        refused(run(capsys, "--mode", "batch", "--obs-file", source, "--output", output, "--model-dir", BUNDLED),
-                "is the input file")
+        refused(
+            run(capsys, "--mode", "batch", "--obs-file", source, "--output", output, "--model-dir", BUNDLED),
+            "is the input file",
+        )
         assert source.read_bytes() == original
-    refused(run(capsys, "--mode", "batch", "--obs-file", tmp_path / "link.npy", "--output", source,
-                "--model-dir", BUNDLED), "is the input file")
+    refused(
+        run(capsys, "--mode", "batch", "--obs-file", tmp_path / "link.npy", "--output", source, "--model-dir", BUNDLED),
+        "is the input file",
+    )
     assert source.read_bytes() == original
     assert leftovers(tmp_path) == []
 
@@ -205,20 +253,44 @@ def test_output_inside_an_input_folder_or_behind_a_link_is_refused(capsys, tmp_p
     os.link(data / "a.parquet", tmp_path / "hard_a.parquet")
     (tmp_path / "via").symlink_to(data)
     before = {p: p.read_bytes() for p in (data / "a.parquet", tmp_path / "real.parquet")}
-    targets = [data / "a.parquet", data / "new.parquet", data / "new.npz", data / "b.parquet",
-               tmp_path / "real.parquet", tmp_path / "to_a.parquet", tmp_path / "hard_a.parquet",
-               tmp_path / "via" / "a.parquet", data / ".." / "data" / "x.npy"]
+    targets = [
+        data / "a.parquet",
+        data / "new.parquet",
+        data / "new.npz",
+        data / "b.parquet",
+        tmp_path / "real.parquet",
+        tmp_path / "to_a.parquet",
+        tmp_path / "hard_a.parquet",
+        tmp_path / "via" / "a.parquet",
+        data / ".." / "data" / "x.npy",
+    ]
     for target in targets:
         for source in (data, tmp_path / "via"):
-            refused(run(capsys, "--mode", "batch", "--obs-file", source, "--output", target, "--model-dir", BUNDLED),
-                    "--output", "input")
+            refused(
+                run(capsys, "--mode", "batch", "--obs-file", source, "--output", target, "--model-dir", BUNDLED),
+                "--output",
+                "input",
+            )
         assert not (data / "new.parquet").exists() and not (data / "new.npz").exists()
-    refused(run(capsys, "--mode", "batch", "--obs-file", tmp_path / "real.parquet", "--output", data / "b.parquet",
-                "--model-dir", BUNDLED), "is the input file")
+    refused(
+        run(
+            capsys,
+            "--mode",
+            "batch",
+            "--obs-file",
+            tmp_path / "real.parquet",
+            "--output",
+            data / "b.parquet",
+            "--model-dir",
+            BUNDLED,
+        ),
+        "is the input file",
+    )
     assert {p: p.read_bytes() for p in before} == before
     assert leftovers(tmp_path) == []
-    code, _, err = run(capsys, "--mode", "batch", "--obs-file", data, "--output", tmp_path / "out.parquet",
-                       "--model-dir", BUNDLED)  # beside the folder: written
+    code, _, err = run(
+        capsys, "--mode", "batch", "--obs-file", data, "--output", tmp_path / "out.parquet", "--model-dir", BUNDLED
+    )  # beside the folder: written
     assert code == 0, err
     assert pq.read_table(tmp_path / "out.parquet").num_rows == 80
 
@@ -240,8 +312,11 @@ def test_export_onto_the_mlagents_onnx_of_the_checkpoint_is_refused(capsys, tmp_
     before = {p: p.read_bytes() for p in theirs}
     os.link(theirs[0], tmp_path / "hard_link.onnx")
     (tmp_path / "sym_link.onnx").symlink_to(theirs[1])
-    targets = theirs + [run_dir / "Huggy" / ".." / "Huggy.onnx", tmp_path / "hard_link.onnx",
-                        tmp_path / "sym_link.onnx"]
+    targets = theirs + [
+        run_dir / "Huggy" / ".." / "Huggy.onnx",
+        tmp_path / "hard_link.onnx",
+        tmp_path / "sym_link.onnx",
+    ]
     for target in targets:
         for source in (("--model-dir", run_dir), ("--checkpoint", run_dir / "Huggy" / "Huggy-600017.pt")):
             refused(run(capsys, "--mode", "export-onnx", *source, "--output", target), "input file", "--output")
@@ -263,12 +338,16 @@ def test_export_beside_the_mlagents_onnx_still_writes(capsys, tmp_path):
 
 # --- output names -------------------------------------------------------------------------------------------
 
+
 def test_output_paths_refused(capsys, tmp_path):
     a_file = tmp_path / "file"
     a_file.write_text("x")
-    for target, words in ((a_file / "x.onnx", "is a file, not a folder"),
-                          (tmp_path / "no" / "x.onnx", "does not exist"),
-                          (tmp_path, "expected a .onnx"), (tmp_path / "x.txt", "expected a .onnx")):
+    for target, words in (
+        (a_file / "x.onnx", "is a file, not a folder"),
+        (tmp_path / "no" / "x.onnx", "does not exist"),
+        (tmp_path, "expected a .onnx"),
+        (tmp_path / "x.txt", "expected a .onnx"),
+    ):
         refused(call(capsys, "--mode", "export-onnx", "--model-dir", BUNDLED, "--output", target), words)
 
 
@@ -276,8 +355,13 @@ def test_output_paths_refused(capsys, tmp_path):
 def test_an_output_name_ending_in_a_slash_is_refused(capsys, tmp_path, option, mode):
     suffix = {"batch": ".npy", "export-onnx": ".onnx", "benchmark": ".png"}[mode]
     target = f"{tmp_path / ('x' + suffix)}/"
-    refused(run(capsys, "--mode", mode, "--model-dir", BUNDLED, option, target, "--runs", "1") if mode == "benchmark"
-            else run(capsys, "--mode", mode, "--model-dir", BUNDLED, option, target), "names a folder", option)
+    refused(
+        run(capsys, "--mode", mode, "--model-dir", BUNDLED, option, target, "--runs", "1")
+        if mode == "benchmark"
+        else run(capsys, "--mode", mode, "--model-dir", BUNDLED, option, target),
+        "names a folder",
+        option,
+    )
     assert list(tmp_path.iterdir()) == []
 
 
@@ -298,10 +382,13 @@ def test_upper_case_npy_output_holds_the_result(capsys, tmp_path, name):
     assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no "out.NPY.npy" beside it
 
 
-@pytest.mark.parametrize("name,save,load", [
-    ("a.NPY", lambda tmp: np.save(tmp, np.arange(5)), lambda p: np.load(p)),
-    ("a.NPZ", lambda tmp: np.savez(tmp, x=np.arange(5)), lambda p: np.load(p)["x"]),
-])
+@pytest.mark.parametrize(
+    "name,save,load",
+    [
+        ("a.NPY", lambda tmp: np.save(tmp, np.arange(5)), lambda p: np.load(p)),
+        ("a.NPZ", lambda tmp: np.savez(tmp, x=np.arange(5)), lambda p: np.load(p)["x"]),
+    ],
+)
 def test_writers_that_append_a_suffix(tmp_path, name, save, load):
     target = tmp_path / name
     atomic_write(target, save)
@@ -312,9 +399,13 @@ def test_writers_that_append_a_suffix(tmp_path, name, save, load):
 def test_upper_case_onnx(tmp_path):
     import onnx
     from onnx import TensorProto, helper
-    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+    )
     model = helper.make_model(graph)
     atomic_write(tmp_path / "m.ONNX", lambda tmp: onnx.save(model, str(tmp)))
     assert onnx.load(str(tmp_path / "m.ONNX")).graph.node[0].op_type == "Identity"
@@ -325,6 +416,7 @@ def test_upper_case_png(tmp_path):
     matplotlib = pytest.importorskip("matplotlib")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     fig, _ = plt.subplots()
     atomic_write(tmp_path / "p.PNG", lambda tmp: fig.savefig(tmp, format="png"))
     plt.close(fig)
@@ -333,6 +425,7 @@ def test_upper_case_png(tmp_path):
 
 
 # --- permissions and the umask ------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("mask,mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
 def test_new_file_gets_the_umask_mode(tmp_path, umask, mask, mode):
@@ -374,16 +467,20 @@ def test_symlinked_output_is_written_through(tmp_path):
 
 # --- every OSError is one line: long names, control characters, unreadable files ----------------------------
 
-@pytest.mark.parametrize("args", [
-    ["--mode", "action", "--checkpoint", f"/tmp/{LONG}.pt"],
-    ["--mode", "action", "--model-dir", f"/tmp/{LONG}"],
-    ["--mode", "action", "--model-dir", f"/tmp/{LONG}/sub"],
-    ["--mode", "batch", "--model-dir", BUNDLED, "--obs-file", f"/tmp/{LONG}.npy"],
-    ["--mode", "batch", "--model-dir", BUNDLED, "--batch", "2", "--output", f"/tmp/{LONG}.npy"],
-    ["--mode", "onnx-compare", "--model-dir", BUNDLED, "--onnx", f"/tmp/{LONG}.onnx"],
-    ["--mode", "export-onnx", "--model-dir", BUNDLED, "--output", f"/tmp/{LONG}/m.onnx"],
-    ["--mode", "benchmark", "--model-dir", BUNDLED, "--runs", "3", "--plot", f"/tmp/{LONG}.png"],
-])
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--mode", "action", "--checkpoint", f"/tmp/{LONG}.pt"],
+        ["--mode", "action", "--model-dir", f"/tmp/{LONG}"],
+        ["--mode", "action", "--model-dir", f"/tmp/{LONG}/sub"],
+        ["--mode", "batch", "--model-dir", BUNDLED, "--obs-file", f"/tmp/{LONG}.npy"],
+        ["--mode", "batch", "--model-dir", BUNDLED, "--batch", "2", "--output", f"/tmp/{LONG}.npy"],
+        ["--mode", "onnx-compare", "--model-dir", BUNDLED, "--onnx", f"/tmp/{LONG}.onnx"],
+        ["--mode", "export-onnx", "--model-dir", BUNDLED, "--output", f"/tmp/{LONG}/m.onnx"],
+        ["--mode", "benchmark", "--model-dir", BUNDLED, "--runs", "3", "--plot", f"/tmp/{LONG}.png"],
+    ],
+)
 def test_name_too_long_in_any_path_option(capsys, args):
     assert len(refused(run(capsys, *args), "too long")) < 600  # the 300-character name is shortened in the message
 
@@ -403,6 +500,7 @@ def test_os_error_and_memory_error_reaching_main(capsys, monkeypatch):
 
     def no_memory(ctx):
         raise MemoryError()
+
     monkeypatch.setattr(command_line, "mode_functions", lambda mode, *_, **__: (denied, None))
     refused(run(capsys, "--mode", "info"), "/some/where/file.bin", "Permission denied")
     monkeypatch.setattr(command_line, "mode_functions", lambda mode, *_, **__: (no_memory, None))
@@ -432,14 +530,31 @@ def as_nobody(*argvs) -> list:
     """Command lines run by user nobody (65534), through setpriv, in one interpreter: [(exit code, stdout, stderr)]."""
     if os.geteuid() != 0 or not shutil.which("setpriv"):
         pytest.skip("needs root and setpriv to run as an unprivileged user")
-    done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c",
-                           AS_NOBODY, str(ROOT), json.dumps([[str(a) for a in argv] for argv in argvs])],
-                          capture_output=True, text=True, env=child_env(HOME="/nonexistent"), timeout=300, cwd="/")
+    done = subprocess.run(
+        [
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            sys.executable,
+            "-c",
+            AS_NOBODY,
+            str(ROOT),
+            json.dumps([[str(a) for a in argv] for argv in argvs]),
+        ],
+        capture_output=True,
+        text=True,
+        env=child_env(HOME="/nonexistent"),
+        timeout=300,
+        cwd="/",
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     if "unreachable" in result:
-        pytest.skip(f"this interpreter, its packages or inference.py are not readable by an unprivileged user "
-                    f"({result['unreachable']})")
+        pytest.skip(
+            f"this interpreter, its packages or inference.py are not readable by an unprivileged user "
+            f"({result['unreachable']})"
+        )
     return result["answers"]
 
 
@@ -464,7 +579,8 @@ def test_permission_denied_as_unprivileged_user(public_dir):
     unreadable, unwritable, unlisted = as_nobody(
         ["--mode", "action", "--model-dir", private],
         ["--mode", "batch", "--model-dir", run, "--batch", "2", "--output", locked / "out.npy"],
-        ["--mode", "batch", "--model-dir", run, "--obs-file", locked / "in.npy"])
+        ["--mode", "batch", "--model-dir", run, "--obs-file", locked / "in.npy"],
+    )
     refused(unreadable, "Permission denied", "Huggy-600017.pt")
     refused(unwritable, "Permission denied")
     refused(unlisted, "Permission denied")
@@ -472,6 +588,7 @@ def test_permission_denied_as_unprivileged_user(public_dir):
 
 
 # --- files that are not regular files -----------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("kind", ["folder", "absent", "device"])
 def test_load_with_an_onnx_that_is_not_a_regular_file(tmp_path, kind):
@@ -486,14 +603,17 @@ def test_load_with_a_fifo_as_onnx_returns_at_once(tmp_path):
     """In a process of its own, killed if it blocks: load(onnx=FIFO), then the command line with --onnx FIFO."""
     fifo = tmp_path / "policy.onnx"
     os.mkfifo(fifo)
-    program = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); import inference\n"
-               f"try:\n    inference.load({str(EXAMPLES / 'vector')!r}, onnx={str(fifo)!r})\n"
-               f"except inference.UsageError as exc:\n    print('refused:', exc)\n"
-               f"sys.exit(inference.main(['--mode', 'info', '--model-dir', {str(EXAMPLES / 'vector')!r}, "
-               f"'--onnx', {str(fifo)!r}]))\n")
+    program = (
+        f"import sys; sys.path.insert(0, {str(ROOT)!r}); import inference\n"
+        f"try:\n    inference.load({str(EXAMPLES / 'vector')!r}, onnx={str(fifo)!r})\n"
+        f"except inference.UsageError as exc:\n    print('refused:', exc)\n"
+        f"sys.exit(inference.main(['--mode', 'info', '--model-dir', {str(EXAMPLES / 'vector')!r}, "
+        f"'--onnx', {str(fifo)!r}]))\n"
+    )
     try:
-        done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120,
-                              env=child_env())
+        done = subprocess.run(
+            [sys.executable, "-c", program], capture_output=True, text=True, timeout=120, env=child_env()
+        )
     except subprocess.TimeoutExpired:  # (subprocess.run has killed it)
         raise AssertionError("load() or --onnx blocked on the FIFO")
     assert "refused:" in done.stdout and "not a regular file" in done.stdout, (done.stdout, done.stderr)

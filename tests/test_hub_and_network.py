@@ -3,6 +3,7 @@ tries the Hub, then falls back to the bundled sample; HF_ENDPOINT and the proxie
 dead or hanging up, are one line (only 127.0.0.1 is ever contacted). The program reads them from the environment
 when it runs: in this process; huggingface_hub reads its own (HF_HOME, its retries' warnings) when imported: the
 proxy that hangs up runs in a process of its own."""
+
 import os
 import socket
 import subprocess
@@ -15,10 +16,12 @@ from conftest import BUNDLED, BUNDLED_PT, ROOT, call, child_env, refused, run
 
 # --- no network when told so --------------------------------------------------------------------------------
 
+
 @pytest.fixture()
 def no_network(monkeypatch):
     def refuse(*a, **k):
         raise AssertionError(f"network touched: {a[:2]}")
+
     monkeypatch.setattr(socket, "create_connection", refuse)
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket, "getaddrinfo", refuse)
@@ -44,6 +47,7 @@ def test_default_tries_the_hub_then_falls_back(capsys, monkeypatch):
 
 # --- the Hub's environment ----------------------------------------------------------------------------------
 
+
 def online(monkeypatch, **extra) -> None:
     """This process online (no HF_HUB_OFFLINE), no HF_ENDPOINT, no proxy unless given."""
     for name in list(os.environ):
@@ -55,8 +59,11 @@ def online(monkeypatch, **extra) -> None:
 
 def hub_env(tmp_path: Path, **extra) -> dict:
     """For a process: online (no HF_HUB_OFFLINE), an empty Hugging Face cache, no proxy unless given."""
-    env = {k: v for k, v in child_env().items() if k != "HF_HUB_OFFLINE" and k != "HF_ENDPOINT"
-           and not k.lower().endswith("_proxy")}
+    env = {
+        k: v
+        for k, v in child_env().items()
+        if k != "HF_HUB_OFFLINE" and k != "HF_ENDPOINT" and not k.lower().endswith("_proxy")
+    }
     env.update(HF_HOME=str(tmp_path / "hf"), **extra)
     return env
 
@@ -98,6 +105,7 @@ def test_a_proxy_that_hangs_up_costs_one_line(tmp_path):
     """A proxy that accepts and closes every connection passes the probe; huggingface_hub then
     retries five times (about 25 s): its retry warnings stay off stderr, one line tells."""
     import threading
+
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(16)
@@ -109,11 +117,17 @@ def test_a_proxy_that_hangs_up_costs_one_line(tmp_path):
             except OSError:  # closed: the test is over
                 return
             connection.close()
+
     threading.Thread(target=hang_up, daemon=True).start()
     try:
         env = hub_env(tmp_path, HTTPS_PROXY=f"http://127.0.0.1:{server.getsockname()[1]}")
-        done = subprocess.run([sys.executable, str(ROOT / "inference.py"), "--mode", "info", "--model",
-                               "someone/policy"], capture_output=True, text=True, timeout=180, env=env)
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "inference.py"), "--mode", "info", "--model", "someone/policy"],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env=env,
+        )
     finally:
         server.close()
     refused(done, "someone/policy", "could not download")

@@ -2,6 +2,7 @@
 `__version__`, the door `inference`, the dependencies of requirements-ascend.txt and the command
 `mlagents-infer`; inference.py copied without its package says so in one line (the one file to
 copy is the .pyz: tests/test_architecture.py)."""
+
 import ast
 import importlib.util
 import re
@@ -29,9 +30,14 @@ def pyproject() -> dict:
 def source_version() -> str:
     """`__version__` as setuptools reads it: a literal in the source, found without importing."""
     tree = ast.parse((ROOT / "mlagents_inference" / "__init__.py").read_text())
-    found = [node.value.value for node in tree.body if isinstance(node, ast.Assign)
-             and [getattr(t, "id", None) for t in node.targets] == ["__version__"]
-             and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)]
+    found = [
+        node.value.value
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and [getattr(t, "id", None) for t in node.targets] == ["__version__"]
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    ]
     assert len(found) == 1, "one literal __version__ = '...' at module level"
     return found[0]
 
@@ -39,8 +45,13 @@ def source_version() -> str:
 def test_pyproject_installs_the_package_the_door_its_command_and_the_ascend_requirements():
     meta = pyproject()
     assert meta["tool"]["setuptools"]["py-modules"] == ["inference"]
-    assert meta["tool"]["setuptools"]["packages"] == ["mlagents_inference"]  # examples/, tests/, tools/ stay in the clone
-    assert meta["project"]["scripts"] == {"mlagents-infer": "mlagents_inference.cli:main"}
+    # the package and each of its layers (examples/, tests/, tools/ stay in the clone)
+    layers = sorted(p.parent.name for p in (ROOT / "mlagents_inference").glob("*/__init__.py"))
+    assert meta["tool"]["setuptools"]["packages"] == ["mlagents_inference"] + [
+        f"mlagents_inference.{n}" for n in ("core", "model", "loaders", "engines", "api", "services", "fronts")
+    ]
+    assert sorted(meta["tool"]["setuptools"]["packages"][1:]) == [f"mlagents_inference.{n}" for n in layers]
+    assert meta["project"]["scripts"] == {"mlagents-infer": "mlagents_inference.fronts.cli:main"}
     assert meta["project"]["dynamic"] == ["version"]
     assert meta["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "mlagents_inference.__version__"}
     assert meta["project"]["dependencies"] == requirement_lines(ROOT / "requirements-ascend.txt")
@@ -50,6 +61,7 @@ def test_pyproject_installs_the_package_the_door_its_command_and_the_ascend_requ
 
 def test_version_is_a_literal_the_module_exposes():
     import inference
+
     assert re.fullmatch(r"\d+\.\d+\.\d+([ab]|rc)?\d*", source_version())
     assert inference.__version__ == source_version()
 
@@ -57,10 +69,15 @@ def test_version_is_a_literal_the_module_exposes():
 def test_main_returns_the_exit_code_the_command_exits_with(capsys):
     """The console script calls sys.exit(main()): main must return each code, not exit itself."""
     import inference
+
     assert inference.main(["--mode", "checkpoints", "--model-dir", str(EXAMPLES / "vector")]) == 0
     assert inference.main(["--mode", "checkpoints", "--model-dir", str(EXAMPLES / "no-such")]) == 2
-    assert inference.main(["--mode", "onnx-compare", "--model-dir", str(EXAMPLES / "vector"), "--engine", "torch",
-                           "--tol", "1e-30"]) == 1
+    assert (
+        inference.main(
+            ["--mode", "onnx-compare", "--model-dir", str(EXAMPLES / "vector"), "--engine", "torch", "--tol", "1e-30"]
+        )
+        == 1
+    )
     capsys.readouterr()
 
 
@@ -72,6 +89,7 @@ def installed(tmp_path_factory):
     if setuptools is None:
         pytest.skip("setuptools is not installed here (pip's build isolation would fetch it)")
     import setuptools as st
+
     if int(st.__version__.split(".")[0]) < 61:
         pytest.skip(f"setuptools {st.__version__} cannot read pyproject.toml (61 or later can)")
     base = tmp_path_factory.mktemp("install")
@@ -79,16 +97,38 @@ def installed(tmp_path_factory):
     source.mkdir()
     for name in ("pyproject.toml", "inference.py", "README.md"):
         shutil.copy(ROOT / name, source / name)
-    shutil.copytree(ROOT / "mlagents_inference", source / "mlagents_inference", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        ROOT / "mlagents_inference", source / "mlagents_inference", ignore=shutil.ignore_patterns("__pycache__")
+    )
     (source / "examples").mkdir()  # a folder beside the module must not end up in the wheel
     (source / "examples" / "__init__.py").write_text("")
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-                            "-q", "-w", str(base / "wheel"), str(source)], capture_output=True, text=True, timeout=300)
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-q",
+            "-w",
+            str(base / "wheel"),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert built.returncode == 0, built.stderr[-3000:]
-    wheel, = (base / "wheel").glob("*.whl")
+    (wheel,) = (base / "wheel").glob("*.whl")
     site = base / "site"
-    done = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q", "--target",
-                           str(site), str(wheel)], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q", "--target", str(site), str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return wheel, site
 
@@ -100,20 +140,30 @@ def test_the_wheel_holds_the_package_the_door_its_version_dependencies_and_comma
         info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
         metadata = archive.read(f"{info}/METADATA").decode()
         entry_points = archive.read(f"{info}/entry_points.txt").decode()
-    package = sorted(f"mlagents_inference/{p.name}" for p in (ROOT / "mlagents_inference").glob("*.py"))
+    package = sorted(
+        p.relative_to(ROOT).as_posix()
+        for p in (ROOT / "mlagents_inference").rglob("*.py")
+        if "__pycache__" not in p.parts
+    )
     assert sorted(n for n in names if not n.startswith(info + "/")) == sorted(["inference.py", *package])
     assert re.search(rf"^Version: {re.escape(source_version())}$", metadata, re.M)
     requires = re.findall(r"^Requires-Dist: (.+)$", metadata, re.M)
     assert [r for r in requires if "extra ==" not in r] == requirement_lines(ROOT / "requirements-ascend.txt")
     assert any(r.startswith("torch") and 'extra == "torch"' in r for r in requires)
-    assert re.search(r"^mlagents-infer = mlagents_inference.cli:main$", entry_points, re.M)
+    assert re.search(r"^mlagents-infer = mlagents_inference.fronts.cli:main$", entry_points, re.M)
 
 
 def test_the_installed_module_imports_from_another_folder(installed, tmp_path):
     _, site = installed
     env = child_env(PYTHONPATH=str(site))
-    done = subprocess.run([sys.executable, "-c", "import inference; print(inference.__version__, inference.__file__)"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", "import inference; print(inference.__version__, inference.__file__)"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     version, where = done.stdout.split()
     assert version == source_version() and Path(where) == site / "inference.py"
@@ -125,8 +175,9 @@ def test_the_installed_command_is_inference_py(installed, tmp_path):
     env = child_env(PYTHONPATH=str(site))
 
     def run(*args):
-        return subprocess.run([str(command), *map(str, args)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                              timeout=300)
+        return subprocess.run(
+            [str(command), *map(str, args)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+        )
 
     ok = run("--mode", "onnx-compare", "--model-dir", EXAMPLES / "hybrid", "--json")
     assert ok.returncode == 0, ok.stderr
@@ -136,7 +187,7 @@ def test_the_installed_command_is_inference_py(installed, tmp_path):
     # no bundled sample is installed: offline and without a model, one line says what to do
     missing = run("--mode", "info")
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
-    line, = missing.stderr.strip().splitlines()
+    (line,) = missing.stderr.strip().splitlines()
     assert line.startswith("error: no model:") and "no bundled sample" in line and "--model-dir" in line
 
 
@@ -152,8 +203,14 @@ def test_the_installed_command_never_writes_into_its_installation(installed, tmp
 
     before = snapshot()
     for args in (["--mode", "export-onnx"], ["--mode", "batch", "--batch", "4"], ["--mode", "onnx-compare"]):
-        done = subprocess.run([str(site / "bin" / "mlagents-infer"), *args, "--model-dir", str(EXAMPLES / "vector")],
-                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [str(site / "bin" / "mlagents-infer"), *args, "--model-dir", str(EXAMPLES / "vector")],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert done.returncode == 0, done.stderr
     assert snapshot() == before
     assert (tmp_path / "huggy_rebuilt.onnx").stat().st_size > 1000
@@ -163,17 +220,35 @@ def test_the_installed_command_never_writes_into_its_installation(installed, tmp
 def test_inference_py_copied_without_its_package_says_so(tmp_path):
     alone = tmp_path / "inference.py"
     shutil.copy(ROOT / "inference.py", alone)
-    ran = subprocess.run([sys.executable, str(alone), "--mode", "info", "--model-dir", str(EXAMPLES / "vector")],
-                         cwd=tmp_path, env=child_env(), capture_output=True, text=True, timeout=300)
+    ran = subprocess.run(
+        [sys.executable, str(alone), "--mode", "info", "--model-dir", str(EXAMPLES / "vector")],
+        cwd=tmp_path,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert ran.returncode == 2 and not ran.stdout
-    line, = ran.stderr.strip().splitlines()
+    (line,) = ran.stderr.strip().splitlines()
     assert line.startswith("error: inference.py needs the folder mlagents_inference/ beside it") and "build_pyz" in line
     shutil.copytree(ROOT / "mlagents_inference", tmp_path / "mlagents_inference")  # with it, it runs
-    ran = subprocess.run([sys.executable, str(alone), "--mode", "info", "--model-dir", str(EXAMPLES / "vector")],
-                         cwd=tmp_path, env=child_env(), capture_output=True, text=True, timeout=300)
+    ran = subprocess.run(
+        [sys.executable, str(alone), "--mode", "info", "--model-dir", str(EXAMPLES / "vector")],
+        cwd=tmp_path,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert ran.returncode == 0 and ran.stdout.rstrip().endswith("SUCCESS"), ran.stderr
-    missing = subprocess.run([sys.executable, str(alone), "--mode", "info"], cwd=tmp_path, env=child_env(),
-                             capture_output=True, text=True, timeout=300)
+    missing = subprocess.run(
+        [sys.executable, str(alone), "--mode", "info"],
+        cwd=tmp_path,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert missing.returncode == 2
-    line, = missing.stderr.strip().splitlines()
+    (line,) = missing.stderr.strip().splitlines()
     assert line.startswith("error: no model:") and "no bundled sample beside" in line and "--model-dir" in line

@@ -11,6 +11,7 @@ Bars: continuous actions within 1e-5 of the ONNX (SAC's deterministic output is 
 discrete action that differs from the ONNX's, except where the ONNX's own masked logits of the two
 actions are equal to float32 noise (a near-tie, reported and bounded, never a real mismatch).
 """
+
 from __future__ import annotations
 
 import re
@@ -40,10 +41,10 @@ from mlagents_reference import (
 )
 
 import inference as I
-from mlagents_inference.checkpoint import pick_goal
-from mlagents_inference.observations import random_inputs
-from mlagents_inference.policy import load_checkpoint
-from mlagents_inference.spec import InputSpec
+from mlagents_inference.api.policy import load_checkpoint
+from mlagents_inference.core.observations import random_inputs
+from mlagents_inference.core.spec import InputSpec
+from mlagents_inference.loaders.checkpoint import pick_goal
 
 ZOO = EXAMPLES  # the in-repository examples carry the development zoo's kinds under the same names
 ENGINES = ("torch", "onnxruntime")
@@ -74,66 +75,135 @@ def _zoo(folder, behavior, inputs, **kw) -> Kind:
 
 
 def _trained(name, **kw) -> Kind:
-    return Kind(TRAINED / name, TRAINED / name / f"{name}.onnx", [("vector", [w]) for w in TRAINED_SPLITS[name]],
-                trainer=None, splits=TRAINED_SPLITS[name], **kw)
+    return Kind(
+        TRAINED / name,
+        TRAINED / name / f"{name}.onnx",
+        [("vector", [w]) for w in TRAINED_SPLITS[name]],
+        trainer=None,
+        splits=TRAINED_SPLITS[name],
+        **kw,
+    )
 
 
 IMG = [3, 36, 36]
 GRID = [4, 6, 6]
 KINDS = {
-    "discrete-multi": _zoo("discrete-multi", "DiscreteMulti", [("vector", [20]), ("vector", [6])],
-                           branches=[3, 2, 5], normalize=True),
+    "discrete-multi": _zoo(
+        "discrete-multi", "DiscreteMulti", [("vector", [20]), ("vector", [6])], branches=[3, 2, 5], normalize=True
+    ),
     "hybrid": _zoo("hybrid", "Hybrid", [("vector", [12])], continuous=3, branches=[2], normalize=True),
-    "multi-continuous": _zoo("multi-continuous", "Crawlerish", [("vector", [30]), ("vector", [8])], continuous=6,
-                             normalize=True),
-    "sac-continuous": _zoo("sac-continuous", "SacContinuous", [("vector", [16])], continuous=4, trainer="sac",
-                           normalize=True),
-    "poca-discrete": _zoo("poca-discrete", "PocaDiscrete", [("vector", [14])], branches=[3, 3, 3], trainer="poca",
-                          normalize=True),
-    "shared-critic": _zoo("shared-critic", "SharedCritic", [("vector", [10])], continuous=2, shared_critic=True,
-                          normalize=True),
-    "visual-simple": _zoo("visual-simple", "VisualSimple", [("visual", IMG), ("vector", [5])], continuous=2,
-                          encoder="simple", rows=500),
-    "visual-nature_cnn": _zoo("visual-nature_cnn", "VisualNature", [("visual", IMG), ("vector", [5])], branches=[3],
-                              normalize=True, encoder="nature_cnn", rows=500),
-    "visual-resnet": _zoo("visual-resnet", "VisualResnet", [("visual", IMG), ("vector", [5])], continuous=2,
-                          shared_critic=True, normalize=True, encoder="resnet", rows=500),
-    "visual-match3": _zoo("visual-match3", "VisualMatch3", [("visual", GRID), ("vector", [5])], branches=[6],
-                          shared_critic=True, normalize=True, encoder="match3", rows=500),
-    "visual-fully_connected": _zoo("visual-fully_connected", "VisualFC", [("visual", GRID), ("vector", [5])],
-                                   continuous=2, encoder="fully_connected", rows=500),
+    "multi-continuous": _zoo(
+        "multi-continuous", "Crawlerish", [("vector", [30]), ("vector", [8])], continuous=6, normalize=True
+    ),
+    "sac-continuous": _zoo(
+        "sac-continuous", "SacContinuous", [("vector", [16])], continuous=4, trainer="sac", normalize=True
+    ),
+    "poca-discrete": _zoo(
+        "poca-discrete", "PocaDiscrete", [("vector", [14])], branches=[3, 3, 3], trainer="poca", normalize=True
+    ),
+    "shared-critic": _zoo(
+        "shared-critic", "SharedCritic", [("vector", [10])], continuous=2, shared_critic=True, normalize=True
+    ),
+    "visual-simple": _zoo(
+        "visual-simple", "VisualSimple", [("visual", IMG), ("vector", [5])], continuous=2, encoder="simple", rows=500
+    ),
+    "visual-nature_cnn": _zoo(
+        "visual-nature_cnn",
+        "VisualNature",
+        [("visual", IMG), ("vector", [5])],
+        branches=[3],
+        normalize=True,
+        encoder="nature_cnn",
+        rows=500,
+    ),
+    "visual-resnet": _zoo(
+        "visual-resnet",
+        "VisualResnet",
+        [("visual", IMG), ("vector", [5])],
+        continuous=2,
+        shared_critic=True,
+        normalize=True,
+        encoder="resnet",
+        rows=500,
+    ),
+    "visual-match3": _zoo(
+        "visual-match3",
+        "VisualMatch3",
+        [("visual", GRID), ("vector", [5])],
+        branches=[6],
+        shared_critic=True,
+        normalize=True,
+        encoder="match3",
+        rows=500,
+    ),
+    "visual-fully_connected": _zoo(
+        "visual-fully_connected",
+        "VisualFC",
+        [("visual", GRID), ("vector", [5])],
+        continuous=2,
+        encoder="fully_connected",
+        rows=500,
+    ),
     "lstm": _zoo("lstm", "Memory", [("vector", [10])], branches=[4], memory=32),
     "attention": _zoo("attention", "Attention", [("entities", [6, 5]), ("vector", [8])], branches=[3, 3], rows=700),
     "goal-hyper": _zoo("goal-hyper", "GoalHyper", [("vector", [12]), ("vector", [3])], branches=[5], goal=(1,)),
     # several goal signals (ML-Agents concatenates them), and a camera as the goal signal
-    "goal-two-signals": Kind(EXAMPLES / "goal-two-signals", EXAMPLES / "goal-two-signals" / "GoalTwo.onnx",
-                             [("vector", [8]), ("vector", [2]), ("vector", [3])], continuous=2, normalize=True,
-                             goal=(1, 2)),
-    "goal-visual-signal": Kind(EXAMPLES / "goal-visual-signal", EXAMPLES / "goal-visual-signal" / "GoalVisual.onnx",
-                               [("vector", [6]), ("visual", [3, 20, 20])], branches=[3, 2], goal=(1,),
-                               encoder="simple", rows=500),
+    "goal-two-signals": Kind(
+        EXAMPLES / "goal-two-signals",
+        EXAMPLES / "goal-two-signals" / "GoalTwo.onnx",
+        [("vector", [8]), ("vector", [2]), ("vector", [3])],
+        continuous=2,
+        normalize=True,
+        goal=(1, 2),
+    ),
+    "goal-visual-signal": Kind(
+        EXAMPLES / "goal-visual-signal",
+        EXAMPLES / "goal-visual-signal" / "GoalVisual.onnx",
+        [("vector", [6]), ("visual", [3, 20, 20])],
+        branches=[3, 2],
+        goal=(1,),
+        encoder="simple",
+        rows=500,
+    ),
     # a camera with a non-square grey image beside an LSTM; two cameras after a vector
-    "lstm-camera-nonsquare": Kind(EXAMPLES / "lstm-camera-nonsquare", EXAMPLES / "lstm-camera-nonsquare" / "LstmCam.onnx",
-                                  [("visual", [1, 24, 30]), ("vector", [3])], branches=[3, 2], memory=16,
-                                  normalize=True, encoder="simple", rows=500),
-    "cameras-after-vector": Kind(EXAMPLES / "cameras-after-vector", EXAMPLES / "cameras-after-vector" / "CamsAfter.onnx",
-                                 [("vector", [4]), ("visual", [3, 20, 24]), ("visual", [2, 21, 20])], continuous=2,
-                                 normalize=True, encoder="simple", rows=500),
+    "lstm-camera-nonsquare": Kind(
+        EXAMPLES / "lstm-camera-nonsquare",
+        EXAMPLES / "lstm-camera-nonsquare" / "LstmCam.onnx",
+        [("visual", [1, 24, 30]), ("vector", [3])],
+        branches=[3, 2],
+        memory=16,
+        normalize=True,
+        encoder="simple",
+        rows=500,
+    ),
+    "cameras-after-vector": Kind(
+        EXAMPLES / "cameras-after-vector",
+        EXAMPLES / "cameras-after-vector" / "CamsAfter.onnx",
+        [("vector", [4]), ("visual", [3, 20, 24]), ("visual", [2, 21, 20])],
+        continuous=2,
+        normalize=True,
+        encoder="simple",
+        rows=500,
+    ),
     "vector": _zoo("vector", "Vector", [("vector", [8])], continuous=2),
     "bundled-Huggy": Kind(BUNDLED, BUNDLED / "Huggy.onnx", [("vector", [59])], continuous=21, normalize=True),
 }
 # Unity's trained example models with the older ONNX interface (examples/trained/).
-KINDS.update({
-    "3DBallHard": _trained("3DBallHard", continuous=2, normalize=True),
-    "SoccerTwos": _trained("SoccerTwos", branches=[3, 3, 3]),
-    "DungeonEscape": _trained("DungeonEscape", branches=[7]),
-})
+KINDS.update(
+    {
+        "3DBallHard": _trained("3DBallHard", continuous=2, normalize=True),
+        "SoccerTwos": _trained("SoccerTwos", branches=[3, 3, 3]),
+        "DungeonEscape": _trained("DungeonEscape", branches=[7]),
+    }
+)
 
 
 def test_unitys_trained_policies_are_in_the_repository():
     """The older-interface trained models come with a clone (examples/trained/): none of their tests skips."""
-    assert all(KINDS[name].folder.is_dir() and KINDS[name].onnx.is_file()
-               for name in ("3DBallHard", "SoccerTwos", "DungeonEscape"))
+    assert all(
+        KINDS[name].folder.is_dir() and KINDS[name].onnx.is_file()
+        for name in ("3DBallHard", "SoccerTwos", "DungeonEscape")
+    )
 
 
 DISCRETE = [k for k, v in KINDS.items() if v.branches]
@@ -147,6 +217,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")  # (conftest.py)
 # ---------------------------------------------------------------------------------------------
 # Loaded once per module
 # ---------------------------------------------------------------------------------------------
+
 
 @lru_cache(maxsize=None)
 def _policy(name: str, engine: str, goal_input=None):
@@ -210,8 +281,10 @@ def check_against(name: str, out: dict, ref: dict, masks, rows: int, what: str =
         assert got.shape == (rows, kind.continuous) and got.dtype == np.float32, (label, got.shape, got.dtype)
         if kind.trainer == "sac":  # raw mu, unbounded (|mu| reaches ~20 here): float32 error grows with it
             err = max_rel_err(got, ref["continuous"])
-            assert err <= CONT_TOL, (f"{label}: continuous max |err|/max(1,|v|) vs ONNX = {err:.3e} > {CONT_TOL:g} "
-                                     f"(max |err| {max_err(got, ref['continuous']):.3e})")
+            assert err <= CONT_TOL, (
+                f"{label}: continuous max |err|/max(1,|v|) vs ONNX = {err:.3e} > {CONT_TOL:g} "
+                f"(max |err| {max_err(got, ref['continuous']):.3e})"
+            )
         else:
             err = max_err(got, ref["continuous"])
             assert err <= CONT_TOL, f"{label}: continuous max |err| vs ONNX = {err:.3e} > {CONT_TOL:g}"
@@ -221,8 +294,10 @@ def check_against(name: str, out: dict, ref: dict, masks, rows: int, what: str =
         got = out["discrete_actions"]
         assert got.shape == (rows, len(kind.branches)) and got.dtype == np.int64, (label, got.shape, got.dtype)
         genuine, ties, examples = discrete_mismatches(got, ref, TIE)
-        assert genuine == 0, (f"{label}: {genuine} discrete actions differ from the ONNX over {rows} rows "
-                              f"(row, branch, got, onnx, logit got, logit onnx): {examples}")
+        assert genuine == 0, (
+            f"{label}: {genuine} discrete actions differ from the ONNX over {rows} rows "
+            f"(row, branch, got, onnx, logit got, logit onnx): {examples}"
+        )
         assert ties <= max(1, rows // 500), f"{label}: {ties} near-tie disagreements over {rows} rows"
         if masks is not None:
             assert chosen_allowed(got, masks, kind.branches), f"{label}: a masked-out action was chosen"
@@ -240,6 +315,7 @@ def check_against(name: str, out: dict, ref: dict, masks, rows: int, what: str =
 # ---------------------------------------------------------------------------------------------
 # What the policy says about itself
 # ---------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", list(KINDS))
 def test_info_describes_the_policy(name):
@@ -277,9 +353,14 @@ def test_info_describes_the_policy(name):
 RESNET_TORCH = pytest.mark.xfail(strict=False, reason="visual-resnet, torch engine: max |err| vs ONNX 1.21e-5 > 1e-5")
 
 
-@pytest.mark.parametrize("name,engine", [
-    pytest.param(k, e, id=f"{k}-{e}", marks=RESNET_TORCH if (k, e) == ("visual-resnet", "torch") else ())
-    for k in KINDS for e in ENGINES])
+@pytest.mark.parametrize(
+    "name,engine",
+    [
+        pytest.param(k, e, id=f"{k}-{e}", marks=RESNET_TORCH if (k, e) == ("visual-resnet", "torch") else ())
+        for k in KINDS
+        for e in ENGINES
+    ],
+)
 def test_deterministic_matches_mlagents_onnx(name, engine):
     kind = KINDS[name]
     obs, masks, memory, ref = data(name)
@@ -300,7 +381,8 @@ def test_resnet_torch_engine_error_is_float32_rounding():
     torch_err, onnx_err = max_err(got, exact), max_err(ref["continuous"], exact)
     assert torch_err <= 2e-5 and onnx_err <= 2e-5, (
         f"vs float64: torch engine {torch_err:.3e}, ML-Agents' ONNX {onnx_err:.3e} (bound 2e-5); "
-        f"torch vs ONNX {max_err(got, ref['continuous']):.3e}")
+        f"torch vs ONNX {max_err(got, ref['continuous']):.3e}"
+    )
 
 
 @pytest.mark.parametrize("name", [k for k in DISCRETE if not KINDS[k].memory and KINDS[k].inputs[0][0] == "vector"])
@@ -370,6 +452,7 @@ def test_non_final_checkpoints_match_their_own_onnx(name):
 # Sampled actions
 # ---------------------------------------------------------------------------------------------
 
+
 def _sampled_rows(name):
     kind = KINDS[name]
     return 128 if any(what != "vector" for what, _ in kind.inputs) else 500
@@ -405,8 +488,14 @@ def test_sampled_actions_are_seeded_allowed_and_bounded(name, engine):
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-@pytest.mark.parametrize("name", [n for n in ["hybrid", "multi-continuous", "shared-critic", "3DBallHard", "sac-continuous",
-                                  "visual-simple"] if n in KINDS])
+@pytest.mark.parametrize(
+    "name",
+    [
+        n
+        for n in ["hybrid", "multi-continuous", "shared-critic", "3DBallHard", "sac-continuous", "visual-simple"]
+        if n in KINDS
+    ],
+)
 def test_sampled_continuous_follows_the_policy_distribution(name, engine):
     """PPO: clip(mu + exp(log_sigma) * eps, -3, 3) / 3; SAC: tanh(mu + exp(clamp(log_sigma(x), -20, 2)) * eps),
     eps ~ N(0, 1). mu and sigma from the ONNX; the draws' probability integral transform must be uniform
@@ -424,11 +513,14 @@ def test_sampled_continuous_follows_the_policy_distribution(name, engine):
         sigma = np.exp(reference(name).log_sigma_param.astype(np.float64))
     u = continuous_pit(sample, ref["mu"], sigma, sac=kind.trainer == "sac")
     d = ks_uniform(u)
-    assert d < 2.2 / np.sqrt(len(u)), \
+    assert d < 2.2 / np.sqrt(len(u)), (
         f"{name} [{engine}]: sampled actions do not follow the policy's distribution (KS {d:.4f}, n={len(u)})"
+    )
 
 
-@pytest.mark.parametrize("name", [n for n in ["discrete-multi", "hybrid", "poca-discrete", "goal-hyper", "SoccerTwos"] if n in KINDS])
+@pytest.mark.parametrize(
+    "name", [n for n in ["discrete-multi", "hybrid", "poca-discrete", "goal-hyper", "SoccerTwos"] if n in KINDS]
+)
 def test_sampled_discrete_follows_softmax_of_masked_logits(name):
     """One observation repeated 4000 times: each action's frequency within 0.04 of softmax(masked logits)."""
     kind, p = KINDS[name], policy(name)
@@ -446,12 +538,15 @@ def test_sampled_discrete_follows_softmax_of_masked_logits(name):
         prob = np.exp(z - z.max())
         prob /= prob.sum()
         freq = np.bincount(got[:, b], minlength=len(prob)) / n
-        assert np.abs(freq - prob).max() < 0.04, f"{name} branch {b}: frequencies {freq.round(3)} vs softmax {prob.round(3)}"
+        assert np.abs(freq - prob).max() < 0.04, (
+            f"{name} branch {b}: frequencies {freq.round(3)} vs softmax {prob.round(3)}"
+        )
 
 
 # ---------------------------------------------------------------------------------------------
 # LSTM memory
 # ---------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("name,agents", [("lstm", 1), ("lstm", 5), ("lstm-camera-nonsquare", 4)])
@@ -464,8 +559,10 @@ def test_lstm_carried_rollout(name, engine, agents):
     worst = 0.0
     for step in range(50):
         scale = rng.choice([0.3, 1.0, 3.0])
-        obs = [x * np.float32(scale) if what == "vector" else x
-               for x, (what, _) in zip(make_obs(kind, rng, agents), kind.inputs)]
+        obs = [
+            x * np.float32(scale) if what == "vector" else x
+            for x, (what, _) in zip(make_obs(kind, rng, agents), kind.inputs)
+        ]
         masks = random_masks(rng, agents, kind.branches)
         want = ref.run(obs, masks, mem_ref)
         out = p.act(obs, action_masks=masks, memory=mem_api)
@@ -518,6 +615,7 @@ def test_lstm_memory_rows_must_match_the_batch():
 # Device graphs (CUDA graphs; NPUGraph), on a CPU stand-in
 # ---------------------------------------------------------------------------------------------
 
+
 class StandInGraphs:
     """The part of torch.cuda's graph API that TorchEngine uses, on the CPU: capturing records the
     forward call's static inputs and outputs; replay recomputes from the static inputs into the
@@ -543,6 +641,7 @@ class StandInGraphs:
 
         def replay(self):
             import torch
+
             tensors, out = self.static
             with torch.inference_mode():
                 for dst, src in zip(out, self.api.forward(tensors)):
@@ -560,9 +659,15 @@ class StandInGraphs:
 
     def stream(self, stream):
         import contextlib
+
         return contextlib.nullcontext()
 
-    def graph(self, graph):
+    def device(self, index):  # (the card's context: tests/test_accelerators.py holds which card each call runs on)
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    def graph(self, graph, stream=None):
         import contextlib
 
         @contextlib.contextmanager
@@ -572,11 +677,13 @@ class StandInGraphs:
                 yield
             finally:
                 self.capturing = False
+
         return capture()
 
 
-@pytest.mark.parametrize("name", ["visual-nature_cnn", "attention", "lstm", "hybrid", "goal-hyper",
-                                  "lstm-camera-nonsquare"])
+@pytest.mark.parametrize(
+    "name", ["visual-nature_cnn", "attention", "lstm", "hybrid", "goal-hyper", "lstm-camera-nonsquare"]
+)
 def test_device_graph_replay_matches_the_onnx(name):
     """The torch engine's graph path (the default on CUDA, and on NPU where torch_npu has NPUGraph):
     each batch size captured once, every later call copied into the static inputs and replayed,
@@ -599,6 +706,7 @@ def test_device_graph_replay_matches_the_onnx(name):
 # Attention over a buffer sensor
 # ---------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("engine", ENGINES)
 def test_attention_every_entity_count(engine):
     """0..6 entities, 100 samples each; zero rows for absent entities, a quarter of the samples with a
@@ -618,8 +726,14 @@ def test_attention_every_entity_count(engine):
     for n in range(7):
         sel = counts == n
         sub = {"discrete": want["discrete"][sel], "logits": [l[sel] for l in want["logits"]]}
-        check_against("attention", {"discrete_actions": out["discrete_actions"][sel]}, sub, masks[sel], per,
-                      f" [{engine}] {n} entities")
+        check_against(
+            "attention",
+            {"discrete_actions": out["discrete_actions"][sel]},
+            sub,
+            masks[sel],
+            per,
+            f" [{engine}] {n} entities",
+        )
 
 
 def test_attention_near_zero_rows_count_as_absent():
@@ -629,7 +743,7 @@ def test_attention_near_zero_rows_count_as_absent():
     ent, _ = entity_obs(rng, 300, 6, 5, counts=rng.randint(1, 7, 300), near_zero=1.0)
     vec = vector_obs(rng, 300, 8)
     zeroed = ent.copy()
-    zeroed[(zeroed ** 2).sum(axis=2) < 0.01] = 0.0
+    zeroed[(zeroed**2).sum(axis=2) < 0.01] = 0.0
     got_near, got_zero = p.act([ent, vec])["discrete_actions"], p.act([zeroed, vec])["discrete_actions"]
     want = ref.run([ent, vec])
     check_against("attention", {"discrete_actions": got_near}, want, None, 300, " (near-zero rows)")
@@ -649,6 +763,7 @@ def test_attention_too_many_entities_is_refused(engine):
 # ---------------------------------------------------------------------------------------------
 # Goal-conditioned (HyperNetwork)
 # ---------------------------------------------------------------------------------------------
+
 
 def test_goal_input_inferred_or_given():
     kind = KINDS["goal-hyper"]
@@ -672,6 +787,7 @@ def test_goal_input_that_cannot_be_the_goal_is_refused(goal_input):
 # ---------------------------------------------------------------------------------------------
 # How observations may be given, and what is refused
 # ---------------------------------------------------------------------------------------------
+
 
 def test_list_dict_and_unbatched_observations_agree():
     p = policy("discrete-multi")
@@ -705,8 +821,14 @@ def test_unbatched_image_observation():
     assert max_err(one["continuous_actions"], ref["continuous"][7]) <= CONT_TOL
 
 
-@pytest.mark.parametrize("name", [n for n in ["discrete-multi", "multi-continuous", "visual-nature_cnn", "attention",
-                                  "goal-hyper", "3DBallHard"] if n in KINDS])
+@pytest.mark.parametrize(
+    "name",
+    [
+        n
+        for n in ["discrete-multi", "multi-continuous", "visual-nature_cnn", "attention", "goal-hyper", "3DBallHard"]
+        if n in KINDS
+    ],
+)
 def test_wrong_input_count_is_refused(name):
     kind, p = KINDS[name], policy(name)
     obs = make_obs(kind, np.random.RandomState(4), 3)
@@ -718,7 +840,9 @@ def test_wrong_input_count_is_refused(name):
         p.act({f"obs_{j}": o for j, o in enumerate(obs[:-1])})
 
 
-@pytest.mark.parametrize("name", [n for n in ["discrete-multi", "hybrid", "goal-hyper", "3DBallHard", "SoccerTwos", "lstm"] if n in KINDS])
+@pytest.mark.parametrize(
+    "name", [n for n in ["discrete-multi", "hybrid", "goal-hyper", "3DBallHard", "SoccerTwos", "lstm"] if n in KINDS]
+)
 def test_wrong_input_size_is_refused(name):
     kind, p = KINDS[name], policy(name)
     rng = np.random.RandomState(4)
@@ -746,9 +870,16 @@ def _numbers(text: str) -> str:
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-@pytest.mark.parametrize("name,bad", [("visual-simple", [3, 32, 32]), ("visual-nature_cnn", [3, 40, 40]),
-                                      ("visual-resnet", [1, 36, 36]), ("visual-match3", [4, 7, 6]),
-                                      ("visual-fully_connected", [4, 6, 5])])
+@pytest.mark.parametrize(
+    "name,bad",
+    [
+        ("visual-simple", [3, 32, 32]),
+        ("visual-nature_cnn", [3, 40, 40]),
+        ("visual-resnet", [1, 36, 36]),
+        ("visual-match3", [4, 7, 6]),
+        ("visual-fully_connected", [4, 6, 5]),
+    ],
+)
 def test_wrong_image_size_is_refused_naming_the_input_and_both_shapes(name, bad, engine):
     kind, p = KINDS[name], policy(name, engine)
     rng = np.random.RandomState(4)
@@ -780,13 +911,14 @@ def test_actions_do_not_depend_on_the_batch_they_come_in(name):
     p = policy(name)
     obs, masks, _, ref = data(name)
     for i in (0, 17, 999):
-        single = p.act([o[i:i + 1] for o in obs], action_masks=None if masks is None else masks[i:i + 1])
-        sub = {k: (v[i:i + 1] if k != "logits" else [l[i:i + 1] for l in v]) for k, v in ref.items()}
-        check_against(name, single, sub, None if masks is None else masks[i:i + 1], 1, f" row {i} alone")
+        single = p.act([o[i : i + 1] for o in obs], action_masks=None if masks is None else masks[i : i + 1])
+        sub = {k: (v[i : i + 1] if k != "logits" else [l[i : i + 1] for l in v]) for k, v in ref.items()}
+        check_against(name, single, sub, None if masks is None else masks[i : i + 1], 1, f" row {i} alone")
 
 
-@pytest.mark.parametrize("name,goal_input", [("goal-two-signals", [1, 2]), ("goal-two-signals", (2, 1)),
-                                             ("goal-visual-signal", 1)])
+@pytest.mark.parametrize(
+    "name,goal_input", [("goal-two-signals", [1, 2]), ("goal-two-signals", (2, 1)), ("goal-visual-signal", 1)]
+)
 def test_goal_inputs_given_by_name(name, goal_input):
     kind = KINDS[name]
     obs, masks, _, ref = data(name)
@@ -795,9 +927,17 @@ def test_goal_inputs_given_by_name(name, goal_input):
     check_against(name, p.act(obs, action_masks=masks), ref, masks, kind.rows, f" (goal_input={goal_input})")
 
 
-@pytest.mark.parametrize("goal_input,says", [(1, "obs_1 is 2 wide"), ((0, 1), "= 10 wide"), ((), "no inputs named"),
-                                             (1.0, "expected an input index"), (True, "expected an input index"),
-                                             ("1", "expected an input index")])
+@pytest.mark.parametrize(
+    "goal_input,says",
+    [
+        (1, "obs_1 is 2 wide"),
+        ((0, 1), "= 10 wide"),
+        ((), "no inputs named"),
+        (1.0, "expected an input index"),
+        (True, "expected an input index"),
+        ("1", "expected an input index"),
+    ],
+)
 def test_goal_inputs_that_do_not_make_the_goal_are_refused(goal_input, says):
     """The hypernetwork of goal-two-signals takes a 5-wide goal (obs_1, 2 wide, + obs_2, 3 wide)."""
     need(KINDS["goal-two-signals"].folder)
@@ -807,8 +947,12 @@ def test_goal_inputs_that_do_not_make_the_goal_are_refused(goal_input, says):
 
 def test_goal_signal_that_the_widths_cannot_single_out_is_refused():
     """Goal 3 wide: obs_0 alone, or obs_1 + obs_2, fit; nothing in the files says which."""
-    inputs = [InputSpec("obs_0", "vector", (3,)), InputSpec("obs_1", "vector", (2,)),
-              InputSpec("obs_2", "vector", (1,)), InputSpec("obs_3", "visual", (3, 20, 20), encoder="simple")]
+    inputs = [
+        InputSpec("obs_0", "vector", (3,)),
+        InputSpec("obs_1", "vector", (2,)),
+        InputSpec("obs_2", "vector", (1,)),
+        InputSpec("obs_3", "visual", (3, 20, 20), encoder="simple"),
+    ]
     with pytest.raises(I.UsageError, match=r"these fit: obs_0; obs_1\+obs_2 3 wide.*--goal-input"):
         pick_goal(inputs, 3, None, 16, Path("P.pt"))
     pick_goal(inputs, 18, None, 16, Path("P.pt"))  # the camera's 16-wide encoding + obs_1, and nothing else
@@ -819,7 +963,7 @@ def test_random_entity_buffers_hold_every_count_of_present_rows():
     """--obs random / onnx-compare's inputs: every count 0..N of present entities, zero rows after."""
     settings = policy("attention").settings
     entities = random_inputs(settings, 11, 700)[0]
-    present = (np.sum(entities ** 2, axis=2) >= 0.01)
+    present = np.sum(entities**2, axis=2) >= 0.01
     counts = present.sum(axis=1)
     assert set(counts.tolist()) == set(range(7)), sorted(set(counts.tolist()))
     assert all(not present[r, c:].any() for r, c in enumerate(counts)), "a present row after an absent one"

@@ -2,6 +2,7 @@
 onnx-compare, stream and export-onnx, run in this process through inference.main([...]) and held to
 ML-Agents' own ONNX beside each checkpoint (tests/mlagents_reference.py), never to inference.py's numbers.
 """
+
 from __future__ import annotations
 
 import json
@@ -12,7 +13,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import EXAMPLES, call, need, random_memories, refused, run
-from mlagents_reference import OnnxReference, chosen_allowed, discrete_mismatches, entity_obs, image_obs, max_err, max_rel_err, random_masks, vector_obs
+from mlagents_reference import (
+    OnnxReference,
+    chosen_allowed,
+    discrete_mismatches,
+    entity_obs,
+    image_obs,
+    max_err,
+    max_rel_err,
+    random_masks,
+    vector_obs,
+)
 
 import inference as I
 
@@ -103,9 +114,10 @@ def floats_text(values) -> str:
 # action
 # ---------------------------------------------------------------------------------------------
 
+
 def _action_cases():
     for name in NAMES:  # images live in [0, 1]
-        for value in ((0.5, 1.0) if KINDS[name][1][0][0] == "visual" else (0.5, -1.25)):
+        for value in (0.5, 1.0) if KINDS[name][1][0][0] == "visual" else (0.5, -1.25):
             yield name, value
 
 
@@ -126,8 +138,16 @@ def test_action_mode(capsys, name, value):
     assert code == 0, err
     assert result["passed"] is True
     ref = reference(name).run(filled(name, value), masks, mem)
-    check(name, continuous_of(result) if cont else None, result.get("discrete_actions"), result.get("memory"),
-          ref, masks, 1, f"action --obs {value}")
+    check(
+        name,
+        continuous_of(result) if cont else None,
+        result.get("discrete_actions"),
+        result.get("memory"),
+        ref,
+        masks,
+        1,
+        f"action --obs {value}",
+    )
     if not branches:
         assert "discrete_actions" not in result
     if not memory:
@@ -153,17 +173,23 @@ def test_action_mode_refuses_memory_of_the_wrong_width(capsys):
 IMAGE_POLICIES = {  # folder, ONNX, image shape [C, H, W], vector width beside it
     "visual-simple": (ZOO / "visual-simple", ZOO / "visual-simple" / "VisualSimple.onnx", (3, 36, 36), 5),
     "visual-match3": (ZOO / "visual-match3", ZOO / "visual-match3" / "VisualMatch3.onnx", (4, 6, 6), 5),
-    "grey-camera": (EXAMPLES / "lstm-camera-nonsquare", EXAMPLES / "lstm-camera-nonsquare" / "LstmCam.onnx", (1, 24, 30), 3),
+    "grey-camera": (
+        EXAMPLES / "lstm-camera-nonsquare",
+        EXAMPLES / "lstm-camera-nonsquare" / "LstmCam.onnx",
+        (1, 24, 30),
+        3,
+    ),
 }
 
 
 def _write_image(path: Path, policy: str, kind: str, rng) -> np.ndarray:
     """An image file of `kind` for `policy`; returns the [C, H, W] float64 observation it stands for."""
     from PIL import Image
+
     c, h, w = IMAGE_POLICIES[policy][2]
     rgba = rng.randint(0, 256, (h, w, 4)).astype(np.uint8)
     if kind == "board":  # one-hot planes, as a match3 / grid sensor gives them, stored as RGBA
-        rgba = (np.eye(4, dtype=np.uint8)[rng.randint(0, 4, (h, w))] * 255)
+        rgba = np.eye(4, dtype=np.uint8)[rng.randint(0, 4, (h, w))] * 255
     if kind == "grey":
         Image.fromarray(rgba[..., 0]).save(path)
     elif kind == "rgb":
@@ -171,12 +197,15 @@ def _write_image(path: Path, policy: str, kind: str, rng) -> np.ndarray:
     elif kind in ("rgba", "board"):
         Image.fromarray(rgba).save(path)
     elif kind == "palette":
-        Image.fromarray(rgba[..., :3]).convert("P", palette=getattr(Image, "Palette", Image).ADAPTIVE, colors=50).save(path)
+        Image.fromarray(rgba[..., :3]).convert("P", palette=getattr(Image, "Palette", Image).ADAPTIVE, colors=50).save(
+            path
+        )
     elif kind == "jpeg":
         Image.fromarray(rgba[..., :3]).save(path, quality=90)
     with Image.open(path) as image:  # what the file holds (palette and JPEG are lossy)
-        pixels = np.asarray(image.convert("RGBA" if kind in ("rgba", "board") else "RGB" if kind != "grey" else "L"),
-                            np.float64)
+        pixels = np.asarray(
+            image.convert("RGBA" if kind in ("rgba", "board") else "RGB" if kind != "grey" else "L"), np.float64
+        )
     if pixels.ndim == 2:
         pixels = pixels[..., None]
     if c == 1 and pixels.shape[2] >= 3:
@@ -186,10 +215,19 @@ def _write_image(path: Path, policy: str, kind: str, rng) -> np.ndarray:
     return (pixels / 255).transpose(2, 0, 1)
 
 
-@pytest.mark.parametrize("policy,kind,suffix", [
-    ("visual-simple", "rgb", ".png"), ("visual-simple", "rgba", ".png"), ("visual-simple", "palette", ".png"),
-    ("visual-simple", "jpeg", ".jpg"), ("grey-camera", "grey", ".png"), ("grey-camera", "rgb", ".png"),
-    ("grey-camera", "rgba", ".png"), ("visual-match3", "board", ".png")])
+@pytest.mark.parametrize(
+    "policy,kind,suffix",
+    [
+        ("visual-simple", "rgb", ".png"),
+        ("visual-simple", "rgba", ".png"),
+        ("visual-simple", "palette", ".png"),
+        ("visual-simple", "jpeg", ".jpg"),
+        ("grey-camera", "grey", ".png"),
+        ("grey-camera", "rgb", ".png"),
+        ("grey-camera", "rgba", ".png"),
+        ("visual-match3", "board", ".png"),
+    ],
+)
 def test_action_mode_reads_an_image_file_as_mlagents_camera_does(capsys, tmp_path, policy, kind, suffix):
     folder_, onnx, shape, width = IMAGE_POLICIES[policy]
     need(onnx)
@@ -202,22 +240,32 @@ def test_action_mode_reads_an_image_file_as_mlagents_camera_does(capsys, tmp_pat
     if "continuous" in ref:
         assert max_err(continuous_of(result), ref["continuous"]) <= CONT_TOL
     if "discrete" in ref:
-        genuine, _, examples = discrete_mismatches(np.asarray(result["discrete_actions"], np.int64).reshape(1, -1),
-                                                   ref, 2e-5)
+        genuine, _, examples = discrete_mismatches(
+            np.asarray(result["discrete_actions"], np.int64).reshape(1, -1), ref, 2e-5
+        )
         assert genuine == 0, examples
     if "memory" in ref:
         assert max_rel_err(np.asarray(result["memory"], np.float32).reshape(1, -1), ref["memory"]) <= CONT_TOL
 
 
-@pytest.mark.parametrize("policy,kind,words", [
-    ("visual-simple", "grey", "obs_0: frame.png is a grey image; this camera takes colour"),
-    ("visual-match3", "rgb", "obs_0: frame.png is colour (RGB); this 4-channel input takes an RGBA file"),
-    ("visual-match3", "palette", "obs_0: frame.png is colour (P); this 4-channel input takes an RGBA file"),
-    ("visual-simple", "16bit", "obs_0: frame.png: Pillow reads it as mode I;16; only 8-bit grey, palette, RGB or RGBA files are read"),
-    ("visual-simple", "big", "obs_0: frame.png is 40x40 (W x H), the policy takes 36x36"),
-    ("grey-camera", "transposed", "obs_0: frame.png is 24x30 (W x H), the policy takes 30x24")])
+@pytest.mark.parametrize(
+    "policy,kind,words",
+    [
+        ("visual-simple", "grey", "obs_0: frame.png is a grey image; this camera takes colour"),
+        ("visual-match3", "rgb", "obs_0: frame.png is colour (RGB); this 4-channel input takes an RGBA file"),
+        ("visual-match3", "palette", "obs_0: frame.png is colour (P); this 4-channel input takes an RGBA file"),
+        (
+            "visual-simple",
+            "16bit",
+            "obs_0: frame.png: Pillow reads it as mode I;16; only 8-bit grey, palette, RGB or RGBA files are read",
+        ),
+        ("visual-simple", "big", "obs_0: frame.png is 40x40 (W x H), the policy takes 36x36"),
+        ("grey-camera", "transposed", "obs_0: frame.png is 24x30 (W x H), the policy takes 30x24"),
+    ],
+)
 def test_image_file_that_does_not_fit_is_refused(capsys, tmp_path, policy, kind, words):
     from PIL import Image
+
     folder_, onnx, (c, h, w), _ = IMAGE_POLICIES[policy]
     need(folder_)
     path = tmp_path / "frame.png"
@@ -235,6 +283,7 @@ def test_image_file_that_does_not_fit_is_refused(capsys, tmp_path, policy, kind,
 # ---------------------------------------------------------------------------------------------
 # batch
 # ---------------------------------------------------------------------------------------------
+
 
 def seeded_inputs(name, seed: int, rows: int) -> list:
     """`--obs random --seed S` as --help states it: one np.random.RandomState(S) for all inputs in input
@@ -266,8 +315,16 @@ def test_batch_mode_in_memory(capsys, name):
     assert code == 0, err
     assert result["passed"] is True
     ref = reference(name).run(seeded_inputs(name, 3, 16), masks, None)
-    check(name, continuous_of(result) if cont else None, result.get("discrete_actions"), result.get("memory"),
-          ref, masks, 16, "batch --batch 16")
+    check(
+        name,
+        continuous_of(result) if cont else None,
+        result.get("discrete_actions"),
+        result.get("memory"),
+        ref,
+        masks,
+        16,
+        "batch --batch 16",
+    )
     if cont:
         assert continuous_of(result).shape == (16, cont)
     if branches:
@@ -291,8 +348,16 @@ def test_action_mode_random_observation_read_back(capsys, name):
         obs = [np.asarray(reported, np.float32)[None]]
     assert [list(o.shape[1:]) for o in obs] == [s for _, s in inputs]
     ref = reference(name).run(obs, None, None)
-    check(name, continuous_of(result) if cont else None, result.get("discrete_actions"), result.get("memory"),
-          ref, None, 1, "action --obs random")
+    check(
+        name,
+        continuous_of(result) if cont else None,
+        result.get("discrete_actions"),
+        result.get("memory"),
+        ref,
+        None,
+        1,
+        "action --obs random",
+    )
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -310,8 +375,9 @@ def test_batch_mode_npz_file_to_npz(capsys, tmp_path, name):
         mem = arrays["memory"] = random_memories(rng, rows, memory)
     source, target = tmp_path / "obs.npz", tmp_path / "actions.npz"
     np.savez(source, **arrays)
-    code, result, err = call(capsys, "--mode", "batch", "--model-dir", folder(name), "--obs-file", source,
-                             "--output", target, "--chunk", 128)
+    code, result, err = call(
+        capsys, "--mode", "batch", "--model-dir", folder(name), "--obs-file", source, "--output", target, "--chunk", 128
+    )
     assert code == 0, err
     assert result["passed"] is True
     with np.load(target) as written:
@@ -321,9 +387,16 @@ def test_batch_mode_npz_file_to_npz(capsys, tmp_path, name):
         want |= {"memory"} if memory else set()
         assert keys == want, keys
         ref = reference(name).run(obs, masks, mem)
-        check(name, written["continuous_actions"] if cont else None,
-              written["discrete_actions"] if branches else None, written["memory"] if memory else None,
-              ref, masks, rows, "batch --obs-file")
+        check(
+            name,
+            written["continuous_actions"] if cont else None,
+            written["discrete_actions"] if branches else None,
+            written["memory"] if memory else None,
+            ref,
+            masks,
+            rows,
+            "batch --obs-file",
+        )
         if branches:
             assert written["discrete_actions"].dtype == np.int64
 
@@ -331,23 +404,51 @@ def test_batch_mode_npz_file_to_npz(capsys, tmp_path, name):
 def test_batch_npz_with_a_missing_input_is_refused(capsys, tmp_path):
     rng = np.random.RandomState(1)
     np.savez(tmp_path / "obs.npz", obs_0=rng.randn(5, 20).astype(np.float32))
-    refused(call(capsys, "--mode", "batch", "--model-dir", folder("discrete-multi"), "--obs-file",
-                 tmp_path / "obs.npz", "--output", tmp_path / "out.npz"), "obs_1")
+    refused(
+        call(
+            capsys,
+            "--mode",
+            "batch",
+            "--model-dir",
+            folder("discrete-multi"),
+            "--obs-file",
+            tmp_path / "obs.npz",
+            "--output",
+            tmp_path / "out.npz",
+        ),
+        "obs_1",
+    )
     assert not (tmp_path / "out.npz").exists()
 
 
 def test_batch_npz_with_a_wrong_image_size_is_refused(capsys, tmp_path):
     rng = np.random.RandomState(1)
-    np.savez(tmp_path / "obs.npz", obs_0=rng.uniform(0, 1, (4, 3, 32, 32)).astype(np.float32),
-             obs_1=rng.randn(4, 5).astype(np.float32))
-    refused(call(capsys, "--mode", "batch", "--model-dir", folder("visual-simple"), "--obs-file",
-                 tmp_path / "obs.npz", "--output", tmp_path / "out.npz"), "obs_0")
+    np.savez(
+        tmp_path / "obs.npz",
+        obs_0=rng.uniform(0, 1, (4, 3, 32, 32)).astype(np.float32),
+        obs_1=rng.randn(4, 5).astype(np.float32),
+    )
+    refused(
+        call(
+            capsys,
+            "--mode",
+            "batch",
+            "--model-dir",
+            folder("visual-simple"),
+            "--obs-file",
+            tmp_path / "obs.npz",
+            "--output",
+            tmp_path / "out.npz",
+        ),
+        "obs_0",
+    )
     assert not (tmp_path / "out.npz").exists()
 
 
 # ---------------------------------------------------------------------------------------------
 # onnx-compare
 # ---------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", NAMES)
 def test_onnx_compare_passes(capsys, name):
@@ -374,6 +475,7 @@ def test_onnx_compare_tol_is_the_bar(capsys, name):
 # ---------------------------------------------------------------------------------------------
 # stream
 # ---------------------------------------------------------------------------------------------
+
 
 def stream(capsys, name, lines: list, model_dir=None) -> list:
     """stream mode in this process on `lines` (dicts sent as JSON, text as it is): the parsed answers."""
@@ -426,8 +528,13 @@ def test_stream_stochastic_lines_are_seeded_and_allowed(capsys, monkeypatch):
     rng = np.random.RandomState(42)
     obs = make_obs(name, rng, 1)
     masks = random_masks(rng, 1, [3, 2, 5], all_allowed_every=10**9)
-    line = {"obs_0": obs[0][0].tolist(), "obs_1": obs[1][0].tolist(), "action_masks": masks[0].tolist(),
-            "stochastic": True, "seed": 9}
+    line = {
+        "obs_0": obs[0][0].tolist(),
+        "obs_1": obs[1][0].tolist(),
+        "action_masks": masks[0].tolist(),
+        "stochastic": True,
+        "seed": 9,
+    }
     answers = stream(capsys, name, [{**line, "id": k} for k in range(3)] + [{**line, "seed": 10}])
     assert answers[0]["discrete_actions"] == answers[1]["discrete_actions"] == answers[2]["discrete_actions"]
     for a in answers:
@@ -449,7 +556,9 @@ class Controller:
         self.answers += [json.loads(l) for l in out.splitlines() if l.strip()]
         if len(self.answers) >= self.steps:
             return b""
-        return (json.dumps(self.make_line(len(self.answers), self.answers[-1] if self.answers else None)) + "\n").encode()
+        return (
+            json.dumps(self.make_line(len(self.answers), self.answers[-1] if self.answers else None)) + "\n"
+        ).encode()
 
     def __iter__(self):
         while True:
@@ -482,8 +591,10 @@ def test_stream_lstm_memory_carried_by_the_controller(capsys, monkeypatch):
     assert [a.get("id") for a in answers] == list(range(steps)), answers[:2]
     mem_ref = np.zeros((1, 32), np.float32)
     for t, answer in enumerate(answers):
-        want = ref.run([obs[t:t + 1]], masks[t:t + 1], mem_ref)
-        check(name, None, [answer["discrete_actions"]], [answer["memory"]], want, masks[t:t + 1], 1, f"stream step {t}")
+        want = ref.run([obs[t : t + 1]], masks[t : t + 1], mem_ref)
+        check(
+            name, None, [answer["discrete_actions"]], [answer["memory"]], want, masks[t : t + 1], 1, f"stream step {t}"
+        )
         mem_ref = want["memory"]
 
 
@@ -495,17 +606,23 @@ def test_stream_keeps_each_ids_memory_across_single_and_one_row_lines(capsys, mo
     if name == "lstm":
         model_dir, onnx, inputs, branches, size = folder(name), ZOO / name / "Memory.onnx", [("vector", [10])], [4], 32
     else:
-        model_dir, onnx, inputs, branches, size = made, made / "LstmCam.onnx", \
-            [("visual", [1, 24, 30]), ("vector", [3])], [3, 2], 16
+        model_dir, onnx, inputs, branches, size = (
+            made,
+            made / "LstmCam.onnx",
+            [("visual", [1, 24, 30]), ("vector", [3])],
+            [3, 2],
+            16,
+        )
     rng = np.random.RandomState(44)
     steps, ids = 6, ["a", 7]
-    obs = {i: [image_obs(rng, steps, s) if w == "visual" else vector_obs(rng, steps, s[0]) for w, s in inputs]
-           for i in ids}
+    obs = {
+        i: [image_obs(rng, steps, s) if w == "visual" else vector_obs(rng, steps, s[0]) for w, s in inputs] for i in ids
+    }
     masks = {i: random_masks(rng, steps, branches) for i in ids}
     lines = []
     for t in range(steps):
         for i in ids:
-            pick = (lambda x: x[t].tolist()) if t % 2 == 0 else (lambda x: x[t:t + 1].tolist())
+            pick = (lambda x: x[t].tolist()) if t % 2 == 0 else (lambda x: x[t : t + 1].tolist())
             values = [pick(x) for x in obs[i]]
             line = {"id": i, "action_masks": pick(masks[i])}
             line.update({"obs": values[0]} if len(values) == 1 else {f"obs_{j}": v for j, v in enumerate(values)})
@@ -517,10 +634,13 @@ def test_stream_keeps_each_ids_memory_across_single_and_one_row_lines(capsys, mo
     for n, answer in enumerate(answers):
         t, i = divmod(n, len(ids))
         i = ids[i]
-        want = ref.run([x[t:t + 1] for x in obs[i]], masks[i][t:t + 1], memory[i])
+        want = ref.run([x[t : t + 1] for x in obs[i]], masks[i][t : t + 1], memory[i])
         got_memory = np.asarray(answer["memory"], np.float32).reshape(1, size)
-        assert np.asarray(answer["discrete_actions"]).reshape(-1).tolist() == want["discrete"].reshape(-1).tolist(), \
-            (name, t, i)
+        assert np.asarray(answer["discrete_actions"]).reshape(-1).tolist() == want["discrete"].reshape(-1).tolist(), (
+            name,
+            t,
+            i,
+        )
         assert max_rel_err(got_memory, want["memory"]) <= 1e-5, (name, t, i)
         memory[i] = want["memory"]
 
@@ -529,9 +649,11 @@ def test_stream_keeps_each_ids_memory_across_single_and_one_row_lines(capsys, mo
 # export-onnx
 # ---------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", NAMES)
 def test_export_onnx_agrees_with_mlagents_onnx(capsys, tmp_path, name):
     import onnxruntime as ort
+
     _, inputs, cont, branches, memory = KINDS[name]
     target = tmp_path / "exported.onnx"
     code, result, err = call(capsys, "--mode", "export-onnx", "--model-dir", folder(name), "--output", target)
@@ -539,12 +661,18 @@ def test_export_onnx_agrees_with_mlagents_onnx(capsys, tmp_path, name):
     assert result["passed"] is True and target.is_file()
     session = ort.InferenceSession(str(target), providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]
-    want_inputs = [f"obs_{j}" for j in range(len(inputs))] + (["action_masks"] if branches else []) + \
-        (["recurrent_in"] if memory else [])
+    want_inputs = (
+        [f"obs_{j}" for j in range(len(inputs))]
+        + (["action_masks"] if branches else [])
+        + (["recurrent_in"] if memory else [])
+    )
     assert sorted(names) == sorted(want_inputs), names
     outputs = [o.name for o in session.get_outputs()]
-    det = (["deterministic_continuous_actions"] if cont else []) + (["deterministic_discrete_actions"] if branches else []) \
+    det = (
+        (["deterministic_continuous_actions"] if cont else [])
+        + (["deterministic_discrete_actions"] if branches else [])
         + (["recurrent_out"] if memory else [])
+    )
     assert set(det) <= set(outputs), outputs
     rng = np.random.RandomState(51)
     rows = 200
@@ -572,6 +700,7 @@ def test_export_onnx_without_an_mlagents_onnx_is_held_to_float64_and_still_agree
     import shutil
 
     import onnxruntime as ort
+
     name = "discrete-multi"
     source = folder(name) / KINDS[name][0]
     copy = tmp_path / "model" / KINDS[name][0]
@@ -594,16 +723,26 @@ def test_export_onnx_without_an_mlagents_onnx_is_held_to_float64_and_still_agree
 # ML-Agents 1.x files (vector_observation, visual_observation_k, buffer sensors as obs_i)
 # ---------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name,channels_last", [("visual-simple", False), ("visual-simple", True),
-                                                ("visual-nature_cnn", False), ("attention", False),
-                                                ("lstm", False)])
+
+@pytest.mark.parametrize(
+    "name,channels_last",
+    [
+        ("visual-simple", False),
+        ("visual-simple", True),
+        ("visual-nature_cnn", False),
+        ("attention", False),
+        ("lstm", False),
+    ],
+)
 def test_onnx_compare_against_a_1x_interface_file(capsys, tmp_path, name, channels_last):
     """The same ML-Agents graph behind the older serializer's inputs: the input shapes (image side,
     entity count) are read from it, its images in the layout it declares, and it is fed correctly."""
     from mlagents_reference import with_legacy_inputs
+
     legacy = with_legacy_inputs(ZOO / name / f"{KINDS[name][0]}.onnx", tmp_path / "legacy.onnx", channels_last)
-    code, result, err = call(capsys, "--mode", "onnx-compare", "--model-dir", folder(name), "--onnx", legacy,
-                             "--batch", 300)
+    code, result, err = call(
+        capsys, "--mode", "onnx-compare", "--model-dir", folder(name), "--onnx", legacy, "--batch", 300
+    )
     assert code == 0, err
     assert result["passed"] is True and result["legacy_interface"] is True, result
     if KINDS[name][2]:

@@ -1,4 +1,5 @@
 """batch, precision, onnx-compare, export-onnx, fingerprint, stats, checkpoints."""
+
 import json
 import os
 import shutil
@@ -9,8 +10,8 @@ import pytest
 from conftest import AGENT, BUNDLED, BUNDLED_ONNX, BUNDLED_PT, call, cli, ort_deterministic
 
 import inference as I
-from mlagents_inference.cli import parse_args
-from mlagents_inference.sources import DEFAULT_EXPORT, HERE
+from mlagents_inference.core.sources import DEFAULT_EXPORT, HERE
+from mlagents_inference.fronts.cli import parse_args
 
 
 def rs_obs(seed: int, rows: int) -> np.ndarray:
@@ -21,8 +22,10 @@ def rs_obs(seed: int, rows: int) -> np.ndarray:
 def test_checkpoints_lists_steps_and_rewards(capsys):
     code, out, _ = call(capsys, "--mode", "checkpoints", "--model-dir", AGENT)
     assert code == 0 and out["default"] == "Vector-100000.pt"
-    assert out["checkpoints"] == [{"file": "Vector-50000.pt", "steps": 50000, "reward": 0.5},
-                                  {"file": "Vector-100000.pt", "steps": 100000, "reward": 0.5}]
+    assert out["checkpoints"] == [
+        {"file": "Vector-50000.pt", "steps": 50000, "reward": 0.5},
+        {"file": "Vector-100000.pt", "steps": 100000, "reward": 0.5},
+    ]
 
 
 def test_batch_rows_equal_single_observations(capsys):
@@ -53,7 +56,9 @@ def test_precision_can_fail(capsys):
 
 def test_precision_low_precision_has_larger_error(capsys):
     _, f32, _ = call(capsys, "--mode", "precision", "--samples", "30", "--model-dir", BUNDLED)
-    code, bf16, _ = call(capsys, "--mode", "precision", "--samples", "30", "--dtype", "bfloat16", "--model-dir", BUNDLED)
+    code, bf16, _ = call(
+        capsys, "--mode", "precision", "--samples", "30", "--dtype", "bfloat16", "--model-dir", BUNDLED
+    )
     assert code in (0, 1) and bf16["engine"] == "torch"
     # bfloat16 keeps 8 bits of each weight: an error of order 1e-3..1e-2 whatever the CPU, far
     # above float32's (which may be anything from 0 to ~1e-6 depending on the CPU's rounding)
@@ -74,11 +79,17 @@ def test_onnx_compare_no_normalizer_within_float32_rounding(capsys):
 
 
 def test_onnx_compare_fails_on_another_policys_onnx(capsys):
-    code, out, _ = call(capsys, "--mode", "onnx-compare", "--checkpoint", AGENT / "Vector" / "Vector-50000.pt",
-                        "--onnx", AGENT / "Vector.onnx")  # the same run's later checkpoint
+    code, out, _ = call(
+        capsys,
+        "--mode",
+        "onnx-compare",
+        "--checkpoint",
+        AGENT / "Vector" / "Vector-50000.pt",
+        "--onnx",
+        AGENT / "Vector.onnx",
+    )  # the same run's later checkpoint
     assert code == 1 and out["passed"] is False and out["max_abs_err"] > 1e-4
-    code, out, _ = call(capsys, "--mode", "onnx-compare", "--checkpoint", BUNDLED_PT,
-                        "--onnx", AGENT / "Vector.onnx")
+    code, out, _ = call(capsys, "--mode", "onnx-compare", "--checkpoint", BUNDLED_PT, "--onnx", AGENT / "Vector.onnx")
     assert code == 1 and out["passed"] is False
 
 
@@ -97,16 +108,20 @@ def test_onnx_compare_refuses_intermediate_checkpoint_without_its_onnx(capsys, t
 
 def exported_outputs(path, obs):
     import onnxruntime as ort
+
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
     return names, dict(zip(names, session.run(None, {"obs_0": obs.astype(np.float32)})))
 
 
-@pytest.mark.parametrize("where,pt,onnx_file,limit", [
-    ("agent", "Vector/Vector-100000.pt", "Vector.onnx", 2e-6),
-    ("agent", "Vector/Vector-50000.pt", "Vector/Vector-50000.onnx", 2e-6),
-    ("bundled", "Huggy/Huggy-600017.pt", "Huggy/Huggy-600017.onnx", 2e-6),
-])
+@pytest.mark.parametrize(
+    "where,pt,onnx_file,limit",
+    [
+        ("agent", "Vector/Vector-100000.pt", "Vector.onnx", 2e-6),
+        ("agent", "Vector/Vector-50000.pt", "Vector/Vector-50000.onnx", 2e-6),
+        ("bundled", "Huggy/Huggy-600017.pt", "Huggy/Huggy-600017.onnx", 2e-6),
+    ],
+)
 def test_export_round_trip(capsys, tmp_path, where, pt, onnx_file, limit):
     """The export has ML-Agents' interface and computes what ML-Agents' own ONNX computes, to
     float32 rounding. Whether it is bit-identical depends on the CPU's kernels (it is here, on
@@ -129,8 +144,13 @@ def test_export_round_trip(capsys, tmp_path, where, pt, onnx_file, limit):
     obs = np.random.RandomState(11).randn(300, obs_dim)
     names, got = exported_outputs(out_path, obs)
     _, want = exported_outputs(base / onnx_file, obs)
-    assert names == ["version_number", "memory_size", "continuous_actions", "continuous_action_output_shape",
-                     "deterministic_continuous_actions"]
+    assert names == [
+        "version_number",
+        "memory_size",
+        "continuous_actions",
+        "continuous_action_output_shape",
+        "deterministic_continuous_actions",
+    ]
     assert np.abs(got["deterministic_continuous_actions"] - want["deterministic_continuous_actions"]).max() <= limit
     assert got["version_number"].tolist() == [3.0] and got["memory_size"].tolist() == [0.0]
     assert got["continuous_action_output_shape"].tolist() == [float(act_dim)]
@@ -153,8 +173,10 @@ def test_fingerprint_reproducible_across_processes(capsys):
     """A fresh process and this one (after every other test ran in it) give the same sequence."""
     fresh = cli("--mode", "fingerprint", "--seed", "7", "--steps", "16", "--model-dir", BUNDLED, "--json")
     assert fresh.returncode == 0, fresh.stderr
-    runs = [json.loads(fresh.stdout)] + [call(capsys, "--mode", "fingerprint", "--seed", s, "--steps", "16",
-                                              "--model-dir", BUNDLED)[1] for s in ("7", "8")]
+    runs = [json.loads(fresh.stdout)] + [
+        call(capsys, "--mode", "fingerprint", "--seed", s, "--steps", "16", "--model-dir", BUNDLED)[1]
+        for s in ("7", "8")
+    ]
     assert runs[0]["identical"] and runs[0]["steps"] == 16 and len(runs[0]["sha256"]) == 64
     assert runs[0]["sha256"] == runs[1]["sha256"] != runs[2]["sha256"]
     assert runs[0]["first_action"] == runs[1]["first_action"]
@@ -164,8 +186,9 @@ def test_fingerprint_first_action_is_sample_and_hash_is_of_the_actions(capsys):
     code, fp, _ = call(capsys, "--mode", "fingerprint", "--seed", "0", "--steps", "8", "--model-dir", BUNDLED)
     _, sample, _ = call(capsys, "--mode", "sample", "--seed", "0", "--model-dir", BUNDLED)
     assert code == 0 and fp["first_action"] == sample["sampled"]
-    _, det, _ = call(capsys, "--mode", "fingerprint", "--seed", "0", "--steps", "8", "--deterministic",
-                     "--model-dir", BUNDLED)
+    _, det, _ = call(
+        capsys, "--mode", "fingerprint", "--seed", "0", "--steps", "8", "--deterministic", "--model-dir", BUNDLED
+    )
     reference = ort_deterministic(BUNDLED_ONNX, rs_obs(0, 8))
     assert np.abs(np.array(det["first_action"]) - reference[0]).max() <= 1e-5
     assert det["sha256"] != fp["sha256"]

@@ -3,6 +3,7 @@ onnxruntime on probe inputs when it is loaded, and a file whose graph computes s
 modules is refused in one line; same-shaped heads are paired by what they feed, not by node order. Also: graphs
 that a walk could loop in, files onnxruntime refuses, --onnx given a FIFO or a folder, and two forms of Unity's
 trained 1.x files (an image input read directly, torch 1.7's Exp of the log_sigma parameter)."""
+
 import json
 import os
 import subprocess
@@ -35,8 +36,11 @@ def edited(kind_or_path, tmp_path, edit, name: str = "edited.onnx"):
 
 
 def node(graph, op: str, *, reads: str = "", writes: str = ""):
-    return next(n for n in graph.node if n.op_type == op and any(reads in i for i in n.input)
-                and any(writes in o for o in n.output))
+    return next(
+        n
+        for n in graph.node
+        if n.op_type == op and any(reads in i for i in n.input) and any(writes in o for o in n.output)
+    )
 
 
 def put_first(graph, moved: list, before) -> None:
@@ -50,7 +54,7 @@ def put_first(graph, moved: list, before) -> None:
 
 def chain(graph, first, last) -> list:
     nodes = list(graph.node)
-    return nodes[nodes.index(first):nodes.index(last) + 1]
+    return nodes[nodes.index(first) : nodes.index(last) + 1]
 
 
 def without_deterministic_outputs(graph) -> None:
@@ -60,6 +64,7 @@ def without_deterministic_outputs(graph) -> None:
 
 
 # --- 1. same-shaped heads in another node order ----------------------------------------------------
+
 
 def sac_log_sigma_first(g):
     put_first(g, [node(g, "Gemm", reads="log_sigma.weight")], node(g, "Gemm", reads="mu.weight"))
@@ -71,13 +76,22 @@ def poca_branch_1_first(g):
 
 def poca_branch_1_first_no_deterministic_outputs(g):  # early 2.x: the branches' whole chains moved
     without_deterministic_outputs(g)
-    put_first(g, chain(g, node(g, "Gemm", reads="branches.1.weight"), node(g, "Softmax", writes="Softmax_1")),
-              node(g, "Gemm", reads="branches.0.weight"))
+    put_first(
+        g,
+        chain(g, node(g, "Gemm", reads="branches.1.weight"), node(g, "Softmax", writes="Softmax_1")),
+        node(g, "Gemm", reads="branches.0.weight"),
+    )
 
 
-@pytest.mark.parametrize("kind, edit", [("sac-continuous", sac_log_sigma_first), ("poca-discrete", poca_branch_1_first),
-                                        ("poca-discrete", poca_branch_1_first_no_deterministic_outputs)],
-                         ids=["sac-log_sigma-first", "poca-branch-1-first", "poca-no-deterministic"])
+@pytest.mark.parametrize(
+    "kind, edit",
+    [
+        ("sac-continuous", sac_log_sigma_first),
+        ("poca-discrete", poca_branch_1_first),
+        ("poca-discrete", poca_branch_1_first_no_deterministic_outputs),
+    ],
+    ids=["sac-log_sigma-first", "poca-branch-1-first", "poca-no-deterministic"],
+)
 def test_same_shaped_heads_in_another_node_order_act_as_the_file(tmp_path, kind, edit):
     """The reference finds each head by its weight's name, whatever the node order."""
     path = edited(kind, tmp_path, edit)
@@ -88,6 +102,7 @@ def test_same_shaped_heads_in_another_node_order_act_as_the_file(tmp_path, kind,
 
 # --- 2. the graph after the action heads is held to the rebuilt modules ----------------------------
 
+
 def clip_max_1(g):
     clip = node(g, "Clip", writes="Clip_1")  # the deterministic action's clip(mu, -3, 3)
     clip.attribute.remove(next(a for a in clip.attribute if a.name == "max"))
@@ -97,8 +112,15 @@ def clip_max_1(g):
 def negated(output: str):
     def edit(g):
         next(n for n in g.node if output in n.output).output[0] = "before"
-        g.node.extend([helper.make_node("Constant", [], ["minus_one"], value=helper.make_tensor("m", TensorProto.FLOAT, [], [-1.0])),
-                       helper.make_node("Mul", ["before", "minus_one"], [output])])
+        g.node.extend(
+            [
+                helper.make_node(
+                    "Constant", [], ["minus_one"], value=helper.make_tensor("m", TensorProto.FLOAT, [], [-1.0])
+                ),
+                helper.make_node("Mul", ["before", "minus_one"], [output]),
+            ]
+        )
+
     return edit
 
 
@@ -118,11 +140,19 @@ def branch_0_masked_by_branch_1(g):
     mul.input[1] = mul.input[1].replace("Slice_output_0", "Slice_1_output_0")
 
 
-@pytest.mark.parametrize("kind, edit", [
-    ("vector", clip_max_1), ("vector", negated("deterministic_continuous_actions")), ("poca-discrete", argmin),
-    ("poca-discrete", branches_swapped), ("poca-discrete", branch_0_masked_by_branch_1),
-    ("lstm", negated("recurrent_out")), ("hybrid", negated("deterministic_continuous_actions"))],
-    ids=["clip-max-1", "mul-minus-1", "argmin", "branches-swapped", "mask-of-branch-1", "memory-negated", "hybrid"])
+@pytest.mark.parametrize(
+    "kind, edit",
+    [
+        ("vector", clip_max_1),
+        ("vector", negated("deterministic_continuous_actions")),
+        ("poca-discrete", argmin),
+        ("poca-discrete", branches_swapped),
+        ("poca-discrete", branch_0_masked_by_branch_1),
+        ("lstm", negated("recurrent_out")),
+        ("hybrid", negated("deterministic_continuous_actions")),
+    ],
+    ids=["clip-max-1", "mul-minus-1", "argmin", "branches-swapped", "mask-of-branch-1", "memory-negated", "hybrid"],
+)
 def test_a_graph_that_computes_something_else_is_refused_in_one_line(capsys, tmp_path, kind, edit):
     path = edited(kind, tmp_path, edit)
     onnx.checker.check_model(onnx.load(str(path)))
@@ -134,13 +164,19 @@ def test_a_graph_that_computes_something_else_is_refused_in_one_line(capsys, tmp
 
 # --- 10. a graph a walk could loop in; 15. files onnxruntime refuses ----------------------------------
 
+
 def cycle(g):  # the body's first layer fed from its last
     node(g, "Gemm", reads="seq_layers.0.weight").input[0] = node(g, "Mul", writes="seq_layers.3/Mul").output[0]
 
 
 def written_twice(g):  # the first layer's output written again, from the last layer's
-    g.node.append(helper.make_node("Sigmoid", [node(g, "Mul", writes="seq_layers.3/Mul").output[0]],
-                                   [node(g, "Gemm", reads="seq_layers.0.weight").output[0]]))
+    g.node.append(
+        helper.make_node(
+            "Sigmoid",
+            [node(g, "Mul", writes="seq_layers.3/Mul").output[0]],
+            [node(g, "Gemm", reads="seq_layers.0.weight").output[0]],
+        )
+    )
 
 
 @pytest.mark.parametrize("edit, words", [(cycle, "which no node before it writes"), (written_twice, "a second time")])
@@ -160,8 +196,9 @@ for mode in ("info", "action"):
 print(json.dumps(answers))
 """
     try:
-        done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120,
-                              env=child_env())
+        done = subprocess.run(
+            [sys.executable, "-c", program], capture_output=True, text=True, timeout=120, env=child_env()
+        )
     except subprocess.TimeoutExpired:
         raise AssertionError("a graph with a cycle made the walk loop")
     assert done.returncode == 0, done.stderr[-2000:]
@@ -169,10 +206,17 @@ print(json.dumps(answers))
         refused(answer, words)
 
 
-@pytest.mark.parametrize("edit, words", [
-    (lambda m: m.opset_import[0].__setattr__("version", 99), "Opset 99"),
-    (lambda m: m.graph.output.append(helper.make_tensor_value_info("ghost", TensorProto.FLOAT, None)),
-     "Graph output (ghost) does not exist")], ids=["opset-99", "output-no-node-writes"])
+@pytest.mark.parametrize(
+    "edit, words",
+    [
+        (lambda m: m.opset_import[0].__setattr__("version", 99), "Opset 99"),
+        (
+            lambda m: m.graph.output.append(helper.make_tensor_value_info("ghost", TensorProto.FLOAT, None)),
+            "Graph output (ghost) does not exist",
+        ),
+    ],
+    ids=["opset-99", "output-no-node-writes"],
+)
 def test_a_file_onnxruntime_refuses_is_no_policy(capsys, tmp_path, edit, words):
     model = onnx.load(str(example("vector")))
     edit(model)
@@ -185,9 +229,11 @@ def test_a_file_onnxruntime_refuses_is_no_policy(capsys, tmp_path, edit, words):
 
 def test_an_image_smaller_than_its_encoder_accepts_is_refused_in_one_line(capsys, tmp_path):
     """(a fresh pass over this change) the template export failed in the encoder's convolutions: a traceback."""
+
     def small(g):
         for dim, size in zip(g.input[0].type.tensor_type.shape.dim[2:], (10, 12)):
             dim.dim_value = size
+
     path = edited("visual-simple", tmp_path, small)
     assert inference.main(["--mode", "info", "--onnx", str(path)]) == 2
     err = capsys.readouterr().err
@@ -196,19 +242,26 @@ def test_an_image_smaller_than_its_encoder_accepts_is_refused_in_one_line(capsys
 
 # --- 17. --onnx names what the path is --------------------------------------------------------------
 
+
 def test_onnx_given_a_fifo_or_a_folder_says_what_it_is(capsys, tmp_path):
     os.mkfifo(tmp_path / "pipe.onnx")
     (tmp_path / "folder.onnx").mkdir()
-    for name, words in (("pipe.onnx", "not a regular file"), ("folder.onnx", "is a folder"), ("absent.onnx", "no such file")):
+    for name, words in (
+        ("pipe.onnx", "not a regular file"),
+        ("folder.onnx", "is a folder"),
+        ("absent.onnx", "no such file"),
+    ):
         line = refused(call(capsys, "--mode", "info", "--onnx", tmp_path / name))
         assert line == f"error: --onnx {tmp_path / name}: {words}"
 
 
 # --- 19. Unity's trained 1.x forms --------------------------------------------------------------------
 
+
 def direct_1x_inputs(path, tmp_path):
     """visual-simple as a 1.x file whose sensors are read directly: the image `visual_observation_0` [C, H, W]
     (as GridFoodCollector's grid sensor) and the one vector sensor `vector_observation`, not sliced."""
+
     def rename(g):
         names = {"obs_0": "visual_observation_0", "obs_1": "vector_observation"}
         for value in g.input:
@@ -216,11 +269,13 @@ def direct_1x_inputs(path, tmp_path):
         for n in g.node:
             for k, name in enumerate(n.input):
                 n.input[k] = names.get(name, name)
+
     return edited(path, tmp_path, rename, "GridLike.onnx")
 
 
 def exp_of_log_sigma(path, tmp_path):
     """log_sigma as torch 1.7 exported it (VisualFoodCollector): Exp of the parameter, no `mu * 0 + log_sigma`."""
+
     def edit(g):
         add = node(g, "Add", reads="log_sigma")
         mul = next(n for n in g.node if add.input[0] in n.output)
@@ -228,6 +283,7 @@ def exp_of_log_sigma(path, tmp_path):
         kept = [n for n in g.node if n is not add and n is not mul]
         del g.node[:]
         g.node.extend(kept)
+
     return edited(path, tmp_path, edit, "VisualExp.onnx")
 
 
@@ -235,8 +291,10 @@ def test_a_1x_file_that_reads_its_inputs_directly_keeps_their_names(tmp_path):
     original = example("visual-simple")
     path = direct_1x_inputs(original, tmp_path)
     policy = inference.load(path, engine="torch")
-    assert [(i.name, list(i.shape)) for i in policy.settings.inputs] == [("visual_observation_0", [3, 36, 36]),
-                                                                         ("vector_observation", [5])]
+    assert [(i.name, list(i.shape)) for i in policy.settings.inputs] == [
+        ("visual_observation_0", [3, 36, 36]),
+        ("vector_observation", [5]),
+    ]
     obs = sensor_inputs(original, 64, seed=12)
     feed = {"visual_observation_0": obs["obs_0"], "vector_observation": obs["obs_1"]}
     check_against(policy, OnnxReference(original), feed, list(obs.values()), 12, sac=False)

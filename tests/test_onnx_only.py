@@ -2,6 +2,7 @@
 bundled Huggy.onnx, the older 1.x interface (vector_observation, visual_observation_k) built from
 them with ML-Agents' own graph after the inputs, and Unity's trained 1.x files (examples/trained/).
 The reference is a bare onnxruntime session on the file itself (tests/mlagents_reference.py)."""
+
 import shutil
 
 import numpy as np
@@ -39,8 +40,13 @@ def sensor_inputs(path, rows: int, seed: int) -> dict:
         if value.name in weights or value.name in ("action_masks", "recurrent_in"):
             continue
         shape = [d.dim_value for d in value.type.tensor_type.shape.dim][1:]
-        out[value.name] = (vector_obs(rng, rows, shape[0]) if len(shape) == 1 else
-                           entity_obs(rng, rows, *shape)[0] if len(shape) == 2 else image_obs(rng, rows, shape))
+        out[value.name] = (
+            vector_obs(rng, rows, shape[0])
+            if len(shape) == 1
+            else entity_obs(rng, rows, *shape)[0]
+            if len(shape) == 2
+            else image_obs(rng, rows, shape)
+        )
     return out
 
 
@@ -80,8 +86,16 @@ def test_every_example_onnx_alone_acts_as_the_file(path, engine):
         np.testing.assert_array_equal(log_sigma.detach().numpy(), ref.log_sigma_param)
 
 
-LEGACY = ["multi-continuous", "discrete-multi", "hybrid", "sac-continuous", "lstm", "visual-simple", "attention",
-          "cameras-after-vector"]
+LEGACY = [
+    "multi-continuous",
+    "discrete-multi",
+    "hybrid",
+    "sac-continuous",
+    "lstm",
+    "visual-simple",
+    "attention",
+    "cameras-after-vector",
+]
 
 
 @pytest.mark.parametrize("kind", LEGACY)
@@ -114,6 +128,7 @@ def test_a_2x_file_without_deterministic_outputs(capsys, tmp_path, kind):
         kept = [o for o in graph.output if not o.name.startswith("deterministic_")]
         del graph.output[:]
         graph.output.extend(kept)
+
     path = edited(original, tmp_path, strip)
     policy = inference.load(path, engine="torch")
     feed = sensor_inputs(path, ROWS, seed=4)
@@ -131,18 +146,28 @@ def test_a_channels_last_image_of_the_older_interface_is_taken_as_declared(kind,
     obs = sensor_inputs(original, ROWS, seed=6)
     vectors = [x for x in obs.values() if x.ndim == 2]
     feed = {"vector_observation": np.concatenate(vectors, axis=1)}
-    feed.update({f"visual_observation_{k}": x.transpose(0, 2, 3, 1) for k, x in enumerate(x for x in obs.values() if x.ndim == 4)})
-    declared = {i.name: [d.dim_value for d in i.type.tensor_type.shape.dim][1:] for i in onnx.load(str(legacy)).graph.input}
+    feed.update(
+        {
+            f"visual_observation_{k}": x.transpose(0, 2, 3, 1)
+            for k, x in enumerate(x for x in obs.values() if x.ndim == 4)
+        }
+    )
+    declared = {
+        i.name: [d.dim_value for d in i.type.tensor_type.shape.dim][1:] for i in onnx.load(str(legacy)).graph.input
+    }
     assert {i.name: list(i.shape) for i in policy.settings.inputs} == {k: declared[k] for k in feed}
     check_against(policy, OnnxReference(original), feed, list(obs.values()), 6, sac=False)
 
 
-@pytest.mark.parametrize("name, inputs", [
-    ("Crawlerish-1x", {"vector_observation": [38]}),
-    ("LstmCam-1x", {"vector_observation": [3], "visual_observation_0": [1, 24, 30]}),
-    ("VisualSimple-1x-channels-last", {"vector_observation": [5], "visual_observation_0": [36, 36, 3]}),
-    ("Hybrid-2x", {"obs_0": [12]}),
-])
+@pytest.mark.parametrize(
+    "name, inputs",
+    [
+        ("Crawlerish-1x", {"vector_observation": [38]}),
+        ("LstmCam-1x", {"vector_observation": [3], "visual_observation_0": [1, 24, 30]}),
+        ("VisualSimple-1x-channels-last", {"vector_observation": [5], "visual_observation_0": [36, 36, 3]}),
+        ("Hybrid-2x", {"obs_0": [12]}),
+    ],
+)
 def test_the_interface_example_files(capsys, name, inputs):
     """The README's file per interface: the policy takes the file's inputs, onnx-compare holds."""
     path = INTERFACES / f"{name}.onnx"
@@ -205,8 +230,10 @@ def test_export_writes_the_1_1_0_interface_from_the_onnx_alone(capsys, tmp_path)
     assert r["inputs"] == ["obs_0", "obs_1", "action_masks"] and "deterministic_discrete_actions" in r["outputs"]
     feed = sensor_inputs(source, ROWS, seed=9)
     masks = random_masks(np.random.RandomState(9), ROWS, [3, 3])
-    theirs, ours = OnnxReference(source).run(list(feed.values()), masks), OnnxReference(tmp_path / "out.onnx").run(
-        list(feed.values()), masks)
+    theirs, ours = (
+        OnnxReference(source).run(list(feed.values()), masks),
+        OnnxReference(tmp_path / "out.onnx").run(list(feed.values()), masks),
+    )
     assert discrete_mismatches(ours["discrete"], theirs)[0] == 0
 
 
@@ -224,12 +251,17 @@ def _set_attr(graph, op: str, name: str, value) -> None:
     attr.CopyFrom(onnx.helper.make_attribute(name, value))
 
 
-@pytest.mark.parametrize("kind, op, attr, value, node_word", [
-    ("multi-continuous", "Clip", "max", 4.0, "Clip"),       # a normaliser clamped at 4, not ML-Agents' 5
-    ("visual-simple", "Conv", "strides", [3, 3], "Conv"),   # a convolution no ML-Agents encoder has
-    ("visual-simple", "LeakyRelu", "alpha", 0.2, "LeakyRelu"),
-])
-def test_patterns_ml_agents_never_writes_are_refused_naming_the_node(capsys, tmp_path, kind, op, attr, value, node_word):
+@pytest.mark.parametrize(
+    "kind, op, attr, value, node_word",
+    [
+        ("multi-continuous", "Clip", "max", 4.0, "Clip"),  # a normaliser clamped at 4, not ML-Agents' 5
+        ("visual-simple", "Conv", "strides", [3, 3], "Conv"),  # a convolution no ML-Agents encoder has
+        ("visual-simple", "LeakyRelu", "alpha", 0.2, "LeakyRelu"),
+    ],
+)
+def test_patterns_ml_agents_never_writes_are_refused_naming_the_node(
+    capsys, tmp_path, kind, op, attr, value, node_word
+):
     path = edited(next((EXAMPLES / kind).glob("*.onnx")), tmp_path, lambda g: _set_attr(g, op, attr, value))
     with pytest.raises(inference.UsageError, match=f"node .*\\({node_word}\\)"):
         inference.load(path)
@@ -238,16 +270,28 @@ def test_patterns_ml_agents_never_writes_are_refused_naming_the_node(capsys, tmp
 
 def test_onnx_files_that_are_no_ml_agents_policy_are_refused_in_one_line(capsys, tmp_path):
     from onnx import TensorProto, helper
-    relu = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
-                             [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3])],
-                             [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])])
+
+    relu = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])],
+    )
     onnx.save(helper.make_model(relu), str(tmp_path / "relu.onnx"))
     (tmp_path / "ext").mkdir()
-    onnx.save_model(onnx.load(str(EXAMPLES / "vector" / "Vector.onnx")), str(tmp_path / "ext" / "Vector.onnx"),
-                    save_as_external_data=True, location="weights.bin", size_threshold=0)
+    onnx.save_model(
+        onnx.load(str(EXAMPLES / "vector" / "Vector.onnx")),
+        str(tmp_path / "ext" / "Vector.onnx"),
+        save_as_external_data=True,
+        location="weights.bin",
+        size_threshold=0,
+    )
     (tmp_path / "garbage.onnx").write_bytes(b"not a protobuf at all")
-    for path, words in ((tmp_path / "relu.onnx", "input x"), (tmp_path / "ext" / "Vector.onnx", "external files"),
-                        (tmp_path / "garbage.onnx", "not an ONNX file")):
+    for path, words in (
+        (tmp_path / "relu.onnx", "input x"),
+        (tmp_path / "ext" / "Vector.onnx", "external files"),
+        (tmp_path / "garbage.onnx", "not an ONNX file"),
+    ):
         with pytest.raises(inference.UsageError, match=words):
             inference.load(path)
         refused(run(capsys, "--mode", "info", "--onnx", path), words)

@@ -5,6 +5,7 @@ must equal the run without Ray bit for bit, row for row, and ML-Agents' ONNX wit
 A marked group (`-m ray`), deselected by default (pytest.ini): it needs requirements-ray.txt, and
 each Ray start takes tens of seconds on a small machine. CI: pip install -r requirements-ray.txt &&
 python -m pytest -q -m ray."""
+
 import ipaddress
 import json
 import os
@@ -34,8 +35,9 @@ def huggy_dataset(folder: Path, rows=6000, files=3) -> np.ndarray:
     obs = (np.random.RandomState(11).randn(rows, 59) * 2).astype(np.float32)
     bounds = np.linspace(0, rows, files + 1).astype(int)
     for n, (a, b) in enumerate(zip(bounds, bounds[1:])):
-        pq.write_table(pa.table({"id": np.arange(a, b), "obs": fixed(obs[a:b])}), folder / f"part-{n}.parquet",
-                       row_group_size=700)
+        pq.write_table(
+            pa.table({"id": np.arange(a, b), "obs": fixed(obs[a:b])}), folder / f"part-{n}.parquet", row_group_size=700
+        )
     return obs
 
 
@@ -139,8 +141,17 @@ def test_ray_refusals(tmp_path):
     assert result.returncode == 2 and "--ray: reads Parquet datasets" in result.stderr
     pq.write_table(pa.table({"obs": fixed(np.zeros((4, 59)))}), tmp_path / "obs.parquet")
     port = free_port()  # nothing listens there
-    result = cli("--mode", "batch", "--obs-file", tmp_path / "obs.parquet", "--ray", f"127.0.0.1:{port}",
-                 "--model-dir", BUNDLED, timeout=300)
+    result = cli(
+        "--mode",
+        "batch",
+        "--obs-file",
+        tmp_path / "obs.parquet",
+        "--ray",
+        f"127.0.0.1:{port}",
+        "--model-dir",
+        BUNDLED,
+        timeout=300,
+    )
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert f"--ray 127.0.0.1:{port}: no Ray cluster there" in result.stderr
 
@@ -154,14 +165,42 @@ def free_port() -> int:
 def ray_start(*args) -> subprocess.Popen:
     """`ray start ... --block` in its own session: ending that session ends the node (no `ray stop`,
     which would stop every Ray node of this user on the machine)."""
-    ports = ["--node-manager-port", free_port(), "--object-manager-port", free_port(),
-             "--dashboard-agent-listen-port", free_port(), "--dashboard-agent-grpc-port", free_port(),
-             "--runtime-env-agent-port", free_port(), "--metrics-export-port", free_port(),
-             "--min-worker-port", 0, "--max-worker-port", 0]
-    return subprocess.Popen([str(RAY_BIN), "start", "--block", "--node-ip-address", "127.0.0.1", "--num-cpus", "1",
-                             "--disable-usage-stats", *map(str, ports), *map(str, args)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                            env=cluster_env())
+    ports = [
+        "--node-manager-port",
+        free_port(),
+        "--object-manager-port",
+        free_port(),
+        "--dashboard-agent-listen-port",
+        free_port(),
+        "--dashboard-agent-grpc-port",
+        free_port(),
+        "--runtime-env-agent-port",
+        free_port(),
+        "--metrics-export-port",
+        free_port(),
+        "--min-worker-port",
+        0,
+        "--max-worker-port",
+        0,
+    ]
+    return subprocess.Popen(
+        [
+            str(RAY_BIN),
+            "start",
+            "--block",
+            "--node-ip-address",
+            "127.0.0.1",
+            "--num-cpus",
+            "1",
+            "--disable-usage-stats",
+            *map(str, ports),
+            *map(str, args),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        env=cluster_env(),
+    )
 
 
 def cluster_env() -> dict:
@@ -196,14 +235,24 @@ def two_node_cluster():
     try:
         address = f"127.0.0.1:{port}"
         deadline = time.time() + 120
-        while subprocess.run([str(RAY_BIN), "status", "--address", address], capture_output=True,
-                             env=cluster_env()).returncode != 0:
+        while (
+            subprocess.run(
+                [str(RAY_BIN), "status", "--address", address], capture_output=True, env=cluster_env()
+            ).returncode
+            != 0
+        ):
             assert time.time() < deadline and head.poll() is None, "the head node did not start"
             time.sleep(2)
         nodes.append(ray_start("--address", address))
-        while "2 node" not in (status := subprocess.run([str(RAY_BIN), "status", "--address", address],
-                                                        capture_output=True, text=True, env=cluster_env()).stdout) \
-                and status.count("node_") < 2:
+        while (
+            "2 node"
+            not in (
+                status := subprocess.run(
+                    [str(RAY_BIN), "status", "--address", address], capture_output=True, text=True, env=cluster_env()
+                ).stdout
+            )
+            and status.count("node_") < 2
+        ):
             assert time.time() < deadline, f"the worker node did not join:\n{status}"
             time.sleep(2)
         yield address
@@ -217,8 +266,16 @@ def test_two_node_loopback_cluster(tmp_path, two_node_cluster):
     obs = huggy_dataset(tmp_path / "data", rows=4000, files=4)
     common = ["--obs-file", tmp_path / "data", "--keep-columns", "id", "--chunk", "800", "--model-dir", BUNDLED]
     batch(*common, "--output", tmp_path / "plain.parquet")
-    out = batch(*common, "--output", tmp_path / "cluster.parquet", "--ray", two_node_cluster, "--ray-actors", "2",
-                env=cluster_env())
+    out = batch(
+        *common,
+        "--output",
+        tmp_path / "cluster.parquet",
+        "--ray",
+        two_node_cluster,
+        "--ray-actors",
+        "2",
+        env=cluster_env(),
+    )
     assert out["ray_nodes"] == 2 and out["rows"] == 4000
     a, b = pq.read_table(tmp_path / "plain.parquet"), pq.read_table(tmp_path / "cluster.parquet")
     assert a.equals(b)
@@ -238,7 +295,9 @@ def family(pid: int) -> dict:
     children: dict = {}
     for entry in Path("/proc").iterdir():
         try:
-            children.setdefault(int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]), []).append(int(entry.name))
+            children.setdefault(int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]), []).append(
+                int(entry.name)
+            )
         except (OSError, ValueError, IndexError):
             continue
     found, todo = {}, [pid]
@@ -254,7 +313,11 @@ def listening(pids) -> set:
     inodes = set()
     for pid in pids:
         try:
-            inodes |= {os.readlink(fd)[8:-1] for fd in Path(f"/proc/{pid}/fd").iterdir() if os.readlink(fd).startswith("socket:[")}
+            inodes |= {
+                os.readlink(fd)[8:-1]
+                for fd in Path(f"/proc/{pid}/fd").iterdir()
+                if os.readlink(fd).startswith("socket:[")
+            }
         except OSError:
             continue
     found = set()
@@ -263,7 +326,7 @@ def listening(pids) -> set:
             fields = line.split()
             if fields[3] == state and fields[9] in inodes:
                 raw = bytes.fromhex(fields[1].split(":")[0])  # 32-bit words in host (little-endian) order
-                found.add(ipaddress.ip_address(b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))))
+                found.add(ipaddress.ip_address(b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))))
     return found
 
 
@@ -273,8 +336,13 @@ def is_actor(command: str) -> bool:
 
 def start_and_wait_for_actors(*args) -> tuple:
     """A --ray local batch started in the background, once its policy actors run: (process, its family)."""
-    proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve().parents[1] / "inference.py"), "--mode", "batch",
-                             *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
+    proc = subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve().parents[1] / "inference.py"), "--mode", "batch", *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_env(),
+    )
     deadline = time.time() + 300
     while not any(map(is_actor, (below := family(proc.pid)).values())):
         assert proc.poll() is None and time.time() < deadline, proc.communicate()
@@ -301,16 +369,28 @@ def test_local_ray_listens_on_loopback_alone_and_stops_cleanly_on_sigterm(tmp_pa
     huggy_dataset(tmp_path / "data", rows=400_000, files=2)
     (tmp_path / "out.parquet").write_bytes(b"an older result")
     proc, ray_processes = start_and_wait_for_actors(
-        "--obs-file", tmp_path / "data", "--keep-columns", "id", "--chunk", "2000", "--model-dir", BUNDLED,
-        "--output", tmp_path / "out.parquet", "--ray", "local")
+        "--obs-file",
+        tmp_path / "data",
+        "--keep-columns",
+        "id",
+        "--chunk",
+        "2000",
+        "--model-dir",
+        BUNDLED,
+        "--output",
+        tmp_path / "out.parquet",
+        "--ray",
+        "local",
+    )
     addresses = listening([proc.pid, *family(proc.pid)])
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=120)
     assert gone(ray_processes)
     assert proc.returncode == 128 + signal.SIGTERM and err == "interrupted by SIGTERM; stopped cleanly\n", err
     assert out == "" and (tmp_path / "out.parquet").read_bytes() == b"an older result"
-    assert addresses and all(a.is_loopback or (a.version == 6 and a.ipv4_mapped and a.ipv4_mapped.is_loopback)
-                             for a in addresses), addresses
+    assert addresses and all(
+        a.is_loopback or (a.version == 6 and a.ipv4_mapped and a.ipv4_mapped.is_loopback) for a in addresses
+    ), addresses
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "out.parquet"]
 
 
@@ -320,8 +400,19 @@ def test_a_policy_actor_killed_mid_run_is_one_line(tmp_path):
     cancelled before it started running"."""
     huggy_dataset(tmp_path / "data", rows=400_000, files=2)
     proc, ray_processes = start_and_wait_for_actors(
-        "--obs-file", tmp_path / "data", "--keep-columns", "id", "--chunk", "2000", "--model-dir", BUNDLED,
-        "--output", tmp_path / "out.parquet", "--ray", "local")
+        "--obs-file",
+        tmp_path / "data",
+        "--keep-columns",
+        "id",
+        "--chunk",
+        "2000",
+        "--model-dir",
+        BUNDLED,
+        "--output",
+        tmp_path / "out.parquet",
+        "--ray",
+        "local",
+    )
     os.kill(next(p for p, c in ray_processes.items() if is_actor(c)), signal.SIGKILL)
     out, err = proc.communicate(timeout=300)
     assert gone(ray_processes)

@@ -4,6 +4,7 @@ POST /v1/act answer must be, byte for byte, the line `--mode stream` writes for 
 and an LSTM's next memory when the line carries its memory (replicas share none).
 
 In the Ray group (`-m ray`): it needs requirements-ray.txt (Ray Serve), and each Ray start takes tens of seconds."""
+
 import contextlib
 import json
 import os
@@ -36,16 +37,31 @@ class Server:
         self.url = f"http://127.0.0.1:{self.port}/v1/act"
         self.out, self.err = folder / "serve.out", folder / "serve.err"
         with open(self.out, "w") as out, open(self.err, "w") as err:
-            self.proc = subprocess.Popen([sys.executable, str(ROOT / "inference.py"), "--mode", "serve", *map(str, args),
-                                          "--http", f"127.0.0.1:{self.port}", "--max-line-bytes", str(LIMIT)],
-                                         stdout=out, stderr=err, env=env or child_env())
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    str(ROOT / "inference.py"),
+                    "--mode",
+                    "serve",
+                    *map(str, args),
+                    "--http",
+                    f"127.0.0.1:{self.port}",
+                    "--max-line-bytes",
+                    str(LIMIT),
+                ],
+                stdout=out,
+                stderr=err,
+                env=env or child_env(),
+            )
         deadline = time.time() + within
         while "listening" not in self.err.read_text():
             assert self.proc.poll() is None and time.time() < deadline, self.err.read_text()
             time.sleep(0.2)
 
     def post(self, body: bytes, timeout: float = 60) -> str:
-        request = urllib.request.Request(self.url, data=body, method="POST", headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            self.url, data=body, method="POST", headers={"Content-Type": "application/json"}
+        )
         try:
             with urllib.request.urlopen(request, timeout=timeout) as answer:
                 assert answer.status == 200 and answer.headers["Content-Type"] == "application/json"
@@ -98,19 +114,26 @@ def vector_lines() -> list:
     rng = np.random.RandomState(4)
     obs = lambda: [round(float(v), 6) for v in rng.randn(8) * 2]  # noqa: E731
     lines = [json.dumps({"id": i, "obs": obs()}) for i in range(40)]
-    lines += [json.dumps({"id": "rows", "obs": [obs(), obs(), obs()]}),
-              json.dumps({"id": "noise", "obs": obs(), "stochastic": True, "seed": 7}),
-              json.dumps({"obs": obs()}),
-              "not json", json.dumps({"id": "short", "obs": [1.0, 2.0]}), json.dumps({"id": 5, "obs": obs(), "x": 1}),
-              '{"id": "nan", "obs": [NaN, 0, 0, 0, 0, 0, 0, 0]}', json.dumps({"id": "long", "obs": [0.5] * 2000}),
-              json.dumps({"id": "big", "obs": [3e38] * 8}), "[]"]
+    lines += [
+        json.dumps({"id": "rows", "obs": [obs(), obs(), obs()]}),
+        json.dumps({"id": "noise", "obs": obs(), "stochastic": True, "seed": 7}),
+        json.dumps({"obs": obs()}),
+        "not json",
+        json.dumps({"id": "short", "obs": [1.0, 2.0]}),
+        json.dumps({"id": 5, "obs": obs(), "x": 1}),
+        '{"id": "nan", "obs": [NaN, 0, 0, 0, 0, 0, 0, 0]}',
+        json.dumps({"id": "long", "obs": [0.5] * 2000}),
+        json.dumps({"id": "big", "obs": [3e38] * 8}),
+        "[]",
+    ]
     return lines
 
 
 @pytest.fixture(scope="module")
 def vector_server(tmp_path_factory):
-    server = Server(tmp_path_factory.mktemp("serve"), "--ray", "local", "--replicas", "1", "--model-dir",
-                    EXAMPLES / "vector")
+    server = Server(
+        tmp_path_factory.mktemp("serve"), "--ray", "local", "--replicas", "1", "--model-dir", EXAMPLES / "vector"
+    )
     try:
         yield server
     finally:
@@ -131,7 +154,9 @@ def test_local_ray_refuses_other_paths_and_methods(vector_server):
         urllib.request.urlopen(vector_server.url, timeout=30)
     assert caught.value.code == 405
     with pytest.raises(urllib.error.HTTPError) as caught:
-        urllib.request.urlopen(urllib.request.Request(vector_server.url + "/more", data=b"{}", method="POST"), timeout=30)
+        urllib.request.urlopen(
+            urllib.request.Request(vector_server.url + "/more", data=b"{}", method="POST"), timeout=30
+        )
     assert caught.value.code == 404
 
 
@@ -148,8 +173,16 @@ def lstm_rollout(server: Server, agents=("a", "b", "c"), steps=5) -> tuple:
     memory: dict = {}
     sent, answers = [], []
     for _ in range(steps):
-        lines = [json.dumps({"id": a, "obs": [round(float(v), 6) for v in rng.randn(10)],
-                             **({"memory": memory[a]} if a in memory else {})}) for a in agents]
+        lines = [
+            json.dumps(
+                {
+                    "id": a,
+                    "obs": [round(float(v), 6) for v in rng.randn(10)],
+                    **({"memory": memory[a]} if a in memory else {}),
+                }
+            )
+            for a in agents
+        ]
         got = server.post_all(lines)
         for agent, answer in zip(agents, got):
             memory[agent] = json.loads(answer)["memory"]
@@ -166,8 +199,10 @@ def check_lstm(server: Server) -> None:
     # on Ray an id keeps no memory: a line without one starts from zeros, as the stream's "reset": true
     later = without[len(without) // 2]
     assert server.post(later.encode()) == stream(EXAMPLES / "lstm", [later[:-1] + ', "reset": true}'])[0]
-    bad = [json.dumps({"id": "m", "obs": [0.0] * 10, "memory": [1.0] * 3}), json.dumps({"id": "m", "obs": [0.0] * 10,
-                                                                                         "action_masks": [0, 0, 0, 0]})]
+    bad = [
+        json.dumps({"id": "m", "obs": [0.0] * 10, "memory": [1.0] * 3}),
+        json.dumps({"id": "m", "obs": [0.0] * 10, "action_masks": [0, 0, 0, 0]}),
+    ]
     assert server.post_all(bad) == stream(EXAMPLES / "lstm", bad)
 
 
@@ -183,8 +218,9 @@ def test_local_ray_lstm_lines_carry_their_memory(tmp_path):
 def test_two_node_loopback_cluster_gives_the_same_answers(tmp_path, two_node_cluster):  # noqa: F811
     """--replicas 2 on a head and a worker of one CPU each: a replica on each node, and the answers are the stream's,
     the LSTM's memories travelling with the lines from one replica to the other."""
-    server = Server(tmp_path, "--ray", two_node_cluster, "--replicas", "2", "--model-dir", EXAMPLES / "lstm",
-                    env=cluster_env())
+    server = Server(
+        tmp_path, "--ray", two_node_cluster, "--replicas", "2", "--model-dir", EXAMPLES / "lstm", env=cluster_env()
+    )
     try:
         assert server.err.read_text() == f"[serve] ray serve listening on {server.url} (2 replicas)\n"
         check_lstm(server)
@@ -198,10 +234,12 @@ def test_two_node_loopback_cluster_gives_the_same_answers(tmp_path, two_node_clu
 
 def test_refusals(tmp_path):
     common = ["--mode", "serve", "--model-dir", EXAMPLES / "vector"]
-    for args, says in ((["--ray", "local"], "needs --http HOST:PORT"),
-                       (["--ray", "local", "--http", "127.0.0.1:0"], "port number 1-65535"),
-                       (["--ray", "local", "--http", "127.0.0.1:1", "--listen", "127.0.0.1:0"], "--listen: not with --ray"),
-                       (["--ray", f"127.0.0.1:{free_port()}", "--http", f"127.0.0.1:{free_port()}"], "no Ray cluster there")):
+    for args, says in (
+        (["--ray", "local"], "needs --http HOST:PORT"),
+        (["--ray", "local", "--http", "127.0.0.1:0"], "port number 1-65535"),
+        (["--ray", "local", "--http", "127.0.0.1:1", "--listen", "127.0.0.1:0"], "--listen: not with --ray"),
+        (["--ray", f"127.0.0.1:{free_port()}", "--http", f"127.0.0.1:{free_port()}"], "no Ray cluster there"),
+    ):
         result = cli(*common, *args, timeout=120)
         assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
         assert says in result.stderr and result.stdout == ""
@@ -210,23 +248,60 @@ def test_refusals(tmp_path):
 def test_a_replica_that_cannot_load_the_policy_is_one_line(tmp_path):
     """A replica's own failure (here its checkpoint path, changed in the driver alone, names no file on the node): Ray
     Serve gives up on the deployment and the command ends in one line naming the replica's error, exit 2."""
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); import mlagents_inference.ray_serve as r, inference; model = r.ray_model; "
-            "r.ray_model = lambda ctx: {**model(ctx), 'checkpoint': '/nonexistent/x.pt', 'model_dir': None, 'onnx': None}; "
-            "sys.exit(inference.main(sys.argv[2:]))")
-    result = subprocess.run([sys.executable, "-c", code, str(ROOT), "--mode", "serve", "--ray", "local", "--http",
-                             f"127.0.0.1:{free_port()}", "--model-dir", EXAMPLES / "vector"], capture_output=True, text=True,
-                            timeout=300, env=child_env(RAY_SERVE_MAX_PER_REPLICA_RETRY_COUNT="1"), cwd=tmp_path)
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import mlagents_inference.fronts.ray_serve as r, inference; "
+        "model = r.ray_model; "
+        "r.ray_model = lambda ctx: {**model(ctx), 'checkpoint': '/nonexistent/x.pt', 'model_dir': None, 'onnx': None}; "
+        "sys.exit(inference.main(sys.argv[2:]))"
+    )
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            code,
+            str(ROOT),
+            "--mode",
+            "serve",
+            "--ray",
+            "local",
+            "--http",
+            f"127.0.0.1:{free_port()}",
+            "--model-dir",
+            EXAMPLES / "vector",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=child_env(RAY_SERVE_MAX_PER_REPLICA_RETRY_COUNT="1"),
+        cwd=tmp_path,
+    )
     assert result.returncode == 2 and result.stdout == "", result.stderr
-    assert result.stderr == "error: --ray: Ray Serve could not deploy the replicas: /nonexistent/x.pt: no such checkpoint file\n"
+    assert (
+        result.stderr
+        == "error: --ray: Ray Serve could not deploy the replicas: /nonexistent/x.pt: no such checkpoint file\n"
+    )
 
 
 def test_more_replicas_than_cpus_end_in_one_line_in_time(tmp_path):
     """Replicas that find no free CPU (a local instance has as many as the machine) wait; the command gives up within
     its bound (MLAGENTS_RAY_SERVE_READY_S, 600 s by default) in one line, exit 2."""
     t0 = time.time()
-    result = cli("--mode", "serve", "--ray", "local", "--replicas", (os.cpu_count() or 1) + 2, "--http",
-                 f"127.0.0.1:{free_port()}", "--model-dir", EXAMPLES / "vector", timeout=300,
-                 env=child_env(MLAGENTS_RAY_SERVE_READY_S="15"))
+    result = cli(
+        "--mode",
+        "serve",
+        "--ray",
+        "local",
+        "--replicas",
+        (os.cpu_count() or 1) + 2,
+        "--http",
+        f"127.0.0.1:{free_port()}",
+        "--model-dir",
+        EXAMPLES / "vector",
+        timeout=300,
+        env=child_env(MLAGENTS_RAY_SERVE_READY_S="15"),
+    )
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
-    assert result.stderr.startswith("error: --ray: the replicas did not start within 15 s (not enough GPUs, NPUs or CPUs")
+    assert result.stderr.startswith(
+        "error: --ray: the replicas did not start within 15 s (not enough GPUs, NPUs or CPUs"
+    )
     assert time.time() - t0 < 120

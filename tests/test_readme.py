@@ -1,16 +1,26 @@
 """README.md and docs/ as a newcomer reads them in a clean clone: every command that names the
-repository's files runs and ends as the text says, README stays a first page, and no page points
+repository's files runs and ends as the text says, every example output is what the program
+prints, every repository path a page names exists, README stays a first page, and no page points
 outside the repository.
 
 Which commands run: the lines of ```bash blocks that start with `python inference.py`,
-`python -c`, `cp` or `printf` (continuations joined), and inline `python inference.py …` spans,
-unless they hold a placeholder (DIR, FILE, …, [--option], /data/...). A trailing `# exit N` gives
-the exit code the text promises (default 0). Each page's commands run in order in a folder of
-their own that links the repository's top-level entries, so the files a page tells the reader to
-make land there. Runs of plain `python inference.py ARGS` lines go through one interpreter each
-(`inference.main(ARGS)` per line, in that folder): the process boundary is not what is tested
-here, and one torch import per run instead of per line keeps the file near a minute on 2 cores.
-Pipes and the other lines run in bash, with `python` meaning this interpreter."""
+`python -c`, `cp`, `mkdir` or `printf` (continuations joined), the `$ ` lines of ```console
+blocks, and inline `python inference.py …` spans, unless they hold a placeholder (DIR, FILE, …,
+[--option], /data/...). A trailing `# exit N` gives the exit code the text promises (default 0).
+
+Example outputs: in a ```console block, the lines after a `$ ` command (up to the next one) are
+what it prints, stdout and stderr as a terminal shows them. In those lines `…` stands for any
+text within the line (timings, versions, paths), and a line that is `…` alone for any number of
+lines. A `<!-- without torch -->` line just before the block runs its `python inference.py` and
+`mlagents-infer` commands as the torch-free install does (tests/no_torch.py).
+
+Each page's commands run in order in a folder of their own that links the repository's top-level
+entries, so the files a page tells the reader to make land there. Runs of plain
+`python inference.py ARGS` lines go through one interpreter each (`inference.main(ARGS)` per line,
+in that folder): the process boundary is not what is tested here, and one torch import per run
+instead of per line keeps the file near a minute on 2 cores. Pipes and the other lines run in
+bash, with `python` meaning this interpreter, stderr merged into stdout."""
+
 import concurrent.futures
 import json
 import os
@@ -26,14 +36,17 @@ from conftest import ROOT, child_env
 
 README = ROOT / "README.md"
 PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
-RUNS = re.compile(r"^(python (inference\.py|-c)|cp|printf)$")
+RUNS = re.compile(r"^(python (inference\.py|-c|tests/no_torch\.py)|cp|mkdir|printf)$")
 PLACEHOLDER = re.compile(r"\b(DIR|FILE|REPO_ID|HEX|MODE|ARGS)\b|…|\[(--|options)|/data/|path/to")
 PROMISED_EXIT = re.compile(r"#\s*exit (\d+)")
 SHELL_OPERATOR = re.compile(r"^[();<>|&]+$")
 FENCE = re.compile(r"^\s*```(\S*)\s*$")
 INLINE = re.compile(r"`(python inference\.py[^`]*)`")
-# written by another change (the Python API page); linked from README before it lands
-PAGES_WRITTEN_ELSEWHERE = {"docs/python-api.md", "docs/serve.md"}  # (serve.md: issue 27, the socket server)
+WITHOUT_TORCH = "<!-- without torch -->"
+PROGRAM = re.compile(r"^(python inference\.py|mlagents-infer)(?=\s|$)")
+ELLIPSIS = "…"
+# Files named by the pages that a change on another branch adds (the package restructure's tool).
+FILES_WRITTEN_ELSEWHERE = {"tools/compare_behaviour.py"}
 
 
 def tokens(text: str) -> list[str]:
@@ -42,26 +55,79 @@ def tokens(text: str) -> list[str]:
     return list(lex)
 
 
-def commands(page: Path) -> list[tuple[int, str]]:
-    """(line number, command) in reading order: bash-block lines and inline spans."""
-    found, lang, pending, start = [], None, "", 0
+def read_blocks(page: Path) -> tuple[list[tuple[int, str]], dict[int, list[str]]]:
+    """(commands, example outputs): the commands in reading order as (line number, command), from
+    bash blocks, console blocks' `$ ` lines and inline spans; and for each console command with
+    lines after it, those lines (what the page says it prints), by the command's line number."""
+    found, shown, lang, pending, start, torch_free, previous, indent = [], {}, None, "", 0, False, "", ""
+    current = None  # the output lines of the console command being read
     for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
         fence = FENCE.match(line)
         if fence:
-            lang = (fence.group(1) or "text") if lang is None else None
+            if lang is None:  # (a block inside a list item is indented: its lines lose the fence's indent)
+                lang, torch_free = (fence.group(1) or "text"), previous.strip() == WITHOUT_TORCH
+                indent = line[: len(line) - len(line.lstrip())]
+            else:
+                lang, current = None, None
+            previous = line
             continue
-        if lang in ("bash", "sh"):
+        previous = line
+        if lang in ("bash", "sh") or (lang == "console" and (pending or line.lstrip().startswith("$ "))):
+            if lang == "console" and not pending:
+                line = line.lstrip()[2:]
             start = start or number
             text = pending + line.strip()
             if text.endswith("\\"):
                 pending = text[:-1]
                 continue
+            if text and lang == "console" and torch_free:
+                text = PROGRAM.sub("python tests/no_torch.py", text)
             if text:
                 found.append((start, text))
+                if lang == "console":
+                    current = shown.setdefault(start, [])
             pending, start = "", 0
+        elif lang == "console" and current is not None:
+            current.append(line[len(indent) :] if line.startswith(indent) else line)
         elif lang is None:
             found.extend((number, span) for span in INLINE.findall(line))
-    return found
+    return found, trimmed(shown)
+
+
+def trimmed(shown: dict) -> dict:
+    """Each command's output lines without the blank lines around them; commands that show none left out."""
+    outputs = {}
+    for n, lines in shown.items():
+        while lines and not lines[-1].strip():
+            lines = lines[:-1]
+        while lines and not lines[0].strip():
+            lines = lines[1:]
+        if lines:
+            outputs[n] = lines
+    return outputs
+
+
+def commands(page: Path) -> list[tuple[int, str]]:
+    """(line number, command) in reading order: bash-block lines, console `$ ` lines and inline spans."""
+    return read_blocks(page)[0]
+
+
+def shown_outputs(page: Path) -> dict[int, list[str]]:
+    """The example outputs of a page's console blocks, by their command's line number."""
+    return read_blocks(page)[1]
+
+
+def output_matches(shown: list[str], printed: str) -> bool:
+    """Whether a program's output is the one shown: line for line (trailing blanks aside), with `…`
+    any text within a line and a line of `…` alone any number of lines."""
+    pattern = ""
+    for line in (s.rstrip() for s in shown):
+        if line.strip() == ELLIPSIS:
+            pattern += r"(?:[^\n]*\n)*?"
+        else:
+            pattern += "[^\n]*".join(re.escape(part) for part in line.split(ELLIPSIS)) + r"\n"
+    text = "".join(s.rstrip() + "\n" for s in printed.rstrip("\n").splitlines())
+    return re.fullmatch(pattern, text) is not None
 
 
 def runnable(text: str) -> bool:
@@ -85,15 +151,26 @@ import contextlib, io, json, os, sys, time
 sys.path.insert(0, sys.argv[1])
 import inference
 
+class Both(io.StringIO):  # one stream that also writes into the merged one, as a terminal shows both
+    def __init__(self, merged):
+        super().__init__()
+        self.merged = merged
+
+    def write(self, text):
+        self.merged.write(text)
+        return super().write(text)
+
 results = []
 for argv in json.load(sys.stdin):
-    out, err, t0 = io.StringIO(), io.StringIO(), time.perf_counter()
+    both = io.StringIO()
+    out, err, t0 = Both(both), Both(both), time.perf_counter()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             code = inference.main(argv)
         except SystemExit as exc:  # argparse's own usage errors
             code = exc.code if isinstance(exc.code, int) else 2
-    results.append({"code": code, "out": out.getvalue(), "err": err.getvalue(), "seconds": time.perf_counter() - t0})
+    results.append({"code": code, "out": out.getvalue(), "err": err.getvalue(), "both": both.getvalue(),
+                    "seconds": time.perf_counter() - t0})
 print(json.dumps(results))
 """
 
@@ -126,9 +203,15 @@ def run_page(base: Path, page: Path) -> list[dict]:
             while i < len(todo) and plain_inference(todo[i][1]):
                 batch.append(todo[i])
                 i += 1
-            done = subprocess.run([sys.executable, "-c", RUN_MAIN, str(ROOT)], cwd=folder, env=env, text=True,
-                                  input=json.dumps([tokens(text)[2:] for _, text in batch]),
-                                  capture_output=True, timeout=600)
+            done = subprocess.run(
+                [sys.executable, "-c", RUN_MAIN, str(ROOT)],
+                cwd=folder,
+                env=env,
+                text=True,
+                input=json.dumps([tokens(text)[2:] for _, text in batch]),
+                capture_output=True,
+                timeout=600,
+            )
             assert done.returncode == 0, f"{page.name}: the runner failed: {done.stderr[-2000:]}"
             results = json.loads(done.stdout.splitlines()[-1])
             records += [{"line": n, "command": text, **r} for (n, text), r in zip(batch, results)]
@@ -136,10 +219,27 @@ def run_page(base: Path, page: Path) -> list[dict]:
             n, text = todo[i]
             i += 1
             t0 = time.perf_counter()
-            done = subprocess.run(["bash", "-o", "pipefail", "-c", text], cwd=folder, env=env, text=True,
-                                  stdin=subprocess.DEVNULL, capture_output=True, timeout=300)
-            records.append({"line": n, "command": text, "code": done.returncode, "out": done.stdout,
-                            "err": done.stderr, "seconds": time.perf_counter() - t0})
+            done = subprocess.run(
+                ["bash", "-o", "pipefail", "-c", text],
+                cwd=folder,
+                env={**env, "PYTHONUNBUFFERED": "1"},
+                text=True,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                timeout=300,
+            )  # (one pipe for both, unbuffered: the order a terminal shows)
+            records.append(
+                {
+                    "line": n,
+                    "command": text,
+                    "code": done.returncode,
+                    "out": done.stdout,
+                    "err": done.stdout,
+                    "both": done.stdout,
+                    "seconds": time.perf_counter() - t0,
+                }
+            )
     return records
 
 
@@ -175,6 +275,24 @@ def test_every_command_on_the_page_ends_as_the_text_says(ran, page):
     assert not problems(records), "\n".join(problems(records))
 
 
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
+def test_every_example_output_is_what_the_program_prints(ran, page):
+    by_line = {r["line"]: r for r in ran[page]}
+    wrong = []
+    for line, shown in shown_outputs(page).items():
+        record = by_line.get(line)
+        if record is None:
+            wrong.append(f"line {line}: an output is shown for a command that is not run")
+        elif not output_matches(shown, record["both"]):
+            wrong.append(
+                f"line {line}: {record['command']}\n--- the page shows:\n"
+                + "\n".join(shown)
+                + "\n--- it printed:\n"
+                + record["both"][-3000:]
+            )
+    assert not wrong, "\n\n".join(wrong)
+
+
 def test_the_commands_cover_every_example_folder_and_the_bundled_sample(ran):
     """README's table runs each examples/ folder; the bundled default runs too."""
     readme = [" ".join(tokens(r["command"])) for r in ran[README]]
@@ -183,26 +301,67 @@ def test_the_commands_cover_every_example_folder_and_the_bundled_sample(ran):
             assert f"python inference.py --mode onnx-compare --model-dir examples/{folder.name}" in readme, folder
         else:  # ONNX files alone, one per interface
             for onnx_file in sorted(folder.glob("*.onnx")):
-                assert f"python inference.py --mode onnx-compare --onnx examples/{folder.name}/{onnx_file.name}" \
-                    in readme, onnx_file
+                assert (
+                    f"python inference.py --mode onnx-compare --onnx examples/{folder.name}/{onnx_file.name}" in readme
+                ), onnx_file
     assert "python inference.py --mode info" in readme and "python inference.py --mode onnx-compare" in readme
     assert sum(len(records) for records in ran.values()) >= 60  # the extraction found the pages' commands
 
 
 def test_the_extraction_finds_blocks_spans_continuations_and_promised_exits(tmp_path):
     page = tmp_path / "page.md"
-    page.write_text("text `python inference.py --mode info` and `python inference.py --model-dir DIR`\n"
-                    "```bash\npip install -r requirements.txt\nprintf 'a\\n' \\\n  | python inference.py --mode stream\n"
-                    "python inference.py --mode action --mask 1,0   # exit 2: no discrete actions\n```\n"
-                    "  ```bash\n  cp a b\n  ```\n```\npython inference.py --mode sample\n```\n")
+    page.write_text(
+        "text `python inference.py --mode info` and `python inference.py --model-dir DIR`\n"
+        "```bash\npip install -r requirements.txt\nprintf 'a\\n' \\\n  | python inference.py --mode stream\n"
+        "python inference.py --mode action --mask 1,0   # exit 2: no discrete actions\n```\n"
+        "  ```bash\n  cp a b\n  ```\n```\npython inference.py --mode sample\n```\n"
+    )
     found = commands(page)
     assert [n for n, _ in found] == [1, 1, 3, 4, 6, 9]  # not the block without a language
     run = [text for _, text in found if runnable(text)]
-    assert run == ["python inference.py --mode info", "printf 'a\\n' | python inference.py --mode stream",
-                   "python inference.py --mode action --mask 1,0   # exit 2: no discrete actions", "cp a b"]
+    assert run == [
+        "python inference.py --mode info",
+        "printf 'a\\n' | python inference.py --mode stream",
+        "python inference.py --mode action --mask 1,0   # exit 2: no discrete actions",
+        "cp a b",
+    ]
     assert [plain_inference(t) for t in run] == [True, False, True, False]
     assert [promised_exit(t) for t in run] == [0, 0, 2, 0]
     assert tokens(run[2])[2:] == ["--mode", "action", "--mask", "1,0"]
+
+
+def test_console_blocks_give_commands_their_outputs_and_run_torch_free_where_marked(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text(
+        "```console\n$ python -c 'print(1)'\n1\n$ cp a b\n$ printf 'x\\n' \\\n"
+        '    | python inference.py --mode stream\n{"id": null, …}\n…\n\n```\n'
+        "<!-- without torch -->\n```console\n$ mlagents-infer --mode info   # exit 2\nerror: …\n```\n"
+        "```text\n$ python inference.py --mode info\n```\n"
+    )
+    found, shown = read_blocks(page)
+    assert found == [
+        (2, "python -c 'print(1)'"),
+        (4, "cp a b"),
+        (5, "printf 'x\\n' | python inference.py --mode stream"),
+        (13, "python tests/no_torch.py --mode info   # exit 2"),
+    ]
+    assert shown == {2: ["1"], 5: ['{"id": null, …}', "…"], 13: ["error: …"]}
+    assert [runnable(t) for _, t in found] == [True, True, True, True]
+    assert [plain_inference(t) for _, t in found] == [False, False, False, False]
+    page.write_text(
+        "- a list item:\n\n  ```console\n  $ python inference.py --mode info   # exit 2\n  error: x\n    y\n  ```\n"
+    )
+    assert read_blocks(page) == ([(4, "python inference.py --mode info   # exit 2")], {4: ["error: x", "  y"]})
+
+
+def test_output_matches_line_for_line_with_ellipses():
+    printed = "[note] a\n[env] torch 2.13\n[env] numpy 2\nanswer = 0.5 after 1.2s\nSUCCESS\n"
+    assert output_matches(["[note] a", "…", "answer = 0.5 after …s", "SUCCESS"], printed)
+    assert output_matches(["…", "SUCCESS"], printed) and output_matches(["[note] …", "…"], printed)
+    assert not output_matches(["[note] a", "answer = 0.5 after …s", "SUCCESS"], printed)  # lines left out unsaid
+    assert not output_matches(["…", "answer = 0.6 after …s", "SUCCESS"], printed)
+    assert not output_matches(["[note] a", "…"], "[note] ab\n")
+    assert output_matches(["x  "], "x\n\n")
 
 
 def test_problems_catches_a_wrong_exit_a_traceback_and_a_wordy_refusal():
@@ -211,8 +370,19 @@ def test_problems_catches_a_wrong_exit_a_traceback_and_a_wordy_refusal():
     assert problems([{**base, "command": "python inference.py --mode info", "code": 2}])
     assert problems([{**base, "command": "python inference.py --mode info", "code": 0, "err": "Traceback (most"}])
     assert problems([{**base, "command": "python inference.py --mask 1   # exit 2", "code": 2, "err": "a\nb\n"}])
-    assert problems([{**base, "command": "python inference.py --mask 1   # exit 2", "code": 2,
-                      "err": "[note] bundled sample\nerror: --mask: this policy has no discrete actions\n"}]) == []
+    assert (
+        problems(
+            [
+                {
+                    **base,
+                    "command": "python inference.py --mask 1   # exit 2",
+                    "code": 2,
+                    "err": "[note] bundled sample\nerror: --mask: this policy has no discrete actions\n",
+                }
+            ]
+        )
+        == []
+    )
     assert problems([{**base, "command": "python inference.py --mode info", "code": 0, "out": ""}])
 
 
@@ -220,8 +390,10 @@ def test_problems_catches_a_wrong_exit_a_traceback_and_a_wordy_refusal():
 # The pages themselves
 # ----------------------------------------------------------------------------------------
 
+
 def test_modes_md_has_a_section_for_every_mode_and_readme_links_every_page():
-    from mlagents_inference.cli import MODES
+    from mlagents_inference.fronts.cli import MODES
+
     headings = set(re.findall(r"^## `([a-z-]+)`", (ROOT / "docs" / "modes.md").read_text(encoding="utf-8"), re.M))
     assert set(MODES) <= headings, sorted(set(MODES) - headings)
     readme = README.read_text(encoding="utf-8")
@@ -247,10 +419,64 @@ def test_no_line_is_longer_than_200_characters():
 
 def test_the_set_up_truth_comes_before_the_set_up_command():
     text = README.read_text(encoding="utf-8")
-    command = text.index("```bash\npip install -r requirements.txt")
-    for warning in ("CUDA 13", "several GB", "download.pytorch.org/whl/cpu", "requirements-ascend.txt",
-                    "--system-site-packages"):
+    command = text.index("\npip install -r requirements.txt")  # (the CPU-only torch line may come first)
+    for warning in (
+        "CUDA 13",
+        "several GB",
+        "download.pytorch.org/whl/cpu",
+        "requirements-ascend.txt",
+        "--system-site-packages",
+    ):
         assert -1 < text.find(warning) < command, warning
+
+
+REPOSITORY_PATH = re.compile(
+    r"(?<![\w./-])((?:\.ci|assets|docs|examples|tests|tools)/[\w./-]*"
+    r"|(?:run_tests\.sh|inference\.py|pyproject\.toml|pytest\.ini|requirements(?:-\w+)?\.txt))"
+    r"([<*]?)"
+)
+
+
+def named_paths(text: str) -> list[str]:
+    """The repository paths a text names (folders, files), placeholders (`<kind>/`, `*.pt`) left out."""
+    return [path.rstrip("./-") for path, placeholder in REPOSITORY_PATH.findall(text) if not placeholder]
+
+
+def test_every_repository_path_a_page_names_exists():
+    """README, docs/, examples/ READMEs and the requirements files name no file or folder the clone lacks."""
+    texts = [
+        *PAGES,
+        *sorted((ROOT / "examples").rglob("README.md")),
+        *sorted(ROOT.glob("requirements*.txt")),
+        ROOT / "pyproject.toml",
+    ]
+    missing = []
+    for page in texts:
+        for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+            for path in named_paths(line):
+                if (
+                    path not in FILES_WRITTEN_ELSEWHERE
+                    and not (ROOT / path).exists()
+                    and not (page.parent / path).exists()
+                ):
+                    missing.append(f"{page.relative_to(ROOT)}:{number}: {path}")
+    assert not missing, "\n".join(missing)
+
+
+def test_named_paths_finds_files_and_folders_not_placeholders():
+    assert named_paths("see `tools/bench_api.py`, examples/lstm/ and docs/serve.md#ray-serve; run_tests.sh") == [
+        "tools/bench_api.py",
+        "examples/lstm",
+        "docs/serve.md",
+        "run_tests.sh",
+    ]
+    assert named_paths("`examples/<kind>/` `tests/test_*.py` results/run/examples/x my_inference.py") == []
+
+
+def test_every_tool_has_a_row_in_testing_md():
+    table = (ROOT / "docs" / "testing.md").read_text(encoding="utf-8")
+    for tool in sorted((ROOT / "tools").iterdir()):
+        assert f"`tools/{tool.name}`" in table, tool.name
 
 
 def slug(heading: str) -> str:
@@ -266,8 +492,6 @@ def test_every_relative_link_and_anchor_exists():
                     continue
                 path, _, anchor = target.partition("#")
                 file = (page.parent / path).resolve() if path else page
-                if str(file.relative_to(ROOT)) in PAGES_WRITTEN_ELSEWHERE and not file.exists():
-                    continue
                 assert file.exists(), f"{page.name}:{number}: {target}"
                 if anchor and file.suffix == ".md":
                     headings = [slug(h) for h in re.findall(r"^#+ (.+)$", file.read_text(encoding="utf-8"), re.M)]
@@ -279,7 +503,8 @@ def test_the_readme_python_example_prints_what_the_readme_shows(tmp_path):
     text = README.read_text(encoding="utf-8")
     code, shown = re.search(r"```python\n(.*?)```\s*```\n(.*?)```", text, re.S).groups()
     folder, env = workspace(tmp_path, README)
-    done = subprocess.run([sys.executable, "-c", code], cwd=folder, env=env, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=folder, env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == shown.split()

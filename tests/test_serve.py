@@ -1,6 +1,9 @@
 """serve mode (docs/serve.md): the stream's lines over TCP and Unix sockets, answered as the stream answers them, the
-lines of every connection together; bounded per connection; SIGTERM drains; --http; inference.connect(). Every server
-is a real subprocess on 127.0.0.1 port 0 or a Unix socket in tmp_path, killed in a finally; every loop is bounded."""
+lines of every connection together; bounded per connection; SIGTERM drains; --http; inference.connect(). A server runs
+in this process (fronts.serve.serving, on a thread, the command line's options) unless the process is what is tested
+(signals, exit codes, its memory, a kill): then a real subprocess on 127.0.0.1 port 0 or a Unix socket in tmp_path,
+killed in a finally. Every loop is bounded."""
+
 import contextlib
 import json
 import os
@@ -27,8 +30,9 @@ def start(model=EXAMPLES / "vector", listen="127.0.0.1:0", *extra, env=None):
     """A server subprocess and what its stderr said: {"listen": "HOST:PORT"|"unix:PATH", "http": "HOST:PORT"}."""
     args = [sys.executable, str(ROOT / "inference.py"), "--mode", "serve", "--model-dir", str(model), *extra]
     args += ["--listen", listen] if listen else []
-    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=env or child_env())
+    proc = subprocess.Popen(
+        args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env or child_env()
+    )
     said, deadline, text = {}, time.monotonic() + START_S, b""
     want = {"listen"} if listen else set()
     want |= {"http"} if "--http" in extra else set()
@@ -56,6 +60,19 @@ def server(*args, **kwargs):
         if proc.poll() is None:
             proc.kill()
         proc.wait(timeout=30)
+
+
+@contextlib.contextmanager
+def local_server(model=EXAMPLES / "vector", listen="127.0.0.1:0", *extra):
+    """The server in this process, on the policy and options the command line would give it: (None, said)."""
+    from mlagents_inference.fronts.cli import parse_args
+    from mlagents_inference.fronts.serve import ServeOptions, serving
+    from mlagents_inference.services.context import Context
+
+    args = parse_args(["--mode", "serve", "--model-dir", str(model), *extra] + (["--listen", listen] if listen else []))
+    addresses = {dest: getattr(args, dest) for dest in ("listen", "http") if getattr(args, dest) is not None}
+    with serving(Context(args).policy, ServeOptions.from_args(args), **addresses) as said:
+        yield None, said
 
 
 def dial(where: str, timeout: float = 60.0) -> socket.socket:
@@ -90,8 +107,14 @@ def exchange(sock: socket.socket, lines: list) -> list:
 
 def stream(model, lines: list, *extra) -> list:
     text = "".join((line.decode() if isinstance(line, bytes) else json.dumps(line)) + "\n" for line in lines)
-    r = subprocess.run([sys.executable, str(ROOT / "inference.py"), "--mode", "stream", "--model-dir", str(model), *extra],
-                       input=text, capture_output=True, text=True, timeout=300, env=child_env())
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "inference.py"), "--mode", "stream", "--model-dir", str(model), *extra],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=child_env(),
+    )
     assert r.returncode == 0, r.stderr
     return [json.loads(line) for line in r.stdout.splitlines()]
 
@@ -112,7 +135,9 @@ def lines_for(model, n: int, seed: int = 0, ids=None) -> list:
         line = {"obs": obs[0].tolist()} if len(shapes) == 1 else {f"obs_{k}": o.tolist() for k, o in enumerate(obs)}
         line["id"] = (ids or [0, 1, "x"])[i % len(ids or [0, 1, "x"])] if rows is None else f"b{i}"
         if g["discrete_branches"] and i % 3 == 0 and rows is None:  # 1 = allowed; each branch's first action allowed
-            line["action_masks"] = [int(k == 0 or rng.rand() < 0.6) for size in g["discrete_branches"] for k in range(size)]
+            line["action_masks"] = [
+                int(k == 0 or rng.rand() < 0.6) for size in g["discrete_branches"] for k in range(size)
+            ]
         if i % 11 == 5:
             line["reset"] = True
         out.append(line)
@@ -125,7 +150,7 @@ def lines_for(model, n: int, seed: int = 0, ids=None) -> list:
 def test_answers_equal_the_streams_for_the_same_lines(name):
     model = EXAMPLES / name
     lines = lines_for(model, 60)
-    with server(model) as (_, said):
+    with local_server(model) as (_, said):
         with dial(said["listen"]) as sock:
             got = exchange(sock, lines[:20]) + exchange(sock, lines[20:21]) + exchange(sock, lines[21:])
     assert got == stream(model, lines)
@@ -135,7 +160,7 @@ def test_answers_equal_the_streams_for_the_same_lines(name):
 def test_memory_is_kept_per_connection_and_id_and_the_info_line_answers():
     model = EXAMPLES / "lstm"
     a, b = lines_for(model, 30, seed=1, ids=[0]), lines_for(model, 30, seed=2, ids=[0])
-    with server(model) as (_, said):
+    with local_server(model) as (_, said):
         with dial(said["listen"]) as one, dial(said["listen"]) as two:
             got_a, got_b = [], []
             for x, y in zip(a, b):  # interleaved: each connection's agent 0 is its own
@@ -147,19 +172,29 @@ def test_memory_is_kept_per_connection_and_id_and_the_info_line_answers():
     assert got_a == stream(model, a) and got_b == stream(model, b) and got_a != got_b
     local = I.load(model)
     assert info["id"] == 3 and info["info"]["memory_size"] == local.info["memory_size"] > 0
-    assert {k: v for k, v in info["info"].items() if k != "checkpoint"} == \
-        {k: v for k, v in json.loads(json.dumps(local.info)).items() if k != "checkpoint"}
+    assert {k: v for k, v in info["info"].items() if k != "checkpoint"} == {
+        k: v for k, v in json.loads(json.dumps(local.info)).items() if k != "checkpoint"
+    }
 
 
 def test_bad_and_too_long_lines_get_error_answers_and_the_connection_goes_on(tmp_path):
-    bad = [b"not json", b"[1, 2]", b'{"obs": [1, 2, 3]}', b'{"id": 4, "obs": "x"}', b'{"unknown": 1}', b"x" * 500,
-           b'{"id": 9, "obs": [0, 0, 0, 0, 0, 0, 0, 1]}']
-    with server(EXAMPLES / "vector", "unix:" + str(tmp_path / "s.sock"), "--max-line-bytes", "200") as (_, said):
+    bad = [
+        b"not json",
+        b"[1, 2]",
+        b'{"obs": [1, 2, 3]}',
+        b'{"id": 4, "obs": "x"}',
+        b'{"unknown": 1}',
+        b"x" * 500,
+        b'{"id": 9, "obs": [0, 0, 0, 0, 0, 0, 0, 1]}',
+    ]
+    with local_server(EXAMPLES / "vector", "unix:" + str(tmp_path / "s.sock"), "--max-line-bytes", "200") as (_, said):
         with dial(said["listen"]) as sock:
             got = exchange(sock, bad)
             assert exchange(sock, bad[-1:]) == got[-1:]
     assert got == stream(EXAMPLES / "vector", bad, "--max-line-bytes", "200")
-    assert [("error" in a) for a in got] == [True] * 6 + [False] and got[5]["error"] == "line longer than 200 bytes (--max-line-bytes)"
+    assert [("error" in a) for a in got] == [True] * 6 + [False] and got[5][
+        "error"
+    ] == "line longer than 200 bytes (--max-line-bytes)"
 
 
 def test_a_client_killed_mid_batch_costs_nothing_to_the_others():
@@ -208,6 +243,7 @@ def test_a_client_that_never_reads_is_slowed_not_buffered_and_the_others_are_ans
 
 def test_a_thousand_idle_connections_cost_nothing_to_a_busy_one():
     import resource
+
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft < 2100:
         with contextlib.suppress(ValueError, OSError):
@@ -282,13 +318,15 @@ def test_http_healthz_metrics_and_v1_act_answer_as_the_stream():
     pytest.importorskip("prometheus_client")
     model = EXAMPLES / "hybrid"
     lines = lines_for(model, 12)
-    with server(model, "127.0.0.1:0", "--http", "127.0.0.1:0") as (_, said):
+    with local_server(model, "127.0.0.1:0", "--http", "127.0.0.1:0") as (_, said):
         base = f"http://{said['http']}"
         assert base.startswith("http://127.0.0.1:")
         assert http(base + "/healthz") == (200, b"ok\n")
         with dial(said["listen"]) as sock:
             by_socket = exchange(sock, lines)
-        by_http = [http(base + "/v1/act", line if isinstance(line, bytes) else json.dumps(line).encode()) for line in lines]
+        by_http = [
+            http(base + "/v1/act", line if isinstance(line, bytes) else json.dumps(line).encode()) for line in lines
+        ]
         status, text = http(base + "/metrics")
     want = stream(model, lines)
     assert by_socket == want and [json.loads(body) for _, body in by_http] == want
@@ -301,11 +339,18 @@ def test_http_healthz_metrics_and_v1_act_answer_as_the_stream():
     assert "mlagents_serve_batch_lines_count" in metrics
 
 
-@pytest.mark.parametrize("value, says", [
-    ("127.0.0.1", "expected HOST:PORT"), ("127.0.0.1:70000", "from 0 to 65535"), ("127.0.0.1:-1", "from 0 to 65535"),
-    ("unix:", "needs a socket path"), ("BUSY", "address already in use"), ("FILE", "is not a socket"),
-    (None, "needs --listen"),
-])
+@pytest.mark.parametrize(
+    "value, says",
+    [
+        ("127.0.0.1", "expected HOST:PORT"),
+        ("127.0.0.1:70000", "from 0 to 65535"),
+        ("127.0.0.1:-1", "from 0 to 65535"),
+        ("unix:", "needs a socket path"),
+        ("BUSY", "address already in use"),
+        ("FILE", "is not a socket"),
+        (None, "needs --listen"),
+    ],
+)
 def test_bad_listen_values_exit_2_in_one_line(tmp_path, value, says):
     holder = socket.socket()
     holder.bind(("127.0.0.1", 0))
@@ -313,21 +358,42 @@ def test_bad_listen_values_exit_2_in_one_line(tmp_path, value, says):
     (tmp_path / "file").write_text("keep me")
     value = {"BUSY": f"127.0.0.1:{holder.getsockname()[1]}", "FILE": f"unix:{tmp_path / 'file'}"}.get(value, value)
     args = [sys.executable, str(ROOT / "inference.py"), "--mode", "serve", "--model-dir", str(EXAMPLES / "vector")]
-    r = subprocess.run(args + (["--listen", value] if value else []), capture_output=True, text=True, timeout=120,
-                       env=child_env())
+    r = subprocess.run(
+        args + (["--listen", value] if value else []), capture_output=True, text=True, timeout=120, env=child_env()
+    )
     holder.close()
-    assert r.returncode == 2 and says in r.stderr and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
+    assert r.returncode == 2 and says in r.stderr and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, (
+        r.stderr
+    )
     assert (tmp_path / "file").read_text() == "keep me"
 
 
 def test_http_without_aiohttp_says_what_to_install_and_listen_alone_needs_none(tmp_path):
     blocker = tmp_path / "block"
     blocker.mkdir()
-    (blocker / "sitecustomize.py").write_text("import sys\nsys.modules['aiohttp'] = None\nsys.modules['prometheus_client'] = None\n")
+    (blocker / "sitecustomize.py").write_text(
+        "import sys\nsys.modules['aiohttp'] = None\nsys.modules['prometheus_client'] = None\n"
+    )
     env = child_env(PYTHONPATH=str(blocker))
-    r = subprocess.run([sys.executable, str(ROOT / "inference.py"), "--mode", "serve", "--model-dir", str(EXAMPLES / "vector"),
-                        "--http", "127.0.0.1:0"], capture_output=True, text=True, timeout=120, env=env)
-    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "pip install aiohttp prometheus-client" in r.stderr, r.stderr
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "inference.py"),
+            "--mode",
+            "serve",
+            "--model-dir",
+            str(EXAMPLES / "vector"),
+            "--http",
+            "127.0.0.1:0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "pip install aiohttp prometheus-client" in r.stderr, (
+        r.stderr
+    )
     with server(EXAMPLES / "vector", env=env) as (_, said), dial(said["listen"]) as sock:
         assert "continuous_actions" in exchange(sock, [{"obs": [0.5] * 8}])[0]
 
@@ -357,7 +423,7 @@ def test_connect_answers_as_load_does(name):
     model = EXAMPLES / name
     local, g, rng = I.load(model), spec_of(model), np.random.RandomState(0)
     shapes, branches = [tuple(o["shape"]) for o in g["observations"]], g["discrete_branches"]
-    with server(model) as (_, said), I.connect(said["listen"]) as remote:
+    with local_server(model) as (_, said), I.connect(said["listen"]) as remote:
         assert remote.info == json.loads(json.dumps(local.info))
         for rows in (None, 1, 5, 0):
             obs = [observation(rng, shape, rows or 1) for shape in shapes]
@@ -373,8 +439,10 @@ def test_connect_answers_as_load_does(name):
                 memory = memory if rows is not None else memory[0]
                 if rows != 0:
                     same(remote.act(one, memory=memory), local.act(one, memory=memory))
-        same(remote.act(one, deterministic=False, seed=7) if rows else remote.act(obs[0] if len(obs) == 1 else obs),
-             local.act(one, deterministic=False, seed=7) if rows else local.act(obs[0] if len(obs) == 1 else obs))
+        same(
+            remote.act(one, deterministic=False, seed=7) if rows else remote.act(obs[0] if len(obs) == 1 else obs),
+            local.act(one, deterministic=False, seed=7) if rows else local.act(obs[0] if len(obs) == 1 else obs),
+        )
         # get_action over a rollout: agents come, end (terminal steps), and are reset
         spec = behavior_spec(model)
         assert remote.check_spec(spec) is None and local.check_spec(spec) is None
@@ -383,7 +451,7 @@ def test_connect_answers_as_load_does(name):
             ended = [alive[0]] if step % 4 == 3 else []
             obs = [observation(rng, shape, len(alive)) for shape in shapes]
             mask = mlagents_mask(rng, len(alive), branches)
-            d, t = decision_steps(obs, alive, mask), terminal_steps([o[:len(ended)] for o in obs], ended)
+            d, t = decision_steps(obs, alive, mask), terminal_steps([o[: len(ended)] for o in obs], ended)
             same(remote.get_action(d, t), local.get_action(d, t))
             if step == 6:
                 remote.reset([1])
@@ -395,10 +463,15 @@ def test_connect_answers_as_load_does(name):
         # the same refusals
         bad_spec = type(spec)(spec.observation_specs[:0], spec.action_spec)
         assert refusal(lambda: remote.check_spec(bad_spec)) == refusal(lambda: local.check_spec(bad_spec))
-        assert refusal(lambda: remote.act(np.zeros(3, np.float32))) == refusal(lambda: local.act(np.zeros(3, np.float32)))
-        assert refusal(lambda: remote.get_action(decision_steps(obs, [4, 4, 5], mask))) == \
-            refusal(lambda: local.get_action(decision_steps(obs, [4, 4, 5], mask)))
-        assert refusal(lambda: remote.act(one, deterministic="yes")) == refusal(lambda: local.act(one, deterministic="yes"))
+        assert refusal(lambda: remote.act(np.zeros(3, np.float32))) == refusal(
+            lambda: local.act(np.zeros(3, np.float32))
+        )
+        assert refusal(lambda: remote.get_action(decision_steps(obs, [4, 4, 5], mask))) == refusal(
+            lambda: local.get_action(decision_steps(obs, [4, 4, 5], mask))
+        )
+        assert refusal(lambda: remote.act(one, deterministic="yes")) == refusal(
+            lambda: local.act(one, deterministic="yes")
+        )
 
 
 def test_connect_errors_are_one_line_usage_errors(tmp_path):
@@ -423,18 +496,23 @@ def test_connect_errors_are_one_line_usage_errors(tmp_path):
 
 
 def test_connect_imports_no_torch():
-    code = ("import sys; sys.modules['torch'] = None; import inference; from mlagents_inference import remote; "
-            "print(inference.connect is remote.connect)")
-    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60, env=child_env())
+    code = (
+        "import sys; sys.modules['torch'] = None; import inference; from mlagents_inference.fronts import remote; "
+        "print(inference.connect is remote.connect)"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60, env=child_env()
+    )
     assert r.returncode == 0 and r.stdout.strip() == "True", r.stderr
 
 
 @pytest.mark.skipif(not REAL_MLAGENTS, reason="mlagents_envs is not installed (CI's second leg has it)")
 def test_connect_get_action_gives_mlagents_action_tuples():
     from mlagents_envs.base_env import ActionTuple
+
     model = EXAMPLES / "hybrid"
     local, rng = I.load(model), np.random.RandomState(3)
-    with server(model) as (_, said), I.connect(said["listen"]) as remote:
+    with local_server(model) as (_, said), I.connect(said["listen"]) as remote:
         obs = [observation(rng, (12,), 4)]
         d = decision_steps(obs, [3, 4, 5, 6], mlagents_mask(rng, 4, [2]))
         got = remote.get_action(d)

@@ -2,6 +2,7 @@
 (while the heavy modules import, mid-batch, while the stream waits), a full or closed stdout is one line, and
 stderr stays one line where torch, numpy or onnxruntime would write to it themselves. In this process: main()
 puts back the signal handlers it installed, and a write interrupted by a signal leaves the old file."""
+
 import json
 import os
 import signal
@@ -17,18 +18,33 @@ from conftest import BUNDLED, BUNDLED_PT, EXAMPLES, ROOT, child_env, cli, leftov
 from test_onnx_files import wider_outputs
 
 import inference as I
-from mlagents_inference.outputs import Interrupted, atomic_write
+from mlagents_inference.core.files import Interrupted, atomic_write
 
 # --- signals ------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("signum,after", [(signal.SIGINT, 0.3), (signal.SIGINT, 0.8), (signal.SIGTERM, 0.5)])
+
+@pytest.mark.parametrize(
+    "signum,after",
+    [
+        (signal.SIGINT, 0.05),
+        (signal.SIGINT, 0.3),
+        (signal.SIGINT, 0.8),
+        (signal.SIGINT, 1.5),
+        (signal.SIGINT, 3.0),
+        (signal.SIGTERM, 0.5),
+    ],
+)
 def test_a_signal_while_importing_is_one_line_and_128_plus_n(signum, after):
     """Within the first second torch is still importing (about 2 s here): no traceback, no death
     by the signal itself. (Later, main()'s handlers answer the same way.)"""
-    proc = subprocess.Popen([sys.executable, str(ROOT / "inference.py"), "--mode", "stream",
-                             "--model-dir", str(BUNDLED)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=child_env())
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "inference.py"), "--mode", "stream", "--model-dir", str(BUNDLED)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_env(),
+    )
     try:
         time.sleep(after)
         proc.send_signal(signum)
@@ -58,9 +74,24 @@ def test_signal_mid_batch_cleans_up(tmp_path, big_obs, signum):
     out_dir.mkdir()
     target = out_dir / "out.npy"
     target.write_bytes(b"keep me")
-    proc = subprocess.Popen([sys.executable, str(ROOT / "inference.py"), "--mode", "batch", "--obs-file", str(big_obs),
-                             "--output", str(target), "--model-dir", str(BUNDLED)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "inference.py"),
+            "--mode",
+            "batch",
+            "--obs-file",
+            str(big_obs),
+            "--output",
+            str(target),
+            "--model-dir",
+            str(BUNDLED),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_env(),
+    )
     try:
         deadline = time.time() + 240
         while not leftovers(out_dir):  # the temporary output exists: the run is writing
@@ -82,10 +113,14 @@ def test_signal_mid_batch_cleans_up(tmp_path, big_obs, signum):
 
 
 def test_sigterm_while_streaming_waits_for_input():
-    proc = subprocess.Popen([sys.executable, str(ROOT / "inference.py"), "--mode", "stream",
-                             "--model-dir", str(BUNDLED)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=child_env())
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "inference.py"), "--mode", "stream", "--model-dir", str(BUNDLED)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_env(),
+    )
     try:
         proc.stdin.write(json.dumps({"obs": [0.5] * 59}) + "\n")
         proc.stdin.flush()
@@ -114,6 +149,7 @@ def test_atomic_write_interrupted_in_the_writer(tmp_path):
     def interrupted(tmp):
         Path(tmp).write_bytes(b"half")
         raise Interrupted(signal.SIGTERM)
+
     with pytest.raises(KeyboardInterrupt):
         atomic_write(target, interrupted)
     assert target.read_bytes() == b"keep me" and leftovers(tmp_path) == []
@@ -121,32 +157,49 @@ def test_atomic_write_interrupted_in_the_writer(tmp_path):
 
 # --- stdout full or closed ----------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("json_flag", [[], ["--json"]])
 def test_stdout_full(json_flag):
     with open("/dev/full", "w") as full:
-        result = subprocess.run([sys.executable, str(ROOT / "inference.py"), "--mode", "action", "--model-dir",
-                                 str(BUNDLED), *json_flag], stdout=full, stderr=subprocess.PIPE, text=True,
-                                env=child_env(), timeout=300)
+        result = subprocess.run(
+            [sys.executable, str(ROOT / "inference.py"), "--mode", "action", "--model-dir", str(BUNDLED), *json_flag],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=child_env(),
+            timeout=300,
+        )
     refused(result, "standard output", "No space left on device")
 
 
 def test_stdout_closed_at_start_and_pipe_without_reader():
-    closed = subprocess.run([sys.executable, str(ROOT / "inference.py"), "--mode", "info", "--model-dir", str(BUNDLED)],
-                            stderr=subprocess.PIPE, text=True, env=child_env(), timeout=300,
-                            preexec_fn=lambda: os.close(1))
+    closed = subprocess.run(
+        [sys.executable, str(ROOT / "inference.py"), "--mode", "info", "--model-dir", str(BUNDLED)],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_env(),
+        timeout=300,
+        preexec_fn=lambda: os.close(1),
+    )
     refused(closed, "standard output is closed")
     read_end, write_end = os.pipe()
     os.close(read_end)  # a reader that went away before the first line
     try:
-        gone = subprocess.run([sys.executable, str(ROOT / "inference.py"), "--mode", "action", "--model-dir",
-                               str(BUNDLED)], stdout=write_end, stderr=subprocess.PIPE, text=True, env=child_env(),
-                              timeout=300)
+        gone = subprocess.run(
+            [sys.executable, str(ROOT / "inference.py"), "--mode", "action", "--model-dir", str(BUNDLED)],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=child_env(),
+            timeout=300,
+        )
     finally:
         os.close(write_end)
     refused(gone, "standard output", "Broken pipe")
 
 
 # --- stderr is one line, whatever the libraries would print -------------------------------------------------
+
 
 def test_bad_arguments_refused_as_a_user_runs_them():
     """After torch, onnxruntime and the model are loaded: nothing else reaches the real stderr."""

@@ -4,6 +4,7 @@ the last of them ending it by closing its stdout; end of input and the statistic
 this process. One line's failure (an engine error, out of memory, an id too long) is that
 line's answer, and the memory kept per id is bounded in bytes (a real memory limit: a process
 of its own)."""
+
 import json
 import resource
 import select
@@ -17,19 +18,24 @@ import torch
 from conftest import BUNDLED, BUNDLED_ONNX, BUNDLED_PT, EXAMPLES, ROOT, child_env, ort_deterministic, ort_mu, run
 
 import inference as I
-from mlagents_inference import context
-from mlagents_inference.context import check_rows_fit
-from mlagents_inference.observations import AgentMemories
-from mlagents_inference.spec import InputSpec, PolicySettings
-from mlagents_inference.stream import stream_answer
+from mlagents_inference.core import observations as context
+from mlagents_inference.core.observations import AgentMemories, check_rows_fit
+from mlagents_inference.core.spec import InputSpec, PolicySettings
+from mlagents_inference.services.protocol import stream_answer
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # (conftest.py)
 
 
 def start(*extra):
-    return subprocess.Popen([sys.executable, str(ROOT / "inference.py"), "--mode", "stream", "--model-dir",
-                             str(BUNDLED), *extra], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, bufsize=1, env=child_env())
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "inference.py"), "--mode", "stream", "--model-dir", str(BUNDLED), *extra],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        bufsize=1,
+        env=child_env(),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -72,12 +78,17 @@ def test_line_by_line_control_loop(proc):
 
 def test_bad_lines_answered_in_place(proc):
     good = {"id": "ok", "obs": [0.0] * 59}
-    bad = ["not json", json.dumps([1, 2]), json.dumps({"id": 1, "obs": [1, 2, 3]}),
-           json.dumps({"id": 2, "obs": [float("nan")] + [0] * 58}),
-           json.dumps({"id": 3, "obs": ["1.5"] * 59}), json.dumps({"id": 4}),
-           json.dumps({"id": 5, "obs": [[1] * 59, [2]]}),
-           json.dumps({"id": 6, "obs": [1e39] * 59}), json.dumps({"id": 7, "obs": [0] * 59, "stochastic": True,
-                                                                   "seed": -1})]
+    bad = [
+        "not json",
+        json.dumps([1, 2]),
+        json.dumps({"id": 1, "obs": [1, 2, 3]}),
+        json.dumps({"id": 2, "obs": [float("nan")] + [0] * 58}),
+        json.dumps({"id": 3, "obs": ["1.5"] * 59}),
+        json.dumps({"id": 4}),
+        json.dumps({"id": 5, "obs": [[1] * 59, [2]]}),
+        json.dumps({"id": 6, "obs": [1e39] * 59}),
+        json.dumps({"id": 7, "obs": [0] * 59, "stochastic": True, "seed": 2**64}),
+    ]
     for line in bad:
         answer = ask(proc, line)
         assert "error" in answer and "actions" not in answer, (line, answer)
@@ -130,8 +141,14 @@ def attention_line(rows: int, ident) -> dict:
     return {"obs_0": [[[0.5] * 5] * 6] * rows, "obs_1": [[0.2] * 8] * rows, "id": ident}
 
 
-@pytest.mark.parametrize("failure", [MemoryError(), RuntimeError("DefaultCPUAllocator: can't allocate memory"),
-                                     RuntimeError("[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : something else")])
+@pytest.mark.parametrize(
+    "failure",
+    [
+        MemoryError(),
+        RuntimeError("DefaultCPUAllocator: can't allocate memory"),
+        RuntimeError("[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : something else"),
+    ],
+)
 def test_an_engine_failure_on_one_line_is_that_lines_answer(attention_policy, monkeypatch, failure):
     memories = AgentMemories()
     good = stream_answer(attention_policy, attention_line(2, "a"), memories)
@@ -140,6 +157,7 @@ def test_an_engine_failure_on_one_line_is_that_lines_answer(attention_policy, mo
     def fail_once(flat, names=None):
         calls.append(1)
         raise failure
+
     with monkeypatch.context() as patch:
         patch.setattr(attention_policy.engine, "run", fail_once)
         with pytest.raises(I.UsageError) as info:
@@ -161,8 +179,13 @@ def test_the_entity_attention_counts_in_the_memory_estimate(attention_policy, mo
     """4 heads of N x N scores per row: a buffer of N entities needs more than N times one entity."""
     monkeypatch.setattr(context, "available_memory", lambda: 1 << 40)
     s = attention_policy.settings
-    many = PolicySettings([InputSpec("obs_0", "entities", (4000, 5))] + s.inputs[1:], s.hidden_units,
-                            s.num_layers, s.normalize, discrete_branches=s.discrete_branches)
+    many = PolicySettings(
+        [InputSpec("obs_0", "entities", (4000, 5))] + s.inputs[1:],
+        s.hidden_units,
+        s.num_layers,
+        s.normalize,
+        discrete_branches=s.discrete_branches,
+    )
     with pytest.raises(I.UsageError, match="GiB"):
         check_rows_fit(10_000, many, "per line")  # 10,000 x 4 x 4000^2 floats: 2.5 TB
 
@@ -213,9 +236,14 @@ def test_a_stream_line_out_of_memory_under_a_real_limit(tmp_path):
     """The attention example answers a line; then its address space is capped at what it uses
     + 300 MiB (prlimit) and a 30,000-row line (about 1 GB inside onnxruntime) comes: that line
     is answered with an error, the next one normally, and the stream ends with exit 0."""
-    proc = subprocess.Popen([sys.executable, str(ROOT / "inference.py"), "--mode", "stream", "--model-dir",
-                             str(EXAMPLES / "attention")], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=child_env())
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "inference.py"), "--mode", "stream", "--model-dir", str(EXAMPLES / "attention")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_env(),
+    )
     small = json.dumps({"obs_0": [[0.1] * 5], "obs_1": [0.2] * 8, "id": "small"})
     big = json.dumps({"obs_0": [[[0.5] * 5] * 6] * 30_000, "obs_1": [[0.2] * 8] * 30_000, "id": "big"})
     try:
@@ -247,6 +275,7 @@ def test_a_stream_line_out_of_memory_under_a_real_limit(tmp_path):
 
 
 # --- last: ends the shared process --------------------------------------------------------------------------
+
 
 def test_closed_pipe_ends_quietly(proc):
     """Last in this file: it ends the shared process."""

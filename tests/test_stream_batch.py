@@ -2,6 +2,7 @@
 lines, each answer what it would have been alone (per-id memory, resets, errors in place, strict
 JSON), checked against ML-Agents' ONNX through a bare onnxruntime session; and never a line held
 back to gather others. Speed is measured by tools/bench_stream.py, not asserted here."""
+
 import io
 import json
 import select
@@ -13,7 +14,7 @@ import pytest
 from conftest import BUNDLED, BUNDLED_ONNX, EXAMPLES, ROOT, child_env, ort_deterministic, run_stream, strict
 
 import inference as I
-from mlagents_inference.stream import waiting_lines
+from mlagents_inference.services.protocol import waiting_lines
 
 
 @pytest.fixture(scope="module")
@@ -28,6 +29,7 @@ def count_engine_calls(policy, monkeypatch) -> list:
     def counted(flat, *args, **kwargs):
         calls.append(len(flat[0]))
         return original(flat, *args, **kwargs)
+
     monkeypatch.setattr(policy.engine, "run", counted)
     return calls
 
@@ -38,10 +40,14 @@ def test_waiting_lines_share_one_engine_call_and_keep_their_place(policies, monk
     by one engine call between the lines that must go alone."""
     obs = (np.random.RandomState(0).randn(300, 59) * 2).astype(np.float32)
     lines = [json.dumps({"id": i, "obs": obs[i].tolist()}) for i in range(300)]
-    odd = {100: json.dumps({"id": "batch", "obs": obs[:2].tolist()}),
-           150: json.dumps({"id": "noisy", "obs": obs[150].tolist(), "stochastic": True, "seed": 3}),
-           200: "not json", 201: json.dumps({"id": 201, "obs": [1.0] * 58}),
-           202: json.dumps({"id": 202, "obs": ["1"] * 59}), 203: '{"id": 203, "obs": [NaN' + ", 0" * 58 + "]}"}
+    odd = {
+        100: json.dumps({"id": "batch", "obs": obs[:2].tolist()}),
+        150: json.dumps({"id": "noisy", "obs": obs[150].tolist(), "stochastic": True, "seed": 3}),
+        200: "not json",
+        201: json.dumps({"id": 201, "obs": [1.0] * 58}),
+        202: json.dumps({"id": 202, "obs": ["1"] * 59}),
+        203: '{"id": 203, "obs": [NaN' + ", 0" * 58 + "]}",
+    }
     for i, line in odd.items():
         lines[i] = line
     text = "\n".join(lines[:250]) + "\n\n   \n" + "\n".join(lines[250:]) + "\n"
@@ -74,14 +80,17 @@ def test_each_answer_is_the_one_it_gets_alone(policies, monkeypatch):
 def lstm_reference(obs, masks, resets):
     """ML-Agents' ONNX stepped agent by agent: each agent's memory carried, zeros after a reset."""
     import onnxruntime as ort
+
     session = ort.InferenceSession(str(EXAMPLES / "lstm" / "Memory.onnx"), providers=["CPUExecutionProvider"])
     steps, agents = obs.shape[:2]
     memory = np.zeros((agents, 1, 32), np.float32)
     actions, memories = [], []
     for t in range(steps):
         memory[resets[t]] = 0
-        a, memory = session.run(["deterministic_discrete_actions", "recurrent_out"],
-                                {"obs_0": obs[t], "action_masks": masks[t], "recurrent_in": memory})
+        a, memory = session.run(
+            ["deterministic_discrete_actions", "recurrent_out"],
+            {"obs_0": obs[t], "action_masks": masks[t], "recurrent_in": memory},
+        )
         actions.append(a.reshape(agents))
         memories.append(memory.reshape(agents, 32).copy())
     return np.array(actions), np.array(memories)
@@ -127,7 +136,7 @@ class Trickle(io.RawIOBase):
         return True
 
     def read1(self, n=-1):
-        out, self.data = self.data[:self.piece], self.data[self.piece:]
+        out, self.data = self.data[: self.piece], self.data[self.piece :]
         return out
 
     read = read1
@@ -146,9 +155,13 @@ def test_waiting_lines_splits_long_and_partial_lines():
 def test_a_line_is_never_held_back(tmp_path):
     """A live process: three lines in one write get three answers, then one line alone gets its
     answer, without more input coming (a batch is never waited for)."""
-    proc = subprocess.Popen([sys.executable, str(ROOT / "inference.py"), "--mode", "stream", "--model-dir",
-                             str(BUNDLED)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=child_env())
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "inference.py"), "--mode", "stream", "--model-dir", str(BUNDLED)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=child_env(),
+    )
     try:
         proc.stdin.write(b"".join(json.dumps({"id": i, "obs": [i / 10] * 59}).encode() + b"\n" for i in range(3)))
         proc.stdin.flush()

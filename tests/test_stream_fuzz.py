@@ -2,6 +2,7 @@
 bytes and near-miss requests go through mode_stream in this process; every line gets exactly one
 answer, in order, each answer strict JSON (no NaN/Infinity) that is either actions or an error,
 and nothing escapes as an exception. Runs on a discrete LSTM policy and on the bundled continuous one."""
+
 import json
 
 import pytest
@@ -10,20 +11,38 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import inference as I
-from mlagents_inference.policy import load_checkpoint
+from mlagents_inference.api.policy import load_checkpoint
 
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.text(max_size=8),
-                    st.floats(allow_nan=True, allow_infinity=True))
-any_json = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=6),
-                                                         st.dictionaries(st.text(max_size=8), inner, max_size=5)),
-                        max_leaves=30)
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.text(max_size=8),
+    st.floats(allow_nan=True, allow_infinity=True),
+)
+any_json = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=6), st.dictionaries(st.text(max_size=8), inner, max_size=5)),
+    max_leaves=30,
+)
 keys = st.sampled_from(["obs", "obs_0", "obs_1", "id", "stochastic", "seed", "action_masks", "memory", "reset", "x"])
-near_miss = st.dictionaries(keys, st.one_of(any_json, st.lists(st.floats(width=32), min_size=0, max_size=40),
-                                            st.lists(st.integers(0, 1), max_size=12)), max_size=6)
-lines = st.lists(st.one_of(any_json.map(lambda v: json.dumps(v)), near_miss.map(lambda v: json.dumps(v)),
-                           st.binary(max_size=30).map(lambda b: b.decode("latin-1")),
-                           st.integers(1, 3000).map(lambda n: "[" * n + "]" * n)),
-                 min_size=1, max_size=6)
+near_miss = st.dictionaries(
+    keys,
+    st.one_of(
+        any_json, st.lists(st.floats(width=32), min_size=0, max_size=40), st.lists(st.integers(0, 1), max_size=12)
+    ),
+    max_size=6,
+)
+lines = st.lists(
+    st.one_of(
+        any_json.map(lambda v: json.dumps(v)),
+        near_miss.map(lambda v: json.dumps(v)),
+        st.binary(max_size=30).map(lambda b: b.decode("latin-1")),
+        st.integers(1, 3000).map(lambda n: "[" * n + "]" * n),
+    ),
+    min_size=1,
+    max_size=6,
+)
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,7 @@ what to install.
 
 Two oracles: where torch is installed, the torch install's own answers (--engine onnxruntime: ML-Agents' modules
 rebuilt and exported); everywhere (CI's torch-free leg too), a bare onnxruntime session on the same ML-Agents file."""
+
 import contextlib
 import importlib.util
 import io
@@ -39,16 +40,24 @@ class TorchFree:
     def ask(self, request: dict, timeout: float) -> dict:
         if self.proc is None or self.proc.poll() is not None:
             self.log = tempfile.TemporaryFile()
-            self.proc = subprocess.Popen([sys.executable, str(NO_TORCH), "--requests"], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=self.log, text=True, env=child_env())
+            self.proc = subprocess.Popen(
+                [sys.executable, str(NO_TORCH), "--requests"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self.log,
+                text=True,
+                env=child_env(),
+            )
         self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()
         line = self.proc.stdout.readline() if select.select([self.proc.stdout], [], [], timeout)[0] else ""
         if not line:
             self.close()
             self.log.seek(0)
-            raise AssertionError(f"the torch-free interpreter died or took more than {timeout} s on {request}: "
-                                 f"{self.log.read().decode(errors='replace')[-2000:]}")
+            raise AssertionError(
+                f"the torch-free interpreter died or took more than {timeout} s on {request}: "
+                f"{self.log.read().decode(errors='replace')[-2000:]}"
+            )
         answer = json.loads(line)
         assert not answer["torch_imported"], f"torch was imported by {request}"
         return answer
@@ -116,8 +125,11 @@ CASES = FOLDERS + INTERFACES + UNITY_TRAINED + ["bundled"]
 @pytest.fixture(scope="module")
 def torch_free_actions():
     """`--mode action --obs random|ones --seed 0 --json` for every case, all in one torch-free process."""
-    runs = {f"{case}/{obs}": [str(a) for a in source_args(case)] + ["--obs", obs]
-            for case in CASES for obs in ("random", "ones")}
+    runs = {
+        f"{case}/{obs}": [str(a) for a in source_args(case)] + ["--obs", obs]
+        for case in CASES
+        for obs in ("random", "ones")
+    }
     code = f"""
 import contextlib, io, json, sys
 import inference
@@ -145,8 +157,9 @@ def test_actions_equal_the_torch_installs(case, torch_free_actions, capsys):
         key = f"{case}/{obs}"
         mine = torch_free_actions[key]
         assert "exit" not in mine, (key, mine)
-        code, theirs, err = call(capsys, "--mode", "action", "--seed", "0", "--obs", obs, "--engine", "onnxruntime",
-                                 *source_args(case))
+        code, theirs, err = call(
+            capsys, "--mode", "action", "--seed", "0", "--obs", obs, "--engine", "onnxruntime", *source_args(case)
+        )
         assert code == 0, err
         assert mine["obs"] == theirs["obs"]
         if "continuous_actions" in theirs:
@@ -160,6 +173,7 @@ def test_actions_equal_the_torch_installs(case, torch_free_actions, capsys):
 def test_actions_equal_a_bare_session_on_the_file(case, torch_free_actions):
     """Every input ones, every action allowed, memory zeros: the file's own deterministic outputs."""
     import onnxruntime as ort
+
     mine = torch_free_actions[f"{case}/ones"]
     path = next(EXAMPLES.joinpath(case).glob("*.onnx"))
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
@@ -225,11 +239,13 @@ print(json.dumps({{"out": out, "real": s.REAL_MLAGENTS}}))
 @needs_torch
 @pytest.mark.parametrize("case", ["lstm", "hybrid"])
 def test_get_action_equals_the_torch_installs(case):
-    """mlagents_envs' DecisionSteps and TerminalSteps (its real classes where installed: CI's second leg), memory per agent id."""
+    """mlagents_envs' DecisionSteps and TerminalSteps (its real classes where installed: CI's second leg), memory per
+    agent id."""
     code = GET_ACTION.format(tests=str(ROOT / "tests"), path=str(EXAMPLES / case), extra="")
     mine = no_torch_code(code)
-    theirs = torch_install_code(GET_ACTION.format(tests=str(ROOT / "tests"), path=str(EXAMPLES / case),
-                                                  extra=", engine='onnxruntime'"))
+    theirs = torch_install_code(
+        GET_ACTION.format(tests=str(ROOT / "tests"), path=str(EXAMPLES / case), extra=", engine='onnxruntime'")
+    )
     for a, b in zip(mine["out"], theirs["out"]):
         assert close(a[0], b[0]) and a[1] == b[1] and a[2:] == b[2:] == ["int32", "float32"]
 
@@ -241,7 +257,8 @@ obs = [np.repeat(np.random.RandomState(1).randn(1, *i["shape"]).astype(np.float3
 a = p.act(obs, deterministic=False, seed=5)
 b = p.act(obs, deterministic=False, seed=5)
 c = p.act(obs, deterministic=False, seed=6)
-print(json.dumps({{k: [v.tolist(), bool(np.array_equal(v, b[k])), bool(np.array_equal(v, c[k]))] for k, v in a.items()}}))
+print(json.dumps({{k: [v.tolist(), bool(np.array_equal(v, b[k])), bool(np.array_equal(v, c[k]))] for k, v in
+a.items()}}))
 """
 
 
@@ -263,8 +280,11 @@ def test_samples_reproduce_and_match_the_torch_installs_distribution(case):
                 a, b = (np.arctanh(np.clip(x, -1 + 1e-6, 1 - 1e-6)) for x in (a, b))
             sa, sb = a.std(axis=0), b.std(axis=0)
             # standard errors of the standard deviations from each sample's fourth moment (clipped tails have their own)
-            se = [np.sqrt(np.maximum(((x - x.mean(0)) ** 4).mean(0) - sx ** 4, 0) / n) / (2 * sx) for x, sx in ((a, sa), (b, sb))]
-            assert np.all(np.abs(a.mean(0) - b.mean(0)) <= 5 * np.sqrt((sa ** 2 + sb ** 2) / n) + 1e-6), key
+            se = [
+                np.sqrt(np.maximum(((x - x.mean(0)) ** 4).mean(0) - sx**4, 0) / n) / (2 * sx)
+                for x, sx in ((a, sa), (b, sb))
+            ]
+            assert np.all(np.abs(a.mean(0) - b.mean(0)) <= 5 * np.sqrt((sa**2 + sb**2) / n) + 1e-6), key
             assert np.all(np.abs(sa - sb) <= 5 * np.sqrt(se[0] ** 2 + se[1] ** 2) + 1e-6), (key, sa, sb)
             assert sa.min() > 0
         else:
@@ -279,20 +299,24 @@ def test_samples_reproduce_and_match_the_torch_installs_distribution(case):
 def test_sampling_masks_and_sigma_come_from_the_file():
     """A forbidden action is never drawn; SAC's samples stay in (-1, 1), PPO's in [-1, 1]; the spread is the file's own
     sigma (mu +/- sigma*z, clipped): checked against mu and sigma read out of the file by a bare session."""
-    out = no_torch_code("""
+    out = no_torch_code(
+        """
 import json, numpy as np, inference
 p = inference.load("examples/discrete-multi")
 mask = np.ones(sum(p.settings.discrete_branches), np.float32); mask[0] = 0; mask[1] = 0
-a = p.act([np.zeros((2000, *i["shape"]), np.float32) for i in p.info["inputs"]], action_masks=np.repeat(mask[None], 2000, 0),
-          deterministic=False, seed=0)["discrete_actions"]
+obs = [np.zeros((2000, *i["shape"]), np.float32) for i in p.info["inputs"]]
+a = p.act(obs, action_masks=np.repeat(mask[None], 2000, 0), deterministic=False, seed=0)["discrete_actions"]
 v = inference.load("examples/vector")
 z = v.act(np.zeros((20000, 8), np.float32), deterministic=False, seed=1)["continuous_actions"]
 d = v.act(np.zeros(8, np.float32))["continuous_actions"]
-print(json.dumps({"first": int((a[:, 0] < 2).sum()), "std": z.std(0).tolist(), "mean": z.mean(0).tolist(), "det": d.tolist()}))
-""".replace("examples/", str(EXAMPLES) + "/"))
+print(json.dumps({"first": int((a[:, 0] < 2).sum()), "std": z.std(0).tolist(), "mean": z.mean(0).tolist(), "det":
+d.tolist()}))
+""".replace("examples/", str(EXAMPLES) + "/")
+    )
     assert out["first"] == 0
     import onnx
     import onnxruntime as ort
+
     model = onnx.load(str(EXAMPLES / "vector" / "Vector.onnx"))
     draw = next(n for n in model.graph.node if n.op_type == "RandomNormalLike")
     mul = next(n for n in model.graph.node if n.op_type == "Mul" and draw.output[0] in n.input)
@@ -306,25 +330,33 @@ print(json.dumps({"first": int((a[:, 0] < 2).sum()), "std": z.std(0).tolist(), "
     assert np.allclose(np.asarray(out["mean"]) * 3, mu, atol=0.05)
 
 
-@pytest.mark.parametrize("args, wanted", [
-    (["--mode", "export-onnx"], 'pip install ".[torch]"'),
-    (["--mode", "precision"], 'pip install ".[torch]"'),
-    (["--mode", "onnx-compare"], 'pip install ".[torch]"'),
-    (["--mode", "action", "--engine", "torch"], 'pip install ".[torch]"'),
-    (["--mode", "action", "--dtype", "float16"], 'pip install ".[torch]"'),
-    (["--mode", "action", "--checkpoint", "LONE"], 'pip install ".[torch]"'),
-    (["--mode", "action", "--device", "cuda"], "onnxruntime-gpu"),
-    (["--mode", "action", "--device", "npu:1"], "onnxruntime-cann"),
-    (["--mode", "action", "--providers", "tensorrt,cuda"], "onnxruntime-gpu"),
-    (["--mode", "action", "--providers", "openvino"], "onnxruntime-openvino"),
-    (["--mode", "action", "--providers", "warp-drive"], "unknown execution provider"),
-])
+@pytest.mark.parametrize(
+    "args, wanted",
+    [
+        (["--mode", "export-onnx"], 'pip install ".[torch]"'),
+        (["--mode", "precision"], 'pip install ".[torch]"'),
+        (["--mode", "onnx-compare"], 'pip install ".[torch]"'),
+        (["--mode", "action", "--engine", "torch"], 'pip install ".[torch]"'),
+        (["--mode", "action", "--dtype", "float16"], 'pip install ".[torch]"'),
+        (["--mode", "action", "--checkpoint", "LONE"], 'pip install ".[torch]"'),
+        (["--mode", "action", "--device", "cuda"], "onnxruntime-gpu"),
+        (["--mode", "action", "--device", "npu:1"], "onnxruntime-cann"),
+        (["--mode", "action", "--providers", "tensorrt,cuda"], "onnxruntime-gpu"),
+        (["--mode", "action", "--providers", "openvino"], "onnxruntime-openvino"),
+        (["--mode", "action", "--providers", "warp-drive"], "unknown execution provider"),
+    ],
+)
 def test_what_needs_torch_or_a_provider_says_what_to_install(args, wanted, tmp_path):
     if "LONE" in args:  # a checkpoint with no ML-Agents ONNX beside it
         import shutil
+
         (tmp_path / "Vector").mkdir()
-        args = [str(shutil.copy(EXAMPLES / "vector" / "Vector" / "Vector-100000.pt", tmp_path / "Vector")) if a == "LONE" else a
-                for a in args]
+        args = [
+            str(shutil.copy(EXAMPLES / "vector" / "Vector" / "Vector-100000.pt", tmp_path / "Vector"))
+            if a == "LONE"
+            else a
+            for a in args
+        ]
     r = no_torch(*args, "--model-dir", EXAMPLES / "vector") if "--checkpoint" not in args else no_torch(*args)
     refused(r, wanted)
 
@@ -336,10 +368,18 @@ def test_the_checkpoints_own_onnx_is_used_beside_it():
     assert json.loads(r.stdout)["checkpoint"].endswith("Vector-50000.onnx")
 
 
-@pytest.mark.parametrize("mode, extra", [
-    ("info", []), ("checkpoints", []), ("sample", []), ("fingerprint", ["--steps", "8"]),
-    ("stats", ["--rollouts", "2", "--steps", "5"]), ("benchmark", ["--runs", "20"]), ("batch", ["--batch", "4"]),
-])
+@pytest.mark.parametrize(
+    "mode, extra",
+    [
+        ("info", []),
+        ("checkpoints", []),
+        ("sample", []),
+        ("fingerprint", ["--steps", "8"]),
+        ("stats", ["--rollouts", "2", "--steps", "5"]),
+        ("benchmark", ["--runs", "20"]),
+        ("batch", ["--batch", "4"]),
+    ],
+)
 def test_every_mode_that_the_file_serves_runs(mode, extra, tmp_path):
     out = ["--output", tmp_path / "a.npz"] if mode == "batch" else []
     r = no_torch("--mode", mode, "--model-dir", EXAMPLES / "hybrid", "--json", *extra, *out)
@@ -353,13 +393,22 @@ def test_every_mode_that_the_file_serves_runs(mode, extra, tmp_path):
 
 @needs_torch
 def test_the_stream_answers_as_the_torch_installs(capsys):
-    lines = "".join(json.dumps(line) + "\n" for line in [
-        {"id": 1, "obs": [0.1] * 10}, {"id": 1, "obs": [0.2] * 10}, {"id": 2, "obs": [[0.3] * 10, [0.4] * 10]},
-        {"id": 1, "obs": [0.5] * 10, "reset": True}, {"obs": [1] * 9}, {"id": "x", "obs": [0.1] * 10, "action_masks": [1, 0, 1, 1]},
-        {"id": 3, "obs": [0.2] * 10, "stochastic": True, "seed": 4}])
+    lines = "".join(
+        json.dumps(line) + "\n"
+        for line in [
+            {"id": 1, "obs": [0.1] * 10},
+            {"id": 1, "obs": [0.2] * 10},
+            {"id": 2, "obs": [[0.3] * 10, [0.4] * 10]},
+            {"id": 1, "obs": [0.5] * 10, "reset": True},
+            {"obs": [1] * 9},
+            {"id": "x", "obs": [0.1] * 10, "action_masks": [1, 0, 1, 1]},
+            {"id": 3, "obs": [0.2] * 10, "stochastic": True, "seed": 4},
+        ]
+    )
     mine = no_torch("--mode", "stream", "--model-dir", EXAMPLES / "lstm", input=lines)
-    code, out, err = run(capsys, "--mode", "stream", "--engine", "onnxruntime", "--model-dir", EXAMPLES / "lstm",
-                         stdin=lines)
+    code, out, err = run(
+        capsys, "--mode", "stream", "--engine", "onnxruntime", "--model-dir", EXAMPLES / "lstm", stdin=lines
+    )
     theirs = subprocess.CompletedProcess("stream", code, out, err)
     assert mine.returncode == theirs.returncode == 0, mine.stderr
     for a, b in zip(mine.stdout.splitlines(), theirs.stdout.splitlines(), strict=True):
@@ -367,26 +416,46 @@ def test_the_stream_answers_as_the_torch_installs(capsys):
         assert a.keys() == b.keys() and a.get("error") == b.get("error")
         if "memory" in a and "stochastic" not in a:
             assert close(a["memory"], b["memory"])
-    assert [json.loads(x).get("discrete_actions") for x in mine.stdout.splitlines()[:6]] == \
-        [json.loads(x).get("discrete_actions") for x in theirs.stdout.splitlines()[:6]]
+    assert [json.loads(x).get("discrete_actions") for x in mine.stdout.splitlines()[:6]] == [
+        json.loads(x).get("discrete_actions") for x in theirs.stdout.splitlines()[:6]
+    ]
 
 
 def test_the_device_and_providers_logic(monkeypatch):
     """Without hardware: the providers a device and --providers ask for, in order, the device index where it goes."""
-    from mlagents_inference import runtime
+    from mlagents_inference.engines import devices as runtime
 
     class FakeOrt:
         @staticmethod
         def get_available_providers():
-            return ["TensorrtExecutionProvider", "CUDAExecutionProvider", "CANNExecutionProvider", "CPUExecutionProvider"]
-    monkeypatch.setattr(runtime, "_ort", lambda: FakeOrt)
-    monkeypatch.setattr(runtime, "_host_has", lambda kind: True)  # (the host's devices: test_auto_takes_the_cpu_where_a_gpu_wheel_meets_no_gpu)
+            return [
+                "TensorrtExecutionProvider",
+                "CUDAExecutionProvider",
+                "CANNExecutionProvider",
+                "CPUExecutionProvider",
+            ]
+
+    monkeypatch.setattr(runtime, "import_onnxruntime", lambda: FakeOrt)
+    monkeypatch.setattr(
+        runtime, "host_has_device", lambda kind: True
+    )  # (the host's devices: test_auto_takes_the_cpu_where_a_gpu_wheel_meets_no_gpu)
     assert runtime.ort_device("auto") == runtime.OrtDevice("npu", 0)
     assert str(runtime.ort_device("cuda:1")) == "cuda:1" and str(runtime.ort_device("cpu")) == "cpu"
-    assert runtime.session_providers(runtime.OrtDevice("cuda", 1)) == [("CUDAExecutionProvider", {"device_id": "1"}), "CPUExecutionProvider"]
-    assert runtime.session_providers(runtime.OrtDevice("npu", 0)) == [("CANNExecutionProvider", {"device_id": "0"}), "CPUExecutionProvider"]
-    assert runtime.session_providers(runtime.OrtDevice("cuda", 0), runtime.parse_providers("tensorrt,CUDAExecutionProvider")) == \
-        [("TensorrtExecutionProvider", {"device_id": "0"}), ("CUDAExecutionProvider", {"device_id": "0"}), "CPUExecutionProvider"]
+    assert runtime.session_providers(runtime.OrtDevice("cuda", 1)) == [
+        ("CUDAExecutionProvider", {"device_id": "1"}),
+        "CPUExecutionProvider",
+    ]
+    assert runtime.session_providers(runtime.OrtDevice("npu", 0)) == [
+        ("CANNExecutionProvider", {"device_id": "0"}),
+        "CPUExecutionProvider",
+    ]
+    assert runtime.session_providers(
+        runtime.OrtDevice("cuda", 0), runtime.parse_providers("tensorrt,CUDAExecutionProvider")
+    ) == [
+        ("TensorrtExecutionProvider", {"device_id": "0"}),
+        ("CUDAExecutionProvider", {"device_id": "0"}),
+        "CPUExecutionProvider",
+    ]
     assert runtime.session_providers(None, ["CPUExecutionProvider"]) == ["CPUExecutionProvider"]
     with pytest.raises(runtime.UsageError, match="onnxruntime-openvino"):
         runtime.session_providers(None, runtime.parse_providers("openvino"))
@@ -398,7 +467,7 @@ def test_the_device_and_providers_logic(monkeypatch):
 
 def test_a_provider_that_falls_back_is_refused(monkeypatch):
     """onnxruntime runs on the CPU when a provider cannot start (a driver missing): that is refused, not hidden."""
-    from mlagents_inference import runtime
+    from mlagents_inference.engines import devices as runtime
 
     class Session:
         def __init__(self, *a, **k):
@@ -406,17 +475,27 @@ def test_a_provider_that_falls_back_is_refused(monkeypatch):
 
         def get_providers(self):
             return ["CPUExecutionProvider"]
+
     import onnxruntime
+
     monkeypatch.setattr(onnxruntime, "InferenceSession", Session)
+    from mlagents_inference.core import sessions
+
     with pytest.raises(runtime.UsageError, match="could not start CUDAExecutionProvider"):
-        runtime.onnx_session(b"model", providers=[("CUDAExecutionProvider", {"device_id": "0"}), "CPUExecutionProvider"])
+        sessions.onnx_session(
+            b"model", providers=[("CUDAExecutionProvider", {"device_id": "0"}), "CPUExecutionProvider"]
+        )
 
 
 @needs_torch
 def test_with_torch_the_onnxruntime_engine_takes_providers(capsys):
-    code, out, err = call(capsys, "--mode", "info", "--engine", "onnxruntime", "--providers", "cpu", "--model-dir", EXAMPLES / "vector")
+    code, out, err = call(
+        capsys, "--mode", "info", "--engine", "onnxruntime", "--providers", "cpu", "--model-dir", EXAMPLES / "vector"
+    )
     assert code == 0 and out["providers"] == ["CPUExecutionProvider"] and out["runs"] == "ML-Agents' modules", err
-    code, out, err = call(capsys, "--mode", "action", "--engine", "torch", "--providers", "cpu", "--model-dir", EXAMPLES / "vector")
+    code, out, err = call(
+        capsys, "--mode", "action", "--engine", "torch", "--providers", "cpu", "--model-dir", EXAMPLES / "vector"
+    )
     refused((code, out, err), "--providers applies to --engine onnxruntime")
 
 
@@ -427,13 +506,28 @@ def test_the_bundled_default_runs_without_torch():
 
 
 def test_serve_and_connect_run_without_torch(tmp_path):
-    """--mode serve on the ML-Agents file, torch unimportable; inference.connect() to it answers as load() does there."""
+    """--mode serve on the ML-Agents file, torch unimportable; inference.connect() to it answers as load() does
+    there."""
     import select
     import time
+
     where = tmp_path / "policy.sock"
-    proc = subprocess.Popen([sys.executable, str(NO_TORCH), "--mode", "serve", "--model-dir", str(EXAMPLES / "lstm"),
-                             "--listen", f"unix:{where}"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=child_env())
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(NO_TORCH),
+            "--mode",
+            "serve",
+            "--model-dir",
+            str(EXAMPLES / "lstm"),
+            "--listen",
+            f"unix:{where}",
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=child_env(),
+    )
     try:
         text, deadline = b"", time.monotonic() + 120
         while b"listening on" not in text:
@@ -456,12 +550,19 @@ print(json.dumps({{"same": bool(np.array_equal(a["discrete_actions"], b["discret
 
 # --- pushed further: run folders, 1.x files, info's fields, providers, what needs torch ---------------------
 
+
 def trained(name: str):
     return TRAINED / name
 
 
-@pytest.mark.parametrize("source", [["--model-dir", EXAMPLES / "hybrid"], ["--model-dir", EXAMPLES / "sac-continuous"],
-                                    ["--onnx", EXAMPLES / "onnx-interfaces" / "Crawlerish-1x.onnx"]])
+@pytest.mark.parametrize(
+    "source",
+    [
+        ["--model-dir", EXAMPLES / "hybrid"],
+        ["--model-dir", EXAMPLES / "sac-continuous"],
+        ["--onnx", EXAMPLES / "onnx-interfaces" / "Crawlerish-1x.onnx"],
+    ],
+)
 def test_batch_of_a_continuous_policy_shows_its_mu(capsys, source):
     """--mode batch printed |mu| from the engine's every output; the file engine answered its deterministic ones alone
     (KeyError 'mu_abs_max', a traceback, exit 1)."""
@@ -471,14 +572,19 @@ def test_batch_of_a_continuous_policy_shows_its_mu(capsys, source):
     mine = json.loads(no_torch("--mode", "batch", "--batch", "4", "--json", *source).stdout)
     if not TORCH:
         return
-    theirs = json.loads(with_torch(capsys, "--mode", "batch", "--batch", "4", "--json", "--engine", "onnxruntime", *source).stdout)
+    theirs = json.loads(
+        with_torch(capsys, "--mode", "batch", "--batch", "4", "--json", "--engine", "onnxruntime", *source).stdout
+    )
     assert abs(mine["mu_abs_max"] - theirs["mu_abs_max"]) < 1e-5
 
 
 def test_an_onnx_of_another_policy_beside_a_run_folder_is_not_this_policy():
-    """--model-dir examples/vector --onnx examples/lstm/Memory.onnx ran Memory.onnx as the policy (the torch install: not
+    """--model-dir examples/vector --onnx examples/lstm/Memory.onnx ran Memory.onnx as the policy (the torch install:
+    not
     this policy, exit 1)."""
-    r = no_torch("--mode", "action", "--model-dir", EXAMPLES / "vector", "--onnx", EXAMPLES / "lstm" / "Memory.onnx", "--json")
+    r = no_torch(
+        "--mode", "action", "--model-dir", EXAMPLES / "vector", "--onnx", EXAMPLES / "lstm" / "Memory.onnx", "--json"
+    )
     assert r.returncode == 1 and "not this policy" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "not_this_policy" in json.loads(r.stdout)
 
@@ -487,14 +593,22 @@ def test_an_earlier_checkpoints_onnx_does_not_replace_the_checkpoints_weights():
     """--model-dir examples/vector (final checkpoint 100000) --onnx Vector-50000.onnx ran the 50000 weights; the torch
     install runs the checkpoint's (the --onnx is its reference): the checkpoint's own ONNX runs."""
     plain = no_torch("--mode", "action", "--model-dir", EXAMPLES / "vector", "--json")
-    named = no_torch("--mode", "action", "--model-dir", EXAMPLES / "vector", "--onnx",
-                     EXAMPLES / "vector" / "Vector" / "Vector-50000.onnx", "--json")
+    named = no_torch(
+        "--mode",
+        "action",
+        "--model-dir",
+        EXAMPLES / "vector",
+        "--onnx",
+        EXAMPLES / "vector" / "Vector" / "Vector-50000.onnx",
+        "--json",
+    )
     assert plain.returncode == named.returncode == 0, named.stderr
     assert json.loads(named.stdout)["continuous_actions"] == json.loads(plain.stdout)["continuous_actions"]
 
 
-@pytest.mark.parametrize("name, shapes", [("3DBallHard", [[27], [18]]), ("DungeonEscape", [[10], [360], [1]]),
-                                          ("SoccerTwos", [[264], [72]])])
+@pytest.mark.parametrize(
+    "name, shapes", [("3DBallHard", [[27], [18]]), ("DungeonEscape", [[10], [360], [1]]), ("SoccerTwos", [[264], [72]])]
+)
 def test_a_1x_file_in_its_run_folder_takes_the_checkpoints_inputs(name, shapes):
     """Unity's 1.x file concatenates the sensors into vector_observation; with the run folder (its checkpoint) the
     torch install takes obs_0..obs_k, and so must the torch-free one (get_action's DecisionSteps, check_spec, --obs,
@@ -515,7 +629,8 @@ a = p.get_action(steps)
 flat = np.concatenate([o for o in obs], axis=1)
 q = inference.load({str(folder / f"{name}.onnx")!r})
 b = q.act(flat)
-print(json.dumps({{"c": a.continuous.tolist(), "d": a.discrete.tolist(), "qc": b.get("continuous_actions", np.zeros((3, 0))).tolist(),
+print(json.dumps({{"c": a.continuous.tolist(), "d": a.discrete.tolist(), "qc": b.get("continuous_actions",
+np.zeros((3, 0))).tolist(),
                   "qd": b.get("discrete_actions", np.zeros((3, 0))).tolist()}}))
 """)
     assert np.allclose(got["c"], got["qc"], atol=1e-6) and got["d"] == got["qd"]
@@ -525,17 +640,27 @@ print(json.dumps({{"c": a.continuous.tolist(), "d": a.discrete.tolist(), "qc": b
 def test_boundary_inputs_of_a_1x_run_folder_equal_the_torch_installs(capsys):
     folder = trained("3DBallHard")
     args = ("--mode", "action", "--obs", "boundary", "--model-dir", folder, "--json")
-    mine, theirs = json.loads(no_torch(*args).stdout), json.loads(with_torch(capsys, *args, "--engine", "onnxruntime").stdout)
+    mine, theirs = (
+        json.loads(no_torch(*args).stdout),
+        json.loads(with_torch(capsys, *args, "--engine", "onnxruntime").stdout),
+    )
     for name in ("obs_0", "obs_1"):
         assert np.allclose(mine["obs"][name], theirs["obs"][name], atol=1e-4)
     assert np.allclose(mine["continuous_actions"], theirs["continuous_actions"], atol=1e-5)
 
 
-@pytest.mark.parametrize("case, field, wanted", [
-    ("goal-hyper", "parameters", 35685), ("goal-two-signals", "parameters", 2306), ("goal-visual-signal", "parameters", 14197),
-    ("shared-critic", "shared_critic", True), ("visual-resnet", "shared_critic", True), ("vector", "shared_critic", False),
-    ("bundled", "behavior", "Huggy"),
-])
+@pytest.mark.parametrize(
+    "case, field, wanted",
+    [
+        ("goal-hyper", "parameters", 35685),
+        ("goal-two-signals", "parameters", 2306),
+        ("goal-visual-signal", "parameters", 14197),
+        ("shared-critic", "shared_critic", True),
+        ("visual-resnet", "shared_critic", True),
+        ("vector", "shared_critic", False),
+        ("bundled", "behavior", "Huggy"),
+    ],
+)
 def test_info_fields_equal_the_torch_installs(case, field, wanted):
     """A hypernetwork's generated layer has a bias of its own (the torch install counts it); a shared critic's value
     heads are in the checkpoint (the run folder's configuration says so); the bundled sample's behaviour is Huggy, not
@@ -556,65 +681,78 @@ def test_a_missing_provider_named_by_providers_is_blamed_on_providers():
 
 def test_a_negative_seed_samples_as_with_torch():
     """act(seed=-1) is within what act() takes (torch's manual_seed maps it); numpy's PCG64 raised ValueError."""
-    got = no_torch_code("""
+    got = no_torch_code(
+        """
 import json, numpy as np, inference
 p = inference.load(%r)
 a, b = (p.act(np.zeros(8, np.float32), deterministic=False, seed=-1)["continuous_actions"] for _ in range(2))
 c = p.act(np.zeros(8, np.float32), deterministic=False, seed=-2**63)["continuous_actions"]
 print(json.dumps([a.tolist(), b.tolist(), c.tolist()]))
-""" % str(EXAMPLES / "vector"))
+"""
+        % str(EXAMPLES / "vector")
+    )
     assert got[0] == got[1] != got[2]
 
 
 def test_ray_actors_load_the_policy_on_the_providers_named():
     """batch --ray: each PolicyActor loaded the policy without --providers (Ray's actors ran on the device's default
     provider, or the CPU, whatever --providers said). Checked without Ray: what an actor is given, and what it loads."""
-    got = no_torch_code("""
+    got = no_torch_code(
+        """
 import json
-from mlagents_inference.cli import parse_args
-from mlagents_inference.context import Context
-from mlagents_inference.datasets import PolicyActor, ray_model
+from mlagents_inference.fronts.cli import parse_args
+from mlagents_inference.services.context import Context
+from mlagents_inference.fronts.batch import PolicyActor
+from mlagents_inference.services.ray_support import ray_model
 ctx = Context(parse_args(["--mode", "batch", "--model-dir", %r, "--obs-file", "x.parquet", "--ray", "local",
                           "--providers", "CPUExecutionProvider", "--device", "cpu"]))
 model = ray_model(ctx)
 print(json.dumps([model["providers"], PolicyActor(model, None, 8, "order").policy.info["providers"]]))
-""" % str(EXAMPLES / "vector"))
+"""
+        % str(EXAMPLES / "vector")
+    )
     assert got == [["CPUExecutionProvider"], ["CPUExecutionProvider"]]
 
 
 def test_an_empty_providers_list_is_refused_as_the_apis_argument():
     """load(providers=[]) said "--providers: unknown execution provider ''" (an option the caller never gave)."""
-    got = no_torch_code("""
+    got = no_torch_code(
+        """
 import json, inference
 try:
     inference.load(%r, providers=[])
 except inference.UsageError as exc:
     print(json.dumps(str(exc)))
-""" % str(EXAMPLES / "vector"))
+"""
+        % str(EXAMPLES / "vector")
+    )
     assert got.startswith("providers []: expected a list of provider names")
 
 
 def test_auto_takes_the_cpu_where_a_gpu_wheel_meets_no_gpu(monkeypatch):
     """onnxruntime-gpu on a host without a GPU: --device auto (the default) took CUDA, whose provider cannot start, and
     every command ended 'onnxruntime could not start CUDAExecutionProvider'; auto is the CPU there."""
-    from mlagents_inference import runtime
+    from mlagents_inference.engines import devices as runtime
 
     class FakeOrt:
         @staticmethod
         def get_available_providers():
             return ["CUDAExecutionProvider", "CANNExecutionProvider", "CPUExecutionProvider"]
-    monkeypatch.setattr(runtime, "_ort", lambda: FakeOrt)
-    monkeypatch.setattr(runtime, "_host_has", lambda kind: False)
+
+    monkeypatch.setattr(runtime, "import_onnxruntime", lambda: FakeOrt)
+    monkeypatch.setattr(runtime, "host_has_device", lambda kind: False)
     assert runtime.ort_device("auto") == runtime.OrtDevice("cpu")
-    monkeypatch.setattr(runtime, "_host_has", lambda kind: kind == "cuda")
+    monkeypatch.setattr(runtime, "host_has_device", lambda kind: kind == "cuda")
     assert runtime.ort_device("auto") == runtime.OrtDevice("cuda", 0)
     assert str(runtime.ort_device("npu:1")) == "npu:1"  # (named: as asked; a provider that cannot start is refused)
     monkeypatch.undo()
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    assert runtime._host_has("cuda") is False
+    assert runtime.host_has_device("cuda") is False
 
 
-@pytest.mark.parametrize("source", [["--model-dir", EXAMPLES / "vector"], ["--onnx", EXAMPLES / "onnx-interfaces" / "Hybrid-2x.onnx"]])
+@pytest.mark.parametrize(
+    "source", [["--model-dir", EXAMPLES / "vector"], ["--onnx", EXAMPLES / "onnx-interfaces" / "Hybrid-2x.onnx"]]
+)
 def test_sample_shows_the_files_sigma(capsys, source):
     """--mode sample showed sigma from the checkpoint's modules alone: without torch its "sigma" was missing."""
     r = no_torch("--mode", "sample", *source, "--json")
@@ -623,7 +761,9 @@ def test_sample_shows_the_files_sigma(capsys, source):
     log_sigma = json.loads(no_torch("--mode", "info", *source, "--json").stdout)["log_sigma"]
     assert np.allclose(np.log(sigma), log_sigma, atol=1e-6)
     if TORCH:
-        theirs = json.loads(with_torch(capsys, "--mode", "sample", *source, "--json", "--engine", "onnxruntime").stdout)["sigma"]
+        theirs = json.loads(
+            with_torch(capsys, "--mode", "sample", *source, "--json", "--engine", "onnxruntime").stdout
+        )["sigma"]
         assert np.allclose(sigma, theirs, atol=1e-6)
 
 
@@ -633,8 +773,10 @@ def test_a_machine_without_torch_gets_one_line_saying_how_to_install_it(mode):
     rebuilt modules end in exit 2 and one line naming what to install, no traceback; the bundled sample's ONNX
     still runs `info` and listing the checkpoints still works."""
     done = no_torch("--mode", mode, input="")
-    assert refused(done) == (f"error: --mode {mode} works on ML-Agents' modules rebuilt in torch, which is not installed: "
-                             "pip install \".[torch]\" (or pip install torch; Ascend hosts: CANN's torch and torch_npu)")
+    assert refused(done) == (
+        f"error: --mode {mode} works on ML-Agents' modules rebuilt in torch, which is not installed: "
+        'pip install ".[torch]" (or pip install torch; Ascend hosts: CANN\'s torch and torch_npu)'
+    )
     for works in ("checkpoints", "info"):
         done = no_torch("--mode", works)
         assert done.returncode == 0 and "SUCCESS" in done.stdout, done.stderr[-500:]

@@ -24,6 +24,7 @@ turn's start, which long turns dilute. Printed per policy: each contender's medi
 ratio within each turn (steadier on a shared machine than a ratio of two medians).
 Exit code 0; --limit R: 1 when some act() ratio exceeds R.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,13 +58,15 @@ def _internal(inference, module: str, name: str):
 
 def contenders(inference, model_dir: Path, seed: int) -> dict:
     import onnxruntime as ort
+
     policy = inference.load(model_dir)
     s = policy.settings
     behavior = _internal(inference, "sources", "find_behavior")(model_dir)
     session = ort.InferenceSession(str(model_dir / f"{behavior}.onnx"), providers=["CPUExecutionProvider"])
     rng = np.random.RandomState(seed)
-    obs = [(rng.rand(1, *i.shape) if i.kind == "visual" else rng.randn(1, *i.shape)).astype(np.float32)
-           for i in s.inputs]
+    obs = [
+        (rng.rand(1, *i.shape) if i.kind == "visual" else rng.randn(1, *i.shape)).astype(np.float32) for i in s.inputs
+    ]
     masks = _internal(inference, "observations", "random_masks")(s, seed, 1)
     memory = None
     if s.memory_size:
@@ -76,11 +79,13 @@ def contenders(inference, model_dir: Path, seed: int) -> dict:
     if "recurrent_in" in names:
         feed["recurrent_in"] = memory.reshape(1, 1, -1)
     outputs = [o.name for o in session.get_outputs()]
-    fetch = [n for n in ("deterministic_continuous_actions", "deterministic_discrete_actions", "recurrent_out")
-             if n in outputs]
+    fetch = [
+        n
+        for n in ("deterministic_continuous_actions", "deterministic_discrete_actions", "recurrent_out")
+        if n in outputs
+    ]
     run = session.run
-    out = {"bare": lambda: run(fetch, feed),
-           "act": lambda: policy.act(obs, masks, memory=memory)}
+    out = {"bare": lambda: run(fetch, feed), "act": lambda: policy.act(obs, masks, memory=memory)}
     if hasattr(policy, "get_action"):
         per_branch = None
         if masks is not None:
@@ -109,8 +114,11 @@ def measure(fns: dict, rounds: int, calls: int) -> dict:
         result[name] = {"median_us": statistics.median(values)}
         if name != "bare":
             ratios = sorted(a / b for a, b in zip(values, medians["bare"]))
-            result[name].update(ratio=statistics.median(ratios), ratio_q1=ratios[len(ratios) // 4],
-                                ratio_q3=ratios[(3 * len(ratios)) // 4])
+            result[name].update(
+                ratio=statistics.median(ratios),
+                ratio_q1=ratios[len(ratios) // 4],
+                ratio_q3=ratios[(3 * len(ratios)) // 4],
+            )
     return result
 
 
@@ -139,12 +147,17 @@ def main() -> int:
             for name in ("act", "get_action"):
                 if name in r:
                     x = r[name]
-                    line += (f" | {name} {x['median_us']:7.1f} µs, {x['ratio']:.3f}x bare "
-                             f"(turns' quartiles {x['ratio_q1']:.3f}-{x['ratio_q3']:.3f})")
+                    line += (
+                        f" | {name} {x['median_us']:7.1f} µs, {x['ratio']:.3f}x bare "
+                        f"(turns' quartiles {x['ratio_q1']:.3f}-{x['ratio_q3']:.3f})"
+                    )
             print(line, flush=True)
     if args.json:
-        print(json.dumps({"inference": str(args.inference), "rounds": args.rounds, "calls": args.calls,
-                          "results": results}))
+        print(
+            json.dumps(
+                {"inference": str(args.inference), "rounds": args.rounds, "calls": args.calls, "results": results}
+            )
+        )
     return 1 if args.limit is not None and worst > args.limit else 0
 
 

@@ -29,6 +29,7 @@ benchmark's side-by-side measurement must not change what it measures.
 On a shared, noisy machine compare the ratios, not absolute figures across runs.
 Exit code: 0 within tolerance, 1 not, 2 a run failed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,7 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 # The lone bare session: argv = onnx path, batch, runs, seed; prints one JSON line.
-ALONE = r'''
+ALONE = r"""
 import json, sys, time
 import numpy as np
 import onnxruntime as ort
@@ -71,7 +72,7 @@ for _ in range(runs):
 t = np.asarray(times)
 print(json.dumps({"p50_ms": float(np.percentile(t, 50)), "avg_ms": float(t.mean()),
                   "throughput_per_s": batch / (t.mean() / 1e3), "onnxruntime": ort.__version__}))
-'''
+"""
 
 
 def default_onnx(model_dir: Path) -> Path:
@@ -93,30 +94,53 @@ def run_json(cmd: list, what: str) -> dict:
 
 def main() -> int:
     argv = sys.argv[1:]
-    extra = argv[argv.index("--") + 1:] if "--" in argv else []
-    argv = argv[:argv.index("--")] if "--" in argv else argv
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
+    argv = argv[: argv.index("--")] if "--" in argv else argv
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--model-dir", default=str(ROOT / "assets" / "ppo-Huggy-sample"))
-    p.add_argument("--onnx", help="the bare session's model (default: the one <Behavior>.onnx at the top of --model-dir)")
+    p.add_argument(
+        "--onnx", help="the bare session's model (default: the one <Behavior>.onnx at the top of --model-dir)"
+    )
     p.add_argument("--batch", type=int, default=4096)
     p.add_argument("--runs", type=int, default=30, help="timed calls per run, both sides (default 30)")
     p.add_argument("--rounds", type=int, default=5, help="benchmark runs, each between two lone runs (default 5)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tolerance", type=float, default=0.10)
     p.add_argument("--python", default=sys.executable, help="interpreter for both (default: this one)")
-    p.add_argument("--inference", default=str(ROOT / "inference.py"),
-                   help="the inference.py to benchmark (default: this checkout's; e.g. an older worktree's)")
+    p.add_argument(
+        "--inference",
+        default=str(ROOT / "inference.py"),
+        help="the inference.py to benchmark (default: this checkout's; e.g. an older worktree's)",
+    )
     p.add_argument("--json", action="store_true", help="one JSON summary line at the end")
     a = p.parse_args(argv)
     model_dir = Path(a.model_dir).resolve()
     onnx = Path(a.onnx).resolve() if a.onnx else default_onnx(model_dir)
     alone_cmd = [a.python, "-c", ALONE, str(onnx), str(a.batch), str(a.runs), str(a.seed)]
-    bench_cmd = [a.python, str(Path(a.inference).resolve()), "--mode", "benchmark", "--json", "--batch", str(a.batch),
-                 "--runs", str(a.runs), "--seed", str(a.seed), "--model-dir", str(model_dir), *extra]
+    bench_cmd = [
+        a.python,
+        str(Path(a.inference).resolve()),
+        "--mode",
+        "benchmark",
+        "--json",
+        "--batch",
+        str(a.batch),
+        "--runs",
+        str(a.runs),
+        "--seed",
+        str(a.seed),
+        "--model-dir",
+        str(model_dir),
+        *extra,
+    ]
     say = (lambda *x: None) if a.json else print
     say(f"model {model_dir.name} | bare ONNX {onnx.name} | batch {a.batch} | runs {a.runs} | rounds {a.rounds}")
-    say(f"{'':8}{'benchmark: ours/s':>18}{'bench: bare/s':>15}{'alone: bare/s':>15}{'ours/alone':>12}"
-        f"{'bench-bare/alone':>18}{'ours/bench-bare':>17}{'p50 ms: ours | bench-bare | alone':>36}")
+    say(
+        f"{'':8}{'benchmark: ours/s':>18}{'bench: bare/s':>15}{'alone: bare/s':>15}{'ours/alone':>12}"
+        f"{'bench-bare/alone':>18}{'ours/bench-bare':>17}{'p50 ms: ours | bench-bare | alone':>36}"
+    )
     lone_runs = [run_json(alone_cmd, "the lone bare session")]
     alone = [lone_runs[-1]["throughput_per_s"]]
     say(f"{'alone':8}{'':18}{'':15}{alone[-1]:>15,.0f}{'':47}{lone_runs[-1]['p50_ms']:>36.4f}")
@@ -128,30 +152,60 @@ def main() -> int:
         lone = (alone[-2] + alone[-1]) / 2  # the two lone runs around this benchmark
         lone_p50 = (lone_runs[-2]["p50_ms"] + lone_runs[-1]["p50_ms"]) / 2
         ours, inside = bench["throughput_per_s"], bench.get("onnxruntime_throughput_per_s")
-        row = {"round": r, "ours_per_s": ours, "bench_bare_per_s": inside, "alone_per_s": lone,
-               "ours_to_alone": ours / lone, "bench_bare_to_alone": inside / lone if inside else None,
-               "ours_to_bench_bare": bench.get("throughput_ratio_to_onnxruntime"),
-               "p50_ms": bench["p50_ms"], "onnxruntime_p50_ms": bench.get("onnxruntime_p50_ms"), "alone_p50_ms": lone_p50,
-               "p50_alone_to_ours": lone_p50 / bench["p50_ms"]}  # > 1: the benchmark's p50 is the faster
+        row = {
+            "round": r,
+            "ours_per_s": ours,
+            "bench_bare_per_s": inside,
+            "alone_per_s": lone,
+            "ours_to_alone": ours / lone,
+            "bench_bare_to_alone": inside / lone if inside else None,
+            "ours_to_bench_bare": bench.get("throughput_ratio_to_onnxruntime"),
+            "p50_ms": bench["p50_ms"],
+            "onnxruntime_p50_ms": bench.get("onnxruntime_p50_ms"),
+            "alone_p50_ms": lone_p50,
+            "p50_alone_to_ours": lone_p50 / bench["p50_ms"],
+        }  # > 1: the benchmark's p50 is the faster
         rows.append(row)
-        say(f"{'bench ' + str(r + 1):8}{ours:>18,.0f}{inside or float('nan'):>15,.0f}{lone:>15,.0f}"
+        say(
+            f"{'bench ' + str(r + 1):8}{ours:>18,.0f}{inside or float('nan'):>15,.0f}{lone:>15,.0f}"
             f"{row['ours_to_alone']:>12.3f}{row['bench_bare_to_alone'] or float('nan'):>18.3f}"
             f"{row['ours_to_bench_bare'] or float('nan'):>17.3f}"
-            f"{row['p50_ms']:>14.4f} |{row['onnxruntime_p50_ms'] or float('nan'):>9.4f} |{lone_p50:>9.4f}")
+            f"{row['p50_ms']:>14.4f} |{row['onnxruntime_p50_ms'] or float('nan'):>9.4f} |{lone_p50:>9.4f}"
+        )
         say(f"{'alone':8}{'':18}{'':15}{alone[-1]:>15,.0f}{'':47}{lone_runs[-1]['p50_ms']:>36.4f}")
-    median = {k: statistics.median(r[k] for r in rows)
-              for k in ("ours_to_alone", "bench_bare_to_alone", "ours_to_bench_bare", "p50_alone_to_ours")
-              if all(r[k] is not None for r in rows)}
+    median = {
+        k: statistics.median(r[k] for r in rows)
+        for k in ("ours_to_alone", "bench_bare_to_alone", "ours_to_bench_bare", "p50_alone_to_ours")
+        if all(r[k] is not None for r in rows)
+    }
     within = abs(median["ours_to_alone"] - 1) <= a.tolerance
-    say(f"median ratios: benchmark's own throughput / lone bare session = {median['ours_to_alone']:.3f}"
-        + (f" | benchmark's bare / lone bare = {median['bench_bare_to_alone']:.3f}" if "bench_bare_to_alone" in median else "")
+    say(
+        f"median ratios: benchmark's own throughput / lone bare session = {median['ours_to_alone']:.3f}"
+        + (
+            f" | benchmark's bare / lone bare = {median['bench_bare_to_alone']:.3f}"
+            if "bench_bare_to_alone" in median
+            else ""
+        )
         + (f" | ours / benchmark's bare = {median['ours_to_bench_bare']:.3f}" if "ours_to_bench_bare" in median else "")
-        + f" | lone p50 / benchmark's p50 = {median['p50_alone_to_ours']:.3f}")
+        + f" | lone p50 / benchmark's p50 = {median['p50_alone_to_ours']:.3f}"
+    )
     say(f"benchmark's own figure within {a.tolerance:.0%} of a lone bare session: {'yes' if within else 'NO'}")
     if a.json:
-        print(json.dumps({"model_dir": str(model_dir), "onnx": str(onnx), "batch": a.batch, "runs": a.runs,
-                          "alone_per_s": alone, "alone_p50_ms": [r["p50_ms"] for r in lone_runs], "rounds": rows,
-                          "median": median, "within_tolerance": within}))
+        print(
+            json.dumps(
+                {
+                    "model_dir": str(model_dir),
+                    "onnx": str(onnx),
+                    "batch": a.batch,
+                    "runs": a.runs,
+                    "alone_per_s": alone,
+                    "alone_p50_ms": [r["p50_ms"] for r in lone_runs],
+                    "rounds": rows,
+                    "median": median,
+                    "within_tolerance": within,
+                }
+            )
+        )
     return 0 if within else 1
 
 

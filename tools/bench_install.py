@@ -7,6 +7,7 @@ with torch, each running the same first action in a fresh process, in turns, in 
 A venv without the package installed runs the clone's inference.py. Prints one JSON object: per install the median
 wall time from process start to exit, the program's own time_to_first_action_s, the venv's size in MB, and the
 ratio torch-free / torch of the medians; the actions of both must be equal within 1e-5."""
+
 import argparse
 import json
 import statistics
@@ -20,7 +21,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def command(venv: Path, args: list) -> list:
     script = venv / "bin" / "mlagents-infer"
-    return [str(script), *args] if script.exists() else [str(venv / "bin" / "python"), str(ROOT / "inference.py"), *args]
+    return (
+        [str(script), *args] if script.exists() else [str(venv / "bin" / "python"), str(ROOT / "inference.py"), *args]
+    )
 
 
 def size_mb(venv: Path) -> int:
@@ -49,16 +52,29 @@ def main() -> int:
                 return 1
             out = json.loads(r.stdout)
             firsts[name].append(out["time_to_first_action_s"])
-            actions[name] = (out.get("continuous_actions"), out.get("discrete_actions"), out["engine"], out.get("runs"),
-                             out["versions"]["torch"])
+            actions[name] = (
+                out.get("continuous_actions"),
+                out.get("discrete_actions"),
+                out["engine"],
+                out.get("runs"),
+                out["versions"]["torch"],
+            )
     (c1, d1, *_), (c2, d2, *_) = actions["torch-free"], actions["torch"]
     same = d1 == d2 and (c1 is None or max(abs(x - y) for x, y in zip(c1, c2)) <= 1e-5)
-    result = {name: {"wall_s_median": round(statistics.median(walls[name]), 3),
-                     "time_to_first_action_s_median": round(statistics.median(firsts[name]), 3),
-                     "venv_mb": size_mb(installs[name]), "engine": actions[name][2], "runs": actions[name][3],
-                     "torch": actions[name][4]} for name in installs}
-    result["ratio_first_action"] = round(result["torch-free"]["time_to_first_action_s_median"] /
-                                         result["torch"]["time_to_first_action_s_median"], 3)
+    result = {
+        name: {
+            "wall_s_median": round(statistics.median(walls[name]), 3),
+            "time_to_first_action_s_median": round(statistics.median(firsts[name]), 3),
+            "venv_mb": size_mb(installs[name]),
+            "engine": actions[name][2],
+            "runs": actions[name][3],
+            "torch": actions[name][4],
+        }
+        for name in installs
+    }
+    result["ratio_first_action"] = round(
+        result["torch-free"]["time_to_first_action_s_median"] / result["torch"]["time_to_first_action_s_median"], 3
+    )
     result["ratio_wall"] = round(result["torch-free"]["wall_s_median"] / result["torch"]["wall_s_median"], 3)
     result["actions_equal"] = same
     print(json.dumps(result, indent=1))

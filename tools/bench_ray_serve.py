@@ -1,6 +1,7 @@
 """POST /v1/act timings against a running `serve --ray` (docs/serve.md#ray-serve): one client's per-line latency, then
 CLIENTS clients at once (lines/s). Huggy-shaped lines (59 random numbers) unless --obs-size says otherwise.
   python tools/bench_ray_serve.py http://127.0.0.1:8000/v1/act [--lines 2000] [--clients 16] [--obs-size 59]"""
+
 import argparse
 import json
 import time
@@ -34,9 +35,11 @@ def main() -> None:
     with ThreadPoolExecutor(a.clients) as pool:
         many = list(pool.map(post, lines))
     seconds = time.perf_counter() - t0
-    print(f"one client: p50 {np.percentile(one, 50):.2f} ms p99 {np.percentile(one, 99):.2f} ms ({len(one)} lines) | "
-          f"{a.clients} clients: {len(lines) / seconds:,.0f} lines/s, p50 {np.percentile(many, 50):.2f} ms "
-          f"p99 {np.percentile(many, 99):.2f} ms ({len(lines)} lines)")
+    print(
+        f"one client: p50 {np.percentile(one, 50):.2f} ms p99 {np.percentile(one, 99):.2f} ms ({len(one)} lines) | "
+        f"{a.clients} clients: {len(lines) / seconds:,.0f} lines/s, p50 {np.percentile(many, 50):.2f} ms "
+        f"p99 {np.percentile(many, 99):.2f} ms ({len(lines)} lines)"
+    )
 
 
 if __name__ == "__main__":

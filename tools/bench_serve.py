@@ -10,6 +10,7 @@ both at one --spin setting (default off, serve's own; the stream is measured at 
 
     python tools/bench_serve.py [--lines 50000] [--steps 300] [--rounds 3000] [--json] [--spin on|off]
 """
+
 import argparse
 import json
 import os
@@ -33,14 +34,27 @@ SPIN = ["--spin", "off"]  # (--spin: the stream's and serve's alike, so that a r
 
 def huggy_lines(n: int, seed: int, ids=None) -> list:
     obs = np.random.RandomState(seed).randn(n, 59).astype(np.float32)
-    return [json.dumps({"id": i if ids is None else ids[i % len(ids)], "obs": obs[i].tolist()}).encode() + b"\n"
-            for i in range(n)]
+    return [
+        json.dumps({"id": i if ids is None else ids[i % len(ids)], "obs": obs[i].tolist()}).encode() + b"\n"
+        for i in range(n)
+    ]
 
 
 def start_stream(spin: Optional[list] = None) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, str(ROOT / "inference.py"), "--mode", "stream", "--model-dir", str(HUGGY),
-                             *(SPIN if spin is None else spin)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "inference.py"),
+            "--mode",
+            "stream",
+            "--model-dir",
+            str(HUGGY),
+            *(SPIN if spin is None else spin),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
     proc.stdin.write(huggy_lines(1, 99)[0])  # warm up: the first answer
     proc.stdin.flush()
     proc.stdout.readline()
@@ -48,9 +62,22 @@ def start_stream(spin: Optional[list] = None) -> subprocess.Popen:
 
 
 def start_serve() -> tuple:
-    proc = subprocess.Popen([sys.executable, str(ROOT / "inference.py"), "--mode", "serve", "--model-dir", str(HUGGY),
-                             "--listen", "127.0.0.1:0", *SPIN], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "inference.py"),
+            "--mode",
+            "serve",
+            "--model-dir",
+            str(HUGGY),
+            "--listen",
+            "127.0.0.1:0",
+            *SPIN,
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     text, deadline = b"", time.monotonic() + 120
     while not (found := re.search(rb"listening on 127\.0\.0\.1:(\d+)", text)):
         if time.monotonic() > deadline or proc.poll() is not None or not select.select([proc.stderr], [], [], 1)[0]:
@@ -201,12 +228,21 @@ def main() -> None:
     p.add_argument("--lines", type=int, default=50_000)
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--rounds", type=int, default=3000)
-    p.add_argument("--repeat", type=int, default=3, help="each pair measured this many times, stream and serve "
-                   "alternating; medians reported (default 3)")
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="each pair measured this many times, stream and serve alternating; medians reported (default 3)",
+    )
     p.add_argument("--json", action="store_true", help="one JSON object instead of lines")
-    p.add_argument("--spin", choices=("on", "off"), default="off", help="onnxruntime's threads spin-wait between calls "
-                   "in the stream and serve alike (their --spin; default off, serve's default); the stream is measured at "
-                   "its own default (on) too, in the same repetitions")
+    p.add_argument(
+        "--spin",
+        choices=("on", "off"),
+        default="off",
+        help="onnxruntime's threads spin-wait between calls "
+        "in the stream and serve alike (their --spin; default off, serve's default); the stream is measured at "
+        "its own default (on) too, in the same repetitions",
+    )
     a = p.parse_args()
     SPIN[1] = a.spin
     own = a.spin != "on"  # (the stream at its own default, spin on, beside)
@@ -214,8 +250,20 @@ def main() -> None:
     payload = b"".join(lines)
     per_step = [huggy_lines(64, 1000 + s, ids=list(range(64))) for s in range(a.steps + 10)]
     lone_lines = huggy_lines(a.rounds + 200, 7, ids=["a"])
-    r: dict = {k: [] for k in ("stream_piped", "serve_piped", "stream_64", "serve_64", "serve_64_p50", "serve_64_p99",
-                               "stream_lone_p50", "serve_lone_p50", "serve_lone_p99")}
+    r: dict = {
+        k: []
+        for k in (
+            "stream_piped",
+            "serve_piped",
+            "stream_64",
+            "serve_64",
+            "serve_64_p50",
+            "serve_64_p99",
+            "stream_lone_p50",
+            "serve_lone_p50",
+            "serve_lone_p99",
+        )
+    }
     r.update({k: [] for k in ("stream_piped_spin_on", "stream_64_spin_on", "stream_lone_p50_spin_on")} if own else {})
     for _ in range(a.repeat):
         r["stream_piped"].append(stream_piped(payload, len(lines)))
@@ -236,23 +284,51 @@ def main() -> None:
         r["serve_lone_p50"].append(p50)
         r["serve_lone_p99"].append(p99)
     m = {k: median(v) for k, v in r.items()}
-    out = {"cpus": os.cpu_count(), "repeat": a.repeat, "spin": a.spin, "load_average_1m": os.getloadavg()[0],
-           "piped": {"lines": a.lines, "stream_lines_per_s": round(m["stream_piped"]),
-                     "serve_one_connection_lines_per_s": round(m["serve_piped"]),
-                     "ratio": round(m["serve_piped"] / m["stream_piped"], 3),
-                     **({"stream_spin_on_lines_per_s": round(m["stream_piped_spin_on"]),
-                         "ratio_to_stream_spin_on": round(m["serve_piped"] / m["stream_piped_spin_on"], 3)} if own else {})},
-           "agents_64": {"steps": a.steps, "stream_64_in_one_pipe_lines_per_s": round(m["stream_64"]),
-                         "serve_64_connections_lines_per_s": round(m["serve_64"]),
-                         "ratio": round(m["serve_64"] / m["stream_64"], 3), "serve_p50_ms": round(m["serve_64_p50"], 3),
-                         "serve_p99_ms": round(m["serve_64_p99"], 3),
-                         **({"stream_spin_on_lines_per_s": round(m["stream_64_spin_on"]),
-                             "ratio_to_stream_spin_on": round(m["serve_64"] / m["stream_64_spin_on"], 3)} if own else {})},
-           "lone": {"rounds": a.rounds, "stream_p50_ms": round(m["stream_lone_p50"], 4),
-                    "serve_p50_ms": round(m["serve_lone_p50"], 4), "ratio": round(m["serve_lone_p50"] / m["stream_lone_p50"], 3),
-                    "serve_p99_ms": round(m["serve_lone_p99"], 4),
-                    **({"stream_spin_on_p50_ms": round(m["stream_lone_p50_spin_on"], 4)} if own else {})},
-           "raw": {k: [round(x, 4) for x in v] for k, v in r.items()}}
+    out = {
+        "cpus": os.cpu_count(),
+        "repeat": a.repeat,
+        "spin": a.spin,
+        "load_average_1m": os.getloadavg()[0],
+        "piped": {
+            "lines": a.lines,
+            "stream_lines_per_s": round(m["stream_piped"]),
+            "serve_one_connection_lines_per_s": round(m["serve_piped"]),
+            "ratio": round(m["serve_piped"] / m["stream_piped"], 3),
+            **(
+                {
+                    "stream_spin_on_lines_per_s": round(m["stream_piped_spin_on"]),
+                    "ratio_to_stream_spin_on": round(m["serve_piped"] / m["stream_piped_spin_on"], 3),
+                }
+                if own
+                else {}
+            ),
+        },
+        "agents_64": {
+            "steps": a.steps,
+            "stream_64_in_one_pipe_lines_per_s": round(m["stream_64"]),
+            "serve_64_connections_lines_per_s": round(m["serve_64"]),
+            "ratio": round(m["serve_64"] / m["stream_64"], 3),
+            "serve_p50_ms": round(m["serve_64_p50"], 3),
+            "serve_p99_ms": round(m["serve_64_p99"], 3),
+            **(
+                {
+                    "stream_spin_on_lines_per_s": round(m["stream_64_spin_on"]),
+                    "ratio_to_stream_spin_on": round(m["serve_64"] / m["stream_64_spin_on"], 3),
+                }
+                if own
+                else {}
+            ),
+        },
+        "lone": {
+            "rounds": a.rounds,
+            "stream_p50_ms": round(m["stream_lone_p50"], 4),
+            "serve_p50_ms": round(m["serve_lone_p50"], 4),
+            "ratio": round(m["serve_lone_p50"] / m["stream_lone_p50"], 3),
+            "serve_p99_ms": round(m["serve_lone_p99"], 4),
+            **({"stream_spin_on_p50_ms": round(m["stream_lone_p50_spin_on"], 4)} if own else {}),
+        },
+        "raw": {k: [round(x, 4) for x in v] for k, v in r.items()},
+    }
     if a.json:
         print(json.dumps(out))
     else:

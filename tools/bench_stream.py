@@ -15,6 +15,7 @@ onnxruntime session on ML-Agents' own ONNX (batch 1 per call, and batch 64).
     python tools/bench_stream.py [--lines 50000] [--steps 300] [--inference path/to/inference.py] [--rounds N]
                                  [--before path/to/earlier/inference.py] [--spin on|off]
 """
+
 import argparse
 import json
 import os
@@ -36,7 +37,8 @@ import numpy as np
 import onnxruntime as ort
 import orjson
 onnx, lstm, spin = sys.argv[1], sys.argv[2] == "lstm", sys.argv[3] == "on"
-options = ort.SessionOptions()  # (the stream's session options: its threads spin or sleep between calls as the stream's)
+options = ort.SessionOptions()  # (the stream's session options: its threads spin or sleep between calls as the
+stream's)
 options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
 session = ort.InferenceSession(onnx, options, providers=["CPUExecutionProvider"])
 read, write, flush = sys.stdin.buffer.read1, sys.stdout.buffer.write, sys.stdout.buffer.flush
@@ -145,8 +147,9 @@ def lstm_agents(inference: str, steps: int, agents: int = 64) -> tuple:
         if step == 20:
             t0, cpu = time.perf_counter(), cpu_seconds(proc)
         obs = rng.randn(agents, 10).astype(np.float32)
-        proc.stdin.write(b"".join(json.dumps({"id": a, "obs": obs[a].tolist()}).encode() + b"\n"
-                                  for a in range(agents)))
+        proc.stdin.write(
+            b"".join(json.dumps({"id": a, "obs": obs[a].tolist()}).encode() + b"\n" for a in range(agents))
+        )
         proc.stdin.flush()
         for _ in range(agents):
             answer = proc.stdout.readline()
@@ -159,6 +162,7 @@ def lstm_agents(inference: str, steps: int, agents: int = 64) -> tuple:
 
 def bare(onnx: Path, feeds, n: int) -> float:
     import onnxruntime as ort
+
     session = ort.InferenceSession(str(onnx), providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs() if o.name.startswith("deterministic") or o.name == "recurrent_out"]
     for _ in range(50):
@@ -175,10 +179,16 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--inference", default=str(ROOT / "inference.py"))
     p.add_argument("--rounds", type=int, default=1, help="stream and floor alternated this many times (medians)")
-    p.add_argument("--before", help="another inference.py (an earlier checkout, which must know --spin), run in the "
-                   "same rounds")
-    p.add_argument("--spin", choices=("on", "off"), default="on", help="onnxruntime's threads spin-wait between calls "
-                   "(the stream's --spin) in the stream and the floor alike (default on: the stream's own default)")
+    p.add_argument(
+        "--before", help="another inference.py (an earlier checkout, which must know --spin), run in the same rounds"
+    )
+    p.add_argument(
+        "--spin",
+        choices=("on", "off"),
+        default="on",
+        help="onnxruntime's threads spin-wait between calls "
+        "(the stream's --spin) in the stream and the floor alike (default on: the stream's own default)",
+    )
     args = p.parse_args()
     global SPIN
     SPIN = args.spin
@@ -187,8 +197,11 @@ def main() -> None:
         huggy = ROOT / "assets" / "ppo-Huggy-sample" / "Huggy" / "Huggy-600017.onnx"
     lstm = ROOT / "examples" / "lstm" / "Memory.onnx"
     x1 = {"obs_0": np.zeros((1, 59), np.float32)}
-    lstm64 = {"obs_0": np.zeros((64, 10), np.float32), "action_masks": np.ones((64, 4), np.float32),
-              "recurrent_in": np.zeros((64, 1, 32), np.float32)}
+    lstm64 = {
+        "obs_0": np.zeros((64, 10), np.float32),
+        "action_masks": np.ones((64, 4), np.float32),
+        "recurrent_in": np.zeros((64, 1, 32), np.float32),
+    }
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
         f.write(FLOOR)
     floor_huggy, floor_lstm = (f.name, huggy), (f.name, lstm)
@@ -218,13 +231,26 @@ def main() -> None:
         "cpu_us_per_line": {k: round(v, 2) for k, v in cpu.items()},  # (the server process's, all its threads)
         "cpu_piped_vs_floor": round(cpu["floor_piped"] / cpu["piped"], 3),
         "cpu_lstm_vs_floor": round(cpu["floor_lstm"] / cpu["lstm"], 3),
-        **({"before": {"piped_vs_floor": round(med["before_piped"] / med["floor_piped"], 3),
-                       "lstm_vs_floor": round(med["before_lstm"] / med["floor_lstm"], 3),
-                       "cpu_piped_vs_floor": round(cpu["floor_piped"] / cpu["before_piped"], 3),
-                       "cpu_lstm_vs_floor": round(cpu["floor_lstm"] / cpu["before_lstm"], 3)}} if args.before else {}),
+        **(
+            {
+                "before": {
+                    "piped_vs_floor": round(med["before_piped"] / med["floor_piped"], 3),
+                    "lstm_vs_floor": round(med["before_lstm"] / med["floor_lstm"], 3),
+                    "cpu_piped_vs_floor": round(cpu["floor_piped"] / cpu["before_piped"], 3),
+                    "cpu_lstm_vs_floor": round(cpu["floor_lstm"] / cpu["before_lstm"], 3),
+                }
+            }
+            if args.before
+            else {}
+        ),
         "rounds": {k: [round(rate) for rate, _ in v] for k, v in runs.items()} if args.rounds > 1 else None,
-        "round_ratios": {case: [round(a[0] / b[0], 3) for a, b in zip(runs[case], runs["floor_" + case.split("_")[-1]])]
-                         for case in runs if not case.startswith("floor")} if args.rounds > 1 else None,
+        "round_ratios": {
+            case: [round(a[0] / b[0], 3) for a, b in zip(runs[case], runs["floor_" + case.split("_")[-1]])]
+            for case in runs
+            if not case.startswith("floor")
+        }
+        if args.rounds > 1
+        else None,
         "one_at_a_time": one_at_a_time(args.inference, 2000),
         "bare_onnxruntime_huggy_batch1_per_s": bare(huggy, x1, 5000),
         "bare_onnxruntime_lstm_batch64_agent_steps_per_s": bare(lstm, lstm64, 2000),

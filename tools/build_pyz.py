@@ -10,6 +10,7 @@ into a temporary folder when it is used, removed at exit) and __main__.py, a cop
 `python mlagents-infer.pyz ARGS` is `python inference.py ARGS`. It needs the same installed
 packages (numpy, onnx, onnxruntime, torch for the modes that use it...), not the clone.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,11 @@ def build(output: Path) -> Path:
     output.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="mlagents-infer-pyz-") as staging:
         stage = Path(staging) / "app"
-        shutil.copytree(ROOT / "mlagents_inference", stage / "mlagents_inference",
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        shutil.copytree(
+            ROOT / "mlagents_inference",
+            stage / "mlagents_inference",
+            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+        )
         shutil.copytree(ROOT / SAMPLE, stage / SAMPLE)
         shutil.copy2(ROOT / "inference.py", stage / "inference.py")
         shutil.copy2(ROOT / "inference.py", stage / "__main__.py")
@@ -45,7 +49,9 @@ def build(output: Path) -> Path:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--output", type=Path, default=ROOT / "dist" / "mlagents-infer.pyz", help="default: dist/mlagents-infer.pyz")
+    p.add_argument(
+        "--output", type=Path, default=ROOT / "dist" / "mlagents-infer.pyz", help="default: dist/mlagents-infer.pyz"
+    )
     out = build(p.parse_args().output)
     print(f"wrote {out} ({out.stat().st_size / 2**20:.1f} MiB)")
     return 0

@@ -16,9 +16,20 @@
 #      lines/s from first to last answer, and with process start included
 #   5. precision --dtype float16 and bfloat16 for the same folders (recorded: exit 1 = the
 #      measured error misses --tol, which is not a failure here; any other non-zero exit is)
+#   2b. device graphs against eager and against the CPU on the device (tools/device_compare.py graphs, 1e-5; a graph
+#      that did not run is a failure), and on the second card (7) with a second policy on the first card, in one process
 #   4b. the torch-free path: the sample's ML-Agents ONNX on onnxruntime's provider for the device (torch unimportable),
-#      when onnxruntime-gpu / onnxruntime-cann is installed; its actions beside the CPU provider's; a benchmark
+#      when onnxruntime-gpu / onnxruntime-cann is installed: its answers against the CPU provider's within 1e-5
+#      (tools/device_compare.py providers; an error of 1e-4 or more is named float16-sized: CANN's force_fp16, TF32);
+#      its action and a benchmark
+#   7. the second card (SECOND_DEVICE, else <kind>:1 where torch sees two): graphs on against off and against the CPU
+#      there, a second policy on the first card in the same process (device graphs captured on card 0 only: issue 33)
+#   8. NPU: a run without CANN's environment (its variables and Ascend paths removed): one line naming set_env.sh (exit
+#      2) or a run (exit 0), never a traceback; then the same with TORCH_DEVICE_BACKEND_AUTOLOAD=0 on the CPU (exit 0)
+#   9. NPU: TASK_QUEUE_ENABLE=2 (torch_npu refuses graph capture there): info says graphs are off and why; the eager
+#      answers against the CPU within 1e-5
 #   6. DEVICE=<dev> bash run_tests.sh (the 50-case replay), its own log appended at the end
+# Order: 1, 2, 2b, 3, 4, 4b, 7, 8, 9, 5, 6 (the issue-33 checks before the long sweeps, which the budget cuts first).
 # Each step: its command, exit code, wall time and verdict; a summary at the end.
 # Parity steps (2, 5) run PARALLEL at a time; benchmarks and run_tests.sh run alone.
 #
@@ -33,7 +44,8 @@
 #   DEVICE_CHECK_LOG=path    the log (default logs/device_check.log; relative to the repo root)
 #   FIXTURES=dir             fixture root (default $HUGGY_FIXTURES, else ../shared/fixtures)
 #   PYTHON=python3           interpreter (default python)
-#   SECOND_DEVICE=npu:1      passed on to run_tests.sh (its cases 44, 49, 50)
+#   SECOND_DEVICE=npu:1      the second card: step 7, and run_tests.sh's cases 44, 49, 50 (default for step 7:
+#                            <kind>:1 where torch sees two devices)
 #   TIME_BUDGET=450          seconds for the whole run; steps that no longer fit are left out
 #   PARALLEL=4               parity steps at a time (dry: 2)
 #   ONLY=regex               only the example and fixture folders whose path matches (grep -E); the bundled
@@ -74,7 +86,7 @@ if importlib.util.find_spec("torch_npu"):
     try:
         import torch_npu
         n = torch.npu.device_count() if torch.npu.is_available() else 0
-        print("torch_npu=%s npus=%d" % (torch_npu.__version__, n))
+        print("torch_npu=%s npus=%d" % (torch_npu.__version__, n)); print("count_npu=%d" % n)
         if n:
             found = "npu:0"; print("name=%s" % torch.npu.get_device_name(0))
             # defaults before inference.py switches them off for float32 (engines.full_float32)
@@ -84,7 +96,7 @@ if importlib.util.find_spec("torch_npu"):
         print("torch_npu=error (%s)" % str(e).splitlines()[0][:200])
 if found == "none":
     n = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    print("cuda=%s gpus=%d" % (torch.version.cuda, n))
+    print("cuda=%s gpus=%d" % (torch.version.cuda, n)); print("count_cuda=%d" % n)
     if n:
         found = "cuda:0"; print("name=%s" % torch.cuda.get_device_name(0))
 print("found=%s" % found)
@@ -169,6 +181,12 @@ elif kind in ("precision", "lowp"):
 elif kind == "bench":
     figs = "p50 %s ms, p99 %s ms, %s obs/s, engine %s" % (g("p50_ms", "{:.4f}"), g("p99_ms", "{:.4f}"),
                                                         g("throughput_per_s", "{:,.0f}"), g("engine", "{}"))
+    if data.get("graphs"):
+        figs += "; device graphs %s" % g("graphs", "{}")
+elif kind == "check":  # tools/device_compare.py: its own summary (verdict, max error, what was compared, graphs)
+    figs = g("summary", "{}")
+elif kind == "tq2":  # TASK_QUEUE_ENABLE=2: info must say that graphs are off, and why
+    figs = "device graphs: %s" % g("graphs", "{}")
     if data.get("onnxruntime_p50_ms") is not None:
         figs += "; bare onnxruntime (CPU) p50 %s ms" % g("onnxruntime_p50_ms", "{:.4f}")
 else:
@@ -183,8 +201,19 @@ elif rc == 1:
     status = "FAIL"
 else:
     status = "ERROR"
-if not data and rc in (0, 1) and kind != "other":
+if not data and rc in (0, 1) and kind not in ("other", "noenv"):
     status, figs = "ERROR", "exit %d but no JSON result on stdout" % rc
+if kind == "tq2" and status == "PASS" and "TASK_QUEUE_ENABLE" not in str(data.get("graphs")):
+    status = "FAIL"  # graphs reported on (or silent) where torch_npu refuses capture
+if kind == "noenv":  # without CANN's environment: a run, or ONE line naming set_env.sh; never a traceback
+    try:
+        lines = [l.strip() for l in open(err_path, encoding="utf-8", errors="replace") if l.strip()]
+    except OSError:
+        lines = []
+    told = rc == 2 and len(lines) == 1 and "set_env.sh" in lines[0]
+    status = "PASS" if rc == 0 or told else "FAIL"
+    figs = "ran (exit 0)" if rc == 0 else ("told in one line: " if told else "exit %d: " % rc) + (lines[-1][:200] if lines else "")
+    data = {"told": told}
 if status not in ("PASS", "MISS") and not data:
     try:
         lines = [l.strip() for l in open(err_path, encoding="utf-8", errors="replace") if l.strip()]
@@ -310,6 +339,11 @@ for m in "${MODELS[@]}"; do
 done
 flush
 
+# 2b. device graphs: the graph against eager and both against the CPU, on the device (issue 33)
+run_now check "graphs on $DEVICE: on against off and against the CPU (1e-5)" -- \
+  "$PY" tools/device_compare.py graphs --device "$DEVICE" --model-dir "$SAMPLE"
+flush
+
 # 3. benchmarks (alone), graphs on and off
 GRAPHS="not tried (no benchmark)"
 for pair in $BENCH_RUNS; do
@@ -387,6 +421,8 @@ flush
 #     onnxruntime-cann on Ascend); against the same run on the CPU provider
 case "${DEVICE%%:*}" in cuda) PROV=CUDAExecutionProvider ;; npu) PROV=CANNExecutionProvider ;; *) PROV=CPUExecutionProvider ;; esac
 if timeout 60 "$PY" -c "import onnxruntime, sys; sys.exit('$PROV' not in onnxruntime.get_available_providers())" 2>/dev/null; then
+  run_now check "torch-free: $PROV against the CPU provider within 1e-5 (float16-sized errors named)" -- \
+    "$PY" tools/device_compare.py providers --device "$DEVICE" --model-dir "$SAMPLE" --torch-free
   run_now other "torch-free: the sample's ONNX on $PROV ($DEVICE)" -- "$PY" tests/no_torch.py --mode action --device "$DEVICE" --model-dir "$SAMPLE" --obs ones --json
   run_now other "torch-free: the same on the CPU provider" -- "$PY" tests/no_torch.py --mode action --device cpu --model-dir "$SAMPLE" --obs ones --json
   run_now other "torch-free: benchmark batch 64 on $PROV" -- "$PY" tests/no_torch.py --mode benchmark --device "$DEVICE" --model-dir "$SAMPLE" --batch 64 --runs 200 --json
@@ -394,6 +430,42 @@ else
   echo "# 4b torch-free step left out: this onnxruntime has no $PROV (onnxruntime-gpu on CUDA, onnxruntime-cann on Ascend)" >> "$LOG"
 fi
 flush
+
+# 7. the second card (issue 33: graphs captured on the current card, 0, recorded nothing on another)
+KIND="${DEVICE%%:*}"
+COUNT="$(printf '%s\n' "$probe" | sed -n "s/^count_$KIND=//p" | tail -n 1)"
+DEV2="${SECOND_DEVICE:-}"
+if [ -z "$DEV2" ] && [ "${COUNT:-0}" -ge 2 ] 2>/dev/null; then DEV2="$KIND:1"; fi
+if [ -n "$DEV2" ] && [ "$DRY" = 0 ]; then
+  FIRST="$KIND:0"; [ "$DEV2" = "$FIRST" ] && FIRST="$DEVICE"
+  run_now check "second card $DEV2: graphs on against off and the CPU; a second policy on $FIRST in the same process" -- \
+    "$PY" tools/device_compare.py graphs --device "$DEV2" --second "$FIRST" --model-dir "$SAMPLE"
+  run_now info "info on $DEV2" -- "$PY" inference.py --device "$DEV2" --mode info --json
+else
+  echo "# 7 second-card step left out: ${DEV2:+a dry run}${DEV2:-one device (set SECOND_DEVICE=... where there are two)}" >> "$LOG"
+fi
+flush
+
+if [ "$KIND" = npu ]; then
+  # 8. without CANN's environment: set_env.sh's variables unset, its Ascend paths taken out of the search paths
+  strip_ascend() { printf '%s' "$1" | tr ':' '\n' | grep -vi ascend | paste -sd: -; }
+  NOENV=(env -u ASCEND_TOOLKIT_HOME -u ASCEND_HOME_PATH -u ASCEND_OPP_PATH -u ASCEND_AICPU_PATH -u TOOLCHAIN_HOME
+         -u ASCEND_CUSTOM_OPP_PATH "LD_LIBRARY_PATH=$(strip_ascend "${LD_LIBRARY_PATH:-}")"
+         "PYTHONPATH=$(strip_ascend "${PYTHONPATH:-}")" "PATH=$(strip_ascend "$PATH")")
+  PYABS="$(command -v "$PY")"   # (found before the Ascend paths leave PATH)
+  run_now noenv "without CANN's environment: --device cpu (a run, or one line naming set_env.sh)" -- \
+    "${NOENV[@]}" "$PYABS" inference.py --device cpu --mode action --model-dir "$SAMPLE" --obs ones --json
+  run_now other "without CANN's environment, TORCH_DEVICE_BACKEND_AUTOLOAD=0: --device cpu runs" -- \
+    "${NOENV[@]}" TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$PYABS" inference.py --device cpu --mode action --model-dir "$SAMPLE" --obs ones --json
+  # 9. TASK_QUEUE_ENABLE=2: torch_npu refuses graph capture; info says so, and eager holds against the CPU
+  run_now tq2 "TASK_QUEUE_ENABLE=2: info says graphs are off and why" -- \
+    env TASK_QUEUE_ENABLE=2 "$PY" inference.py --device "$DEVICE" --mode info --json
+  run_now check "TASK_QUEUE_ENABLE=2: eager on $DEVICE against the CPU (1e-5)" -- \
+    env TASK_QUEUE_ENABLE=2 "$PY" tools/device_compare.py graphs --device "$DEVICE" --allow-eager --model-dir "$SAMPLE"
+  flush
+else
+  echo "# 8, 9 (without CANN's environment; TASK_QUEUE_ENABLE=2) left out: NPU only" >> "$LOG"
+fi
 
 # 5. low precision (recorded)
 if [ "$LOWP" = 1 ]; then

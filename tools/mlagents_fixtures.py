@@ -18,6 +18,7 @@ step with learning rate 0 fills the Adam states. The committed fixtures keep che
 <Behavior>.onnx, configuration.yaml and `generated.json` (what was built, with each input's
 ML-Agents ObservationType). Not part of inference.py or its tests' requirements.
 """
+
 import argparse
 import json
 import os
@@ -65,131 +66,373 @@ def buf(n, f):
 
 # name -> dict(behavior, obs, cont, branches, net, trainer, shared_critic, step, extra)
 CONFIGS = {
-    "nonsquare-simple": dict(behavior="NonSquareSimple", obs=[cam(3, 64, 48), vec(7)], cont=3, branches=[],
-                             net=dict(normalize=True, hidden_units=64, num_layers=2, vis_encode_type="simple")),
-    "nature84": dict(behavior="Nature84", obs=[cam(3, 84, 84)], cont=0, branches=[4, 3],
-                     net=dict(normalize=False, hidden_units=128, num_layers=1, vis_encode_type="nature_cnn")),
-    "resnet-gray-nonsquare": dict(behavior="ResnetGray", obs=[cam(1, 40, 30), vec(4)], cont=2, branches=[],
-                                  net=dict(normalize=True, hidden_units=32, num_layers=2, vis_encode_type="resnet")),
-    "two-cams-after-vector": dict(behavior="TwoCams", obs=[vec(9), cam(3, 32, 40), cam(1, 24, 24)], cont=2,
-                                  branches=[3],
-                                  net=dict(normalize=True, hidden_units=64, num_layers=2, vis_encode_type="simple")),
-    "visual-lstm-discrete": dict(behavior="VisualLstm", obs=[cam(3, 36, 36), vec(6)], cont=0, branches=[3, 4],
-                                 net=dict(normalize=True, hidden_units=64, num_layers=2, vis_encode_type="simple",
-                                          memory=dict(memory_size=128, sequence_length=16))),
-    "visual-lstm64-nature": dict(behavior="VisualLstm64", obs=[vec(5), cam(3, 40, 36)], cont=0, branches=[5],
-                                 net=dict(normalize=False, hidden_units=48, num_layers=1, vis_encode_type="nature_cnn",
-                                          memory=dict(memory_size=64, sequence_length=8))),
-    "attention-camera-vector": dict(behavior="AttnCam", obs=[vec(6), buf(5, 4), cam(3, 24, 32)], cont=0,
-                                    branches=[3, 2],
-                                    net=dict(normalize=True, hidden_units=64, num_layers=2,
-                                             vis_encode_type="simple")),
-    "attention-two-buffers": dict(behavior="AttnTwoBuf", obs=[buf(12, 9), vec(4), buf(3, 2)], cont=2, branches=[],
-                                  net=dict(normalize=False, hidden_units=32, num_layers=2,
-                                           vis_encode_type="simple")),
-    "attention-only-buffer": dict(behavior="AttnOnly", obs=[buf(20, 7)], cont=0, branches=[4],
-                                  net=dict(normalize=True, hidden_units=64, num_layers=1,
-                                           vis_encode_type="simple")),
-    "goal-hyper-multi": dict(behavior="GoalMulti", obs=[vec(8), vec(4, goal=True), vec(5)], cont=2, branches=[3],
-                             net=dict(normalize=True, hidden_units=48, num_layers=3, vis_encode_type="simple",
-                                      goal_conditioning_type="hyper")),
-    "goal-hyper-camera": dict(behavior="GoalCam", obs=[cam(3, 36, 28), vec(6), vec(3, goal=True)], cont=0,
-                              branches=[4],
-                              net=dict(normalize=False, hidden_units=32, num_layers=1, vis_encode_type="simple",
-                                       goal_conditioning_type="hyper")),
-    "match3-7x9": dict(behavior="Match3Big", obs=[cam(6, 7, 9)], cont=0, branches=[5, 4, 7],
-                       net=dict(normalize=False, hidden_units=64, num_layers=2, vis_encode_type="match3")),
-    "fc-small-grid": dict(behavior="FcGrid", obs=[cam(2, 3, 5), vec(3)], cont=1, branches=[2],
-                          net=dict(normalize=True, hidden_units=16, num_layers=1,
-                                   vis_encode_type="fully_connected")),
-    "sac-camera": dict(behavior="SacCam", obs=[cam(3, 40, 30), vec(8)], cont=3, branches=[], trainer="sac",
-                       net=dict(normalize=True, hidden_units=64, num_layers=2, vis_encode_type="simple")),
-    "poca-normalize": dict(behavior="PocaNorm", obs=[vec(11), vec(3)], cont=0, branches=[2, 4, 3], trainer="poca",
-                           net=dict(normalize=True, hidden_units=64, num_layers=2, vis_encode_type="simple")),
-    "hybrid-lstm-3x48": dict(behavior="HybridLstm", obs=[vec(13)], cont=2, branches=[3, 2],
-                             net=dict(normalize=True, hidden_units=48, num_layers=3, vis_encode_type="simple",
-                                      memory=dict(memory_size=64, sequence_length=8))),
-    "vec-cam-vec-normalize": dict(behavior="VecCamVec", obs=[vec(5), cam(3, 21, 20), vec(7)], cont=2, branches=[],
-                                  net=dict(normalize=True, hidden_units=32, num_layers=2,
-                                           vis_encode_type="simple")),
+    "nonsquare-simple": dict(
+        behavior="NonSquareSimple",
+        obs=[cam(3, 64, 48), vec(7)],
+        cont=3,
+        branches=[],
+        net=dict(normalize=True, hidden_units=64, num_layers=2, vis_encode_type="simple"),
+    ),
+    "nature84": dict(
+        behavior="Nature84",
+        obs=[cam(3, 84, 84)],
+        cont=0,
+        branches=[4, 3],
+        net=dict(normalize=False, hidden_units=128, num_layers=1, vis_encode_type="nature_cnn"),
+    ),
+    "resnet-gray-nonsquare": dict(
+        behavior="ResnetGray",
+        obs=[cam(1, 40, 30), vec(4)],
+        cont=2,
+        branches=[],
+        net=dict(normalize=True, hidden_units=32, num_layers=2, vis_encode_type="resnet"),
+    ),
+    "two-cams-after-vector": dict(
+        behavior="TwoCams",
+        obs=[vec(9), cam(3, 32, 40), cam(1, 24, 24)],
+        cont=2,
+        branches=[3],
+        net=dict(normalize=True, hidden_units=64, num_layers=2, vis_encode_type="simple"),
+    ),
+    "visual-lstm-discrete": dict(
+        behavior="VisualLstm",
+        obs=[cam(3, 36, 36), vec(6)],
+        cont=0,
+        branches=[3, 4],
+        net=dict(
+            normalize=True,
+            hidden_units=64,
+            num_layers=2,
+            vis_encode_type="simple",
+            memory=dict(memory_size=128, sequence_length=16),
+        ),
+    ),
+    "visual-lstm64-nature": dict(
+        behavior="VisualLstm64",
+        obs=[vec(5), cam(3, 40, 36)],
+        cont=0,
+        branches=[5],
+        net=dict(
+            normalize=False,
+            hidden_units=48,
+            num_layers=1,
+            vis_encode_type="nature_cnn",
+            memory=dict(memory_size=64, sequence_length=8),
+        ),
+    ),
+    "attention-camera-vector": dict(
+        behavior="AttnCam",
+        obs=[vec(6), buf(5, 4), cam(3, 24, 32)],
+        cont=0,
+        branches=[3, 2],
+        net=dict(normalize=True, hidden_units=64, num_layers=2, vis_encode_type="simple"),
+    ),
+    "attention-two-buffers": dict(
+        behavior="AttnTwoBuf",
+        obs=[buf(12, 9), vec(4), buf(3, 2)],
+        cont=2,
+        branches=[],
+        net=dict(normalize=False, hidden_units=32, num_layers=2, vis_encode_type="simple"),
+    ),
+    "attention-only-buffer": dict(
+        behavior="AttnOnly",
+        obs=[buf(20, 7)],
+        cont=0,
+        branches=[4],
+        net=dict(normalize=True, hidden_units=64, num_layers=1, vis_encode_type="simple"),
+    ),
+    "goal-hyper-multi": dict(
+        behavior="GoalMulti",
+        obs=[vec(8), vec(4, goal=True), vec(5)],
+        cont=2,
+        branches=[3],
+        net=dict(
+            normalize=True, hidden_units=48, num_layers=3, vis_encode_type="simple", goal_conditioning_type="hyper"
+        ),
+    ),
+    "goal-hyper-camera": dict(
+        behavior="GoalCam",
+        obs=[cam(3, 36, 28), vec(6), vec(3, goal=True)],
+        cont=0,
+        branches=[4],
+        net=dict(
+            normalize=False, hidden_units=32, num_layers=1, vis_encode_type="simple", goal_conditioning_type="hyper"
+        ),
+    ),
+    "match3-7x9": dict(
+        behavior="Match3Big",
+        obs=[cam(6, 7, 9)],
+        cont=0,
+        branches=[5, 4, 7],
+        net=dict(normalize=False, hidden_units=64, num_layers=2, vis_encode_type="match3"),
+    ),
+    "fc-small-grid": dict(
+        behavior="FcGrid",
+        obs=[cam(2, 3, 5), vec(3)],
+        cont=1,
+        branches=[2],
+        net=dict(normalize=True, hidden_units=16, num_layers=1, vis_encode_type="fully_connected"),
+    ),
+    "sac-camera": dict(
+        behavior="SacCam",
+        obs=[cam(3, 40, 30), vec(8)],
+        cont=3,
+        branches=[],
+        trainer="sac",
+        net=dict(normalize=True, hidden_units=64, num_layers=2, vis_encode_type="simple"),
+    ),
+    "poca-normalize": dict(
+        behavior="PocaNorm",
+        obs=[vec(11), vec(3)],
+        cont=0,
+        branches=[2, 4, 3],
+        trainer="poca",
+        net=dict(normalize=True, hidden_units=64, num_layers=2, vis_encode_type="simple"),
+    ),
+    "hybrid-lstm-3x48": dict(
+        behavior="HybridLstm",
+        obs=[vec(13)],
+        cont=2,
+        branches=[3, 2],
+        net=dict(
+            normalize=True,
+            hidden_units=48,
+            num_layers=3,
+            vis_encode_type="simple",
+            memory=dict(memory_size=64, sequence_length=8),
+        ),
+    ),
+    "vec-cam-vec-normalize": dict(
+        behavior="VecCamVec",
+        obs=[vec(5), cam(3, 21, 20), vec(7)],
+        cont=2,
+        branches=[],
+        net=dict(normalize=True, hidden_units=32, num_layers=2, vis_encode_type="simple"),
+    ),
     # Not something mlagents-learn writes (normalize is one switch per network): the middle vector's
     # processor is replaced by an unnormalised VectorInput after construction.
-    "unnorm-between-norm": dict(behavior="UnnormMid", obs=[vec(6), vec(4), vec(5)], cont=3, branches=[],
-                                net=dict(normalize=True, hidden_units=32, num_layers=2, vis_encode_type="simple"),
-                                unnormalise=[1]),
-    "shared-critic-visual-lstm": dict(behavior="SharedLstm", obs=[cam(3, 20, 24), vec(4)], cont=2, branches=[2],
-                                      shared_critic=True,
-                                      net=dict(normalize=True, hidden_units=32, num_layers=2,
-                                               vis_encode_type="simple",
-                                               memory=dict(memory_size=32, sequence_length=4))),
-    "sac-hybrid-discrete": dict(behavior="SacHybrid", obs=[vec(10)], cont=2, branches=[3], trainer="sac",
-                                net=dict(normalize=False, hidden_units=40, num_layers=2,
-                                         vis_encode_type="simple")),
+    "unnorm-between-norm": dict(
+        behavior="UnnormMid",
+        obs=[vec(6), vec(4), vec(5)],
+        cont=3,
+        branches=[],
+        net=dict(normalize=True, hidden_units=32, num_layers=2, vis_encode_type="simple"),
+        unnormalise=[1],
+    ),
+    "shared-critic-visual-lstm": dict(
+        behavior="SharedLstm",
+        obs=[cam(3, 20, 24), vec(4)],
+        cont=2,
+        branches=[2],
+        shared_critic=True,
+        net=dict(
+            normalize=True,
+            hidden_units=32,
+            num_layers=2,
+            vis_encode_type="simple",
+            memory=dict(memory_size=32, sequence_length=4),
+        ),
+    ),
+    "sac-hybrid-discrete": dict(
+        behavior="SacHybrid",
+        obs=[vec(10)],
+        cont=2,
+        branches=[3],
+        trainer="sac",
+        net=dict(normalize=False, hidden_units=40, num_layers=2, vis_encode_type="simple"),
+    ),
 }
 
 # Second group: edge cases likely to trip a loader that infers the architecture from shapes.
-CONFIGS.update({
-    "goal-two-signals": dict(behavior="GoalTwo", obs=[vec(8), vec(2, goal=True), vec(3, goal=True)], cont=2,
-                             branches=[], net=dict(normalize=True, hidden_units=32, num_layers=2,
-                                                   vis_encode_type="simple", goal_conditioning_type="hyper")),
-    "goal-same-width": dict(behavior="GoalSame", obs=[vec(3), vec(3, goal=True), vec(7)], cont=0, branches=[4],
-                            net=dict(normalize=False, hidden_units=32, num_layers=2, vis_encode_type="simple",
-                                     goal_conditioning_type="hyper")),
-    "goal-visual-signal": dict(behavior="GoalVisual", obs=[vec(6), ("visual", (3, 24, 24), ObservationType.GOAL_SIGNAL)],
-                               cont=2, branches=[], net=dict(normalize=False, hidden_units=32, num_layers=2,
-                                                             vis_encode_type="simple", goal_conditioning_type="hyper")),
-    "goal-hyper-lstm-1layer": dict(behavior="GoalLstm", obs=[vec(3, goal=True), vec(9)], cont=1, branches=[3],
-                                   net=dict(normalize=True, hidden_units=32, num_layers=1, vis_encode_type="simple",
-                                            goal_conditioning_type="hyper",
-                                            memory=dict(memory_size=48, sequence_length=8))),
-    "goal-none-conditioning": dict(behavior="GoalNone", obs=[vec(6), vec(3, goal=True)], cont=2, branches=[],
-                                   net=dict(normalize=True, hidden_units=32, num_layers=2, vis_encode_type="simple",
-                                            goal_conditioning_type="none")),
-    "wide-images": dict(behavior="Wide", obs=[cam(3, 36, 96), vec(2)], cont=0, branches=[3],
-                        net=dict(normalize=True, hidden_units=32, num_layers=1, vis_encode_type="nature_cnn")),
-    "tall-simple": dict(behavior="Tall", obs=[cam(1, 120, 20)], cont=2, branches=[],
-                        net=dict(normalize=False, hidden_units=32, num_layers=1, vis_encode_type="simple")),
-    "buffer-1x1-lstm": dict(behavior="Buf1Lstm", obs=[buf(1, 1), vec(2)], cont=0, branches=[2, 2],
-                            net=dict(normalize=True, hidden_units=32, num_layers=2, vis_encode_type="simple",
-                                     memory=dict(memory_size=32, sequence_length=4))),
-    "sac-discrete-camera": dict(behavior="SacDisc", obs=[cam(3, 30, 40), vec(4)], cont=0, branches=[3, 3],
-                                trainer="sac", net=dict(normalize=True, hidden_units=32, num_layers=2,
-                                                        vis_encode_type="simple")),
-    "poca-continuous-attention": dict(behavior="PocaAttn", obs=[vec(5), buf(4, 3)], cont=2, branches=[],
-                                      trainer="poca", net=dict(normalize=True, hidden_units=32, num_layers=2,
-                                                               vis_encode_type="simple")),
-    "twelve-vectors": dict(behavior="Twelve", obs=[vec(1 + (i % 4)) for i in range(12)], cont=2, branches=[2],
-                           net=dict(normalize=True, hidden_units=32, num_layers=2, vis_encode_type="simple")),
-    "twelve-mixed-unnorm": dict(behavior="TwelveMixed",
-                                obs=[vec(2), cam(1, 20, 20), vec(3), vec(1), vec(4), cam(3, 20, 24), vec(2),
-                                     vec(5), vec(1), vec(2), cam(2, 22, 20), vec(3)], cont=0, branches=[3],
-                                net=dict(normalize=False, hidden_units=32, num_layers=1, vis_encode_type="simple")),
-    "single-scalar": dict(behavior="Scalar", obs=[vec(1)], cont=1, branches=[],
-                          net=dict(normalize=True, hidden_units=8, num_layers=1, vis_encode_type="simple")),
-    "shared-critic-attention": dict(behavior="SharedAttn", obs=[buf(6, 4), vec(3)], cont=0, branches=[3],
-                                    shared_critic=True, net=dict(normalize=True, hidden_units=32, num_layers=2,
-                                                                 vis_encode_type="simple")),
-})
+CONFIGS.update(
+    {
+        "goal-two-signals": dict(
+            behavior="GoalTwo",
+            obs=[vec(8), vec(2, goal=True), vec(3, goal=True)],
+            cont=2,
+            branches=[],
+            net=dict(
+                normalize=True, hidden_units=32, num_layers=2, vis_encode_type="simple", goal_conditioning_type="hyper"
+            ),
+        ),
+        "goal-same-width": dict(
+            behavior="GoalSame",
+            obs=[vec(3), vec(3, goal=True), vec(7)],
+            cont=0,
+            branches=[4],
+            net=dict(
+                normalize=False, hidden_units=32, num_layers=2, vis_encode_type="simple", goal_conditioning_type="hyper"
+            ),
+        ),
+        "goal-visual-signal": dict(
+            behavior="GoalVisual",
+            obs=[vec(6), ("visual", (3, 24, 24), ObservationType.GOAL_SIGNAL)],
+            cont=2,
+            branches=[],
+            net=dict(
+                normalize=False, hidden_units=32, num_layers=2, vis_encode_type="simple", goal_conditioning_type="hyper"
+            ),
+        ),
+        "goal-hyper-lstm-1layer": dict(
+            behavior="GoalLstm",
+            obs=[vec(3, goal=True), vec(9)],
+            cont=1,
+            branches=[3],
+            net=dict(
+                normalize=True,
+                hidden_units=32,
+                num_layers=1,
+                vis_encode_type="simple",
+                goal_conditioning_type="hyper",
+                memory=dict(memory_size=48, sequence_length=8),
+            ),
+        ),
+        "goal-none-conditioning": dict(
+            behavior="GoalNone",
+            obs=[vec(6), vec(3, goal=True)],
+            cont=2,
+            branches=[],
+            net=dict(
+                normalize=True, hidden_units=32, num_layers=2, vis_encode_type="simple", goal_conditioning_type="none"
+            ),
+        ),
+        "wide-images": dict(
+            behavior="Wide",
+            obs=[cam(3, 36, 96), vec(2)],
+            cont=0,
+            branches=[3],
+            net=dict(normalize=True, hidden_units=32, num_layers=1, vis_encode_type="nature_cnn"),
+        ),
+        "tall-simple": dict(
+            behavior="Tall",
+            obs=[cam(1, 120, 20)],
+            cont=2,
+            branches=[],
+            net=dict(normalize=False, hidden_units=32, num_layers=1, vis_encode_type="simple"),
+        ),
+        "buffer-1x1-lstm": dict(
+            behavior="Buf1Lstm",
+            obs=[buf(1, 1), vec(2)],
+            cont=0,
+            branches=[2, 2],
+            net=dict(
+                normalize=True,
+                hidden_units=32,
+                num_layers=2,
+                vis_encode_type="simple",
+                memory=dict(memory_size=32, sequence_length=4),
+            ),
+        ),
+        "sac-discrete-camera": dict(
+            behavior="SacDisc",
+            obs=[cam(3, 30, 40), vec(4)],
+            cont=0,
+            branches=[3, 3],
+            trainer="sac",
+            net=dict(normalize=True, hidden_units=32, num_layers=2, vis_encode_type="simple"),
+        ),
+        "poca-continuous-attention": dict(
+            behavior="PocaAttn",
+            obs=[vec(5), buf(4, 3)],
+            cont=2,
+            branches=[],
+            trainer="poca",
+            net=dict(normalize=True, hidden_units=32, num_layers=2, vis_encode_type="simple"),
+        ),
+        "twelve-vectors": dict(
+            behavior="Twelve",
+            obs=[vec(1 + (i % 4)) for i in range(12)],
+            cont=2,
+            branches=[2],
+            net=dict(normalize=True, hidden_units=32, num_layers=2, vis_encode_type="simple"),
+        ),
+        "twelve-mixed-unnorm": dict(
+            behavior="TwelveMixed",
+            obs=[
+                vec(2),
+                cam(1, 20, 20),
+                vec(3),
+                vec(1),
+                vec(4),
+                cam(3, 20, 24),
+                vec(2),
+                vec(5),
+                vec(1),
+                vec(2),
+                cam(2, 22, 20),
+                vec(3),
+            ],
+            cont=0,
+            branches=[3],
+            net=dict(normalize=False, hidden_units=32, num_layers=1, vis_encode_type="simple"),
+        ),
+        "single-scalar": dict(
+            behavior="Scalar",
+            obs=[vec(1)],
+            cont=1,
+            branches=[],
+            net=dict(normalize=True, hidden_units=8, num_layers=1, vis_encode_type="simple"),
+        ),
+        "shared-critic-attention": dict(
+            behavior="SharedAttn",
+            obs=[buf(6, 4), vec(3)],
+            cont=0,
+            branches=[3],
+            shared_critic=True,
+            net=dict(normalize=True, hidden_units=32, num_layers=2, vis_encode_type="simple"),
+        ),
+    }
+)
 # ML-Agents' smallest image per encoder, one square and one non-square camera each
 for _enc, _side in [("simple", 20), ("nature_cnn", 36), ("resnet", 15), ("match3", 5), ("fully_connected", 1)]:
-    CONFIGS[f"min-{_enc}"] = dict(behavior=f"Min{_enc.title().replace('_', '')}",
-                                  obs=[cam(2, _side, _side), vec(3), cam(3, _side + 3, _side)], cont=1, branches=[3],
-                                  net=dict(normalize=True, hidden_units=16, num_layers=1, vis_encode_type=_enc))
+    CONFIGS[f"min-{_enc}"] = dict(
+        behavior=f"Min{_enc.title().replace('_', '')}",
+        obs=[cam(2, _side, _side), vec(3), cam(3, _side + 3, _side)],
+        cont=1,
+        branches=[3],
+        net=dict(normalize=True, hidden_units=16, num_layers=1, vis_encode_type=_enc),
+    )
 
 # tests/fixtures/mlagents/ (--committed): small enough to keep in the repository
 COMMITTED = {
-    "goal-two-signals": dict(behavior="GoalTwo", obs=[vec(8), vec(2, goal=True), vec(3, goal=True)], cont=2,
-                             branches=[], net=dict(normalize=True, hidden_units=12, num_layers=2,
-                                                   vis_encode_type="simple", goal_conditioning_type="hyper")),
-    "goal-visual-signal": dict(behavior="GoalVisual", obs=[vec(6), ("visual", (3, 20, 20), ObservationType.GOAL_SIGNAL)],
-                               cont=0, branches=[3, 2], net=dict(normalize=False, hidden_units=12, num_layers=2,
-                                                             vis_encode_type="simple", goal_conditioning_type="hyper")),
-    "lstm-camera-nonsquare": dict(behavior="LstmCam", obs=[cam(1, 24, 30), vec(3)], cont=0, branches=[3, 2],
-                                  net=dict(normalize=True, hidden_units=16, num_layers=1, vis_encode_type="simple",
-                                           memory=dict(memory_size=16, sequence_length=4))),
-    "cameras-after-vector": dict(behavior="CamsAfter", obs=[vec(4), cam(3, 20, 24), cam(2, 21, 20)], cont=2,
-                                 branches=[], net=dict(normalize=True, hidden_units=16, num_layers=2,
-                                                       vis_encode_type="simple")),
+    "goal-two-signals": dict(
+        behavior="GoalTwo",
+        obs=[vec(8), vec(2, goal=True), vec(3, goal=True)],
+        cont=2,
+        branches=[],
+        net=dict(
+            normalize=True, hidden_units=12, num_layers=2, vis_encode_type="simple", goal_conditioning_type="hyper"
+        ),
+    ),
+    "goal-visual-signal": dict(
+        behavior="GoalVisual",
+        obs=[vec(6), ("visual", (3, 20, 20), ObservationType.GOAL_SIGNAL)],
+        cont=0,
+        branches=[3, 2],
+        net=dict(
+            normalize=False, hidden_units=12, num_layers=2, vis_encode_type="simple", goal_conditioning_type="hyper"
+        ),
+    ),
+    "lstm-camera-nonsquare": dict(
+        behavior="LstmCam",
+        obs=[cam(1, 24, 30), vec(3)],
+        cont=0,
+        branches=[3, 2],
+        net=dict(
+            normalize=True,
+            hidden_units=16,
+            num_layers=1,
+            vis_encode_type="simple",
+            memory=dict(memory_size=16, sequence_length=4),
+        ),
+    ),
+    "cameras-after-vector": dict(
+        behavior="CamsAfter",
+        obs=[vec(4), cam(3, 20, 24), cam(2, 21, 20)],
+        cont=2,
+        branches=[],
+        net=dict(normalize=True, hidden_units=16, num_layers=2, vis_encode_type="simple"),
+    ),
 }
 
 
@@ -197,47 +440,131 @@ COMMITTED = {
 # the development zoo's kinds (same inputs, actions, encoders and trainers) at hidden sizes small enough to
 # keep the whole set to a few MB; "steps" writes more than one checkpoint.
 EXAMPLES = {
-    "vector": dict(behavior="Vector", obs=[vec(8)], cont=2, branches=[], steps=[50000, 100000],
-                   net=dict(normalize=False, hidden_units=32, num_layers=2, vis_encode_type="simple")),
-    "multi-continuous": dict(behavior="Crawlerish", obs=[vec(30), vec(8)], cont=6, branches=[],
-                             net=dict(normalize=True, hidden_units=32, num_layers=3, vis_encode_type="simple")),
-    "discrete-multi": dict(behavior="DiscreteMulti", obs=[vec(20), vec(6)], cont=0, branches=[3, 2, 5],
-                           net=dict(normalize=True, hidden_units=32, num_layers=2, vis_encode_type="simple")),
-    "hybrid": dict(behavior="Hybrid", obs=[vec(12)], cont=3, branches=[2],
-                   net=dict(normalize=True, hidden_units=32, num_layers=2, vis_encode_type="simple")),
-    "sac-continuous": dict(behavior="SacContinuous", obs=[vec(16)], cont=4, branches=[], trainer="sac",
-                           net=dict(normalize=True, hidden_units=32, num_layers=2, vis_encode_type="simple")),
-    "poca-discrete": dict(behavior="PocaDiscrete", obs=[vec(14)], cont=0, branches=[3, 3, 3], trainer="poca",
-                          net=dict(normalize=True, hidden_units=32, num_layers=2, vis_encode_type="simple")),
-    "shared-critic": dict(behavior="SharedCritic", obs=[vec(10)], cont=2, branches=[], shared_critic=True,
-                          net=dict(normalize=True, hidden_units=32, num_layers=2, vis_encode_type="simple")),
-    "visual-simple": dict(behavior="VisualSimple", obs=[cam(3, 36, 36), vec(5)], cont=2, branches=[],
-                          net=dict(normalize=False, hidden_units=32, num_layers=1, vis_encode_type="simple")),
-    "visual-nature_cnn": dict(behavior="VisualNature", obs=[cam(3, 36, 36), vec(5)], cont=0, branches=[3],
-                              net=dict(normalize=True, hidden_units=16, num_layers=1, vis_encode_type="nature_cnn")),
-    "visual-resnet": dict(behavior="VisualResnet", obs=[cam(3, 36, 36), vec(5)], cont=2, branches=[],
-                          shared_critic=True,
-                          net=dict(normalize=True, hidden_units=16, num_layers=1, vis_encode_type="resnet")),
-    "visual-match3": dict(behavior="VisualMatch3", obs=[cam(4, 6, 6), vec(5)], cont=0, branches=[6],
-                          shared_critic=True,
-                          net=dict(normalize=True, hidden_units=32, num_layers=1, vis_encode_type="match3")),
-    "visual-fully_connected": dict(behavior="VisualFC", obs=[cam(4, 6, 6), vec(5)], cont=2, branches=[],
-                                   net=dict(normalize=False, hidden_units=32, num_layers=1,
-                                            vis_encode_type="fully_connected")),
-    "lstm": dict(behavior="Memory", obs=[vec(10)], cont=0, branches=[4], steps=[50000, 100000],
-                 net=dict(normalize=False, hidden_units=32, num_layers=2, vis_encode_type="simple",
-                          memory=dict(memory_size=32, sequence_length=8))),
-    "attention": dict(behavior="Attention", obs=[buf(6, 5), vec(8)], cont=0, branches=[3, 3],
-                      net=dict(normalize=False, hidden_units=32, num_layers=2, vis_encode_type="simple")),
-    "goal-hyper": dict(behavior="GoalHyper", obs=[vec(12), vec(3, goal=True)], cont=0, branches=[5],
-                       net=dict(normalize=False, hidden_units=32, num_layers=2, vis_encode_type="simple",
-                                goal_conditioning_type="hyper")),
+    "vector": dict(
+        behavior="Vector",
+        obs=[vec(8)],
+        cont=2,
+        branches=[],
+        steps=[50000, 100000],
+        net=dict(normalize=False, hidden_units=32, num_layers=2, vis_encode_type="simple"),
+    ),
+    "multi-continuous": dict(
+        behavior="Crawlerish",
+        obs=[vec(30), vec(8)],
+        cont=6,
+        branches=[],
+        net=dict(normalize=True, hidden_units=32, num_layers=3, vis_encode_type="simple"),
+    ),
+    "discrete-multi": dict(
+        behavior="DiscreteMulti",
+        obs=[vec(20), vec(6)],
+        cont=0,
+        branches=[3, 2, 5],
+        net=dict(normalize=True, hidden_units=32, num_layers=2, vis_encode_type="simple"),
+    ),
+    "hybrid": dict(
+        behavior="Hybrid",
+        obs=[vec(12)],
+        cont=3,
+        branches=[2],
+        net=dict(normalize=True, hidden_units=32, num_layers=2, vis_encode_type="simple"),
+    ),
+    "sac-continuous": dict(
+        behavior="SacContinuous",
+        obs=[vec(16)],
+        cont=4,
+        branches=[],
+        trainer="sac",
+        net=dict(normalize=True, hidden_units=32, num_layers=2, vis_encode_type="simple"),
+    ),
+    "poca-discrete": dict(
+        behavior="PocaDiscrete",
+        obs=[vec(14)],
+        cont=0,
+        branches=[3, 3, 3],
+        trainer="poca",
+        net=dict(normalize=True, hidden_units=32, num_layers=2, vis_encode_type="simple"),
+    ),
+    "shared-critic": dict(
+        behavior="SharedCritic",
+        obs=[vec(10)],
+        cont=2,
+        branches=[],
+        shared_critic=True,
+        net=dict(normalize=True, hidden_units=32, num_layers=2, vis_encode_type="simple"),
+    ),
+    "visual-simple": dict(
+        behavior="VisualSimple",
+        obs=[cam(3, 36, 36), vec(5)],
+        cont=2,
+        branches=[],
+        net=dict(normalize=False, hidden_units=32, num_layers=1, vis_encode_type="simple"),
+    ),
+    "visual-nature_cnn": dict(
+        behavior="VisualNature",
+        obs=[cam(3, 36, 36), vec(5)],
+        cont=0,
+        branches=[3],
+        net=dict(normalize=True, hidden_units=16, num_layers=1, vis_encode_type="nature_cnn"),
+    ),
+    "visual-resnet": dict(
+        behavior="VisualResnet",
+        obs=[cam(3, 36, 36), vec(5)],
+        cont=2,
+        branches=[],
+        shared_critic=True,
+        net=dict(normalize=True, hidden_units=16, num_layers=1, vis_encode_type="resnet"),
+    ),
+    "visual-match3": dict(
+        behavior="VisualMatch3",
+        obs=[cam(4, 6, 6), vec(5)],
+        cont=0,
+        branches=[6],
+        shared_critic=True,
+        net=dict(normalize=True, hidden_units=32, num_layers=1, vis_encode_type="match3"),
+    ),
+    "visual-fully_connected": dict(
+        behavior="VisualFC",
+        obs=[cam(4, 6, 6), vec(5)],
+        cont=2,
+        branches=[],
+        net=dict(normalize=False, hidden_units=32, num_layers=1, vis_encode_type="fully_connected"),
+    ),
+    "lstm": dict(
+        behavior="Memory",
+        obs=[vec(10)],
+        cont=0,
+        branches=[4],
+        steps=[50000, 100000],
+        net=dict(
+            normalize=False,
+            hidden_units=32,
+            num_layers=2,
+            vis_encode_type="simple",
+            memory=dict(memory_size=32, sequence_length=8),
+        ),
+    ),
+    "attention": dict(
+        behavior="Attention",
+        obs=[buf(6, 5), vec(8)],
+        cont=0,
+        branches=[3, 3],
+        net=dict(normalize=False, hidden_units=32, num_layers=2, vis_encode_type="simple"),
+    ),
+    "goal-hyper": dict(
+        behavior="GoalHyper",
+        obs=[vec(12), vec(3, goal=True)],
+        cont=0,
+        branches=[5],
+        net=dict(
+            normalize=False, hidden_units=32, num_layers=2, vis_encode_type="simple", goal_conditioning_type="hyper"
+        ),
+    ),
 }
 EXAMPLES.update(COMMITTED)
 # No optimizer step for the examples: the Adam states stay empty, as in a checkpoint written before the first
 # update (they would be two thirds of each file, and inference never reads them).
 EXAMPLES = {name: dict(cfg, adam_step=False) for name, cfg in EXAMPLES.items()}
-
 
 
 def obs_specs(obs):
@@ -249,8 +576,7 @@ def obs_specs(obs):
             props = (NONE, TE, TE)
         else:
             props = (VS, NONE)
-        specs.append(ObservationSpec(shape=shape, dimension_property=props, observation_type=otype,
-                                     name=f"obs{i}"))
+        specs.append(ObservationSpec(shape=shape, dimension_property=props, observation_type=otype, name=f"obs{i}"))
     return specs
 
 
@@ -265,8 +591,17 @@ def trainer_settings(cfg):
         hyper = dict(batch_size=64, buffer_size=256)
     net = dict(cfg["net"])
     net.setdefault("memory", None)
-    d = {"behaviors": {cfg["behavior"]: dict(trainer_type=trainer, hyperparameters=hyper, network_settings=net,
-                                             keep_checkpoints=15, max_steps=2000000)}}
+    d = {
+        "behaviors": {
+            cfg["behavior"]: dict(
+                trainer_type=trainer,
+                hyperparameters=hyper,
+                network_settings=net,
+                keep_checkpoints=15,
+                max_steps=2000000,
+            )
+        }
+    }
     ro = RunOptions.from_dict(d)
     return ro, ro.behaviors[cfg["behavior"]]
 
@@ -312,7 +647,7 @@ def perturb(policy, rng):
                 steps = int(rng.integers(500, 40000))
                 m.running_mean.copy_(torch.tensor(rng.uniform(-2, 2, size=n), dtype=torch.float32))
                 scale = np.exp(rng.uniform(np.log(0.14), np.log(20), size=n))
-                m.running_variance.copy_(torch.tensor(scale ** 2 * steps, dtype=torch.float32))
+                m.running_variance.copy_(torch.tensor(scale**2 * steps, dtype=torch.float32))
                 m.normalization_steps.fill_(steps)
 
 
@@ -328,11 +663,14 @@ def make_optimizer(cfg, policy, ts):
     trainer = cfg.get("trainer", "ppo")
     if trainer == "ppo":
         from mlagents.trainers.ppo.optimizer_torch import TorchPPOOptimizer
+
         return TorchPPOOptimizer(policy, ts)
     if trainer == "sac":
         from mlagents.trainers.sac.optimizer_torch import TorchSACOptimizer
+
         return TorchSACOptimizer(policy, ts)
     from mlagents.trainers.poca.optimizer_torch import TorchPOCAOptimizer
+
     return TorchPOCAOptimizer(policy, ts)
 
 
@@ -393,23 +731,40 @@ def generate(name, cfg, out_root, seed):
     with open(os.path.join(run_dir, "config.json"), "w") as f:
         json.dump(conf, f, indent=1)
     os.makedirs(os.path.join(run_dir, "run_logs"), exist_ok=True)
-    cks = [{"steps": s, "file_path": f"results/{name}/{cfg['behavior']}/{cfg['behavior']}-{s}.onnx",
-            "reward": None if cfg.get("trainer") == "sac" else 0.5, "creation_time": time.time(),
-            "auxillary_file_paths": [f"results/{name}/{cfg['behavior']}/{cfg['behavior']}-{s}.pt"]} for s in steps]
+    cks = [
+        {
+            "steps": s,
+            "file_path": f"results/{name}/{cfg['behavior']}/{cfg['behavior']}-{s}.onnx",
+            "reward": None if cfg.get("trainer") == "sac" else 0.5,
+            "creation_time": time.time(),
+            "auxillary_file_paths": [f"results/{name}/{cfg['behavior']}/{cfg['behavior']}-{s}.pt"],
+        }
+        for s in steps
+    ]
     final = dict(cks[-1], file_path=f"results/{name}/{cfg['behavior']}.onnx")
-    status = {cfg["behavior"]: {"checkpoints": cks, "final_checkpoint": final},
-              "metadata": {"stats_format_version": "0.3.0", "mlagents_version": "1.1.0",
-                           "torch_version": torch.__version__}}
+    status = {
+        cfg["behavior"]: {"checkpoints": cks, "final_checkpoint": final},
+        "metadata": {"stats_format_version": "0.3.0", "mlagents_version": "1.1.0", "torch_version": torch.__version__},
+    }
     with open(os.path.join(run_dir, "run_logs", "training_status.json"), "w") as f:
         json.dump(status, f, indent=4)
     # a sidecar (not part of the zoo layout) saying what the generator built
-    meta = {"name": name, "behavior": cfg["behavior"], "trainer": cfg.get("trainer", "ppo"),
-            "shared_critic": bool(cfg.get("shared_critic")),
-            "observations": [dict(onnx_input=f"obs_{i}", kind=k, shape=list(s), observation_type=t.name)
-                             for i, (k, s, t) in enumerate(cfg["obs"])],
-            "continuous_size": cfg["cont"], "discrete_branches": cfg["branches"],
-            "network_settings": cfg["net"], "unnormalised_inputs": cfg.get("unnormalise", []),
-            "steps": steps, "optimizer": opt_note}
+    meta = {
+        "name": name,
+        "behavior": cfg["behavior"],
+        "trainer": cfg.get("trainer", "ppo"),
+        "shared_critic": bool(cfg.get("shared_critic")),
+        "observations": [
+            dict(onnx_input=f"obs_{i}", kind=k, shape=list(s), observation_type=t.name)
+            for i, (k, s, t) in enumerate(cfg["obs"])
+        ],
+        "continuous_size": cfg["cont"],
+        "discrete_branches": cfg["branches"],
+        "network_settings": cfg["net"],
+        "unnormalised_inputs": cfg.get("unnormalise", []),
+        "steps": steps,
+        "optimizer": opt_note,
+    }
     with open(os.path.join(out_root, f"{name}.meta.json"), "w") as f:
         json.dump(meta, f, indent=1)
     return run_dir, opt_note
@@ -423,7 +778,7 @@ def prune_example(run_dir, behavior):
     os.remove(os.path.join(folder, "checkpoint.pt"))
     os.remove(os.path.join(run_dir, "config.json"))
     stepped = sorted(f for f in os.listdir(folder) if f.endswith(".onnx"))
-    final = max(stepped, key=lambda f: int(f[len(behavior) + 1:-5]))
+    final = max(stepped, key=lambda f: int(f[len(behavior) + 1 : -5]))
     os.remove(os.path.join(folder, final))
     meta = os.path.join(os.path.dirname(run_dir), os.path.basename(run_dir) + ".meta.json")
     os.replace(meta, os.path.join(run_dir, "generated.json"))
@@ -433,8 +788,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True, help="where the run folders go")
     ap.add_argument("--committed", action="store_true", help="the fixtures kept in tests/fixtures/mlagents/")
-    ap.add_argument("--examples", action="store_true",
-                    help="the example policies kept in examples/ (pruned of byte-for-byte copies)")
+    ap.add_argument(
+        "--examples",
+        action="store_true",
+        help="the example policies kept in examples/ (pruned of byte-for-byte copies)",
+    )
     ap.add_argument("names", nargs="*")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -452,6 +810,7 @@ def main():
         except Exception as e:  # noqa: BLE001
             failed += 1
             import traceback
+
             traceback.print_exc()
             print(f"FAIL {name}: {type(e).__name__}: {e}", flush=True)
     sys.exit(1 if failed else 0)

@@ -1,0 +1,782 @@
+// A small strict JSON reader and the float formatting of the serve line protocol (docs/serve.md).
+// C# 7 syntax, .NET Standard 2.0 types only; no culture is ever consulted.
+using System;
+using System.Collections.Generic;
+using System.Globalization;
+using System.Runtime.InteropServices;
+using System.Text;
+
+namespace MLAgentsInference
+{
+    /// <summary>
+    /// Strict JSON (RFC 8259) for the policy server's lines: <see cref="Parse"/> reads a value into
+    /// <c>Dictionary&lt;string, object&gt;</c>, <c>List&lt;object&gt;</c>, <c>string</c>, <c>long</c> (integers that fit),
+    /// <c>double</c>, <c>bool</c> and <c>null</c>; <see cref="Number"/> writes a float32 so that it reads back exactly.
+    /// Culture-invariant: a thread in a de-DE or fr-FR culture reads and writes the same text.
+    /// </summary>
+    public static class Json
+    {
+        /// <summary>One JSON value and nothing after it but white space; FormatException (one line) otherwise.
+        /// NaN, Infinity, comments, trailing commas, leading zeros, lone surrogates and duplicate keys are refused.</summary>
+        public static object Parse(string text)
+        {
+            if (text == null) throw new ArgumentNullException("text");
+            byte[] bytes = Encoding.UTF8.GetBytes(text);
+            var reader = new JsonReader(bytes, 0, bytes.Length);
+            object value = reader.ReadValue();
+            reader.End();
+            return value;
+        }
+
+        /// <summary>The shortest decimal text (at most 9 significant digits) that reads back as exactly
+        /// <paramref name="value"/> as a float32, culture-invariant: 0.1f is "0.1", -0f is "-0.0".
+        /// ArgumentException for NaN and infinities, which JSON cannot hold.</summary>
+        public static string Number(float value)
+        {
+            var buffer = new byte[Numbers.MaxFloatChars];
+            int end = Numbers.WriteFloat(buffer, 0, value);
+            return Encoding.ASCII.GetString(buffer, 0, end);
+        }
+
+        /// <summary>A JSON string literal (quotes included) for <paramref name="text"/>.</summary>
+        public static string Quote(string text)
+        {
+            if (text == null) throw new ArgumentNullException("text");
+            var sb = new StringBuilder(text.Length + 2);
+            sb.Append('"');
+            foreach (char c in text)
+            {
+                switch (c)
+                {
+                    case '"': sb.Append("\\\""); break;
+                    case '\\': sb.Append("\\\\"); break;
+                    case '\n': sb.Append("\\n"); break;
+                    case '\r': sb.Append("\\r"); break;
+                    case '\t': sb.Append("\\t"); break;
+                    default:
+                        if (c < 0x20) sb.Append("\\u").Append(((int)c).ToString("x4", CultureInfo.InvariantCulture));
+                        else sb.Append(c);
+                        break;
+                }
+            }
+            return sb.Append('"').ToString();
+        }
+    }
+
+    [StructLayout(LayoutKind.Explicit)]
+    internal struct FloatBits
+    {
+        [FieldOffset(0)] public float Value;
+        [FieldOffset(0)] public int Bits;
+    }
+
+    /// <summary>float32 to shortest round-trip text and back, on bytes (ASCII), without culture or allocation.</summary>
+    internal static class Numbers
+    {
+        internal const int MaxFloatChars = 24; // "-1.17549435e-38" and the like, with room
+
+        // 10^0 .. 10^89, each the double nearest the power (the compiler rounds the literals)
+        internal static readonly double[] Pow10 =
+        {
+            1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19,
+            1e20, 1e21, 1e22, 1e23, 1e24, 1e25, 1e26, 1e27, 1e28, 1e29, 1e30, 1e31, 1e32, 1e33, 1e34, 1e35, 1e36, 1e37,
+            1e38, 1e39, 1e40, 1e41, 1e42, 1e43, 1e44, 1e45, 1e46, 1e47, 1e48, 1e49, 1e50, 1e51, 1e52, 1e53, 1e54, 1e55,
+            1e56, 1e57, 1e58, 1e59, 1e60, 1e61, 1e62, 1e63, 1e64, 1e65, 1e66, 1e67, 1e68, 1e69, 1e70, 1e71, 1e72, 1e73,
+            1e74, 1e75, 1e76, 1e77, 1e78, 1e79, 1e80, 1e81, 1e82, 1e83, 1e84, 1e85, 1e86, 1e87, 1e88, 1e89,
+        };
+
+        internal static double Scale(double value, int power)
+        {
+            return power >= 0 ? value * Pow10[power] : value / Pow10[-power];
+        }
+
+        private static double Pow2(int power) // exact, for -1022 <= power <= 1023
+        {
+            return BitConverter.Int64BitsToDouble((long)(power + 1023) << 52);
+        }
+
+        /// <summary>Writes <paramref name="f"/> at buffer[pos] (MaxFloatChars bytes of room needed); the new position.
+        /// The digits chosen lie inside the float's rounding interval by a margin far above the double arithmetic's error,
+        /// so any reader rounding correctly (or reading a double first, then rounding to float32) gets f back.</summary>
+        internal static int WriteFloat(byte[] b, int p, float f)
+        {
+            FloatBits u = default(FloatBits);
+            u.Value = f;
+            int bits = u.Bits, exponent = (bits >> 23) & 0xFF, mantissa = bits & 0x7FFFFF;
+            if (exponent == 0xFF) throw new ArgumentException("NaN or infinity cannot be written as JSON");
+            if (bits < 0) b[p++] = (byte)'-';
+            if (exponent == 0 && mantissa == 0)
+            {
+                b[p++] = (byte)'0';
+                if (bits < 0) { b[p++] = (byte)'.'; b[p++] = (byte)'0'; } // "-0" would read as the integer 0
+                return p;
+            }
+            double x = Math.Abs((double)f);
+            double ulp = exponent == 0 ? Pow2(-149) : Pow2(exponent - 150);
+            double above = ulp / 2, below = mantissa == 0 && exponent > 1 ? ulp / 4 : ulp / 2; // (a power of two: narrower below)
+            // k = floor(log10 x): from the binary exponent (floor(e2 log10 2), by 78913 / 2^18), one short at most
+            int k = exponent == 0 ? (int)Math.Floor(Math.Log10(x)) : ((exponent - 127) * 78913) >> 18;
+            double y = Scale(x, 8 - k);          // x with 9 digits before the point: 1e8 <= y < 1e9
+            if (y >= 1e9) { k++; y = Scale(x, 8 - k); }
+            else if (y < 1e8) { k--; y = Scale(x, 8 - k); }
+            // the float's rounding interval in units of y, less a margin (y's own error is below 1e-6 units): [low, high],
+            // within 1e8 - 1 .. 1e9 + 64 (an int; the casts truncate positive values: floor)
+            double lowEdge = y - Scale(below, 8 - k) + 1e-6;
+            int low = (int)lowEdge, high = (int)(y + Scale(above, 8 - k) - 1e-6);
+            if (low < lowEdge) low++; // (ceiling)
+            // the fewest digits: the largest power of ten 10^zeros with a multiple in [low, high] (one always at 10^0: the
+            // interval is wider than 1 unit), the multiples being q * 10^zeros for q in [qLow, qHigh]; then the q nearest y
+            int qLow = low, qHigh = high, zeros = 0;
+            while (zeros < 9)
+            {
+                int up = (qLow + 9) / 10, down = qHigh / 10;
+                if (up > down) break;
+                qLow = up;
+                qHigh = down;
+                zeros++;
+            }
+            int digits = (int)(y / Pow10[zeros] + 0.5), e10 = k - 8 + zeros; // value = digits * 10^e10
+            if (digits < qLow) digits = qLow;
+            else if (digits > qHigh) digits = qHigh;
+            while (digits % 10 == 0) { digits /= 10; e10++; } // (none left but where y itself rounded to one)
+            int length = Length(digits);
+            int point = length + e10; // digits before the decimal point
+            if (e10 >= 0 && point <= 15)
+            {
+                p = WriteDigits(b, p, digits, length);
+                for (int i = 0; i < e10; i++) b[p++] = (byte)'0';
+            }
+            else if (point > 0 && point < length) // ddd.ddd: the digits from the last, the point in its place
+            {
+                int i = p + length + 1, dot = p + point;
+                p = i;
+                while (i > dot + 1)
+                {
+                    int next = digits / 10;
+                    b[--i] = (byte)('0' + (digits - next * 10));
+                    digits = next;
+                }
+                b[--i] = (byte)'.';
+                while (i > dot - point)
+                {
+                    int next = digits / 10;
+                    b[--i] = (byte)('0' + (digits - next * 10));
+                    digits = next;
+                }
+            }
+            else if (point <= 0 && point > -6)
+            {
+                b[p++] = (byte)'0';
+                b[p++] = (byte)'.';
+                for (int i = 0; i < -point; i++) b[p++] = (byte)'0';
+                p = WriteDigits(b, p, digits, length);
+            }
+            else
+            {
+                int start = p;
+                p = WriteDigits(b, p + 1, digits, length);
+                b[start] = b[start + 1];
+                if (length > 1) b[start + 1] = (byte)'.';
+                else p--;
+                b[p++] = (byte)'e';
+                int e = point - 1;
+                if (e < 0) { b[p++] = (byte)'-'; e = -e; }
+                if (e >= 10) b[p++] = (byte)('0' + e / 10);
+                b[p++] = (byte)('0' + e % 10);
+            }
+            return p;
+        }
+
+        private static int Length(int value) // value > 0
+        {
+            if (value >= 100000)
+                return value >= 100000000 ? (value >= 1000000000 ? 10 : 9) : value >= 10000000 ? 8 : value >= 1000000 ? 7 : 6;
+            return value >= 1000 ? (value >= 10000 ? 5 : 4) : value >= 100 ? 3 : value >= 10 ? 2 : 1;
+        }
+
+        private static readonly byte[] Pairs = BuildPairs(); // "00" .. "99"
+
+        private static byte[] BuildPairs()
+        {
+            var pairs = new byte[200];
+            for (int i = 0; i < 100; i++)
+            {
+                pairs[2 * i] = (byte)('0' + i / 10);
+                pairs[2 * i + 1] = (byte)('0' + i % 10);
+            }
+            return pairs;
+        }
+
+        private static int WriteDigits(byte[] b, int p, int value, int length)
+        {
+            int i = p + length;
+            while (value >= 100)
+            {
+                int next = value / 100, pair = (value - next * 100) * 2;
+                b[--i] = Pairs[pair + 1];
+                b[--i] = Pairs[pair];
+                value = next;
+            }
+            if (value >= 10)
+            {
+                b[--i] = Pairs[value * 2 + 1];
+                b[--i] = Pairs[value * 2];
+            }
+            else b[--i] = (byte)('0' + value);
+            return p + length;
+        }
+
+        private static int WriteDigits(byte[] b, int p, long value, int length)
+        {
+            for (int i = length - 1; i >= 0; i--)
+            {
+                b[p + i] = (byte)('0' + (int)(value % 10));
+                value /= 10;
+            }
+            return p + length;
+        }
+
+        internal static int WriteLong(byte[] b, int p, long value)
+        {
+            if (value < 0)
+            {
+                b[p++] = (byte)'-';
+                if (value == long.MinValue) { foreach (char c in "9223372036854775808") b[p++] = (byte)c; return p; }
+                value = -value;
+            }
+            if (value == 0) { b[p++] = (byte)'0'; return p; }
+            int length = 0;
+            for (long t = value; t > 0; t /= 10) length++;
+            return WriteDigits(b, p, value, length);
+        }
+    }
+
+    /// <summary>A strict JSON reader over UTF-8 bytes; FormatException with a one-line message on anything else.</summary>
+    internal sealed class JsonReader
+    {
+        private const int MaxDepth = 64;
+        private static readonly UTF8Encoding StrictUtf8 = new UTF8Encoding(false, true);
+        private readonly byte[] _b;
+        private readonly int _end;
+        private int _p;
+        private StringBuilder _chars;
+
+        internal JsonReader(byte[] bytes, int start, int end)
+        {
+            _b = bytes;
+            _p = start;
+            _end = end;
+        }
+
+        internal int Position { get { return _p; } }
+
+        internal FormatException Fail(string what)
+        {
+            return new FormatException(what + " at byte " + _p.ToString(CultureInfo.InvariantCulture));
+        }
+
+        internal void SkipSpace()
+        {
+            while (_p < _end)
+            {
+                byte c = _b[_p];
+                if (c == ' ' || c == '\t' || c == '\n' || c == '\r') _p++;
+                else break;
+            }
+        }
+
+        /// <summary>The next significant byte (white space skipped), or -1 at the end.</summary>
+        internal int Peek()
+        {
+            SkipSpace();
+            return _p < _end ? _b[_p] : -1;
+        }
+
+        internal void Expect(char c)
+        {
+            if (Peek() != c) throw Fail(_p < _end ? "expected '" + c + "'" : "unexpected end, expected '" + c + "'");
+            _p++;
+        }
+
+        internal bool TryTake(char c)
+        {
+            if (Peek() != c) return false;
+            _p++;
+            return true;
+        }
+
+        internal void End()
+        {
+            if (Peek() != -1) throw Fail("unexpected text after the value");
+        }
+
+        // objects: BeginObject(); while (NextKey(out key)) { ...read the value... }
+        internal void BeginObject()
+        {
+            Expect('{');
+            _first = true;
+        }
+
+        private bool _first;
+
+        internal bool NextKey(out string key)
+        {
+            if (_first)
+            {
+                _first = false;
+                if (TryTake('}')) { key = null; return false; }
+            }
+            else
+            {
+                if (TryTake('}')) { key = null; return false; }
+                Expect(',');
+            }
+            if (Peek() != '"') throw Fail("expected a key");
+            key = ReadString();
+            Expect(':');
+            return true;
+        }
+
+        /// <summary>NextKey for the keys a caller knows: the index of the key in <paramref name="known"/> (ASCII keys), -1 for
+        /// another key (then in <paramref name="other"/>), -2 at the end of the object. No allocation for a known key.</summary>
+        internal int NextKnownKey(byte[][] known, out string other)
+        {
+            other = null;
+            if (TryTake('}')) { _first = false; return -2; }
+            if (_first) _first = false;
+            else Expect(',');
+            if (Peek() != '"') throw Fail("expected a key");
+            int start = _p + 1, end = start;
+            while (end < _end && _b[end] != '"' && _b[end] != '\\' && _b[end] >= 0x20 && _b[end] < 0x80) end++;
+            int found = -1;
+            if (end < _end && _b[end] == '"')
+            {
+                for (int k = 0; k < known.Length && found < 0; k++)
+                {
+                    byte[] key = known[k];
+                    if (key.Length != end - start) continue;
+                    int i = 0;
+                    while (i < key.Length && key[i] == _b[start + i]) i++;
+                    if (i == key.Length) found = k;
+                }
+            }
+            if (found >= 0) _p = end + 1;
+            else other = ReadString();
+            Expect(':');
+            return found;
+        }
+
+        internal object ReadValue()
+        {
+            return ReadValue(0);
+        }
+
+        private object ReadValue(int depth)
+        {
+            if (depth > MaxDepth) throw Fail("nested deeper than " + MaxDepth);
+            int c = Peek();
+            switch (c)
+            {
+                case '{':
+                {
+                    _p++;
+                    var dict = new Dictionary<string, object>();
+                    if (TryTake('}')) return dict;
+                    while (true)
+                    {
+                        if (Peek() != '"') throw Fail("expected a key");
+                        string key = ReadString();
+                        Expect(':');
+                        if (dict.ContainsKey(key)) throw Fail("duplicate key \"" + Clip(key) + "\"");
+                        dict[key] = ReadValue(depth + 1);
+                        if (TryTake('}')) return dict;
+                        Expect(',');
+                    }
+                }
+                case '[':
+                {
+                    _p++;
+                    var list = new List<object>();
+                    if (TryTake(']')) return list;
+                    while (true)
+                    {
+                        list.Add(ReadValue(depth + 1));
+                        if (TryTake(']')) return list;
+                        Expect(',');
+                    }
+                }
+                case '"':
+                    return ReadString();
+                case 't':
+                    Word("true");
+                    return true;
+                case 'f':
+                    Word("false");
+                    return false;
+                case 'n':
+                    Word("null");
+                    return null;
+                case -1:
+                    throw Fail("unexpected end");
+                default:
+                {
+                    int start, end;
+                    bool integer = ReadNumber(out start, out end);
+                    string text = Encoding.ASCII.GetString(_b, start, end - start);
+                    long whole;
+                    if (integer && long.TryParse(text, NumberStyles.AllowLeadingSign, CultureInfo.InvariantCulture, out whole))
+                        return whole;
+                    double value;
+                    try
+                    {
+                        value = double.Parse(text, NumberStyles.Float, CultureInfo.InvariantCulture);
+                    }
+                    catch (OverflowException)
+                    {
+                        value = double.PositiveInfinity;
+                    }
+                    if (double.IsInfinity(value)) throw Fail("number beyond double");
+                    return value == 0 && text[0] == '-' ? -0.0 : value; // (Mono's double.Parse drops the sign of "-0.0")
+                }
+            }
+        }
+
+        private static string Clip(string text)
+        {
+            return text.Length > 40 ? text.Substring(0, 40) + "..." : text;
+        }
+
+        private void Word(string word)
+        {
+            if (_p + word.Length > _end) throw Fail("unexpected end");
+            for (int i = 0; i < word.Length; i++)
+                if (_b[_p + i] != word[i]) throw Fail("unexpected character");
+            _p += word.Length;
+        }
+
+        /// <summary>A number's extent, checked against JSON's grammar; true when it has no fraction and no exponent.</summary>
+        internal bool ReadNumber(out int start, out int end)
+        {
+            SkipSpace();
+            start = _p;
+            bool integer = true;
+            if (_p < _end && _b[_p] == '-') _p++;
+            if (_p >= _end || _b[_p] < '0' || _b[_p] > '9') throw Fail("unexpected character");
+            if (_b[_p] == '0') _p++;
+            else while (_p < _end && _b[_p] >= '0' && _b[_p] <= '9') _p++;
+            if (_p < _end && _b[_p] == '.')
+            {
+                integer = false;
+                _p++;
+                if (_p >= _end || _b[_p] < '0' || _b[_p] > '9') throw Fail("a digit must follow the decimal point");
+                while (_p < _end && _b[_p] >= '0' && _b[_p] <= '9') _p++;
+            }
+            if (_p < _end && (_b[_p] == 'e' || _b[_p] == 'E'))
+            {
+                integer = false;
+                _p++;
+                if (_p < _end && (_b[_p] == '+' || _b[_p] == '-')) _p++;
+                if (_p >= _end || _b[_p] < '0' || _b[_p] > '9') throw Fail("a digit must follow the exponent");
+                while (_p < _end && _b[_p] >= '0' && _b[_p] <= '9') _p++;
+            }
+            end = _p;
+            if (_p < _end && _b[_p] >= '0' && _b[_p] <= '9') throw Fail("leading zeros");
+            return integer;
+        }
+
+        // significant digits ReadFloat keeps (the rest are checked and dropped): 1e-11 relative at most, far below a
+        // float32's half ulp (3e-8 relative)
+        private const int MaxDigits = 12;
+
+        /// <summary>A number as float32, checked against JSON's grammar and read in one pass. Exactly the float32 the
+        /// text denotes when it is the decimal of a float32 value, as the server writes its actions (its first 12
+        /// significant digits, scaled by one power of ten in double: within 1e-11 relative of that float32, which is
+        /// 3e-8 from any rounding boundary). Other decimals land on the nearest float32 but within a few 1e-12 of a
+        /// boundary, where they may land on its neighbour.</summary>
+        internal float ReadFloat()
+        {
+            if (_p >= _end || _b[_p] <= ' ') SkipSpace();
+            byte[] b = _b;
+            int i = _p, end = _end, start = _p;
+            bool negative = i < end && b[i] == '-';
+            if (negative) i++;
+            int c = i < end ? b[i] - '0' : -1;
+            if ((uint)c > 9) throw Fail("unexpected character");
+            long mantissa = 0;
+            int digits = 0, e10 = 0;
+            i++;
+            if (c != 0)
+            {
+                mantissa = c;
+                digits = 1;
+                for (; i < end && (uint)(c = b[i] - '0') <= 9; i++)
+                {
+                    if (digits < MaxDigits) { mantissa = mantissa * 10 + c; digits++; }
+                    else e10++;
+                }
+            }
+            else if (i < end && (uint)(b[i] - '0') <= 9) throw Fail("leading zeros");
+            if (i < end && b[i] == '.')
+            {
+                i++;
+                if (i >= end || (uint)(b[i] - '0') > 9) throw Fail("a digit must follow the decimal point");
+                for (; i < end && (uint)(c = b[i] - '0') <= 9; i++)
+                {
+                    if (digits < MaxDigits)
+                    {
+                        mantissa = mantissa * 10 + c;
+                        e10--;
+                        if (mantissa != 0) digits++;
+                    }
+                }
+            }
+            if (i < end && (b[i] | 0x20) == 'e')
+            {
+                i++;
+                bool minus = i < end && b[i] == '-';
+                if (i < end && (b[i] == '-' || b[i] == '+')) i++;
+                if (i >= end || (uint)(b[i] - '0') > 9) throw Fail("a digit must follow the exponent");
+                int e = 0;
+                for (; i < end && (uint)(c = b[i] - '0') <= 9; i++)
+                    if (e < 100000) e = e * 10 + c;
+                e10 += minus ? -e : e;
+            }
+            _p = i;
+            double value;
+            if (mantissa == 0) value = 0;
+            else if (e10 > -Numbers.Pow10.Length && e10 < Numbers.Pow10.Length) value = Numbers.Scale(mantissa, e10);
+            else
+            {
+                try
+                {
+                    value = double.Parse(Encoding.ASCII.GetString(b, start, i - start), NumberStyles.Float, CultureInfo.InvariantCulture);
+                }
+                catch (OverflowException)
+                {
+                    value = double.PositiveInfinity;
+                }
+                value = Math.Abs(value);
+            }
+            float result = (float)(negative ? -value : value);
+            if (float.IsInfinity(result)) throw Fail("number beyond float32");
+            return result;
+        }
+
+        internal long ReadLong()
+        {
+            int start, end;
+            if (!ReadNumber(out start, out end)) throw Fail("expected an integer");
+            long value = 0;
+            int i = start;
+            bool negative = _b[i] == '-';
+            if (negative) i++;
+            if (end - i > 18) throw Fail("integer too large");
+            for (; i < end; i++) value = value * 10 + (_b[i] - '0');
+            return negative ? -value : value;
+        }
+
+        /// <summary>An array of numbers as float32s (<paramref name="scratch"/>: a buffer to reuse, grown when short).</summary>
+        internal float[] ReadFloats(ref float[] scratch)
+        {
+            Expect('[');
+            if (TryTake(']')) return new float[0];
+            int n = 0;
+            while (true)
+            {
+                if (n == scratch.Length) Array.Resize(ref scratch, scratch.Length * 2);
+                scratch[n++] = ReadFloat();
+                int c = _p < _end && _b[_p] > ' ' ? _b[_p] : Peek();
+                _p++;
+                if (c == ',') continue;
+                if (c == ']')
+                {
+                    var values = new float[n];
+                    Array.Copy(scratch, values, n);
+                    return values;
+                }
+                _p--;
+                throw Fail(c < 0 ? "unexpected end, expected ',' or ']'" : "expected ',' or ']'");
+            }
+        }
+
+        internal int[] ReadInts()
+        {
+            Expect('[');
+            var values = new List<int>();
+            if (!TryTake(']'))
+            {
+                do
+                {
+                    long v = ReadLong();
+                    if (v < int.MinValue || v > int.MaxValue) throw Fail("integer too large");
+                    values.Add((int)v);
+                }
+                while (TryTake(','));
+                Expect(']');
+            }
+            return values.ToArray();
+        }
+
+        internal bool IsNull()
+        {
+            if (Peek() != 'n') return false;
+            Word("null");
+            return true;
+        }
+
+        internal string ReadString()
+        {
+            if (Peek() != '"') throw Fail("expected a string");
+            _p++;
+            int start = _p;
+            while (_p < _end && _b[_p] != '"' && _b[_p] != '\\' && _b[_p] >= 0x20) _p++;
+            if (_p < _end && _b[_p] == '"')
+            {
+                string plain = Decode(start, _p);
+                _p++;
+                return plain;
+            }
+            if (_chars == null) _chars = new StringBuilder();
+            _chars.Length = 0;
+            _chars.Append(Decode(start, _p));
+            while (true)
+            {
+                if (_p >= _end) throw Fail("unterminated string");
+                byte c = _b[_p];
+                if (c == '"') { _p++; return _chars.ToString(); }
+                if (c < 0x20) throw Fail("control character in a string");
+                if (c != '\\')
+                {
+                    int run = _p;
+                    while (_p < _end && _b[_p] != '"' && _b[_p] != '\\' && _b[_p] >= 0x20) _p++;
+                    _chars.Append(Decode(run, _p));
+                    continue;
+                }
+                _p++;
+                if (_p >= _end) throw Fail("unterminated string");
+                c = _b[_p++];
+                switch (c)
+                {
+                    case (byte)'"': _chars.Append('"'); break;
+                    case (byte)'\\': _chars.Append('\\'); break;
+                    case (byte)'/': _chars.Append('/'); break;
+                    case (byte)'b': _chars.Append('\b'); break;
+                    case (byte)'f': _chars.Append('\f'); break;
+                    case (byte)'n': _chars.Append('\n'); break;
+                    case (byte)'r': _chars.Append('\r'); break;
+                    case (byte)'t': _chars.Append('\t'); break;
+                    case (byte)'u':
+                    {
+                        int unit = Hex4();
+                        if (unit >= 0xD800 && unit <= 0xDBFF)
+                        {
+                            if (_p + 2 > _end || _b[_p] != '\\' || _b[_p + 1] != 'u') throw Fail("lone surrogate");
+                            _p += 2;
+                            int low = Hex4();
+                            if (low < 0xDC00 || low > 0xDFFF) throw Fail("lone surrogate");
+                            _chars.Append((char)unit).Append((char)low);
+                        }
+                        else if (unit >= 0xDC00 && unit <= 0xDFFF) throw Fail("lone surrogate");
+                        else _chars.Append((char)unit);
+                        break;
+                    }
+                    default:
+                        throw Fail("bad escape in a string");
+                }
+            }
+        }
+
+        private int Hex4()
+        {
+            if (_p + 4 > _end) throw Fail("unterminated string");
+            int value = 0;
+            for (int i = 0; i < 4; i++)
+            {
+                int c = _b[_p++], d;
+                if (c >= '0' && c <= '9') d = c - '0';
+                else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
+                else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
+                else throw Fail("bad \\u escape");
+                value = value * 16 + d;
+            }
+            return value;
+        }
+
+        private string Decode(int start, int end)
+        {
+            if (start == end) return string.Empty;
+            try
+            {
+                return StrictUtf8.GetString(_b, start, end - start);
+            }
+            catch (ArgumentException)
+            {
+                throw Fail("invalid UTF-8");
+            }
+        }
+
+        /// <summary>Skips the next value when its text is byte for byte the (already checked) text at [start, end) of the
+        /// same line; false, and nothing read, otherwise.</summary>
+        internal bool TrySkipCopy(int start, int end)
+        {
+            SkipSpace();
+            int length = end - start;
+            if (length <= 0 || _p + length > _end) return false;
+            for (int i = 0; i < length; i++)
+                if (_b[_p + i] != _b[start + i]) return false;
+            _p += length;
+            return true;
+        }
+
+        /// <summary>Reads any value and drops it, its JSON checked all the same, without building it.</summary>
+        internal void SkipValue()
+        {
+            SkipValue(1);
+        }
+
+        private void SkipValue(int depth)
+        {
+            if (depth > MaxDepth) throw Fail("nested deeper than " + MaxDepth);
+            int c = Peek();
+            switch (c)
+            {
+                case '{':
+                {
+                    _p++;
+                    if (TryTake('}')) return;
+                    HashSet<string> keys = null;
+                    while (true)
+                    {
+                        if (Peek() != '"') throw Fail("expected a key");
+                        string key = ReadString();
+                        if (keys == null) keys = new HashSet<string>();
+                        if (!keys.Add(key)) throw Fail("duplicate key \"" + Clip(key) + "\"");
+                        Expect(':');
+                        SkipValue(depth + 1);
+                        if (TryTake('}')) return;
+                        Expect(',');
+                    }
+                }
+                case '[':
+                    _p++;
+                    if (TryTake(']')) return;
+                    do SkipValue(depth + 1); while (TryTake(','));
+                    Expect(']');
+                    return;
+                case '"':
+                    ReadString();
+                    return;
+                case 't': Word("true"); return;
+                case 'f': Word("false"); return;
+                case 'n': Word("null"); return;
+                case -1: throw Fail("unexpected end");
+                default:
+                {
+                    int start, end;
+                    ReadNumber(out start, out end); // (its grammar checked; its value not needed)
+                    return;
+                }
+            }
+        }
+    }
+}

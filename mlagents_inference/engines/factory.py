@@ -1,0 +1,111 @@
+"""The one engine factory: which device and engine run a loaded policy (torch, or onnxruntime on its execution
+providers) and the engine built. Importable without torch: the torch layer is imported only when a torch device is
+resolved or a torch engine built. Policy, load() and the run context all go through here."""
+
+import importlib.util
+from typing import Optional
+
+from ..core.errors import UsageError
+from ..core.extras import TORCH_HINT
+from ..core.spec import ENGINES
+from .devices import OrtDevice, onnxruntime_devices, ort_device, session_providers
+
+__all__ = ["choose_engine", "pick_device", "engine_name", "make_engine", "engine_report"]
+
+
+def choose_engine(name: str, device, dtype: str) -> str:
+    """auto: onnxruntime on the CPU in float32 (faster there), torch everywhere else."""
+    has_ort = importlib.util.find_spec("onnxruntime") is not None and importlib.util.find_spec("onnx") is not None
+    if name == "onnxruntime":
+        if device.type != "cpu":
+            raise UsageError(f"--engine onnxruntime runs on the CPU; for {device} use --engine torch or auto")
+        if dtype != "float32":
+            raise UsageError(f"--engine onnxruntime runs float32 only; use --engine torch for --dtype {dtype}")
+        if not has_ort:
+            raise UsageError("--engine onnxruntime: onnxruntime and onnx are not installed")
+        return name
+    if name not in ("auto", "torch"):
+        raise UsageError(f"engine {name!r}: expected one of {', '.join(ENGINES)}")
+    return "onnxruntime" if name == "auto" and device.type == "cpu" and dtype == "float32" and has_ort else "torch"
+
+
+def pick_device(device, engine: str = "auto", providers: Optional[list] = None, file_policy: bool = False):
+    """The device a policy runs on: onnxruntime's (OrtDevice) where a device named by text means its providers
+    (without torch, with engine onnxruntime or providers: devices.onnxruntime_devices; or a policy that runs as its
+    ML-Agents file), else torch's (a torch.device, checked to exist: 'meta' or an absent GPU refused). An OrtDevice
+    is kept."""
+    if isinstance(device, OrtDevice):
+        return device
+    if isinstance(device, str) and (file_policy or onnxruntime_devices(engine, providers)):
+        return ort_device(device)
+    from .torch_devices import resolve_device
+
+    return resolve_device(str(device))
+
+
+def engine_name(device, engine: str, dtype: str) -> str:
+    """The engine that runs on `device` (pick_device's): onnxruntime on onnxruntime's devices, else choose_engine."""
+    return "onnxruntime" if isinstance(device, OrtDevice) else choose_engine(engine, device, dtype)
+
+
+def make_engine(
+    checkpoint,
+    device="cpu",
+    dtype: str = "float32",
+    engine: str = "auto",
+    graphs: bool = True,
+    providers: Optional[list] = None,
+    spin: bool = True,
+) -> tuple:
+    """(engine, device, engine name) for a loaded policy: its ML-Agents ONNX file itself where it has no modules (the
+    torch-free install), ML-Agents' modules on onnxruntime (exported once) or on torch. UsageError for a combination
+    that cannot run, naming what to install."""
+    actor = checkpoint.actor
+    if actor is None or engine == "onnxruntime" or providers:  # onnxruntime's devices (providers)
+        if actor is None and (engine == "torch" or dtype != "float32"):
+            raise UsageError(
+                f"--engine {engine} --dtype {dtype}" + (" with --providers" if providers else "") + ": "
+                "onnxruntime runs float32 only, on its providers; other engines and precisions need "
+                f"torch: {TORCH_HINT}"
+            )
+        if dtype != "float32":
+            raise UsageError(
+                f"--engine {engine} --dtype {dtype}: onnxruntime runs float32 only; use --engine torch "
+                f"for --dtype {dtype}" + (" (without --providers)" if providers else "")
+            )
+        if engine != "onnxruntime" and actor is not None:
+            raise UsageError(f"--providers applies to --engine onnxruntime, not --engine {engine}")
+        device = device if isinstance(device, OrtDevice) else ort_device(str(device))
+        ort_providers = session_providers(device, providers)
+        if actor is None:  # the ML-Agents file itself
+            from ..loaders.onnx_file import MLAgentsOnnx
+
+            return (
+                MLAgentsOnnx(checkpoint.path, checkpoint.settings, providers=ort_providers, sampling=True, spin=spin),
+                device,
+                "onnxruntime",
+            )
+        from .onnx_engine import OnnxRuntimeEngine
+
+        return OnnxRuntimeEngine(actor, ort_providers, spin), device, "onnxruntime"
+    device = device if type(device).__module__ == "torch" else pick_device(device, engine, providers)
+    name = choose_engine(engine, device, dtype)
+    if name == "onnxruntime":
+        from .onnx_engine import OnnxRuntimeEngine
+
+        return OnnxRuntimeEngine(actor, spin=spin), device, name
+    from .torch_engine import TorchEngine
+
+    return TorchEngine(actor, device, dtype, graphs), device, name
+
+
+def engine_report(engine) -> dict:
+    """What an engine runs, for info, precision and benchmark: "precision" (what float32 runs as, read back from the
+    switches or from the options the provider took) and "graphs" (the torch engine's device graphs: whether they run,
+    and why not; None where there are none: the CPU, onnxruntime)."""
+    session = getattr(engine, "session", None)
+    if session is not None:
+        from ..core.sessions import provider_precision
+
+        return {"precision": provider_precision(session), "graphs": None}
+    return {"precision": getattr(engine, "precision", None), "graphs": getattr(engine, "graph_state", None)}

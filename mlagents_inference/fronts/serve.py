@@ -1,0 +1,885 @@
+"""serve: the stream's JSON lines over TCP or a Unix socket, the lines waiting on every connection answered together
+(one answer_waiting call: one engine call for the plain lines); --http adds GET /healthz, GET /metrics and POST /v1/act
+(aiohttp and prometheus-client, optional: imported with --http alone). docs/serve.md.
+
+The pieces, as uvicorn's pluggable protocols: a Server (the answering loop, given a policy and ServeOptions) takes
+lines from Owners (the Owner protocol: a connection, an HTTP request) and hands them their answers; a front (Front: a
+listening transport) makes owners. FRONTS maps each front's option to its class: a new transport is one class and
+one row there."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import gc
+import logging
+import os
+import signal
+import socket
+import stat
+import sys
+import time
+from bisect import bisect_left
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional, Protocol
+
+from ..core.errors import UsageError
+from ..core.files import Interrupted
+from ..core.observations import AgentMemories
+from ..core.report import latency_text, percentiles
+from ..services.protocol import answer_waiting, echoed_id, json_codec, parse_address
+
+if TYPE_CHECKING:  # (annotations only)
+    from ..services.context import Context
+
+__all__ = [
+    "WRITE_BOUND",
+    "READ_SIZE",
+    "READ_BOUND",
+    "STOP_GRACE_S",
+    "HTTP_SCOPE",
+    "LATENCY_BUCKETS_S",
+    "BATCH_BUCKETS",
+    "NEED_HTTP",
+    "listening_socket",
+    "Histogram",
+    "ServeOptions",
+    "Owner",
+    "Connection",
+    "HttpLine",
+    "Server",
+    "DESCRIPTORS",
+    "LOOP_ERRORS",
+    "loop_error",
+    "Front",
+    "LineFront",
+    "HttpFront",
+    "FRONTS",
+    "start_http",
+    "mode_serve",
+    "serving",
+    "PASS_ANSWER_BYTES",
+    "ANSWER_BYTES",
+    "LINE_COST",
+    "MEMORY_IDS",
+    "MEMORY_BYTES",
+    "CONNECTION_MEMORY_IDS",
+    "CONNECTION_MEMORY_BYTES",
+    "is_loopback",
+    "is_wildcard",
+    "tell_limited",
+    "OneLineLog",
+]
+
+
+WRITE_BOUND = 1 << 20  # a connection's unsent answers (bytes) past which its lines are no longer read
+
+
+READ_SIZE = 1 << 16  # the most one read takes from a connection (the stream's pipe reads: the same); small, so
+# that one read of short lines (2 bytes each) makes at most ~32k line objects
+
+
+READ_BOUND = 1 << 20  # its received, unanswered lines (bytes, LINE_COST more each) past which likewise
+
+
+LINE_COST = 64  # what a waiting line costs beside its bytes (its object and its place in the list)
+
+
+PASS_ANSWER_BYTES = 2 << 20  # about how many bytes of answers one pass makes for every connection together
+
+
+ANSWER_BYTES = 1 << 20  # about how many bytes of answers one pass makes for one connection (its lines' share: the
+# rest waits for the next pass, and for its unsent answers to fall under WRITE_BOUND)
+
+
+STOP_GRACE_S = 10.0  # SIGTERM: how long the lines already received have to be answered and sent
+
+
+MEMORY_IDS, MEMORY_BYTES = (
+    100_000,
+    256 << 20,
+)  # the LSTM memories of every client together: a new id past them is refused
+
+
+CONNECTION_MEMORY_IDS, CONNECTION_MEMORY_BYTES = 10_000, 8 << 20  # one connection's (HTTP: all of /v1/act's): past them
+# its own least recently answered id is dropped, and that id's next line refused unless "reset": true or its "memory"
+
+
+HTTP_SCOPE = "http:"  # the memory scope of every POST /v1/act line (socket connections: "<n>:")
+
+
+LATENCY_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+
+
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
+
+
+NEED_HTTP = "--http needs aiohttp and prometheus-client: pip install aiohttp prometheus-client"
+
+
+def _cannot_listen(option: str, text: str, exc: OSError) -> UsageError:
+    reason = {
+        errno.EADDRINUSE: "address already in use",
+        errno.EACCES: "permission denied",
+        errno.EADDRNOTAVAIL: "no such address on this machine",
+    }.get(exc.errno, exc.strerror or str(exc))
+    return UsageError(f"{option} {text}: cannot listen ({reason})")
+
+
+def listening_socket(option: str, text: str, address: tuple) -> tuple:
+    """A bound, listening, non-blocking socket and the Unix socket file's (dev, inode) it created (None for TCP).
+    An existing Unix socket file is replaced when nothing answers on it; any other existing path is refused."""
+    made = None
+    try:
+        if address[0] == "unix":
+            path = address[1]
+            with contextlib.suppress(FileNotFoundError):
+                if not stat.S_ISSOCK(os.lstat(path).st_mode):
+                    raise UsageError(f"{option} {text}: {path} exists and is not a socket; refusing to replace it")
+                with socket.socket(socket.AF_UNIX) as probe:
+                    try:
+                        probe.connect(path)
+                    except (ConnectionRefusedError, FileNotFoundError):
+                        os.unlink(path)  # a socket file left by a server that is gone
+                    else:
+                        raise UsageError(f"{option} {text}: another server is listening on {path}")
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.bind(path)
+            made = (os.stat(path).st_dev, os.stat(path).st_ino)
+        else:
+            family, kind, proto, _, where = socket.getaddrinfo(
+                address[1], address[2], type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+            )[0]
+            sock = socket.socket(family, kind, proto)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(where)
+        sock.listen(4096)
+        sock.setblocking(False)
+        return sock, made
+    except socket.gaierror as exc:
+        raise UsageError(f"{option} {text}: cannot listen (unknown host: {exc.strerror})")
+    except OSError as exc:
+        raise _cannot_listen(option, text, exc)
+
+
+def is_loopback(host: str) -> bool:
+    import ipaddress
+
+    try:
+        address = ipaddress.ip_address(host.split("%")[0])
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return (mapped or address).is_loopback
+
+
+def is_wildcard(host: str) -> bool:
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_unspecified
+    except ValueError:
+        return False
+
+
+def _shown(sock: socket.socket) -> str:
+    if sock.family == socket.AF_UNIX:
+        return f"unix:{sock.getsockname()}"
+    host, port = sock.getsockname()[:2]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _raise_open_files_limit() -> None:
+    """Idle connections cost a file descriptor each: the soft limit goes up to the hard one."""
+    with contextlib.suppress(ImportError, ValueError, OSError):
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        target = 1 << 20 if hard == resource.RLIM_INFINITY else hard
+        if soft != resource.RLIM_INFINITY and soft < target:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+
+
+class Histogram:
+    """Counts per bucket (Prometheus' `le`), added to n lines at a time: the answering path stays plain Python."""
+
+    def __init__(self, bounds: tuple):
+        self.bounds, self.counts, self.sum, self.n = bounds, [0] * (len(bounds) + 1), 0.0, 0
+
+    def add(self, value: float, n: int = 1) -> None:
+        self.counts[bisect_left(self.bounds, value)] += n
+        self.sum += value * n
+        self.n += n
+
+    def buckets(self) -> list:
+        out, total = [], 0
+        for bound, count in zip(self.bounds, self.counts):
+            total += count
+            out.append((repr(float(bound)), total))
+        return out + [("+Inf", self.n)]
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """What the answering loop needs to know (the command line's --max-line-bytes, --max-batch, --max-wait-us)."""
+
+    max_line_bytes: int = 16 << 20  # a longer line gets an error answer, its rest skipped
+    max_batch: Optional[int] = None  # the most lines one answering pass takes (None: every line waiting)
+    max_wait_us: int = 0  # how long a pass waits for more lines after the first arrives (0: answer at once)
+    allow_remote: bool = False  # listening on an address other than loopback (0.0.0.0, a LAN address) is meant
+
+    @classmethod
+    def from_args(cls, args) -> "ServeOptions":
+        return cls(args.max_line_bytes, args.max_batch, args.max_wait_us, bool(getattr(args, "allow_remote", False)))
+
+
+class Owner(Protocol):
+    """Whatever hands the Server lines and takes their answers (a socket connection, one HTTP request). The Server
+    learns of its lines through Server.waiting(owner, n) and, in an answering pass, takes them from `lines`."""
+
+    lines: list  # its raw lines waiting to be answered, in order (bytes; None for a line past --max-line-bytes)
+    scope: str  # the prefix of its ids' memory keys: two owners' agent 0 are two agents ("<n>:", "http:")
+    arrived: float  # time.perf_counter() when its oldest waiting line was read (latency is measured from there)
+    eof: bool  # no more lines will come: close once the last answer is written
+    closed: bool  # gone: answers for it are dropped
+    info: bool  # a line of it may be {"info": true} (the pass looks for control lines only then)
+
+    def deliver(self, texts: list, answers: list) -> None:
+        """The answers to the lines it handed over, in their order: JSON texts (bytes) and the answer dicts."""
+
+    def answered(self) -> None:
+        """The pass that took its lines is over (resume reading, close after EOF, ...)."""
+
+
+class Connection(asyncio.BufferedProtocol):
+    """One client (an Owner): its bytes split into the stream's lines (too long: None), waiting for the next answering
+    pass. Reads go into the server's one read buffer (up to READ_SIZE at a time, copied out at once): an idle
+    connection holds none."""
+
+    def __init__(self, server: "Server"):
+        self.server, self.lines, self.parts, self.parts_len, self.skipping = server, [], [], 0, False
+        self.arrived, self.closed, self.eof, self.info = 0.0, False, False, False
+        self.write_paused = self.read_paused = False
+        self.waiting_bytes, self.transport, self.scope, self.fd = 0, None, "", -1
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        transport.set_write_buffer_limits(high=WRITE_BOUND)
+        self.server.opened(self)
+
+    def get_buffer(self, sizehint: int):
+        return self.server.read_view
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.data_received(self.server.read_view[:nbytes].tobytes())
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        limit, lines = self.server.limit, self.lines
+        before = len(lines)
+        self.info = self.info or b'"info"' in data
+        if b"\n" not in data:
+            if not self.skipping:
+                self.parts.append(data)
+                self.parts_len += len(data)
+                if self.parts_len > limit:  # a too-long line is answered at once, its rest skipped
+                    lines.append(None)
+                    self.parts, self.parts_len, self.skipping = [], 0, True
+        else:
+            if self.parts:
+                data = b"".join(self.parts) + data
+                self.parts, self.parts_len = [], 0
+            *complete, tail = data.split(b"\n")
+            for line in complete:
+                if self.skipping:  # the end of a line already answered as too long
+                    self.skipping = False
+                elif len(line) > limit:
+                    lines.append(None)
+                elif line and not line.isspace():
+                    lines.append(line)
+            if len(tail) > limit:
+                lines.append(None)
+                self.skipping = True
+            elif tail:
+                self.parts, self.parts_len = [tail], len(tail)
+        if len(lines) > before:
+            self.waiting_bytes += len(data) + LINE_COST * (len(lines) - before)
+            self.server.waiting(self, len(lines) - before)
+            if self.waiting_bytes > READ_BOUND:
+                self.reading()
+
+    def eof_received(self) -> bool:
+        tail = b"".join(self.parts)  # a last line without its newline is a line too
+        if tail.strip() and not self.skipping:
+            self.lines.append(tail)
+            self.server.waiting(self, 1)
+        self.parts, self.eof = [], True
+        if not self.lines:
+            self.transport.close()  # (after the answers already written)
+        return True  # the answers still to come are written before it closes
+
+    def connection_lost(self, exc) -> None:
+        self.closed = True
+        self.server.lost(self)
+
+    def pause_writing(self) -> None:  # its unsent answers passed WRITE_BOUND: stop reading it
+        self.write_paused = True
+        self.reading()
+
+    def resume_writing(self) -> None:
+        self.write_paused = False
+        self.reading()
+        if self.lines and not self.closed:  # (lines held while its answers were unsent: answered now)
+            self.server.waiting(self, 0)
+
+    def reading(self) -> None:
+        pause = self.write_paused or self.waiting_bytes > READ_BOUND
+        if pause != self.read_paused and not self.closed and not self.transport.is_closing():
+            self.read_paused = pause
+            (self.transport.pause_reading if pause else self.transport.resume_reading)()
+
+    def deliver(self, texts: list, answers: list) -> None:
+        if not self.closed and not self.transport.is_closing():
+            self.transport.write(b"\n".join(texts) + b"\n")
+
+    def answered(self) -> None:
+        self.waiting_bytes = (
+            sum(len(line) for line in self.lines if line) + LINE_COST * len(self.lines) if self.lines else 0
+        )
+        self.reading()
+        if self.eof and not self.lines and not self.closed:
+            self.transport.close()
+
+
+class HttpLine:
+    """POST /v1/act: one line, its answer handed to the request's future (an Owner)."""
+
+    eof = closed = info = False
+
+    def __init__(self, line, future):
+        self.lines, self.future, self.scope, self.arrived = [line], future, HTTP_SCOPE, time.perf_counter()
+        self.info = line is not None and b'"info"' in line
+
+    def deliver(self, texts: list, answers: list) -> None:
+        if not self.future.done():
+            self.future.set_result((texts[0], answers[0]))
+
+    def answered(self) -> None:
+        pass
+
+
+class Server:
+    """The answering loop: every connection's waiting lines go through one answer_waiting call per pass."""
+
+    def __init__(self, policy, options: ServeOptions = ServeOptions()):
+        self.policy, self.limit = policy, options.max_line_bytes
+        self.max_batch, self.max_wait = options.max_batch, options.max_wait_us / 1e6
+        self.loads, self.dumps = json_codec()
+        self.memories = AgentMemories(MEMORY_IDS, MEMORY_BYTES, CONNECTION_MEMORY_IDS, CONNECTION_MEMORY_BYTES)
+        self.ready: dict = {}  # connections (and HTTP lines) with lines waiting, in arrival order
+        self.conns: set = set()
+        self.waiting_lines, self.serial, self.timer, self.scheduled = 0, 0, None, False
+        self.stopping, self.failure, self.loop, self.done = 0, None, None, None
+        self.lines = self.errors = self.opened_total = 0
+        self.latencies: list = []
+        self.latency, self.batches = Histogram(LATENCY_BUCKETS_S), Histogram(BATCH_BUCKETS)
+        self.read_view = memoryview(bytearray(READ_SIZE))
+        self.bounds = {**self.memories.bounds(), "max_line_bytes": self.limit}
+        s, self.info = policy.settings, policy.info  # (an answer's bytes: 24 a number; an info answer's, as it is)
+        self.answer_bytes = 64 + 24 * (s.continuous_size * 2 + len(s.discrete_branches) + s.memory_size)
+        self.info_bytes = max(
+            self.answer_bytes, len(self.dumps({"id": None, "info": self.info, "bounds": self.bounds}))
+        )
+
+    # -- connections
+    def opened(self, conn: Connection) -> None:
+        self.serial += 1
+        self.opened_total += 1
+        conn.scope = f"{self.serial}:"
+        sock = conn.transport.get_extra_info("socket")
+        conn.fd = sock.fileno() if sock is not None else -1
+        self.conns.add(conn)
+        if self.stopping:
+            conn.transport.close()
+
+    def lost(self, conn: Connection) -> None:
+        self.conns.discard(conn)
+        self.ready.pop(conn, None)
+        self.waiting_lines -= len(conn.lines)
+        conn.lines = []
+        self.memories.forget_scope(conn.scope)  # its agents' memories go with it
+        if self.stopping:
+            self.check_drained()
+
+    def waiting(self, owner, n: int) -> None:
+        if owner not in self.ready:
+            self.ready[owner] = None
+            owner.arrived = time.perf_counter()
+        self.waiting_lines += n
+        full = self.max_batch is not None and self.waiting_lines >= self.max_batch
+        if self.timer is not None and full:
+            self.timer.cancel()
+            self.timer = None
+            self.scheduled = False
+        if not self.scheduled:
+            self.scheduled = True
+            if self.max_wait and not full:
+                self.timer = self.loop.call_later(self.max_wait, self.answer_pass)
+            else:
+                self.loop.call_soon(self.answer_pass)
+
+    # -- answering
+    def control(self, raw):
+        """{"info": true} (optionally with "id"): the policy's info dict; None for any other line."""
+        try:
+            msg = self.loads(raw)
+        except (ValueError, RecursionError):
+            return None
+        if type(msg) is not dict or msg.get("info") is not True or not set(msg) <= {"info", "id"}:
+            return None
+        return {"id": echoed_id(msg), "info": self.info, "bounds": self.bounds}
+
+    def answer_pass(self) -> None:
+        self.scheduled, self.timer = False, None
+        try:
+            self._answer_pass()
+        except BaseException as exc:  # noqa: BLE001 - ends the server through mode_serve, which raises it again
+            self.failure = self.failure or exc
+            if not self.done.done():
+                self.done.set_result(None)
+
+    def _take_lines(self) -> tuple:
+        """(lines, scopes, owners, info) of this pass: each ready owner's lines up to its share (about ANSWER_BYTES of
+        answers; PASS_ANSWER_BYTES for all; --max-batch), the rest waiting for the next pass, that owner last in line.
+        An owner whose answers are unsent is left out until resume_writing."""
+        lines, scopes, owners, budget, ready = [], [], [], self.max_batch or sys.maxsize, self.ready
+        info = False
+        later, room = [], PASS_ANSWER_BYTES
+        while ready and budget > 0 and room > 0:
+            owner = next(iter(ready))
+            del ready[owner]
+            if getattr(owner, "write_paused", False):
+                continue
+            each = self.info_bytes if owner.info else self.answer_bytes  # (the most one of its answers takes)
+            take, share = owner.lines, max(1, min(budget, min(ANSWER_BYTES, room) // each))
+            room -= min(len(take), share) * each
+            if len(take) > share:
+                owner.lines, take = take[share:], take[:share]
+                later.append(owner)
+            else:
+                owner.lines = []
+            lines += take
+            scopes += [owner.scope] * len(take)
+            owners.append((owner, len(take), owner.arrived))
+            budget -= len(take)
+            info = info or owner.info
+        for owner in later:
+            ready[owner] = None
+        return lines, scopes, owners, info
+
+    def _answer_pass(self) -> None:
+        ready = self.ready
+        lines, scopes, owners, info = self._take_lines()
+        self.waiting_lines -= len(lines)
+        if lines:
+            special = (
+                {
+                    i: a
+                    for i, raw in enumerate(lines)
+                    if raw is not None and b'"info"' in raw
+                    for a in [self.control(raw)]
+                    if a is not None
+                }
+                if info
+                else {}
+            )
+            if special:
+                rest = [i for i in range(len(lines)) if i not in special]
+                answers = [None] * len(lines)
+                for i, answer in zip(
+                    rest,
+                    answer_waiting(
+                        self.policy,
+                        [lines[i] for i in rest],
+                        self.memories,
+                        self.loads,
+                        self.limit,
+                        [scopes[i] for i in rest],
+                    ),
+                ):
+                    answers[i] = answer
+                for i, answer in special.items():
+                    answers[i] = answer
+            else:
+                answers = answer_waiting(self.policy, lines, self.memories, self.loads, self.limit, scopes)
+            dumps, texts, errors = self.dumps, [], 0
+            for i, answer in enumerate(answers):
+                try:
+                    texts.append(dumps(answer))
+                except (TypeError, ValueError):  # a non-finite number slipped through: strict JSON or nothing
+                    answers[i] = answer = {"id": answer.get("id"), "error": "the answer holds non-finite numbers"}
+                    texts.append(dumps(answer))
+                errors += "error" in answer
+            now, at = time.perf_counter(), 0
+            for owner, n, arrived in owners:
+                owner.deliver(texts[at : at + n], answers[at : at + n])
+                at += n
+                self.latency.add(now - arrived, n)
+                if len(self.latencies) < 1_000_000:  # bounded: a day-long server keeps the first million
+                    self.latencies += [(now - arrived) * 1e3] * n
+            self.lines += len(lines)
+            self.errors += errors
+            self.batches.add(len(lines))
+        for owner, _, _ in owners:
+            owner.answered()
+        if ready and not self.scheduled:
+            self.scheduled = True
+            self.loop.call_soon(self.answer_pass)
+        if self.stopping:
+            self.check_drained()
+
+    # -- stopping
+    def stop(self, signum: int) -> None:
+        """SIGTERM (SIGINT, SIGHUP): accept no more; answer every line received; close each connection once its
+        answers are sent and nothing more is waiting on it; at most STOP_GRACE_S. A second signal: at once."""
+        if self.stopping:
+            return self.finish()
+        self.stopping = signum
+        for front in self.fronts:
+            front.stop_accepting()
+        self.loop.call_later(STOP_GRACE_S, self.finish)
+        self.check_drained()
+
+    def check_drained(self) -> None:
+        if self.done.done():
+            return
+        import select
+
+        idle = [
+            c
+            for c in self.conns
+            if not c.lines
+            and c not in self.ready
+            and not c.read_paused
+            and not c.transport.get_write_buffer_size()
+            and not c.transport.is_closing()
+        ]
+        poll = select.poll()
+        for conn in idle:
+            poll.register(conn.fd, select.POLLIN)
+        busy = {fd for fd, _ in poll.poll(0)} if idle else set()
+        for conn in idle:
+            if conn.fd not in busy:  # (what it sent is read and answered: it closes after its answers)
+                conn.transport.close()
+        if not self.conns and not self.ready:
+            self.done.set_result(None)
+        else:
+            self.loop.call_later(0.005, self.check_drained)
+
+    def finish(self) -> None:
+        for conn in list(self.conns):
+            conn.transport.abort()
+        if not self.done.done():
+            self.done.set_result(None)
+
+    async def run(self, fronts: list, signals: bool = True) -> None:
+        """Serve on `fronts` (bound already) until stopped: SIGTERM, SIGINT or SIGHUP where `signals` (the main
+        thread), else stop() called in this loop (loop.call_soon_threadsafe)."""
+        loop = self.loop = asyncio.get_running_loop()
+        self.done, self.fronts = loop.create_future(), fronts
+        loop.set_exception_handler(loop_error)
+        for front in fronts:
+            await front.start(self)
+        if signals:
+            for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                loop.add_signal_handler(signum, self.stop, signum)
+        for front in fronts:
+            print(f"[serve] {front.says} on {front.told()}", file=sys.stderr, flush=True)
+        try:
+            await self.done
+        finally:
+            for front in fronts:
+                await front.cleanup()
+
+
+DESCRIPTORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+LOOP_ERRORS = {"last": 0.0, "quiet": 0}  # the last loop error told, and how many since were not
+
+
+def loop_error(loop, context: dict) -> None:
+    """The event loop's errors: accept() out of descriptors is asyncio's to retry (a flood of connections, said
+    nowhere); anything else in one line on stderr, at most one a second (a peer cannot fill the log)."""
+    exc = context.get("exception")
+    if isinstance(exc, OSError) and exc.errno in DESCRIPTORS:
+        return
+    what = f"{type(exc).__name__}: {exc}" if exc is not None else ""
+    tell_limited(f"event loop: {context.get('message', 'error')} {what}")
+
+
+def tell_limited(text: str) -> None:
+    """One line on stderr, at most one a second (the server's loop errors, aiohttp's refused requests): a peer cannot
+    fill the log; the lines not told are counted in the next."""
+    now = time.monotonic()
+    if now - LOOP_ERRORS["last"] < 1.0:
+        LOOP_ERRORS["quiet"] += 1
+        return
+    quiet, LOOP_ERRORS["quiet"], LOOP_ERRORS["last"] = LOOP_ERRORS["quiet"], 0, now
+    text = " ".join(text.split())[:300]
+    print(f"[serve] {text}" + (f" ({quiet} more not shown)" if quiet else ""), file=sys.stderr, flush=True)
+
+
+class OneLineLog(logging.Filter):
+    """aiohttp's "Error handling request" (a multi-line traceback for every malformed request a peer sends): one line
+    through tell_limited instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        reason = f" ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})" if exc is not None else ""
+        tell_limited(f"http: {record.getMessage()}{reason}")
+        return False
+
+
+class Front:
+    """A listening transport that makes Owners for the Server: bound before the loop starts (so that a taken port is
+    one line before anything runs), started in it, told to stop accepting at the first signal, cleaned up after."""
+
+    option = ""  # its command-line option (FRONTS' key, with --)
+    says = ""  # its start-up line: "[serve] <says> on <address>"
+    unix = False  # whether it listens on a Unix socket too (unix:PATH)
+
+    def __init__(self, text: str):
+        self.text, self.address = text, parse_address(self.option, text, unix=self.unix)
+        self.sock, self.made, self.remote = None, None, False
+
+    def check(self) -> None:
+        """What it needs that may be missing (an optional package): a UsageError naming it, before the policy loads."""
+
+    def bind(self, allow_remote: bool = False) -> None:
+        """Listen (UsageError in one line when it cannot). An address other than loopback is refused unless
+        `allow_remote`: there is no authentication, so exposure is a decision (--allow-remote)."""
+        self.sock, self.made = listening_socket(self.option, self.text, self.address)
+        self.remote = self.address[0] == "tcp" and not is_loopback(self.sock.getsockname()[0])
+        if self.remote and not allow_remote:
+            where = _shown(self.sock)
+            self.close()
+            self.sock = None
+            everywhere = (
+                " binds every interface"
+                if is_wildcard(where.rsplit(":", 1)[0].strip("[]"))
+                else " is reachable from other machines"
+            )
+            raise UsageError(
+                f"{self.option} {self.text}{everywhere} ({where}) and serve has no authentication: "
+                f"give --allow-remote to mean it, or listen on 127.0.0.1"
+            )
+
+    async def start(self, server: "Server") -> None:
+        raise NotImplementedError
+
+    def stop_accepting(self) -> None:
+        """The first signal: take no new clients (those already here are answered)."""
+
+    async def cleanup(self) -> None:
+        """The loop is ending: let go of what start() made."""
+
+    def shown(self) -> str:
+        return _shown(self.sock)
+
+    def told(self) -> str:
+        """Its start-up line's address, with what it exposes where it is not loopback."""
+        where = _shown(self.sock)
+        if not getattr(self, "remote", False):
+            return where
+        host = where.rsplit(":", 1)[0].strip("[]")
+        return where + (
+            " (every interface: anyone who reaches this machine, no authentication)"
+            if is_wildcard(host)
+            else " (reachable from other machines, no authentication)"
+        )
+
+    def close(self) -> None:
+        """After the loop: the socket closed, and the Unix socket file it made (and only that one) removed."""
+        if self.sock is not None:
+            self.sock.close()
+        if self.made is not None:
+            with contextlib.suppress(OSError):
+                st = os.stat(self.address[1])
+                if (st.st_dev, st.st_ino) == self.made:
+                    os.unlink(self.address[1])
+
+
+class LineFront(Front):
+    """--listen: the stream's JSON lines over TCP or a Unix socket, one Connection per client."""
+
+    option, says, unix = "--listen", "listening", True
+
+    async def start(self, server: "Server") -> None:
+        self.listener = await server.loop.create_server(lambda: Connection(server), sock=self.sock, backlog=4096)
+
+    def stop_accepting(self) -> None:
+        self.listener.close()
+
+
+class HttpFront(Front):
+    """--http: GET /healthz, GET /metrics and POST /v1/act (start_http), aiohttp in the server's loop."""
+
+    option, says = "--http", "http"
+
+    def check(self) -> None:
+        try:
+            import aiohttp  # noqa: F401
+            import prometheus_client  # noqa: F401
+        except ImportError:
+            raise UsageError(NEED_HTTP) from None
+
+    async def start(self, server: "Server") -> None:
+        self.runner = await start_http(server, self.sock)
+
+    async def cleanup(self) -> None:
+        await self.runner.cleanup()
+
+
+# The fronts, by the command line's option (its dest): one class and one row a transport.
+FRONTS = {"listen": LineFront, "http": HttpFront}
+
+
+async def start_http(server: Server, sock: socket.socket):
+    """GET /healthz, GET /metrics (Prometheus text, a registry of its own), POST /v1/act (one stream line, batched
+    with the socket lines; its answer object, status 400 when it is an error answer), in the same event loop."""
+    from aiohttp import web
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+    class Collector:
+        def collect(self):
+            s = server
+            yield CounterMetricFamily("mlagents_serve_lines", "lines answered (sockets and /v1/act)", value=s.lines)
+            yield CounterMetricFamily("mlagents_serve_error_answers", "error answers", value=s.errors)
+            yield GaugeMetricFamily("mlagents_serve_connections_open", "socket connections open", value=len(s.conns))
+            yield CounterMetricFamily("mlagents_serve_connections", "socket connections accepted", value=s.opened_total)
+            yield HistogramMetricFamily(
+                "mlagents_serve_batch_lines",
+                "lines per answering pass (one engine call for the plain ones)",
+                buckets=s.batches.buckets(),
+                sum_value=s.batches.sum,
+            )
+            yield HistogramMetricFamily(
+                "mlagents_serve_latency_seconds",
+                "from the read that brought a line to the write of its answer",
+                buckets=s.latency.buckets(),
+                sum_value=s.latency.sum,
+            )
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Collector())
+
+    async def healthz(request):
+        return web.Response(text="stopping\n" if server.stopping else "ok\n", status=503 if server.stopping else 200)
+
+    async def metrics(request):
+        return web.Response(
+            body=generate_latest(registry), headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"}
+        )
+
+    async def act(request):
+        if server.stopping:
+            return web.json_response({"id": None, "error": "the server is stopping"}, status=503)
+        try:
+            body = (await request.read()).strip()
+        except web.HTTPRequestEntityTooLarge:
+            body = None
+        line = HttpLine(body if body is None or len(body) <= server.limit else None, server.loop.create_future())
+        if body == b"":
+            return web.json_response({"id": None, "error": "empty body: expected one stream line"}, status=400)
+        server.waiting(line, 1)
+        text, answer = await line.future
+        return web.Response(body=text, status=400 if "error" in answer else 200, content_type="application/json")
+
+    for name in ("aiohttp.server", "aiohttp.web", "aiohttp.access", "aiohttp.internal"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, OneLineLog) for f in logger.filters):
+            logger.addFilter(OneLineLog())
+    app = web.Application(client_max_size=server.limit + 1)
+    app.add_routes([web.get("/healthz", healthz), web.get("/metrics", metrics), web.post("/v1/act", act)])
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
+    await runner.setup()
+    await web.SockSite(runner, sock).start()
+    return runner
+
+
+def mode_serve(ctx: Context):
+    """Answer the stream's lines on --listen (TCP or Unix socket) and/or POST /v1/act on --http until SIGTERM (then
+    exit 0 once every line received is answered) or SIGINT/SIGHUP (the same, then 128 + N)."""
+    a = ctx.args
+    fronts = [front(getattr(a, dest)) for dest, front in FRONTS.items() if getattr(a, dest, None) is not None]
+    if not fronts:
+        raise UsageError("--mode serve needs --listen HOST:PORT (or unix:PATH), --http HOST:PORT, or both")
+    for front in fronts:
+        front.check()
+    server_options = ServeOptions.from_args(a)
+    server = Server(ctx.policy, server_options)  # (the policy is loaded here, before any socket is opened)
+    gc.freeze()  # (as the stream: what is loaded stays, a full collection need not walk it again and again)
+    _raise_open_files_limit()
+    loop = None
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    try:
+        for front in fronts:
+            front.bind(server_options.allow_remote)
+        loop = asyncio.new_event_loop()
+        loop.run_until_complete(server.run(fronts))
+    finally:
+        if loop is not None:
+            loop.close()
+        for signum, handler in before.items():
+            with contextlib.suppress(ValueError, OSError, TypeError):
+                signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+        for front in fronts:
+            front.close()
+    if server.failure is not None:
+        raise server.failure
+    if a.stream_stats:
+        p = latency_text(percentiles(server.latencies)) if server.latencies else {"p50_ms": "n/a", "p99_ms": "n/a"}
+        print(
+            f"[serve] lines={server.lines} errors={server.errors} p50={p['p50_ms']} p99={p['p99_ms']} "
+            f"connections={server.opened_total} engine={ctx.engine_name} device={ctx.device}",
+            file=sys.stderr,
+            flush=True,
+        )
+    if server.stopping and server.stopping != signal.SIGTERM:
+        raise Interrupted(server.stopping)
+    return None, True
+
+
+@contextlib.contextmanager
+def serving(policy, options: ServeOptions = ServeOptions(), **addresses):
+    """The server in this process, on a thread of its own (tests, or an application embedding it): serving(policy,
+    listen="127.0.0.1:0", http="127.0.0.1:0") yields {"listen": "HOST:PORT", "http": ...} as bound; leaving the block
+    stops it as SIGTERM does (every line received answered) and closes its sockets."""
+    import threading
+
+    fronts = [FRONTS[dest](text) for dest, text in addresses.items()]
+    for front in fronts:
+        front.check()
+    server = Server(policy, options)
+    loop, started = asyncio.new_event_loop(), threading.Event()
+    try:
+        for front in fronts:
+            front.bind(options.allow_remote)
+        loop.call_soon(started.set)
+        thread = threading.Thread(
+            target=loop.run_until_complete, args=(server.run(fronts, signals=False),), daemon=True
+        )
+        thread.start()
+        started.wait()
+        yield {dest: front.shown() for dest, front in zip(addresses, fronts)}
+        loop.call_soon_threadsafe(server.stop, signal.SIGTERM)
+        thread.join(STOP_GRACE_S + 5)
+    finally:
+        if not loop.is_running():
+            loop.close()
+        for front in fronts:
+            front.close()
+    if server.failure is not None:
+        raise server.failure

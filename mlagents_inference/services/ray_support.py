@@ -1,0 +1,126 @@
+"""Ray support for batch --ray (Ray Data) and serve --ray (Ray Serve): Ray started or joined, the package
+shipped to its workers, the policy a Ray worker loads, Ray's failures in one line."""
+
+from __future__ import annotations
+
+import re
+import zipfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
+
+from ..api.policy import Policy, load_checkpoint
+from ..core.errors import UsageError
+from ..core.files import handlers_kept
+
+if TYPE_CHECKING:  # (annotations only)
+    from .context import Context
+
+__all__ = ["ray_model", "ray_policy", "ray_init", "copy_package", "ray_unreachable", "ray_failure"]
+
+
+def ray_model(ctx: Context) -> dict:
+    """What a Ray worker loads its policy from (ray_policy): the source as this command resolved it, at absolute paths
+    (read at the same paths on every node); the checkpoint is checked here before any worker starts."""
+    args, src = ctx.args, ctx.source
+    ctx.settings
+    return {
+        "checkpoint": str(Path(src.checkpoint).resolve()),
+        "onnx": args.onnx and str(Path(args.onnx).resolve()),
+        "model_dir": src.model_dir and str(Path(src.model_dir).resolve()),
+        "behavior": src.behavior,
+        "expect_sha256": args.expect_sha256,
+        "goal_input": args.goal_input,
+        "device": ctx.device.type,
+        "dtype": args.dtype,
+        "engine": ctx.engine_name,
+        "graphs": args.graphs == "on",
+        "providers": args.providers,
+        "spin": args.spin == "on",
+    }
+
+
+def ray_policy(model: dict) -> Policy:
+    checkpoint = load_checkpoint(
+        Path(model["checkpoint"]),
+        model["onnx"] and Path(model["onnx"]),
+        model["model_dir"] and Path(model["model_dir"]),
+        model["behavior"],
+        model["expect_sha256"],
+        model["goal_input"],
+    )
+    return Policy(
+        checkpoint,
+        model["device"],
+        model["dtype"],
+        model["engine"],
+        model["graphs"],
+        providers=model["providers"],
+        spin=model["spin"],
+    )
+
+
+def ray_init(ray, where: str, code: str) -> None:
+    """ray.init for --ray local|ADDRESS, the package's copy `code` as the workers' working_dir; no cluster there is
+    one line. Batch's Ray Data and serve's Ray Serve both start this way."""
+    import logging
+
+    try:
+        with handlers_kept():  # (ray.init installs SIGTERM handlers of its own)
+            ray.init(
+                address="local" if where == "local" else where,
+                runtime_env={"working_dir": code},
+                include_dashboard=False,
+                log_to_driver=False,
+                logging_level=logging.ERROR,
+            )
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise UsageError(f"--ray {where}: no Ray cluster there ({str(exc).splitlines()[0][:160]})")
+    except KeyboardInterrupt:  # (a signal while Ray starts: what it started ends)
+        ray.shutdown()
+        raise
+
+
+def copy_package(folder: Path) -> None:
+    """This package's source into folder/mlagents_inference: from its folder, or from the .pyz it runs from."""
+    import shutil
+
+    package = Path(__file__).resolve().parents[1]
+    if package.is_dir():
+        shutil.copytree(package, folder / package.name, ignore=shutil.ignore_patterns("__pycache__"))
+        return
+    with zipfile.ZipFile(package.parent) as pyz:
+        pyz.extractall(folder, [m for m in pyz.namelist() if m.startswith(package.name + "/")])
+
+
+def ray_unreachable(address: str) -> Optional[str]:
+    """Why nothing answers at a HOST:PORT --ray address (ray.init would wait for minutes), else None."""
+    import socket
+
+    host, _, port = address.rpartition(":")
+    if address == "local" or "://" in address or not port.isdigit():
+        return None
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=5).close()
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
+
+
+def ray_failure(exc: BaseException) -> str:
+    """The one line a failure inside Ray comes down to: a worker's UsageError as it was raised
+    (Ray wraps it, with the worker's traceback in the text), a worker process that died, else the
+    failure's last line."""
+    seen, texts, died = exc, [], False
+    while seen is not None and len(texts) < 20:
+        names = [c.__name__ for c in type(seen).__mro__]
+        if "UsageError" in names and not hasattr(seen, "cause"):
+            return str(seen).splitlines()[0]
+        died = died or bool({"RayActorError", "WorkerCrashedError", "NodeDiedError", "ObjectLostError"} & set(names))
+        texts.append(str(seen))
+        seen = getattr(seen, "cause", None) or seen.__cause__ or seen.__context__
+    if found := re.search(r"UsageError: (.+)", "\n".join(texts)):
+        return found.group(1).strip()
+    if died:  # (Ray's own text ends in guesses, such as "never ran - it was cancelled")
+        return "a Ray worker process died (killed, out of memory or crashed; Ray's logs on its node tell which)"
+    lines = [l for l in texts[0].splitlines() if l.strip()]
+    return (lines[-1] if lines else type(exc).__name__)[:300]

@@ -1,0 +1,822 @@
+"""The C# client of serve (clients/csharp/, docs/serve.md "From a Unity build (C#)"): the library and its console tests
+compiled with Mono's `mcs` (warnings as errors), then run against live `--mode serve` servers on examples/ policies.
+The inputs and the answers `inference.load(...).act(...)` gives for them are computed here and written to a file; the
+C# program sends the inputs through PolicyClient and compares (discrete equal, continuous and memories within 1e-6), in
+the culture LANG gives its process (de-DE), in fr-FR and in the invariant culture. Also: error answers, bad answers from
+a scripted fake server, timeouts, a server that goes away, float formatting, the strict JSON reader, docs/serve.md's
+code.
+
+Without `mcs`/`mono` the tests skip on a developer's machine and fail where CI is set (.ci/run installs Mono)."""
+
+import json
+import os
+import re
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import EXAMPLES, ROOT, child_env
+
+import inference
+
+CLIENT = ROOT / "clients" / "csharp"
+LANG_VERSION = "7.2"  # the newest mcs 6.8 knows; Unity's C# 7.3 takes it
+MCS_FLAGS = ["-langversion:" + LANG_VERSION, "-warnaserror", "-warn:4", "-nologo", "-optimize+"]
+START_S = 120.0
+CULTURES = ["process", "fr-FR", ""]  # the process runs with LC_ALL=de_DE.UTF-8: de-DE, then fr-FR, then invariant
+ANSWER_LINE = re.compile(r"^PASS .* step \d+ (\(ActMany of \d+\) )?agent -?\d+")
+
+
+def mono_tools(env=os.environ, which=shutil.which):
+    """(mcs, mono) paths; else ("skip" or "fail", why): a developer's machine skips, CI (env CI set) fails."""
+    mcs, mono = which("mcs"), which("mono")
+    if mcs and mono:
+        return mcs, mono
+    missing = " and ".join(name for name, path in (("mcs", mcs), ("mono", mono)) if not path)
+    why = f"{missing} not found: the C# client needs Mono (Debian: apt-get install mono-mcs mono-runtime)"
+    return ("fail" if env.get("CI") else "skip"), why
+
+
+def test_without_mono_a_developer_machine_skips_and_ci_fails():
+    assert mono_tools({}, lambda name: None) == (
+        "skip",
+        "mcs and mono not found: the C# client needs Mono (Debian: apt-get install mono-mcs mono-runtime)",
+    )
+    assert mono_tools({"CI": "true"}, lambda name: None)[0] == "fail"
+    assert mono_tools({"CI": "true"}, lambda name: None if name == "mono" else "/usr/bin/mcs") == (
+        "fail",
+        "mono not found: the C# client needs Mono (Debian: apt-get install mono-mcs mono-runtime)",
+    )
+    assert mono_tools({}, lambda name: "/usr/bin/" + name) == ("/usr/bin/mcs", "/usr/bin/mono")
+
+
+def compile_cs(mcs: str, out: Path, sources: list, *extra) -> str:
+    r = subprocess.run(
+        [mcs, *MCS_FLAGS, *extra, f"-out:{out}", *map(str, sources)], capture_output=True, text=True, timeout=300
+    )
+    said = (r.stdout + r.stderr).strip()
+    assert r.returncode == 0 and out.exists(), f"mcs failed on {[Path(s).name for s in sources]}:\n{said}"
+    return said
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """The library (Runtime/*.cs) and the console tests, compiled once: {"mcs", "mono", "dll", "tests", "said"}."""
+    tools = mono_tools()
+    if tools[0] == "skip":
+        pytest.skip(tools[1])
+    if tools[0] == "fail":
+        pytest.fail(tools[1] + " (CI is set: .ci/run installs it)")
+    mcs, mono = tools
+    out = tmp_path_factory.mktemp("csharp")
+    dll = out / "MLAgentsInference.Client.dll"
+    said = compile_cs(mcs, dll, sorted((CLIENT / "Runtime").glob("*.cs")), "-target:library")
+    said += compile_cs(mcs, out / "ClientTests.exe", [CLIENT / "Tests~" / "ClientTests.cs"], f"-r:{dll}")
+    return {"mcs": mcs, "mono": mono, "dll": dll, "tests": out / "ClientTests.exe", "dir": out, "said": said}
+
+
+def run_cs(built, *args, env=None, timeout=600, input=None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [built["mono"], str(built["tests"]), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env or child_env(LC_ALL="de_DE.UTF-8", LANG="de_DE.UTF-8"),
+        input=input,
+    )
+
+
+def results(r: subprocess.CompletedProcess) -> tuple:
+    """(PASS lines, FAIL lines) of the console tests; its last line must be its RESULT."""
+    lines = r.stdout.splitlines()
+    assert lines and lines[-1].startswith("RESULT "), (r.returncode, r.stdout[-3000:], r.stderr[-3000:])
+    passed, failed = [x for x in lines if x.startswith("PASS ")], [x for x in lines if x.startswith("FAIL ")]
+    assert lines[-1] == f"RESULT passed={len(passed)} failed={len(failed)}"
+    return passed, failed
+
+
+def test_the_library_and_tests_compile_without_warnings_and_reference_nothing_beyond_the_base_library(built):
+    assert "warning" not in built["said"].lower(), built["said"]
+    r = run_cs(built, "refs", built["dll"])
+    assert r.returncode == 0, r.stderr
+    refs = {line[4:] for line in r.stdout.splitlines() if line.startswith("REF ")}
+    # the base class library only (HashSet<T> is System.Core's on Mono and .NET Framework): no Mono.Posix, no
+    # UnityEngine
+    assert refs and refs <= {"mscorlib", "System", "System.Core"}, refs
+
+
+def test_mcs_refuses_a_warning_so_warnings_as_errors_holds(built, tmp_path):
+    bad = tmp_path / "Warns.cs"
+    bad.write_text("class Warns { static void Main() { int unused = 1; } }\n")
+    r = subprocess.run(
+        [built["mcs"], *MCS_FLAGS, f"-out:{tmp_path / 'w.exe'}", str(bad)], capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode != 0 and "CS0219" in r.stdout + r.stderr
+
+
+# -- live servers
+
+
+def start_server(model: Path, listen: str = "127.0.0.1:0"):
+    """A `--mode serve` subprocess and the address it says it listens on (HOST:PORT or unix:PATH)."""
+    args = [
+        sys.executable,
+        str(ROOT / "inference.py"),
+        "--mode",
+        "serve",
+        "--model-dir",
+        str(model),
+        "--listen",
+        listen,
+    ]
+    proc = subprocess.Popen(
+        args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=child_env()
+    )
+    text, deadline = b"", time.monotonic() + START_S
+    try:
+        while not (found := re.search(rb"\[serve\] listening on (\S+)\n", text)):
+            left = deadline - time.monotonic()
+            assert left > 0 and proc.poll() is None, (proc.poll(), text.decode(errors="replace"))
+            if select.select([proc.stderr], [], [], left)[0]:
+                text += os.read(proc.stderr.fileno(), 4096)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    return proc, found.group(1).decode()
+
+
+def stop_server(proc) -> None:
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait(timeout=30)
+    proc.stderr.close()
+
+
+LOCAL: dict = {}
+
+
+def local(name: str):
+    if name not in LOCAL:
+        LOCAL[name] = inference.load(EXAMPLES / name)
+    return LOCAL[name]
+
+
+def f32(values) -> list:
+    """float32 values as JSON numbers (repr of the float32 widened to a double: exact)."""
+    return [float(v) for v in np.asarray(values, np.float32).ravel()]
+
+
+def expectation(out: dict) -> dict:
+    want = {}
+    if "continuous_actions" in out:
+        want["continuous"] = f32(out["continuous_actions"])
+    if "discrete_actions" in out:
+        want["discrete"] = [int(v) for v in np.asarray(out["discrete_actions"]).ravel()]
+    if "memory" in out:
+        want["memory"] = f32(out["memory"])
+    return want
+
+
+def random_mask(rng, branches: list) -> list:
+    mask = []
+    for size in branches:
+        part = [int(rng.rand() < 0.6) for _ in range(size)]
+        part[rng.randint(size)] = 1
+        mask += part
+    return mask
+
+
+class Agents:
+    """Builds one policy's steps: the inputs as the C# program reads them and what inference.load(...).act(...) answers,
+    each agent's memory carried as the server carries it (per connection and id; zeros after a reset)."""
+
+    def __init__(self, name: str, seed: int = 0):
+        self.name, self.policy, self.rng = name, local(name), np.random.RandomState(seed)
+        self.info = self.policy.info
+        self.memory: dict = {}
+
+    def observation(self, agent: int, pixels: str = "") -> tuple:
+        """(the C# program's inputs, the local policy's observations) for one agent."""
+        sent, arrays = [], []
+        for k, spec in enumerate(self.info["inputs"]):
+            shape = tuple(spec["shape"])
+            if spec["kind"] == "visual":
+                if pixels:
+                    frame = self.rng.randint(0, 256, shape).astype(np.uint8)  # [C, H, W]
+                    if pixels == "interleaved":  # as a texture holds it: [H, W, C], the bottom row first
+                        hwc = frame.transpose(1, 2, 0)[::-1]
+                        sent.append({"pixels": hwc.ravel().tolist(), "interleaved": [shape[1], shape[2], shape[0]]})
+                    else:
+                        sent.append({"pixels": frame.ravel().tolist()})
+                    arrays.append(frame)  # the local policy scales a uint8 frame by 1/255 itself
+                    continue
+                value = self.rng.rand(*shape).astype(np.float32)
+            elif spec["kind"] == "entities":
+                value = self.rng.randn(self.rng.randint(0, shape[0] + 1), shape[1]).astype(np.float32)
+                sent.append({"rows": [f32(row) for row in value]})
+                arrays.append(value)
+                continue
+            else:
+                value = self.rng.randn(*shape).astype(np.float32) * np.float32(2)
+                if agent % 5 == 1:  # numbers whose text is unusual: tiny, huge, negative zero, a subnormal
+                    value.ravel()[: min(4, value.size)] = np.array([1e-30, -0.0, 12345.678, 1e-40], np.float32)[
+                        : min(4, value.size)
+                    ]
+            sent.append({"floats": f32(value)})
+            arrays.append(value)
+        return sent, arrays
+
+    def step(
+        self,
+        agent: int,
+        masks: bool = False,
+        reset: bool = False,
+        seed=None,
+        pixels: str = "",
+        error_mask: bool = False,
+    ) -> dict:
+        sent, arrays = self.observation(agent, pixels)
+        line = {"agent": agent, "obs": sent}
+        if reset:
+            line["reset"] = True
+            self.memory.pop(agent, None)
+        branches = self.info["discrete_branches"]
+        mask = None
+        if error_mask:  # a first branch that allows nothing: the server answers with an error
+            mask = [0] * branches[0] + [1] * (sum(branches) - branches[0])
+            line["masks"], line["expect"] = mask, {"error": "allows no action"}
+            return line
+        if masks and branches:
+            mask = random_mask(self.rng, branches)
+            line["masks"] = mask
+        if seed is not None:
+            line["seed"] = seed
+        observations = arrays[0] if len(arrays) == 1 else arrays
+        out = self.policy.act(
+            observations, action_masks=mask, deterministic=seed is None, seed=seed or 0, memory=self.memory.get(agent)
+        )
+        if self.info["memory_size"]:
+            self.memory[agent] = out["memory"]
+        line["expect"] = expectation(out)
+        return line
+
+    def cases(self, address: str, sequences: list) -> dict:
+        keys = ("behavior", "inputs", "continuous_size", "discrete_branches", "memory_size")
+        return {
+            "address": address,
+            "policy": self.name,
+            "cultures": CULTURES,
+            "sequences": sequences,
+            "info": json.loads(json.dumps({k: self.info[k] for k in keys})),
+        }
+
+
+def cases_for(name: str, address: str) -> dict:
+    """Per culture the C# program opens a fresh connection, so every culture replays the same steps from zero
+    memories."""
+    a = Agents(name)
+    seq = []
+    if name == "vector":
+        seq.append({"name": "act", "call": "act", "steps": [[a.step(i) for i in (0, 1, -7)] for _ in range(3)]})
+        seq.append({"name": "many", "call": "many", "steps": [[a.step(i) for i in range(16)] for _ in range(3)]})
+    elif name == "discrete-multi":
+        seq.append(
+            {
+                "name": "act",
+                "call": "act",
+                "steps": [[a.step(i, masks=True) for i in range(4)] + [a.step(9, error_mask=True)] for _ in range(2)],
+            }
+        )
+        seq.append(
+            {
+                "name": "many",
+                "call": "many",
+                "steps": [[a.step(i, masks=i % 3 != 2, error_mask=i == 5) for i in range(12)] for _ in range(3)],
+            }
+        )
+    elif name == "hybrid":
+        seq.append(
+            {
+                "name": "act",
+                "call": "act",
+                "steps": [
+                    [a.step(0, masks=True), a.step(1), a.step(2, masks=True, seed=3), a.step(3, seed=2**63 - 1)]
+                    for _ in range(2)
+                ],
+            }
+        )
+        seq.append(
+            {
+                "name": "many",
+                "call": "many",
+                "steps": [
+                    [a.step(i, masks=i % 2 == 0, seed=17 * i if i % 4 == 3 else None) for i in range(10)]
+                    for _ in range(2)
+                ],
+            }
+        )
+    elif name == "lstm":  # memory across 20 steps for 8 agents, then half of them reset, then 3 steps more
+        steps = [[a.step(i, masks=i % 2 == 1) for i in range(8)] for _ in range(20)]
+        # agent 7's reset line is answered with an error: the server keeps its old memory, so the client sends the reset
+        # again with its next line (which the case does not mark), and that line starts from zeros
+        steps += [
+            [a.step(i, reset=(k == 0 and i in (0, 1, 2, 3, 7)), error_mask=(k == 0 and i == 7)) for i in range(8)]
+            for k in range(3)
+        ]
+        seq.append({"name": "memory", "call": "many", "steps": steps})
+        seq.append({"name": "act", "call": "act", "steps": [[a.step(i) for i in (2, 6)] for _ in range(3)]})
+    elif name == "visual-simple":
+        seq.append(
+            {
+                "name": "frames",
+                "call": "many",
+                "steps": [
+                    [a.step(0), a.step(1, pixels="chw"), a.step(2, pixels="interleaved"), a.step(3)] for _ in range(2)
+                ],
+            }
+        )
+        seq.append({"name": "act", "call": "act", "steps": [[a.step(4, pixels="chw"), a.step(5)]]})
+    elif name == "attention":
+        seq.append(
+            {"name": "entities", "call": "many", "steps": [[a.step(i, masks=True) for i in range(6)] for _ in range(2)]}
+        )
+        seq.append({"name": "act", "call": "act", "steps": [[a.step(i) for i in range(3)]]})
+    return a.cases(address, seq)
+
+
+def answers_in(cases: dict) -> int:
+    return len(cases["cultures"]) * sum(len(step) for s in cases["sequences"] for step in s["steps"])
+
+
+# examples/hybrid is served on a Unix socket (ConnectUnix); the others on 127.0.0.1, port 0
+POLICIES = ["vector", "discrete-multi", "hybrid", "lstm", "visual-simple", "attention"]
+
+
+@pytest.mark.parametrize("name", POLICIES)
+def test_answers_equal_the_local_policys_in_three_cultures(built, name, tmp_path):
+    listen = f"unix:{tmp_path / 'p.sock'}" if name == "hybrid" else "127.0.0.1:0"
+    proc, address = start_server(EXAMPLES / name, listen)
+    try:
+        cases = cases_for(name, address)
+        (tmp_path / "cases.json").write_text(json.dumps(cases))
+        r = run_cs(built, "policy", tmp_path / "cases.json")
+    finally:
+        stop_server(proc)
+    passed, failed = results(r)
+    assert not failed and r.returncode == 0, "\n".join(failed[:20])
+    assert sum(bool(ANSWER_LINE.match(line)) for line in passed) == answers_in(cases), "not every answer was checked"
+    assert sum("the thread's culture writes 1.5 as 1,5" in line for line in passed) == 2  # de-DE (from LANG) and fr-FR
+    assert sum("the connection goes on after the caller's mistakes" in line for line in passed) == len(CULTURES)
+    if name == "lstm":
+        assert sum("step 20 (ActMany of 8) agent 7: answered with an error" in line for line in passed) == len(CULTURES)
+    if name == "discrete-multi":  # the error answers were checked too, by Act and by ActMany
+        assert sum(
+            "ErrorAnswer: agent 9: action_masks: branch 0 allows no action" in line for line in passed
+        ) == 2 * len(CULTURES)
+        assert sum("the error names a failing agent in one line: agent 5:" in line for line in passed) == 3 * len(
+            CULTURES
+        )
+
+
+def test_a_wrong_expectation_fails_the_console_tests(built, tmp_path):
+    """The comparison can fail: one continuous value moved by 1e-5, one discrete action changed."""
+    proc, address = start_server(EXAMPLES / "hybrid")
+    try:
+        cases = cases_for("hybrid", address)
+        cases["cultures"] = [""]
+        want = cases["sequences"][0]["steps"][0][0]["expect"]
+        want["continuous"][1] += 1e-5
+        cases["sequences"][1]["steps"][1][3]["expect"]["discrete"][0] ^= 1
+        (tmp_path / "cases.json").write_text(json.dumps(cases))
+        r = run_cs(built, "policy", tmp_path / "cases.json")
+    finally:
+        stop_server(proc)
+    passed, failed = results(r)
+    assert r.returncode == 1 and len(failed) == 2, failed
+    assert "continuous[1]" in failed[0] and "> 1e-6" in failed[0] and "discrete[0]" in failed[1]
+
+
+# -- a scripted fake server: bad answers, closed connections, silence
+
+FAKE_INFO = {
+    "behavior": "Fake",
+    "inputs": [{"name": "obs_0", "kind": "vector", "shape": [2]}],
+    "continuous_size": 2,
+    "discrete_branches": [],
+    "memory_size": 0,
+}
+FAKE = {  # scenario: (the answer to the info line, the answer to the act line); None: say nothing; "close": close
+    "garbage": (None, b"not json\n"),
+    "wrong_id": (None, b'{"id": 2, "continuous_actions": [0.5, 0.25]}\n'),
+    "string_id": (None, b'{"id": "1", "continuous_actions": [0.5, 0.25]}\n'),
+    "nan": (None, b'{"id": 1, "continuous_actions": [NaN, 0.25]}\n'),
+    "short": (None, b'{"id": 1, "continuous_actions": [0.5]}\n'),
+    "duplicate": (None, b'{"id": 1, "continuous_actions": [0.5, 0.25], "continuous_actions": [0, 0]}\n'),
+    "trailing": (None, b'{"id": 1, "continuous_actions": [0.5, 0.25]} x\n'),
+    "closes": (None, "close"),
+    "truncated": (None, b'{"id": 1, "continuous_act'),
+    "silent": (None, None),
+    "error": (None, b'{"id": 1, "error": "obs: expected 2 numbers"}\n'),
+    "extra_keys": (
+        None,
+        b'{"id": 1, "continuous_actions": [0.5, -0.25], "actions": [0.5, -0.25], "later": {"x": [1, 2.5e-3]}}\n',
+    ),
+    "info_error": (b'{"id": null, "error": "unknown key \\"info\\""}\n', None),
+    "info_silent": (None, None),
+}
+
+
+def fake_server(scenario: str, stop: threading.Event) -> tuple:
+    """A listening socket on 127.0.0.1 and the thread that plays `scenario` to every connection."""
+    info_answer, act_answer = FAKE[scenario]
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+
+    def play():
+        held = []
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except socket.timeout:
+                continue
+            held.append(conn)
+            reader = conn.makefile("rb")
+            try:
+                if reader.readline().strip() != b'{"info":true}':
+                    continue
+                if scenario == "info_silent":
+                    continue
+                conn.sendall(info_answer or json.dumps({"id": None, "info": FAKE_INFO}).encode() + b"\n")
+                if reader.readline() and act_answer is not None:
+                    if act_answer != "close":
+                        conn.sendall(act_answer)
+                    if act_answer == "close" or scenario == "truncated":
+                        conn.shutdown(socket.SHUT_RDWR)  # (close() alone waits for the reader's reference to go)
+            except OSError:
+                pass
+        for conn in held:
+            conn.close()
+        listener.close()
+
+    thread = threading.Thread(target=play, daemon=True)
+    thread.start()
+    return listener.getsockname()[1], thread
+
+
+def test_bad_answers_closed_connections_timeouts_and_refusals_raise_one_line_policy_exceptions(built, tmp_path):
+    stop, threads, faults = threading.Event(), [], []
+    expected = {  # scenario: (PolicyFailure, a phrase of its message, extra)
+        "garbage": ("BadAnswer", "bad answer from 127.0.0.1:", {}),
+        "wrong_id": ("BadAnswer", "the answer is for id 2, the line was agent 1's", {}),
+        "string_id": ("BadAnswer", 'the answer is for id "1"', {}),
+        "nan": ("BadAnswer", "bad answer from", {}),
+        "short": ("BadAnswer", '"continuous_actions" holds 1 values, the policy has 2', {}),
+        "duplicate": ("BadAnswer", 'duplicate key "continuous_actions"', {}),
+        "trailing": ("BadAnswer", "unexpected text after the value", {}),
+        "closes": ("Closed", "closed the connection", {}),
+        "truncated": ("Closed", "closed the connection", {}),
+        "silent": ("Timeout", "within 300 ms", {"read_ms": 300, "within_s": 10}),
+        "error": ("ErrorAnswer", "agent 1: obs: expected 2 numbers", {}),
+        "extra_keys": ("none", "", {}),
+        "info_error": ("BadAnswer", "is it python inference.py --mode serve?", {"at_connect": True}),
+        "info_silent": ("Timeout", "within 300 ms", {"at_connect": True, "read_ms": 300, "within_s": 10}),
+    }
+    try:
+        for scenario, (failure, says, extra) in expected.items():
+            port, thread = fake_server(scenario, stop)
+            threads.append(thread)
+            faults.append(
+                {
+                    "name": scenario,
+                    "address": f"127.0.0.1:{port}",
+                    "failure": failure,
+                    "says": says,
+                    "read_ms": 10_000,
+                    **extra,
+                }
+            )
+        with socket.create_server(("127.0.0.1", 0)) as gone:
+            refused = gone.getsockname()[1]
+        faults.append(
+            {
+                "name": "refused",
+                "address": f"127.0.0.1:{refused}",
+                "failure": "Connect",
+                "says": "nothing listens there",
+                "at_connect": True,
+            }
+        )
+        faults.append(
+            {
+                "name": "no_socket_file",
+                "address": f"unix:{tmp_path / 'none.sock'}",
+                "failure": "Connect",
+                "says": "cannot connect to unix:",
+                "at_connect": True,
+            }
+        )
+        full = socket.create_server(("127.0.0.1", 0), backlog=0)  # a full accept queue: the next connect hangs
+        fillers = []
+        for _ in range(3):
+            s = socket.socket()
+            s.setblocking(False)
+            s.connect_ex(full.getsockname())
+            fillers.append(s)
+        faults.append(
+            {
+                "name": "connect_timeout",
+                "address": f"127.0.0.1:{full.getsockname()[1]}",
+                "failure": "Connect",
+                "says": "no connection within 500 ms",
+                "connect_ms": 500,
+                "within_s": 10,
+                "at_connect": True,
+            }
+        )
+        (tmp_path / "faults.json").write_text(json.dumps({"cases": faults}))
+        r = run_cs(built, "faults", tmp_path / "faults.json", timeout=300)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=10)
+    for s in [full, *fillers]:
+        s.close()
+    passed, failed = results(r)
+    assert not failed, "\n".join(failed)
+    for fault in faults:  # each scenario checked (and a closed client refusing the next call where it closed)
+        assert any(line.startswith(f"PASS {fault['name']}: ") for line in passed), fault["name"]
+    closing = [
+        f["name"] for f in faults if f["failure"] in ("BadAnswer", "Closed", "Timeout") and not f.get("at_connect")
+    ]
+    assert sum(": then the connection to" in line and "is closed" in line for line in passed) == len(closing)
+
+
+def test_a_server_that_goes_away_raises_closed_then_connect_fails(built):
+    proc, address = start_server(EXAMPLES / "vector")
+    client = subprocess.Popen(
+        [built["mono"], str(built["tests"]), "goaway", address],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_env(),
+    )
+    try:
+        seen = []
+        while True:
+            line = client.stdout.readline()
+            assert line, (seen, client.stderr.read() if client.poll() is not None else "")
+            seen.append(line)
+            if line.strip() == "READY":
+                break
+        proc.send_signal(signal.SIGKILL)  # gone at once: no drain, no goodbye
+        proc.wait(timeout=30)
+        out, err = client.communicate("go\n", timeout=120)
+    finally:
+        if client.poll() is None:
+            client.kill()
+        stop_server(proc)
+    r = subprocess.CompletedProcess(client.args, client.returncode, "".join(seen) + out, err)
+    passed, failed = results(r)
+    assert not failed and r.returncode == 0, failed
+    assert (
+        len(passed) == 4 and sum(": Closed: " in line for line in passed) == 2 and "nothing listens there" in passed[-1]
+    )
+
+
+# -- float text, the strict reader
+
+
+def test_floats_are_written_shortest_and_read_back_exactly_in_any_culture(built, tmp_path):
+    rng = np.random.RandomState(5)
+    bits = list(rng.randint(-(2**31), 2**31, 60_000, dtype=np.int64))  # any pattern...
+    bits += list(rng.randint(0, 2**23, 2_000))  # ...subnormals
+    bits += list(rng.randint(1, 255, 500) << 23)  # powers of two
+    specials = np.array(
+        [0.1, 1 / 3, 1.0, -1.0, 123456789.0, 1e7, 1e-7, 3.4028235e38, 1.1754944e-38, 1e-45, 0.0, -0.0, 16777217.0],
+        np.float32,
+    )
+    bits += list(specials.view(np.int32).astype(np.int64))
+    bits = [int(b) for b in bits if (b >> 23) & 0xFF != 0xFF]  # (NaN and infinities are refused: JSON has none)
+    (tmp_path / "bits.txt").write_text("\n".join(map(str, bits)) + "\n")
+    values = np.array(bits, np.int64).astype(np.int32).view(np.float32)
+    for culture in ("de-DE", "fr-FR"):
+        r = run_cs(built, "floats", tmp_path / "bits.txt", culture, timeout=300)
+        assert r.returncode == 0, r.stderr
+        texts = r.stdout.split("\n")[:-1]
+        assert len(texts) == len(bits)
+        assert all(
+            re.fullmatch(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?(e-?[0-9]+)?", t) for t in texts
+        )  # JSON numbers, no decimal comma
+        back = np.array([json.loads(t) for t in texts], np.float64).astype(np.float32)  # as the server reads them
+        assert np.array_equal(back.view(np.int32), values.view(np.int32)), "a float did not read back bit for bit"
+        # at most 9 significant digits, and as few as numpy's shortest float32 repr (Dragon4) but where that repr lies
+        # exactly half an ulp away (a tie, read back by round-half-even): the writer takes a text only strictly inside
+        digits = [len(re.sub(r"e.*|[-.]", "", t).strip("0")) for t in texts]
+        reprs = [np.format_float_scientific(v, unique=True, trim="-") for v in values]
+        shortest = [len(re.sub(r"e.*|[-.]", "", r).strip("0")) for r in reprs]
+        assert all(s <= d <= 9 for d, s in zip(digits, shortest))
+        longer = [(r, v) for d, s, r, v in zip(digits, shortest, reprs, values) if d > s]
+        assert len(longer) < 0.01 * len(texts)
+        for r, v in longer:
+            a = abs(v)
+            halves = {Fraction(float(np.spacing(a))) / 2, Fraction(float(a - np.nextafter(a, np.float32(0)))) / 2}
+            assert abs(Fraction(r) - Fraction(float(v))) in halves, (r, v)
+    assert texts[-13:] == [
+        "0.1",
+        "0.33333334",
+        "1",
+        "-1",
+        "123456790",
+        "10000000",
+        "1e-7",
+        "3.4028235e38",
+        "1.1754944e-38",
+        "1e-45",
+        "0",
+        "-0.0",
+        "16777216",
+    ]
+
+
+JSON_CASES = [  # (text, valid, how the reader shows it)
+    (
+        '{"a": [1, -2.5e3, true, false, null, "x\\u00e9\\n"]}',
+        True,
+        '{"a":[long:1,double:-2500,true,false,null,string:"xé\\n"]}',
+    ),
+    ("[]", True, "[]"),
+    ("{}", True, "{}"),
+    (" 0 ", True, "long:0"),
+    ("-0.0", True, "double:-0"),
+    ("1E+2", True, "double:100"),
+    ('"\\ud83d\\ude00"', True, 'string:"😀"'),
+    ("9223372036854775807", True, "long:9223372036854775807"),
+    ("9223372036854775808", True, "double:9.2233720368547758E+18"),
+    ("[[[[1]]]]", True, "[[[[long:1]]]]"),
+    ("NaN", False, None),
+    ("Infinity", False, None),
+    ("-Infinity", False, None),
+    ("[1,]", False, None),
+    ("{,}", False, None),
+    ("01", False, None),
+    ("1.", False, None),
+    (".5", False, None),
+    ("1e", False, None),
+    ("+1", False, None),
+    ("-", False, None),
+    ('{"a":1,"a":2}', False, None),
+    ('"\\ud83d"', False, None),
+    ('"\\x"', False, None),
+    ('"a\tb"', False, None),
+    ("[1] 2", False, None),
+    ("", False, None),
+    ("[1", False, None),
+    ('{"a" 1}', False, None),
+    ("tru", False, None),
+    ("// c\n1", False, None),
+    ("1e400", False, None),
+    ("[" * 70 + "]" * 70, False, None),
+    ("'a'", False, None),
+]
+
+
+def test_the_strict_json_reader_takes_json_and_refuses_the_rest(built, tmp_path):
+    (tmp_path / "json.json").write_text(
+        json.dumps({"cases": [{"text": t, "valid": v, **({"shows": s} if s else {})} for t, v, s in JSON_CASES]})
+    )
+    r = run_cs(built, "json", tmp_path / "json.json")
+    passed, failed = results(r)
+    assert not failed and len(passed) == len(JSON_CASES), "\n".join(failed)
+
+
+# -- docs/serve.md's C#, compiled and run
+
+
+def serve_md_csharp() -> str:
+    text = (ROOT / "docs" / "serve.md").read_text(encoding="utf-8")
+    section = text.split("## From a Unity build (C#)", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```csharp\n(.*?)```", section, re.S)
+    assert len(blocks) == 1, "docs/serve.md's C# section holds one csharp block"
+    return blocks[0]
+
+
+def test_the_csharp_in_docs_serve_md_compiles_and_drives_a_live_server(built, tmp_path):
+    source = tmp_path / "ServeMdExample.cs"
+    source.write_text(serve_md_csharp())
+    exe = tmp_path / "ServeMdExample.exe"
+    said = compile_cs(built["mcs"], exe, [source], f"-r:{built['dll']}")
+    assert "warning" not in said.lower()
+    shutil.copy(built["dll"], tmp_path)
+    proc, address = start_server(EXAMPLES / "vector")
+    try:
+        r = subprocess.run(
+            [built["mono"], str(exe), address],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=child_env(LC_ALL="de_DE.UTF-8"),
+        )
+        gone = subprocess.run(
+            [built["mono"], str(exe), "127.0.0.1:1"], capture_output=True, text=True, timeout=120, env=child_env()
+        )
+    finally:
+        stop_server(proc)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    lines = r.stdout.splitlines()
+    assert lines[0] == "Vector: 1 input(s), 2 continuous action(s), 0 discrete branch(es), memory 0", lines
+    assert lines[-1] == "100 steps of 8 agents", lines
+    assert gone.returncode == 1 and gone.stderr.startswith("policy server: cannot connect to 127.0.0.1:1"), gone.stderr
+    assert len(gone.stderr.strip().splitlines()) == 1
+
+
+def test_frames_reorders_a_texture_into_channel_first_rows_top_first(built, tmp_path):
+    """Frames.ChannelFirst against numpy's transpose, through the policy test's own path (visual-simple above checks
+    the policy's answers for such a frame); here the helper alone, on a non-square 3-channel frame."""
+    source = tmp_path / "FramesCheck.cs"
+    source.write_text("""using System; using MLAgentsInference;
+class FramesCheck { static void Main() {
+    var hwc = new byte[2 * 3 * 4]; for (int i = 0; i < hwc.Length; i++) hwc[i] = (byte)i;
+    Console.WriteLine(string.Join(",", Frames.ChannelFirst(hwc, 2, 3, 4, true)));
+    Console.WriteLine(string.Join(",", Frames.ChannelFirst(hwc, 2, 3, 4, false)));
+} }
+""")
+    exe = tmp_path / "FramesCheck.exe"
+    compile_cs(built["mcs"], exe, [source], f"-r:{built['dll']}")
+    shutil.copy(built["dll"], tmp_path)
+    r = subprocess.run([built["mono"], str(exe)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    hwc = np.arange(24).reshape(2, 3, 4)
+    flipped, straight = (list(map(int, line.split(","))) for line in r.stdout.splitlines())
+    assert flipped == hwc[::-1].transpose(2, 0, 1).ravel().tolist()
+    assert straight == hwc.transpose(2, 0, 1).ravel().tolist()
+
+
+def test_the_sample_compiles_against_stand_ins_of_unity_and_ml_agents(built, tmp_path):
+    """Samples~ needs UnityEngine and ML-Agents, which are not here: compiled against hand-written stand-ins of the
+    types it
+    uses (Tests~/UnityStandIns.cs, ML-Agents 2.x's signatures), which holds its calls of the library to the library's
+    API."""
+    stand_ins = tmp_path / "UnityStandIns.dll"
+    compile_cs(built["mcs"], stand_ins, [CLIENT / "Tests~" / "UnityStandIns.cs"], "-target:library")
+    sample = sorted((CLIENT / "Samples~" / "SharedPolicy").glob("*.cs"))
+    assert len(sample) == 3
+    said = compile_cs(
+        built["mcs"], tmp_path / "Sample.dll", sample, "-target:library", f"-r:{stand_ins}", f"-r:{built['dll']}"
+    )
+    assert "warning" not in said.lower()
+
+
+def test_the_unity_package_is_laid_out_as_unity_reads_it():
+    package = json.loads((CLIENT / "package.json").read_text())
+    assert re.fullmatch(r"[a-z0-9.-]+", package["name"]) and package["name"].startswith("com.")
+    assert re.fullmatch(r"\d+\.\d+\.\d+", package["version"]) and re.fullmatch(r"\d{4}\.\d", package["unity"])
+    for sample in package["samples"]:
+        assert (CLIENT / sample["path"]).is_dir() and sample["path"].startswith("Samples~/")
+    asmdefs = list((CLIENT / "Runtime").glob("*.asmdef"))
+    assert len(asmdefs) == 1
+    asmdef = json.loads(asmdefs[0].read_text())
+    assert asmdef["name"] == asmdefs[0].stem and asmdef["references"] == [] and asmdef.get("noEngineReferences") is True
+    # every file and folder Unity imports from the package (not Samples~ and Tests~: Unity skips names ending in ~) has
+    # its .meta, each GUID unique
+    imported = [
+        p
+        for p in CLIENT.rglob("*")
+        if not any(part.endswith("~") for part in p.relative_to(CLIENT).parts) and p.suffix != ".meta"
+    ]
+    missing = [str(p.relative_to(CLIENT)) for p in imported if not p.with_name(p.name + ".meta").exists()]
+    assert not missing, missing
+    guids = [re.search(r"^guid: ([0-9a-f]{32})$", m.read_text(), re.M).group(1) for m in CLIENT.rglob("*.meta")]
+    assert len(guids) == len(set(guids))
+
+
+def test_the_ci_script_installs_mono_before_the_first_test_run():
+    text = (ROOT / ".ci" / "run").read_text()
+    install = text.find("apt-get install -y --no-install-recommends mono-mcs mono-runtime")
+    assert 0 < install < text.find("python -m pytest"), "Mono is installed before the first pytest run"
+
+
+def test_the_benchs_csharp_side_compiles_and_its_tool_parses_its_arguments(built, tmp_path):
+    """tools/bench_csharp.py is a benchmark, not a test (its run takes minutes; its figures live in
+    docs/performance.md):
+    here its C# side compiles without warnings, and the tool answers --help."""
+    said = compile_cs(built["mcs"], tmp_path / "Bench.exe", [CLIENT / "Tests~" / "Bench.cs"], f"-r:{built['dll']}")
+    assert "warning" not in said.lower()
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "bench_csharp.py"), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=child_env(),
+    )
+    assert r.returncode == 0 and "--repeat" in r.stdout and "ActMany" in r.stdout, r.stderr

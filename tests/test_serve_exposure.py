@@ -1,0 +1,45 @@
+"""Exposure is a decision: serve has no authentication, so an address other than loopback (0:PORT, which the C
+library reads as 0.0.0.0, every interface) is refused in one line (exit 2) unless --allow-remote is given, and the
+start-up line then says what it exposes. Servers are subprocesses (exit codes and stderr are what is tested)."""
+
+import os
+import re
+import select
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import EXAMPLES, ROOT, child_env
+
+SERVE = [sys.executable, str(ROOT / "inference.py"), "--mode", "serve", "--model-dir", str(EXAMPLES / "vector")]
+
+
+@pytest.mark.parametrize("option, value", [("--listen", "0:0"), ("--listen", "0.0.0.0:0"), ("--http", "0:0")])
+def test_every_interface_without_allow_remote_is_refused_in_one_line(option, value):
+    if option == "--http":
+        pytest.importorskip("aiohttp")
+    r = subprocess.run(SERVE + [option, value], capture_output=True, text=True, timeout=120, env=child_env())
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "every interface" in r.stderr and "--allow-remote" in r.stderr
+
+
+def test_allow_remote_listens_and_its_start_up_line_says_every_interface():
+    proc = subprocess.Popen(
+        SERVE + ["--listen", "0:0", "--allow-remote"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=child_env(),
+    )
+    try:
+        text, deadline = b"", time.monotonic() + 120
+        while b"listening on" not in text or not text.endswith(b"\n"):
+            assert time.monotonic() < deadline and proc.poll() is None, text
+            if select.select([proc.stderr], [], [], 1)[0]:
+                text += os.read(proc.stderr.fileno(), 4096)
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    line = re.search(rb"\[serve\] listening on .*", text).group(0).decode()
+    assert "0.0.0.0:" in line and "every interface" in line and "no authentication" in line, line
