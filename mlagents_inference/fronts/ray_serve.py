@@ -12,7 +12,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
@@ -82,6 +82,15 @@ class PolicyReplica:
         return Response(text, status_code=400 if error else 200, media_type="application/json")  # (as serve's --http)
 
 
+def _one_http(args) -> Optional[str]:
+    """--http's one address (Ray Serve has one HTTP ingress); --grpc refused."""
+    if args.grpc:
+        raise UsageError("--grpc: not with --ray (Ray Serve answers over HTTP: --http HOST:PORT)")
+    if len(args.http or ()) > 1:
+        raise UsageError(f"--http: given {len(args.http)} times; with --ray, Ray Serve has one HTTP ingress")
+    return args.http[0] if args.http else None
+
+
 def _http_address(text: str) -> tuple:
     host, _, port = (text or "").rpartition(":")
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
@@ -102,7 +111,8 @@ def serve_on_ray(ctx: Context) -> tuple:
         raise UsageError("--listen: not with --ray (Ray Serve answers over HTTP: --http HOST:PORT)")
     if args.stream_stats:
         raise UsageError("--stream-stats: not with --ray (each replica answers on its own; Ray Serve's metrics tell)")
-    host, port = _http_address(args.http)
+    http = _one_http(args)
+    host, port = _http_address(http)
     if args.ray == "local":  # Ray's servers listen on loopback alone where it expects no cluster (as on macOS)
         os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     try:
@@ -119,7 +129,7 @@ def serve_on_ray(ctx: Context) -> tuple:
             with socket.create_server((host, port)):
                 pass
         except OSError as exc:
-            raise UsageError(f"--http {args.http}: cannot listen there ({exc.strerror or exc})")
+            raise UsageError(f"--http {http}: cannot listen there ({exc.strerror or exc})")
     model, device = ray_model(ctx), ctx.device
     resources = (
         {"num_gpus": 1}
