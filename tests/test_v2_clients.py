@@ -12,6 +12,7 @@ Marked `v2clients`, deselected by default (pytest.ini): CI's V2 clients leg inst
 
 import asyncio
 import contextlib
+import gc
 import importlib
 import importlib.util
 import json
@@ -140,6 +141,8 @@ def send(v2, client: str, srv, requests: list) -> list:
             return [_result_or_error(v2, lambda p=p: p.get_result(), r, names) for p, r in zip(pending, requests)]
         finally:
             c.close()
+            pending = c = None
+            gc.collect()  # (its __del__ closes it again: here, in the gevent hub's thread, not in another's collection)
     if client == "grpc":
         c = v2.grpc.InferenceServerClient(srv.grpc, channel_args=CHANNEL)
         try:
@@ -371,6 +374,8 @@ def _about(v2, client, srv, hybrid):
     finally:
         c.close()
         h.close()
+        c = h = None
+        gc.collect()  # (as in send)
 
 
 def _quiet(call):
