@@ -1169,9 +1169,23 @@ def test_bad_grpc_requests_get_one_line_errors_and_the_server_goes_on(servers):
 
 
 def test_unknown_routes_and_methods_are_refused_without_harm(servers):
+    """Routes this server lacks under /v2 (repository, shared memory, trace, logging) and a wrong method: 404 and 405
+    with a one-line {"error"} as every V2 refusal (Triton's clients read the body as JSON)."""
     srv = servers("vector")
-    assert rest(srv.http, "GET", f"/v2/models/{srv.name}/infer")[0] == 405
-    assert rest(srv.http, "GET", "/v2/repository/index")[0] == 404
+    for method, path, status in (
+        ("GET", f"/v2/models/{srv.name}/infer", 405),
+        ("POST", "/v2/repository/index", 404),
+        ("GET", "/v2/systemsharedmemory/status", 404),
+        ("POST", "/v2/cudasharedmemory/region/x/register", 404),
+        ("GET", "/v2/trace/setting", 404),
+        ("GET", "/v2/logging", 404),
+        ("DELETE", "/v2", 405),
+    ):
+        got, headers, body = rest(srv.http, method, path, b"{}" if method == "POST" else None)
+        assert got == status and headers["content-type"].startswith("application/json"), (path, got, body)
+        message = json.loads(body)
+        assert list(message) == ["error"] and path in message["error"] and "\n" not in message["error"], message
+        assert status == 404 or headers.get("allow")  # (a 405 says what is allowed)
     code, _ = grpc_error(lambda: srv.stub.RepositoryIndex(pb.RepositoryIndexRequest()))
     assert code == grpc.StatusCode.UNIMPLEMENTED
     assert srv.stub.ServerLive(pb.ServerLiveRequest()).live
