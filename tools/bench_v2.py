@@ -438,7 +438,8 @@ def print_table(a: argparse.Namespace, out: dict) -> None:
     for case in a.case_list:
         for metric in CASES[case][3]:
             digits = 0 if metric == "obs_per_s" else 3
-            cells = "".join(f"{figures[n].get(case, {}).get(metric, float('nan')):>12.{digits}f}" for n in names)
+            values = [figures[n].get(case, {}).get(metric) for n in names]
+            cells = "".join(f"{v:>12.{digits}f}" if v is not None else f"{'-':>12}" for v in values)
             ratio = ratios.get(case, {}).get(metric)
             tail = f"{ratio:>10.3f}" if ratio is not None else (f"{'-':>10}" if ratios else "")
             print(
