@@ -497,7 +497,10 @@ def test_perf_analyzer_at_concurrency_1_and_64_over_http_and_grpc_ends_without_e
         for protocol in ("http", "grpc"):
             for concurrency in (1, 64):
                 runs.append(run_perf(binary, env, "Huggy", said[protocol], protocol, concurrency))
-        # the other ways it sends: JSON tensors over HTTP, one gRPC stream, asynchronous requests
+        # the other ways it sends: JSON tensors over HTTP, one gRPC stream, asynchronous requests (over gRPC: 2.41's
+        # asynchronous HTTP client reads each finished request's CURLMsg after curl_multi_remove_handle and
+        # curl_easy_cleanup have freed it, and prints "Unexpected error: received CURLMsg=<garbage>" for answers
+        # that came back whole)
         run_perf(
             binary,
             env,
