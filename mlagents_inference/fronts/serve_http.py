@@ -11,15 +11,26 @@ import time
 
 from ..core.errors import UsageError
 from ..services.open_inference import NotFound, rest_answer, rest_request
-from .serve import Front, HttpLine, OneLineLog, Server
+from .serve import Front, HttpLine, Server, tell_limited
 
-__all__ = ["NEED_HTTP", "HttpFront", "start_http", "V2Rest", "v2_routes", "v2_route_errors", "V2_ERRORS"]
+__all__ = ["OneLineLog", "NEED_HTTP", "HttpFront", "start_http", "V2Rest", "v2_routes", "v2_route_errors", "V2_ERRORS"]
 
 
 NEED_HTTP = 'serve --http needs aiohttp and prometheus-client: pip install ".[serve]" (or aiohttp prometheus-client)'
 
 
 V2_ERRORS = {NotFound: 404}  # (any other UsageError: 400)
+
+
+class OneLineLog(logging.Filter):
+    """aiohttp's "Error handling request" (a multi-line traceback for every malformed request a peer sends): one line
+    through tell_limited instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        reason = f" ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})" if exc is not None else ""
+        tell_limited(f"http: {record.getMessage()}{reason}")
+        return False
 
 
 class HttpFront(Front):
@@ -156,6 +167,13 @@ class V2Rest:
         return rest_request(self.view, body, request.headers.get("Inference-Header-Content-Length"), self.server.loads)
 
     async def infer(self, request):
+        self.server.inflight += 1
+        try:
+            return await self.answer_infer(request)
+        finally:
+            self.server.inflight -= 1
+
+    async def answer_infer(self, request):
         server, stats, web = self.server, self.view.stats, self.web
         if server.stopping:
             return self.answer({"error": "the server is stopping"}, 503)
