@@ -8,7 +8,6 @@ plug-in of serve (its FRONTS row names it): grpcio and tritonclient are imported
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 
 from ..core.errors import UsageError
@@ -137,10 +136,6 @@ class GrpcFront(Front):
     async def cleanup(self) -> None:
         if getattr(self, "grpc", None) is not None:
             await self.grpc.stop(1.0)
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.sock.close()
 
 
 class V2Service:
