@@ -226,6 +226,7 @@ def test_bodies_in_flight_are_bounded(vector_server):
     """Requests whose bodies are still coming hold their Content-Length: past 64 MiB together a request is refused at
     once (503, one JSON line), nothing read; once they are gone, the next is answered."""
     host, port = vector_server.base.rsplit("/", 1)[-1].rsplit(":", 1)
+    said = vector_server.err.read_text()
     held = []
     try:
         for _ in range(IN_FLIGHT_BYTES // REQUEST_BYTES):
@@ -245,6 +246,7 @@ def test_bodies_in_flight_are_bounded(vector_server):
     while vector_server.call("/v1/act", line)[0] != 200:
         assert time.time() < deadline
         time.sleep(0.2)
+    assert vector_server.err.read_text() == said  # (clients that went away: nothing to tell)
 
 
 def v2_request(inputs: dict, binary: bool) -> tuple:

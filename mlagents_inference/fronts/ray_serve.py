@@ -327,6 +327,8 @@ class Ingress:
                 body = await request.read()
             except web.HTTPRequestEntityTooLarge:
                 return self.too_long(web)
+            except ConnectionError:  # (the client went before its body came: nobody to answer, nothing to say)
+                return web.Response(status=400)
             refused = self.refusal(web, body, method)
             if refused is not None:
                 return refused
