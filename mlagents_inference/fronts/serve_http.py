@@ -13,7 +13,7 @@ from ..core.errors import UsageError
 from ..services.open_inference import NotFound, rest_answer, rest_request
 from .serve import Front, HttpLine, OneLineLog, Server
 
-__all__ = ["NEED_HTTP", "HttpFront", "start_http", "V2Rest", "v2_routes", "V2_ERRORS"]
+__all__ = ["NEED_HTTP", "HttpFront", "start_http", "V2Rest", "v2_routes", "v2_route_errors", "V2_ERRORS"]
 
 
 NEED_HTTP = 'serve --http needs aiohttp and prometheus-client: pip install ".[serve]" (or aiohttp prometheus-client)'
@@ -98,7 +98,7 @@ async def start_http(server: Server, sock: socket.socket):
         logger = logging.getLogger(name)
         if not any(isinstance(f, OneLineLog) for f in logger.filters):
             logger.addFilter(OneLineLog())
-    app = web.Application(client_max_size=server.limit + 1)
+    app = web.Application(client_max_size=server.limit + 1, middlewares=[v2_route_errors(web, server.dumps)])
     app.add_routes([web.get("/healthz", healthz), web.get("/metrics", metrics), web.post("/v1/act", act)])
     app.add_routes(v2_routes(server, web))
     runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
@@ -178,6 +178,27 @@ class V2Rest:
             content_type="application/octet-stream",
             headers={"Inference-Header-Content-Length": str(header_length)},
         )
+
+
+def v2_route_errors(web, dumps):
+    """An unknown route or method under /v2 (the repository, shared-memory, trace and log routes this server lacks)
+    answered as the V2 errors are, 404 or 405 with {"error": "..."}: Triton's clients read every V2 answer as JSON."""
+
+    @web.middleware
+    async def middleware(request, handler):
+        try:
+            return await handler(request)
+        except (web.HTTPNotFound, web.HTTPMethodNotAllowed) as exc:
+            if request.path != "/v2" and not request.path.startswith("/v2/"):
+                raise
+            what = "unknown route" if exc.status == 404 else "method not allowed for"
+            text = f"{what} {request.method} {request.path[:80]}"
+            allow = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
+            return web.Response(
+                body=dumps({"error": text}), status=exc.status, headers=allow, content_type="application/json"
+            )
+
+    return middleware
 
 
 def v2_routes(server: Server, web) -> list:

@@ -10,6 +10,7 @@ recurrent_out."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from typing import TYPE_CHECKING, Optional
@@ -114,6 +115,7 @@ class ModelView:
         if s.memory_size:
             self.outputs.append(("recurrent_out", "FP32", [-1, 1, s.memory_size]))
         self.shapes = {name: tuple(shape[1:]) for name, _, shape in self.inputs}
+        self.dtypes = {name: [DTYPES[d] for d in accepted] for name, accepted in self.accepts.items()}
         self.output_names = [name for name, _, _ in self.outputs]
         self.fetch = engine_output_names(s)
         self.stats = Statistics()
@@ -231,20 +233,47 @@ class Job:
         )
         self.memories: Optional[AgentMemories] = None
 
-    def ride(self, raw: dict, ns: int = 0, call_rows: int = 0) -> None:
+    def ride_together(self, jobs: list, raw: dict, at: int, ns: int, total: int) -> None:
+        """Every job of an engine call its outputs (services.protocol.ride_along calls the first job's): `raw`, the
+        call's outputs (every engine output a step needs, `total` rows), the jobs' rows from `at` on, `ns` the call's
+        time. The sampled outputs of the jobs without a seed are drawn in one go."""
+        self.view.stats.executed(total, ns)
+        starts = list(itertools.accumulate([at] + [job.rows for job in jobs[:-1]]))
+        free = [(job, a) for job, a in zip(jobs, starts) if job.seed is None and job.sampled]
+        drawn = {}
+        if len(free) > 1:
+            rows = np.concatenate([np.arange(a, a + job.rows) for job, a in free])
+            part = {k: v[rows] if v.shape[:1] == (total,) else v for k, v in raw.items()}
+            sampled, b = self.view.policy.decide(part, len(rows), False), 0
+            for job, _ in free:
+                drawn[id(job)] = {k: v[b : b + job.rows] for k, v in sampled.items()}
+                b += job.rows
+        for job, a in zip(jobs, starts):
+            try:
+                job.ride(
+                    {k: v[a : a + job.rows] if v.shape[:1] == (total,) else v for k, v in raw.items()},
+                    ns,
+                    drawn.get(id(job)),
+                )
+            except UsageError as exc:
+                job.fail(str(exc))
+
+    @property
+    def sampled(self) -> bool:
+        return "continuous_actions" in self.wanted or "discrete_actions" in self.wanted
+
+    def ride(self, raw: dict, ns: int = 0, sampled: Optional[dict] = None) -> None:
         """Its outputs from its rows of the engine's outputs (raw: every engine output, as engine_output_names);
-        `ns`: the engine call's time; `call_rows`: its rows, given to the first job of a call (its statistics)."""
+        `ns`: the engine call's time; `sampled`: its sampled actions where already drawn."""
         view, rows, wanted = self.view, self.rows, self.wanted
         self.infer_ns = ns
-        if call_rows:
-            view.stats.executed(call_rows, ns)
         policy, out = view.policy, {}
         if "deterministic_continuous_actions" in wanted:
             out["deterministic_continuous_actions"] = raw["deterministic_continuous_actions"]
         if "deterministic_discrete_actions" in wanted:
             out["deterministic_discrete_actions"] = raw["deterministic_discrete_actions"].astype(np.int64, copy=False)
-        if "continuous_actions" in wanted or "discrete_actions" in wanted:
-            sampled = policy.decide(raw, rows, False, self.seed)
+        if self.sampled:
+            sampled = sampled if sampled is not None else policy.decide(raw, rows, False, self.seed)
             for name, key in (("continuous_actions", "continuous_actions"), ("discrete_actions", "discrete_actions")):
                 if name in wanted:
                     out[name] = sampled[key] if name == "continuous_actions" else sampled[key].astype(np.int64)
@@ -319,7 +348,7 @@ def read_request(view: ModelView, tensors: dict, outputs: Optional[list], params
     rows = None
     for name, array in tensors.items():
         want = view.shapes[name]
-        if array.dtype.name not in [DTYPES[d].name for d in view.accepts[name]]:
+        if array.dtype not in view.dtypes[name]:
             raise UsageError(
                 f'input "{name}": datatype {_datatype(array.dtype)}, this model takes {" or ".join(view.accepts[name])}'
             )

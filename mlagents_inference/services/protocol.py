@@ -553,9 +553,10 @@ def _run_plain(
 
 def ride_along(policy: Policy, flat: list, rows: int, riders: list) -> Optional[dict]:
     """One engine call for `rows` rows of plain lines (`flat`, the engine's arrays; rows 0: none) and every rider's
-    rows after them (serve's V2 requests: `flat`, `rows`, `ride(raw, ns, call_rows)`, `fail(text)`; the list is
-    emptied). Each rider gets its rows of every engine output a step needs; the plain rows' deterministic actions
-    come back. Where the call fails, each rider runs alone (its own failure its error) and None comes back."""
+    rows after them (serve's V2 requests: `flat`, `rows`, `fail(text)`, and `ride_together(riders, raw, at, ns,
+    total)`, the first rider's called for all with every engine output a step needs; the list is emptied). The plain
+    rows' deterministic actions come back. Where the call fails, each rider runs alone (its own failure its error)
+    and None comes back."""
     these = riders[:]
     riders.clear()
     fetch = list(dict.fromkeys(policy.fetch[True] + policy.fetch[False]))
@@ -578,14 +579,7 @@ def ride_along(policy: Policy, flat: list, rows: int, riders: list) -> Optional[
             for rider in these:
                 ride_along(policy, [], 0, [rider])
         return None
-    at = rows
-    for n, rider in enumerate(these):
-        part = {k: v[at : at + rider.rows] if v.shape[:1] == (total,) else v for k, v in raw.items()}
-        try:
-            rider.ride(part, ns, total if n == 0 else 0)
-        except UsageError as exc:
-            rider.fail(str(exc))
-        at += rider.rows
+    these[0].ride_together(these, raw, rows, ns, total)
     if not rows:
         return None
     return policy.decide({k: v[:rows] if v.shape[:1] == (total,) else v for k, v in raw.items()}, rows)
