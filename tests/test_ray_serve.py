@@ -319,6 +319,8 @@ def test_v2_routes_answer_as_the_library(vector_server):
     assert server.one_line_error("/v2/models/nope")[0] == 404
     assert server.one_line_error("/v2/models/nope/infer", b"{}")[0] == 404
     assert server.one_line_error(f"/v2/models/{name}/versions/7/ready")[0] == 404
+    assert server.one_line_error("/v2/repository/index", b"{}") == (404, "unknown route POST /v2/repository/index")
+    assert server.one_line_error(f"/v2/models/{name}/infer")[0] == 405  # (a GET: as serve --http, one JSON line)
     for bad in (b"not json", b"{}", b'{"inputs": [{"name": "nope", "datatype": "FP32", "shape": [1], "data": [1]}]}'):
         assert server.one_line_error(f"/v2/models/{name}/infer", bad)[0] == 400
     server.log_is_one_liners()

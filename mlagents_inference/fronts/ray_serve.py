@@ -447,6 +447,8 @@ class Ingress:
 
         from aiohttp import web
 
+        from .serve_http import v2_route_errors  # (aiohttp's, imported by the ingress alone)
+
         loop = asyncio.get_running_loop()
         done, self.drained = loop.create_future(), asyncio.Event()
 
@@ -463,7 +465,10 @@ class Ingress:
             logger = logging.getLogger(name)
             if not any(isinstance(f, OneLineLog) for f in logger.filters):
                 logger.addFilter(OneLineLog())
-        app = web.Application(client_max_size=self.body_bytes, middlewares=[_one_line_failures(web, self)])
+        app = web.Application(
+            client_max_size=self.body_bytes,
+            middlewares=[_one_line_failures(web, self), v2_route_errors(web, self.dumps)],
+        )
         app.add_routes(self.routes(web))
         runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
         await runner.setup()
@@ -532,7 +537,7 @@ def serve_on_ray(ctx: Context) -> tuple:
         raise UsageError(NEED_HTTP) from None
     front.bind(bool(getattr(args, "allow_remote", False)))  # (a taken port, or one not meant to be open: one line now)
     front.close()  # (bound again once the replicas run: until then a client is refused, not kept waiting)
-    checked = _in_background(ray_model, ctx)  # (the checkpoint read and checked while Ray starts)
+    model = ray_model(ctx)  # (the checkpoint read and checked before Ray starts: a bad one is one line at once)
     if args.ray == "local":  # Ray's servers listen on loopback alone where it expects no cluster (as on macOS)
         os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
         os.environ.setdefault("RAY_prestart_worker_first_driver", "0")  # (idle workers would slow the start)
@@ -543,34 +548,10 @@ def serve_on_ray(ctx: Context) -> tuple:
         raise UsageError("--ray: serve needs Ray Serve, which is not installed: pip install -r requirements-ray.txt")
     if unreachable := ray_unreachable(args.ray):
         raise UsageError(f"--ray {args.ray}: no Ray cluster there ({unreachable})")
-    return _serve(ctx, ray, serve, front, checked)
+    return _serve(ctx, ray, serve, front, model)
 
 
-def _in_background(function, *args):
-    """function(*args) on a thread of its own: a callable that waits for it and gives its result (or raises)."""
-    import threading
-
-    done: dict = {}
-
-    def run() -> None:
-        try:
-            done["result"] = function(*args)
-        except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
-            done["error"] = exc
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-
-    def result():
-        thread.join()
-        if "error" in done:
-            raise done["error"]
-        return done["result"]
-
-    return result
-
-
-def _serve(ctx: Context, ray, serve, front: RayHttp, checked) -> tuple:
+def _serve(ctx: Context, ray, serve, front: RayHttp, model: dict) -> tuple:
     args = ctx.args
     import logging
 
@@ -590,7 +571,7 @@ def _serve(ctx: Context, ray, serve, front: RayHttp, checked) -> tuple:
                     f"the local Ray instance listens on {', '.join(where)}, not on loopback alone (Ray was "
                     "imported before --ray local could keep it there); stopped"
                 )
-            model, device, max_batch = checked(), ctx.device, args.max_batch or 256
+            device, max_batch = ctx.device, args.max_batch or 256
             resources = (
                 {"num_gpus": 1}
                 if device.type == "cuda"
