@@ -52,10 +52,12 @@ __all__ = [
     "REQUEST_LINES",
     "IN_FLIGHT_BYTES",
     "NEED_HTTP",
+    "SEQUENCE_REFUSED",
     "body_lines",
     "PolicyReplica",
     "Described",
     "Ingress",
+    "RayHttp",
     "serve_on_ray",
 ]
 
