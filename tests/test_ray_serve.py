@@ -453,9 +453,7 @@ def lstm_server(tmp_path_factory):
     try:
         yield server
     finally:
-        code, _, all_gone = server.stop()
         server.kill()
-    assert code == 0 and all_gone
 
 
 def test_local_ray_lstm_lines_carry_their_memory(lstm_server):
@@ -552,6 +550,13 @@ def test_v2_on_ray_carries_its_memory(lstm_server):
     lstm_server.log_is_one_liners()
 
 
+def test_local_ray_lstm_server_ends_cleanly_on_sigterm(lstm_server):
+    """(Before the two-node test, which counts the replica processes below this one.)"""
+    code, _, all_gone = lstm_server.stop()
+    assert code == 0 and all_gone
+    lstm_server.log_is_one_liners()
+
+
 def test_two_node_loopback_cluster_gives_the_same_answers(tmp_path, two_node_cluster):  # noqa: F811
     """--replicas 2 on a head and a worker of one CPU each: a replica on each node, and the answers are the stream's,
     the LSTM's memories travelling with the lines from one replica to the other."""
@@ -561,8 +566,10 @@ def test_two_node_loopback_cluster_gives_the_same_answers(tmp_path, two_node_clu
     try:
         assert server.err.read_text() == f"[serve] ray serve listening on {server.url} (2 replicas)\n"
         check_lstm(server)
-        replicas = [p for p, c in family(os.getpid()).items() if "ServeReplica" in c]  # (the nodes are this test's)
-        assert len(replicas) == 2 and len({parent(p) for p in replicas}) == 2, replicas  # two raylets: two nodes
+        below = family(os.getpid())  # (the nodes are this test's; a replica Ray Serve replaces may linger a while)
+        replicas = [p for p, c in below.items() if "ServeReplica" in c]
+        raylets = {parent(p) for p in replicas}
+        assert len(replicas) >= 2 and len(raylets) >= 2, {p: below.get(q, "") for p in replicas for q in [parent(p)]}
     finally:
         code, seconds, _ = server.stop()
     assert code == 0 and seconds < 90, (code, seconds)
