@@ -37,7 +37,6 @@ from .serve import (
     STOP_GRACE_S,
     Front,
     Histogram,
-    OneLineLog,
     tell_limited,
 )
 
@@ -449,7 +448,7 @@ class Ingress:
 
         from aiohttp import web
 
-        from .serve_http import v2_route_errors  # (aiohttp's, imported by the ingress alone)
+        from .serve_http import OneLineLog, v2_route_errors  # (aiohttp's, imported by the ingress alone)
 
         loop = asyncio.get_running_loop()
         done, self.drained = loop.create_future(), asyncio.Event()
