@@ -70,7 +70,8 @@ def local_server(model=EXAMPLES / "vector", listen="127.0.0.1:0", *extra):
     from mlagents_inference.services.context import Context
 
     args = parse_args(["--mode", "serve", "--model-dir", str(model), *extra] + (["--listen", listen] if listen else []))
-    addresses = {dest: getattr(args, dest) for dest in ("listen", "http") if getattr(args, dest) is not None}
+    given = {dest: getattr(args, dest) for dest in ("listen", "http", "grpc") if getattr(args, dest) is not None}
+    addresses = {dest: texts[0] if len(texts) == 1 else texts for dest, texts in given.items()}
     with serving(Context(args).policy, ServeOptions.from_args(args), **addresses) as said:
         yield None, said
 
@@ -372,28 +373,21 @@ def test_http_without_aiohttp_says_what_to_install_and_listen_alone_needs_none(t
     blocker = tmp_path / "block"
     blocker.mkdir()
     (blocker / "sitecustomize.py").write_text(
-        "import sys\nsys.modules['aiohttp'] = None\nsys.modules['prometheus_client'] = None\n"
+        "import sys\nfor name in ('aiohttp', 'prometheus_client', 'grpc', 'tritonclient'):\n"
+        "    sys.modules[name] = None\n"
     )
     env = child_env(PYTHONPATH=str(blocker))
-    r = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "inference.py"),
-            "--mode",
-            "serve",
-            "--model-dir",
-            str(EXAMPLES / "vector"),
-            "--http",
-            "127.0.0.1:0",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
-    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "pip install aiohttp prometheus-client" in r.stderr, (
-        r.stderr
-    )
+    for option, needs in (("--http", "aiohttp and prometheus-client"), ("--grpc", "grpcio and tritonclient[grpc]")):
+        r = subprocess.run(
+            [sys.executable, str(ROOT / "inference.py"), "--mode", "serve", "--model-dir", str(EXAMPLES / "vector")]
+            + [option, "127.0.0.1:0"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
+        assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+        assert needs in r.stderr and 'pip install ".[serve]"' in r.stderr, r.stderr
     with server(EXAMPLES / "vector", env=env) as (_, said), dial(said["listen"]) as sock:
         assert "continuous_actions" in exchange(sock, [{"obs": [0.5] * 8}])[0]
 

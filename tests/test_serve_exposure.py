@@ -15,10 +15,14 @@ from conftest import EXAMPLES, ROOT, child_env
 SERVE = [sys.executable, str(ROOT / "inference.py"), "--mode", "serve", "--model-dir", str(EXAMPLES / "vector")]
 
 
-@pytest.mark.parametrize("option, value", [("--listen", "0:0"), ("--listen", "0.0.0.0:0"), ("--http", "0:0")])
+@pytest.mark.parametrize(
+    "option, value", [("--listen", "0:0"), ("--listen", "0.0.0.0:0"), ("--http", "0:0"), ("--grpc", "0.0.0.0:0")]
+)
 def test_every_interface_without_allow_remote_is_refused_in_one_line(option, value):
     if option == "--http":
         pytest.importorskip("aiohttp")
+    if option == "--grpc":
+        pytest.importorskip("grpc")
     r = subprocess.run(SERVE + [option, value], capture_output=True, text=True, timeout=120, env=child_env())
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
     assert "every interface" in r.stderr and "--allow-remote" in r.stderr

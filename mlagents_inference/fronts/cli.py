@@ -405,16 +405,27 @@ def build_parser() -> argparse.ArgumentParser:
         net,
         "--listen",
         metavar="HOST:PORT|unix:PATH",
+        action="append",
         modes=("serve",),
-        help="serve: the stream's JSON lines over TCP (port 0: any free port) or a Unix socket",
+        help="serve: the stream's JSON lines over TCP (port 0: any free port) or a Unix socket; "
+        "given several times, listens on each",
     )
     option(
         net,
         "--http",
         metavar="HOST:PORT",
+        action="append",
         modes=("serve",),
-        help="serve: GET /healthz, GET /metrics (Prometheus), POST /v1/act (one stream line); "
-        "with --ray, Ray Serve's ingress",
+        help="serve: GET /healthz, GET /metrics (Prometheus), POST /v1/act (one stream line) and the Open "
+        "Inference Protocol's REST routes (/v2/...); with --ray, Ray Serve's ingress",
+    )
+    option(
+        net,
+        "--grpc",
+        metavar="HOST:PORT",
+        action="append",
+        modes=("serve",),
+        help="serve: the Open Inference Protocol's gRPC service (KServe V2, inference.GRPCInferenceService)",
     )
     option(
         net,
@@ -494,8 +505,11 @@ def parse_args(argv: list) -> argparse.Namespace:
         raise UsageError(f"--json does not apply to {args.mode} mode (every line is JSON already)")
     if args.mode == "batch" and "ray" in given and "obs_file" not in given:
         raise UsageError("--ray applies only with --obs-file; it would be ignored")
-    for name in ("checkpoint", "model_dir", "model", "onnx", "obs_file", "output", "plot", "ray", "listen", "http"):
+    for name in ("checkpoint", "model_dir", "model", "onnx", "obs_file", "output", "plot", "ray"):
         if getattr(args, name) is not None and not str(getattr(args, name)).strip():
+            raise UsageError(f"{_flag(name)}: empty value")
+    for name in ("listen", "http", "grpc"):  # (given several times: each)
+        if any(not str(text).strip() for text in getattr(args, name) or ()):
             raise UsageError(f"{_flag(name)}: empty value")
     return args
 

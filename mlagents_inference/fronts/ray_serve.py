@@ -1,9 +1,14 @@
-"""serve --ray: Ray Serve replicas, each loading the policy once, behind Ray Serve's HTTP ingress at POST /v1/act (one
-stream line in, its answer out); @serve.batch gathers the lines a replica has waiting into one engine call. Replicas
-share no memory: an LSTM line carries its "memory", the answer the next one (docs/serve.md#ray-serve)."""
+"""serve --ray: Ray Serve replicas, each loading the policy once, behind an HTTP ingress of this command's own (aiohttp,
+in its process, as serve --http): POST /v1/act (one or many stream lines), the Open Inference Protocol's REST routes
+(/v2/...), GET /healthz and GET /metrics (every replica's counts). The ingress holds serve's bounds (a request's body,
+the requests in flight, the bytes they hold) and calls the replicas through a Ray Serve handle; @serve.batch gathers
+what a replica has waiting (lines and V2 requests) into one engine call. Replicas share no memory: a request is the
+client's "connection" (an LSTM id's memory goes from one of its lines to the next, and is gone with it); a line
+carries its "memory", the answer the next one (docs/serve.md#ray-serve)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import re
@@ -12,20 +17,48 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
 from ..core.errors import UsageError
-from ..core.files import handlers_kept
+from ..core.files import Interrupted, handlers_kept
 from ..core.observations import AgentMemories
-from ..services.protocol import answer_waiting, json_codec
+from ..services.open_inference import Job, ModelView, NotFound, Statistics, rest_answer, rest_request
+from ..services.protocol import answer_texts, answer_waiting, json_codec
 from ..services.ray_support import copy_package, ray_failure, ray_init, ray_model, ray_policy, ray_unreachable
+from .serve import (
+    BATCH_BUCKETS,
+    CONNECTION_MEMORY_BYTES,
+    CONNECTION_MEMORY_IDS,
+    LATENCY_BUCKETS_S,
+    MEMORY_BYTES,
+    MEMORY_IDS,
+    STOP_GRACE_S,
+    Front,
+    Histogram,
+    tell_limited,
+)
 
 if TYPE_CHECKING:  # (annotations only)
     from ..services.context import Context
 
-__all__ = ["APP", "ROUTE", "READY_WITHIN_S", "PolicyReplica", "serve_on_ray"]
+__all__ = [
+    "APP",
+    "ROUTE",
+    "READY_WITHIN_S",
+    "REQUEST_BYTES",
+    "REQUEST_LINES",
+    "IN_FLIGHT_BYTES",
+    "NEED_HTTP",
+    "SEQUENCE_REFUSED",
+    "body_lines",
+    "PolicyReplica",
+    "Described",
+    "Ingress",
+    "RayHttp",
+    "serve_on_ray",
+]
 
 
 APP, ROUTE = "mlagents-inference", "/v1/act"
@@ -36,75 +69,479 @@ READY_WITHIN_S = float(
 )  # replicas loading, images pulled on a cluster
 
 
-class PolicyReplica:
-    """A Ray Serve replica: the policy loaded once; each POST /v1/act body is one stream line, answered with the
-    stream's answer (its JSON text, without the newline). The lines waiting are answered together (answer_waiting),
-    each in a memory scope of its own: no id keeps a memory between lines, or between two clients' lines."""
+REQUEST_BYTES = 16 << 20  # the most one request's body holds (--max-line-bytes + 1 where that is more): 413 past it
 
-    def __init__(self, model: dict, limit: int, max_batch: int, wait_s: float):
+
+REQUEST_LINES = 16_384  # the most stream lines one POST /v1/act carries: 413 past them
+
+
+IN_FLIGHT_BYTES = 64 << 20  # the bodies of the requests in flight together (one without Content-Length counts as a
+# full REQUEST_BYTES until read): past it, and past the replicas' own room for requests, 503 at once, nothing read
+
+
+NEED_HTTP = "serve --ray needs aiohttp and prometheus-client (its ingress): pip install -r requirements-ray.txt"
+
+
+SEQUENCE_REFUSED = (
+    'parameter "sequence_id": not with --ray (replicas keep no memory between requests); send "recurrent_in" with '
+    'each request (the last answer\'s "recurrent_out")'
+)
+
+
+def body_lines(body: bytes, limit: int) -> list:
+    """A request body's stream lines, as a connection splits what it reads: blank lines dropped, one longer than
+    `limit` None (its error answer)."""
+    return [None if len(line) > limit else line for line in body.split(b"\n") if line and not line.isspace()]
+
+
+class PolicyReplica:
+    """A Ray Serve replica: the policy loaded once. act(body) answers one POST /v1/act (its lines, in order, as one
+    connection's), infer(...) one V2 request; the requests waiting are answered together (@serve.batch: one
+    answer_waiting call, the V2 requests riding in its engine call). Memories live for one call, each request in a
+    scope of its own, within serve's bounds: no id keeps a memory between two requests, or across two clients'."""
+
+    def __init__(self, model: dict, limit: int, max_batch: int, wait_s: float, config_batch: Optional[int] = None):
         from ray import serve
 
         self.policy, self.limit = ray_policy(model), limit
         self.loads, self.dumps = json_codec()
-        self.answer = serve.batch(max_batch_size=max_batch, batch_wait_timeout_s=wait_s)(self.answer_lines)
+        self.view, self.config_batch = ModelView(self.policy), config_batch
+        self.answer = serve.batch(max_batch_size=max_batch, batch_wait_timeout_s=wait_s)(self.answer_requests)
+        try:
+            context = serve.get_replica_context()
+            self.name = str(getattr(context, "replica_id", None) or context.replica_tag)
+        except Exception:  # noqa: BLE001 - outside a replica (a test): the process
+            self.name = f"pid{os.getpid()}"
+        self.lines = self.errors = self.seq = 0
+        self.batches = Histogram(BATCH_BUCKETS)
 
-    async def answer_lines(self, lines: list) -> list:
+    def describe(self) -> dict:
+        """The model as V2 tells it (metadata, configuration, server metadata), for the ingress's GETs."""
+        config = self.view.config(self.config_batch)
+        if config.pop("sequence_batching", None) is not None:  # (no sequence keeps a memory on Ray: SEQUENCE_REFUSED)
+            config["dynamic_batching"] = {"preferred_batch_size": [self.config_batch]} if self.config_batch else {}
+        view = self.view
+        return {
+            "name": view.name,
+            "version": view.version,
+            "metadata": view.metadata(),
+            "config": config,
+            "server": view.server_metadata(),
+            "tally": self.tally(),
+        }
+
+    def tally(self) -> dict:
+        """This replica's counts so far (the ingress keeps each replica's latest and sums them)."""
+        s = self.view.stats
+        return {
+            "replica": self.name,
+            "seq": self.seq,
+            "lines": self.lines,
+            "errors": self.errors,
+            "batch": [self.batches.counts[:], self.batches.sum, self.batches.n],
+            "v2": [dict(s.counts), dict(s.ns), {k: v[:] for k, v in s.batches.items()}]
+            + [s.inference_count, s.execution_count, s.last_inference],
+        }
+
+    async def act(self, body: bytes) -> tuple:
+        """POST /v1/act: (status, body, content type, None, tally)."""
+        return await self.answer(body)
+
+    async def infer(self, body: bytes, header_length: Optional[str]) -> tuple:
+        """POST .../infer (the model checked by the ingress): (status, body, content type, header length, tally)."""
+        try:
+            job = rest_request(self.view, body, header_length, self.loads)
+            if job.key is not None:
+                raise UsageError(SEQUENCE_REFUSED)
+        except UsageError as exc:
+            self.view.stats.add("fail", 0)
+            self.seq += 1
+            return 400, self.dumps({"error": str(exc)}), "application/json", None, self.tally()
+        return await self.answer(job)
+
+    async def answer_requests(self, requests: list) -> list:
+        return self.answer_now(requests)
+
+    def answer_now(self, requests: list) -> list:
+        """The answers of requests waiting together (bodies of /v1/act, V2 Jobs), in order."""
+        lines, scopes, spans, jobs = [], [], [], []
+        for k, request in enumerate(requests):
+            if type(request) is Job:
+                jobs.append(request)
+                spans.append(None)
+                continue
+            got = body_lines(request, self.limit)
+            spans.append((len(lines), len(got)))
+            lines += got
+            scopes += [f"{k}:"] * len(got)
+        memories = AgentMemories(MEMORY_IDS, MEMORY_BYTES, CONNECTION_MEMORY_IDS, CONNECTION_MEMORY_BYTES)
+        started = time.perf_counter_ns()
+        for job in jobs:
+            job.queue_ns = max(0, started - job.arrived - job.read_ns)
         with np.errstate(over="ignore"):
-            answers = answer_waiting(
-                self.policy, lines, AgentMemories(), self.loads, self.limit, [f"{i}:" for i in range(len(lines))]
-            )
-        texts = []  # (its JSON, an error answer?)
-        for answer in answers:
-            try:
-                texts.append((self.dumps(answer), "error" in answer))
-            except (TypeError, ValueError):  # (as the stream: strict JSON or nothing)
-                texts.append(
-                    (self.dumps({"id": answer.get("id"), "error": "the answer holds non-finite numbers"}), True)
-                )
-        return texts
+            answers = answer_waiting(self.policy, lines, memories, self.loads, self.limit, scopes, jobs[:])
+        texts = answer_texts(self.dumps, answers)
+        errors = sum("error" in a for a in answers) + sum(job.error is not None for job in jobs)
+        self.lines += len(lines) + len(jobs)
+        self.errors += errors
+        self.batches.add(len(lines) + len(jobs))
+        self.seq += 1
+        out = []
+        for request, span in zip(requests, spans):
+            out.append(self.job_answer(request) if span is None else self.lines_answer(texts, answers, *span))
+        tally = self.tally()
+        return [(*o, tally) for o in out]
 
-    async def __call__(self, request):
-        from starlette.responses import Response
+    def lines_answer(self, texts: list, answers: list, at: int, n: int) -> tuple:
+        if n == 0:
+            return 400, self.dumps({"id": None, "error": "empty body: expected stream lines"}), "application/json", None
+        if n == 1:  # (as serve --http: the answer, 400 for an error answer)
+            return 400 if "error" in answers[at] else 200, texts[at], "application/json", None
+        return 200, b"\n".join(texts[at : at + n]) + b"\n", "application/x-ndjson", None
 
-        if request.method != "POST" or request.url.path.rstrip("/") != ROUTE:
-            return Response(
-                b'{"error": "POST one stream line to /v1/act"}\n',
-                status_code=405 if request.url.path.rstrip("/") == ROUTE else 404,
-                media_type="application/json",
-            )
-        body = b""
-        async for part in request.stream():  # (a body past the limit is not kept)
-            body += part
-            if len(body) > self.limit + 2:
-                break
-        line = body[:-1] if body.endswith(b"\n") else body
-        text, error = await self.answer(None if len(line) > self.limit else line)
-        return Response(text, status_code=400 if error else 200, media_type="application/json")  # (as serve's --http)
+    def job_answer(self, job: Job) -> tuple:
+        stats = self.view.stats
+        if job.error is not None:
+            stats.add("fail", time.perf_counter_ns() - job.arrived)
+            return 400, self.dumps({"error": job.error}), "application/json", None
+        started = time.perf_counter_ns()
+        body, header_length = rest_answer(job, self.dumps)
+        stats.finished(job, time.perf_counter_ns() - started)
+        if header_length is None:
+            return 200, body, "application/json", None
+        return 200, body, "application/octet-stream", header_length
 
 
-def _http_address(text: str) -> tuple:
-    host, _, port = (text or "").rpartition(":")
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise UsageError(
-            f"--http {text}: expected HOST:PORT with a port number 1-65535 (with --ray, Ray Serve's ingress)"
-            if text
-            else "--ray: serve through Ray Serve needs --http HOST:PORT (its HTTP ingress)"
+class Described:
+    """The model as a replica described it: the ingress answers the V2 GETs and checks a request's model and version
+    (ModelView's check) with no policy of its own."""
+
+    check = ModelView.check
+
+    def __init__(self, described: dict):
+        self.name, self.version = described["name"], described["version"]
+        self.metadata, self.config, self.server = described["metadata"], described["config"], described["server"]
+
+
+class Ingress:
+    """The HTTP side, in this command's event loop: each request bounded (REQUEST_BYTES, REQUEST_LINES), the requests
+    in flight bounded (the replicas' room, IN_FLIGHT_BYTES; a request counts until its answer is written, so that
+    clients that do not read hold their room), answered by a replica through `handle`; every failure one JSON line
+    (and, for the replicas' own, one line on stderr a second at most)."""
+
+    def __init__(self, handle, described: dict, limit: int, room: int, dumps, allow_remote: bool = False):
+        self.handle, self.model, self.dumps, self.allow_remote = handle, Described(described), dumps, allow_remote
+        self.body_bytes, self.limit, self.room = max(REQUEST_BYTES, limit + 1), limit, room
+        self.in_flight = self.held = self.refused = self.requests = 0
+        self.stopping, self.tallies = 0, {}
+        self.latency = Histogram(LATENCY_BUCKETS_S)
+        self.keep(described["tally"])
+        self.drained: Optional[asyncio.Event] = None
+
+    def keep(self, tally: dict) -> None:
+        held = self.tallies.get(tally["replica"])
+        if held is None or held["seq"] <= tally["seq"]:
+            self.tallies[tally["replica"]] = tally
+
+    def answer(self, web, obj, status: int = 200):
+        return web.Response(body=self.dumps(obj), status=status, content_type="application/json")
+
+    def totals(self) -> tuple:
+        """(lines, errors, batch histogram, V2 Statistics) summed over every replica's latest counts."""
+        lines = errors = 0
+        batches, stats = Histogram(BATCH_BUCKETS), Statistics()
+        for t in self.tallies.values():
+            lines, errors = lines + t["lines"], errors + t["errors"]
+            counts, total, n = t["batch"]
+            batches.counts = [a + b for a, b in zip(batches.counts, counts)]
+            batches.sum, batches.n = batches.sum + total, batches.n + n
+            v2_counts, v2_ns, v2_batches, inferences, executions, last = t["v2"]
+            for name in stats.names:
+                stats.counts[name] += v2_counts.get(name, 0)
+                stats.ns[name] += v2_ns.get(name, 0)
+            for rows, (count, ns) in v2_batches.items():
+                held = stats.batches.setdefault(rows, [0, 0])
+                held[0], held[1] = held[0] + count, held[1] + ns
+            stats.inference_count += inferences
+            stats.execution_count += executions
+            stats.last_inference = max(stats.last_inference, last)
+        return lines, errors, batches, stats
+
+    def collect(self):
+        """Prometheus families (serve's names, summed over the replicas; lines and errors per replica too)."""
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+        lines, errors, batches, _ = self.totals()
+        yield CounterMetricFamily("mlagents_serve_lines", "lines and V2 requests answered, every replica", value=lines)
+        yield CounterMetricFamily("mlagents_serve_error_answers", "error answers, every replica", value=errors)
+        per_lines = CounterMetricFamily(
+            "mlagents_serve_replica_lines", "lines answered by a replica", labels=["replica"]
         )
-    return host.strip("[]"), int(port)
+        per_errors = CounterMetricFamily(
+            "mlagents_serve_replica_error_answers", "its error answers", labels=["replica"]
+        )
+        for name, t in sorted(self.tallies.items()):
+            per_lines.add_metric([name], t["lines"])
+            per_errors.add_metric([name], t["errors"])
+        yield per_lines
+        yield per_errors
+        yield GaugeMetricFamily("mlagents_serve_replicas_seen", "replicas that have answered", value=len(self.tallies))
+        yield GaugeMetricFamily("mlagents_serve_requests_in_flight", "requests at the replicas", value=self.in_flight)
+        yield CounterMetricFamily("mlagents_serve_requests", "requests taken to a replica", value=self.requests)
+        yield CounterMetricFamily("mlagents_serve_requests_refused", "503: no room", value=self.refused)
+        yield HistogramMetricFamily(
+            "mlagents_serve_batch_lines",
+            "lines and V2 requests per replica engine pass (@serve.batch)",
+            buckets=batches.buckets(),
+            sum_value=batches.sum,
+        )
+        yield HistogramMetricFamily(
+            "mlagents_serve_latency_seconds",
+            "from a request's arrival at the ingress to its answer written",
+            buckets=self.latency.buckets(),
+            sum_value=self.latency.sum,
+        )
+
+    async def forward(self, web, request, method: str, header_length=None):
+        """A POST's body to a replica (`method`): its answer, written before the request leaves the count."""
+        started = time.perf_counter()
+        if self.stopping:
+            return self.answer(web, {"id": None, "error": "the server is stopping"}, 503)
+        length = request.content_length
+        if length is not None and length > self.body_bytes:
+            return self.too_long(web)
+        hold = self.body_bytes if length is None else length
+        if self.in_flight >= self.room or self.held + hold > IN_FLIGHT_BYTES:
+            self.refused += 1
+            return self.answer(
+                web,
+                {
+                    "id": None,
+                    "error": f"busy: {self.in_flight} requests in flight (at most {self.room} and "
+                    f"{IN_FLIGHT_BYTES >> 20} MiB of bodies); try again",
+                },
+                503,
+            )
+        self.in_flight, self.held = self.in_flight + 1, self.held + hold
+        try:
+            try:
+                body = await request.read()
+            except web.HTTPRequestEntityTooLarge:
+                return self.too_long(web)
+            except ConnectionError:  # (the client went before its body came: nobody to answer, nothing to say)
+                return web.Response(status=400)
+            refused = self.refusal(web, body, method)
+            if refused is not None:
+                return refused
+            self.requests += 1
+            try:
+                args = (body,) if method == "act" else (body, header_length)
+                status, text, kind, header, tally = await getattr(self.handle, method).remote(*args)
+            except Exception as exc:  # noqa: BLE001 - a replica that died or failed: one line, never a traceback
+                why = ray_failure(exc)
+                tell_limited(f"ray: a replica failed on a request: {why}")
+                return self.answer(
+                    web, {"id": None, "error": f"a Ray Serve replica failed on this request: {why}"}, 503
+                )
+            self.keep(tally)
+            answer = web.Response(
+                body=text,
+                status=status,
+                content_type=kind,
+                headers=None if header is None else {"Inference-Header-Content-Length": str(header)},
+            )
+            with contextlib.suppress(ConnectionResetError):  # (a client gone: its answer is dropped)
+                await answer.prepare(request)
+                await answer.write_eof()  # (waits while the client does not read: its room stays held)
+            return answer
+        finally:
+            self.in_flight, self.held = self.in_flight - 1, self.held - hold
+            self.latency.add(time.perf_counter() - started)
+            if self.stopping and not self.in_flight:
+                self.drained.set()
+
+    def too_long(self, web):
+        return self.answer(web, {"id": None, "error": f"the request body is longer than {self.body_bytes} bytes"}, 413)
+
+    def refusal(self, web, body: bytes, method: str):
+        if method != "act" or body.count(b"\n") < REQUEST_LINES:
+            return None
+        if len(body_lines(body, self.limit)) <= REQUEST_LINES:
+            return None
+        return self.answer(
+            web, {"id": None, "error": f"more than {REQUEST_LINES} lines in one request: send them in several"}, 413
+        )
+
+    def routes(self, web) -> list:
+        model = self.model
+
+        async def healthz(request):
+            return web.Response(text="stopping\n" if self.stopping else "ok\n", status=503 if self.stopping else 200)
+
+        async def metrics(request):
+            from prometheus_client import CollectorRegistry, generate_latest
+
+            registry = CollectorRegistry(auto_describe=False)
+            registry.register(self)
+            return web.Response(
+                body=generate_latest(registry), headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"}
+            )
+
+        async def act(request):
+            return await self.forward(web, request, "act")
+
+        async def live(request):
+            return web.Response(status=200)
+
+        async def ready(request):
+            return web.Response(status=503 if self.stopping else 200)
+
+        def stats() -> dict:
+            return {"model_stats": [self.totals()[3].model_stats(model)]}
+
+        async def server_metadata(request):
+            return self.answer(web, model.server)
+
+        async def all_stats(request):
+            return self.answer(web, stats())
+
+        def about(what):
+            async def handler(request):
+                try:
+                    model.check(request.match_info["model"], request.match_info.get("version"))
+                except UsageError as exc:
+                    return self.answer(web, {"error": str(exc)}, 404 if isinstance(exc, NotFound) else 400)
+                return self.answer(web, what()) if what else await ready(request)
+
+            return handler
+
+        async def infer(request):
+            try:
+                model.check(request.match_info["model"], request.match_info.get("version"))
+            except UsageError as exc:
+                return self.answer(web, {"error": str(exc)}, 404 if isinstance(exc, NotFound) else 400)
+            return await self.forward(web, request, "infer", request.headers.get("Inference-Header-Content-Length"))
+
+        routes = [
+            web.get("/healthz", healthz),
+            web.get("/metrics", metrics),
+            web.post(ROUTE, act),
+            web.get("/v2/health/live", live),
+            web.get("/v2/health/ready", ready),
+            web.get("/v2", server_metadata),
+            web.get("/v2/models/stats", all_stats),
+        ]
+        for base in ("/v2/models/{model}", "/v2/models/{model}/versions/{version}"):
+            routes += [
+                web.get(base, about(lambda: model.metadata)),
+                web.get(base + "/ready", about(None)),
+                web.get(base + "/config", about(lambda: model.config)),
+                web.get(base + "/stats", about(stats)),
+                web.post(base + "/infer", infer),
+            ]
+        return routes
+
+    async def run(self, front: Front, started) -> int:
+        """Serve on the front's socket until SIGTERM, SIGINT or SIGHUP: then no new request, those in flight answered
+        (at most STOP_GRACE_S; a second signal: at once). The signal's number comes back."""
+        import logging
+
+        from aiohttp import web
+
+        from .serve_http import OneLineLog, v2_route_errors  # (aiohttp's, imported by the ingress alone)
+
+        loop = asyncio.get_running_loop()
+        done, self.drained = loop.create_future(), asyncio.Event()
+
+        def stop(signum: int) -> None:
+            if self.stopping or done.done():
+                return None if done.done() else done.set_result(None)
+            self.stopping = signum
+            if not self.in_flight:
+                self.drained.set()
+            loop.call_later(STOP_GRACE_S, lambda: done.done() or done.set_result(None))
+            loop.create_task(self.drained.wait()).add_done_callback(lambda _: done.done() or done.set_result(None))
+
+        for name in ("aiohttp.server", "aiohttp.web", "aiohttp.access", "aiohttp.internal"):
+            logger = logging.getLogger(name)
+            if not any(isinstance(f, OneLineLog) for f in logger.filters):
+                logger.addFilter(OneLineLog())
+        app = web.Application(
+            client_max_size=self.body_bytes,
+            middlewares=[_one_line_failures(web, self), v2_route_errors(web, self.dumps)],
+        )
+        app.add_routes(self.routes(web))
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
+        await runner.setup()
+        try:
+            front.bind(self.allow_remote)
+            await web.SockSite(runner, front.sock).start()
+            for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                loop.add_signal_handler(signum, stop, signum)
+            started()
+            await done
+        finally:
+            await runner.cleanup()
+        return self.stopping
+
+
+def _one_line_failures(web, ingress: Ingress):
+    """An ingress handler's own failure: a JSON line (500), one line on stderr; never aiohttp's traceback."""
+
+    @web.middleware
+    async def middleware(request, handler):
+        try:
+            return await handler(request)
+        except web.HTTPException:
+            raise
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            tell_limited(f"http: {request.method} {request.path[:80]}: {type(exc).__name__}: {exc}")
+            return ingress.answer(web, {"id": None, "error": f"{type(exc).__name__}: {str(exc)[:200]}"}, 500)
+
+    return middleware
+
+
+class RayHttp(Front):
+    """--http with --ray: the ingress's socket, bound before Ray starts (a taken port: one line, at once)."""
+
+    option, says = "--http", "ray serve listening"
+
+
+def _one_http(args) -> str:
+    """--http's one address (the one ingress); --listen, --grpc and --stream-stats refused."""
+    if args.listen:
+        raise UsageError("--listen: not with --ray (Ray Serve answers over HTTP: --http HOST:PORT)")
+    if args.grpc:
+        raise UsageError("--grpc: not with --ray (Ray Serve answers over HTTP: --http HOST:PORT)")
+    if args.stream_stats:
+        raise UsageError("--stream-stats: not with --ray (each replica answers on its own: GET /metrics tells)")
+    if len(args.http or ()) > 1:
+        raise UsageError(f"--http: given {len(args.http)} times; with --ray, one HTTP ingress")
+    if not args.http:
+        raise UsageError("--ray: serve through Ray Serve needs --http HOST:PORT (its HTTP ingress)")
+    return args.http[0]
 
 
 def serve_on_ray(ctx: Context) -> tuple:
-    """Deploys --replicas PolicyReplicas (a GPU or an NPU each on accelerators) with Ray Serve's HTTP proxy on the head
-    node at --http, tells so in one line on stderr, and serves until SIGTERM/SIGINT; then deletes what it deployed
-    (Serve itself where it started it, and the local Ray instance) and main() ends 128 + N."""
+    """Deploys --replicas PolicyReplicas (a GPU or an NPU each on accelerators) on Ray Serve, its HTTP proxy left out:
+    the ingress is this command's (Ingress, on --http), which tells so in one line on stderr and serves until
+    SIGTERM/SIGINT/SIGHUP; then deletes what it deployed (Serve itself where it started it, and the local Ray instance)
+    and main() ends 0 (SIGTERM) or 128 + N."""
     args = ctx.args
-    if args.listen:
-        raise UsageError("--listen: not with --ray (Ray Serve answers over HTTP: --http HOST:PORT)")
-    if args.stream_stats:
-        raise UsageError("--stream-stats: not with --ray (each replica answers on its own; Ray Serve's metrics tell)")
-    host, port = _http_address(args.http)
+    front = RayHttp(_one_http(args))
+    try:
+        import aiohttp  # noqa: F401
+        import prometheus_client  # noqa: F401
+    except ImportError:
+        raise UsageError(NEED_HTTP) from None
+    front.bind(bool(getattr(args, "allow_remote", False)))  # (a taken port, or one not meant to be open: one line now)
+    front.close()  # (bound again once the replicas run: until then a client is refused, not kept waiting)
+    model = ray_model(ctx)  # (the checkpoint read and checked before Ray starts: a bad one is one line at once)
     if args.ray == "local":  # Ray's servers listen on loopback alone where it expects no cluster (as on macOS)
         os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+        os.environ.setdefault("RAY_prestart_worker_first_driver", "0")  # (idle workers would slow the start)
     try:
         import ray
         from ray import serve
@@ -112,22 +549,11 @@ def serve_on_ray(ctx: Context) -> tuple:
         raise UsageError("--ray: serve needs Ray Serve, which is not installed: pip install -r requirements-ray.txt")
     if unreachable := ray_unreachable(args.ray):
         raise UsageError(f"--ray {args.ray}: no Ray cluster there ({unreachable})")
-    if args.ray == "local":
-        import socket
+    return _serve(ctx, ray, serve, front, model)
 
-        try:  # (Ray Serve's proxy would fail on a taken port without saying so here)
-            with socket.create_server((host, port)):
-                pass
-        except OSError as exc:
-            raise UsageError(f"--http {args.http}: cannot listen there ({exc.strerror or exc})")
-    model, device = ray_model(ctx), ctx.device
-    resources = (
-        {"num_gpus": 1}
-        if device.type == "cuda"
-        else {"resources": {"NPU": 1}}
-        if device.type == "npu"
-        else {"num_cpus": 1}
-    )  # (Ray Serve's own actors reserve none; 0 here left replicas side by side)
+
+def _serve(ctx: Context, ray, serve, front: RayHttp, model: dict) -> tuple:
+    args = ctx.args
     import logging
 
     with (
@@ -138,6 +564,7 @@ def serve_on_ray(ctx: Context) -> tuple:
         copy_package(Path(code))  # (PolicyReplica is pickled by reference: the replicas import it from there)
         ray_init(ray, args.ray, code)
         started_serve = deployed = False
+        signum = 0
         try:
             logging.getLogger("ray.serve").setLevel(logging.ERROR)
             if args.ray == "local" and (where := {n["NodeManagerAddress"] for n in ray.nodes()}) != {"127.0.0.1"}:
@@ -145,6 +572,14 @@ def serve_on_ray(ctx: Context) -> tuple:
                     f"the local Ray instance listens on {', '.join(where)}, not on loopback alone (Ray was "
                     "imported before --ray local could keep it there); stopped"
                 )
+            device, max_batch = ctx.device, args.max_batch or 256
+            resources = (
+                {"num_gpus": 1}
+                if device.type == "cuda"
+                else {"resources": {"NPU": 1}}
+                if device.type == "npu"
+                else {"num_cpus": 1}
+            )  # (Ray Serve's own actors reserve none; 0 here left replicas side by side)
             with handlers_kept():
                 started_serve = not _serve_running(serve)
                 if not started_serve and APP in serve.status().applications:
@@ -153,11 +588,9 @@ def serve_on_ray(ctx: Context) -> tuple:
                         "stop that one first"
                     )
                 serve.start(
-                    proxy_location="HeadOnly",
-                    http_options={"host": host, "port": port},
+                    proxy_location="Disabled",  # (the ingress is this command's: no proxy actor to start)
                     logging_config={"log_level": "WARNING", "enable_access_log": False},
                 )
-                max_batch = args.max_batch or 256
                 deployment = serve.deployment(
                     PolicyReplica,
                     name="policy",
@@ -167,21 +600,13 @@ def serve_on_ray(ctx: Context) -> tuple:
                 )
                 deployed = True
                 serve._run(
-                    deployment.bind(model, args.max_line_bytes, max_batch, args.max_wait_us / 1e6),
+                    deployment.bind(model, args.max_line_bytes, max_batch, args.max_wait_us / 1e6, args.max_batch),
                     _blocking=False,
                     name=APP,
-                    route_prefix=ROUTE,
+                    route_prefix=None,
                 )
             _wait_until_running(serve, time.monotonic() + READY_WITHIN_S)
-            print(
-                f"[serve] ray serve listening on http://{f'[{host}]' if ':' in host else host}:{port}{ROUTE} "
-                f"({args.replicas} "
-                f"replica{'s' if args.replicas > 1 else ''})",
-                file=sys.stderr,
-                flush=True,
-            )
-            while True:  # until a signal: Interrupted (SIGTERM, SIGHUP) or KeyboardInterrupt (SIGINT) ends it
-                time.sleep(3600)
+            signum = _run_ingress(ctx, serve, front, 2 * max_batch * args.replicas)
         except KeyboardInterrupt as exc:
             if getattr(exc, "signum", None) != signal.SIGTERM:
                 raise  # (SIGINT, SIGHUP: 128 + N, as every mode)
@@ -192,7 +617,42 @@ def serve_on_ray(ctx: Context) -> tuple:
             raise UsageError(f"--ray: {ray_failure(exc)}") from None
         finally:
             _stop(ray, serve, args.ray == "local", started_serve, deployed)
+        if signum and signum != signal.SIGTERM:
+            raise Interrupted(signum)
     return None, True
+
+
+def _run_ingress(ctx: Context, serve, front: RayHttp, room: int) -> int:
+    """The ingress in an event loop of its own until a signal (its number comes back)."""
+    args = ctx.args
+    handle = serve.get_app_handle(APP)
+    loads, dumps = json_codec()
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    loop = asyncio.new_event_loop()
+
+    def told() -> None:
+        shown = front.shown()
+        note = front.told()[len(shown) :]
+        n = args.replicas
+        print(
+            f"[serve] ray serve listening on http://{shown}{ROUTE} ({n} replica{'s' if n > 1 else ''}){note}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    async def main() -> int:
+        described = await handle.describe.remote()
+        ingress = Ingress(handle, described, args.max_line_bytes, room, dumps, bool(getattr(args, "allow_remote", 0)))
+        return await ingress.run(front, told)
+
+    try:
+        return loop.run_until_complete(main())
+    finally:
+        loop.close()
+        front.close()
+        for signum, handler in before.items():
+            with contextlib.suppress(ValueError, OSError, TypeError):
+                signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
 def _serve_running(serve) -> bool:
@@ -204,20 +664,17 @@ def _serve_running(serve) -> bool:
 
 
 def _wait_until_running(serve, deadline: float) -> None:
-    """Until the application runs and the proxy is healthy; its failure (a replica's UsageError: a checkpoint not
-    readable on a node, say) in one line."""
+    """Until the application runs; its failure (a replica's UsageError: a checkpoint not readable on a node, say) in
+    one line."""
     while True:
         status = serve.status()
         app = status.applications.get(APP)
         state = str(getattr(app, "status", "NOT_STARTED")).rsplit(".", 1)[-1]
-        proxies = [str(p).rsplit(".", 1)[-1] for p in status.proxies.values()]
-        if state == "RUNNING" and proxies and all(p == "HEALTHY" for p in proxies):
+        if state == "RUNNING":
             return
-        if state in ("DEPLOY_FAILED", "UNHEALTHY") or any(p == "UNHEALTHY" for p in proxies):
+        if state in ("DEPLOY_FAILED", "UNHEALTHY"):
             message = "\n".join(
                 [app.message, *(d.message for d in app.deployments.values())]
-                if app is not None
-                else ["the HTTP proxy is unhealthy"]
             )  # (a replica's traceback: its deployment's)
             found = re.search(r"UsageError: (.+)", message) or re.search(r"(\w+Error: .+)", message)
             raise UsageError(
@@ -230,7 +687,7 @@ def _wait_until_running(serve, deadline: float) -> None:
                 f"--ray: the replicas did not start within {READY_WITHIN_S:.0f} s (not enough GPUs, NPUs or "
                 f"CPUs free on the cluster?){': ' + note if note else ''}"
             )
-        time.sleep(0.5)
+        time.sleep(0.1)
 
 
 def _stop(ray, serve, local: bool, started_serve: bool, deployed: bool) -> None:

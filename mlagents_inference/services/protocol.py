@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import time
 from typing import TYPE_CHECKING, Callable, Optional
 
 import numpy as np
@@ -29,6 +30,7 @@ __all__ = [
     "answer_texts",
     "waiting_lines",
     "answer_waiting",
+    "ride_along",
     "json_codec",
 ]
 
@@ -288,7 +290,13 @@ def waiting_lines(stream, limit: int):
 
 
 def answer_waiting(
-    policy: Policy, lines: list, memories: AgentMemories, loads: Callable, limit: int, scopes: Optional[list] = None
+    policy: Policy,
+    lines: list,
+    memories: AgentMemories,
+    loads: Callable,
+    limit: int,
+    scopes: Optional[list] = None,
+    riders: Optional[list] = None,
 ) -> list:
     """Answers to a group of waiting lines, in order, each what it would have been alone: plain lines (one
     observation of each vector input as a flat list of JSON numbers, deterministic; optional "id", "reset",
@@ -296,8 +304,10 @@ def answer_waiting(
     in), their observations read and checked as one array per input (_answer_plain). Any other line, and a second
     line of an id already in the call, first lets the call run, then goes through stream_answer, whose rules and
     messages stay the only ones. Bad lines get their error in place.
-    `scopes` (serve): each line's memory scope (its connection), as stream_answer's `scope`."""
+    `scopes` (serve): each line's memory scope (its connection), as stream_answer's `scope`. `riders` (serve's V2
+    requests, checked already): their rows go into the first engine call, after the plain lines' (ride_along)."""
     s = policy.settings
+    riders = list(riders) if riders else []
     answers: list = [None] * len(lines)
     rules = _plain_rules(policy)
     plain: list = []  # (index, message, id, memory key, inputs, masks, memory [1, size] or None)
@@ -333,7 +343,7 @@ def answer_waiting(
                     key = str(ident) if type(ident) is int else json.dumps(ident)
                     key = scopes[i] + key if scopes else key
                     if key in keys:  # this id's memory comes from the line before
-                        _answer_plain(policy, plain, answers, memories, scopes)
+                        _answer_plain(policy, plain, answers, memories, scopes, riders)
                         keys.clear()
                     if memory is None and key in memories and not msg.get("reset", False):
                         memory = memories[key]  # [agents, memory size]
@@ -348,7 +358,7 @@ def answer_waiting(
                 if quick is not None:
                     plain.append((i, msg, ident, key, values, masks, memory))
                     continue
-            _answer_plain(policy, plain, answers, memories, scopes)
+            _answer_plain(policy, plain, answers, memories, scopes, riders)
             keys.clear()
             ident = echoed_id(msg)
             answers[i] = stream_answer(policy, msg, memories, scopes[i] if scopes else "")
@@ -356,7 +366,9 @@ def answer_waiting(
             answers[i] = {"id": ident, "error": str(exc)}
         except MemoryError:  # reading the line itself: that line fails, the stream goes on
             answers[i] = {"id": ident, "error": "out of memory on this line; send fewer rows per line"}
-    _answer_plain(policy, plain, answers, memories, scopes)
+    _answer_plain(policy, plain, answers, memories, scopes, riders)
+    if riders:
+        ride_along(policy, [], 0, riders)
     return answers
 
 
@@ -432,7 +444,14 @@ def _finite(values: list) -> bool:
         return False
 
 
-def _answer_plain(policy: Policy, plain: list, answers: list, memories: AgentMemories, scopes: Optional[list]) -> None:
+def _answer_plain(
+    policy: Policy,
+    plain: list,
+    answers: list,
+    memories: AgentMemories,
+    scopes: Optional[list],
+    riders: Optional[list] = None,
+) -> None:
     """The plain lines waiting (emptied): their observations read as one array per input and checked together; the
     lines that pass share one engine call, one that fails goes through stream_answer (its error) in its place."""
     if not plain:
@@ -454,7 +473,7 @@ def _answer_plain(policy: Policy, plain: list, answers: list, memories: AgentMem
         arrays.append(array)
     start = 0
     for j in sorted(bad) + [len(plain)]:
-        _run_plain(policy, plain[start:j], [a[start:j] for a in arrays], answers, memories, scopes)
+        _run_plain(policy, plain[start:j], [a[start:j] for a in arrays], answers, memories, scopes, riders)
         if j < len(plain):
             i, msg = plain[j][:2]
             try:
@@ -468,7 +487,13 @@ def _answer_plain(policy: Policy, plain: list, answers: list, memories: AgentMem
 
 
 def _run_plain(
-    policy: Policy, plain: list, flat: list, answers: list, memories: AgentMemories, scopes: Optional[list] = None
+    policy: Policy,
+    plain: list,
+    flat: list,
+    answers: list,
+    memories: AgentMemories,
+    scopes: Optional[list] = None,
+    riders: Optional[list] = None,
 ) -> None:
     """One engine call for these plain lines (each alone where it fails: the failing line's error), their answers."""
     s, rows = policy.settings, len(plain)
@@ -485,8 +510,9 @@ def _run_plain(
     if s.memory_size:
         zeros = np.zeros((1, s.memory_size), np.float32)
         flat.append(np.concatenate([zeros if line[6] is None else line[6] for line in plain])[:, None])
+    out = ride_along(policy, flat, rows, riders) if riders else None  # (None: none, or that call failed)
     try:
-        out = policy.run(flat, rows)
+        out = policy.run(flat, rows) if out is None else out
     except Exception as exc:  # noqa: BLE001 - the engine's failure (out of memory, say) is a line's answer
         if rows == 1:
             answers[plain[0][0]] = {"id": plain[0][2], "error": _engine_failure(policy, exc)}
@@ -523,6 +549,40 @@ def _run_plain(
             answers[plain[keep[k]][0]] = {"id": plain[keep[k]][2], "error": error}
     for j in np.flatnonzero(~finite).tolist() if finite is not None else ():
         answers[plain[j][0]] = {"id": plain[j][2], "error": NON_FINITE_ACTIONS}
+
+
+def ride_along(policy: Policy, flat: list, rows: int, riders: list) -> Optional[dict]:
+    """One engine call for `rows` rows of plain lines (`flat`, the engine's arrays; rows 0: none) and every rider's
+    rows after them (serve's V2 requests: `flat`, `rows`, `fail(text)`, and `ride_together(riders, raw, at, ns,
+    total)`, the first rider's called for all with every engine output a step needs; the list is emptied). The plain
+    rows' deterministic actions come back. Where the call fails, each rider runs alone (its own failure its error)
+    and None comes back."""
+    these = riders[:]
+    riders.clear()
+    fetch = list(dict.fromkeys(policy.fetch[True] + policy.fetch[False]))
+    width = len(these[0].flat)
+    arrays = [
+        np.concatenate(([flat[k]] if rows else []) + [r.flat[k] for r in these])
+        if rows or len(these) > 1
+        else these[0].flat[k]
+        for k in range(width)
+    ]
+    total = rows + sum(r.rows for r in these)
+    try:
+        started = time.perf_counter_ns()
+        raw = policy.engine.run(arrays, fetch)
+        ns = time.perf_counter_ns() - started
+    except Exception as exc:  # noqa: BLE001 - the engine's failure is the request's answer
+        if len(these) == 1 and not rows:
+            these[0].fail(_engine_failure(policy, exc))
+        else:
+            for rider in these:
+                ride_along(policy, [], 0, [rider])
+        return None
+    these[0].ride_together(these, raw, rows, ns, total)
+    if not rows:
+        return None
+    return policy.decide({k: v[:rows] if v.shape[:1] == (total,) else v for k, v in raw.items()}, rows)
 
 
 def _dicts(fields: list, columns: list) -> list:

@@ -1,0 +1,239 @@
+"""serve --http: aiohttp in the server's event loop. GET /healthz, GET /metrics (Prometheus), POST /v1/act (one stream
+line), and the Open Inference Protocol's REST routes (KServe V2, as Triton serves them: health, metadata, model
+configuration, statistics, POST /v2/models/{model}/infer with JSON or binary tensors). A plug-in of serve (its FRONTS
+row names it): aiohttp and prometheus-client are imported only when --http is given. docs/serve.md."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+
+from ..core.errors import UsageError
+from ..services.open_inference import NotFound, rest_answer, rest_request
+from .serve import Front, HttpLine, Server, tell_limited
+
+__all__ = ["OneLineLog", "NEED_HTTP", "HttpFront", "start_http", "V2Rest", "v2_routes", "v2_route_errors", "V2_ERRORS"]
+
+
+NEED_HTTP = 'serve --http needs aiohttp and prometheus-client: pip install ".[serve]" (or aiohttp prometheus-client)'
+
+
+V2_ERRORS = {NotFound: 404}  # (any other UsageError: 400)
+
+
+class OneLineLog(logging.Filter):
+    """aiohttp's "Error handling request" (a multi-line traceback for every malformed request a peer sends): one line
+    through tell_limited instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        reason = f" ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})" if exc is not None else ""
+        tell_limited(f"http: {record.getMessage()}{reason}")
+        return False
+
+
+class HttpFront(Front):
+    """--http: GET /healthz, GET /metrics and POST /v1/act (start_http), aiohttp in the server's loop."""
+
+    option, says = "--http", "http"
+
+    def check(self) -> None:
+        try:
+            import aiohttp  # noqa: F401
+            import prometheus_client  # noqa: F401
+        except ImportError:
+            raise UsageError(NEED_HTTP) from None
+
+    async def start(self, server: "Server") -> None:
+        self.runner = await start_http(server, self.sock)
+
+    async def cleanup(self) -> None:
+        await self.runner.cleanup()
+
+
+async def start_http(server: Server, sock: socket.socket):
+    """GET /healthz, GET /metrics (Prometheus text, a registry of its own), POST /v1/act (one stream line, batched
+    with the socket lines; its answer object, status 400 when it is an error answer) and the V2 routes (v2_routes),
+    in the server's event loop."""
+    from aiohttp import web
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+    class Collector:
+        def collect(self):
+            s = server
+            yield CounterMetricFamily("mlagents_serve_lines", "lines answered (sockets and /v1/act)", value=s.lines)
+            yield CounterMetricFamily("mlagents_serve_error_answers", "error answers", value=s.errors)
+            yield GaugeMetricFamily("mlagents_serve_connections_open", "socket connections open", value=len(s.conns))
+            yield CounterMetricFamily("mlagents_serve_connections", "socket connections accepted", value=s.opened_total)
+            yield HistogramMetricFamily(
+                "mlagents_serve_batch_lines",
+                "lines per answering pass (one engine call for the plain ones)",
+                buckets=s.batches.buckets(),
+                sum_value=s.batches.sum,
+            )
+            yield HistogramMetricFamily(
+                "mlagents_serve_latency_seconds",
+                "from the read that brought a line to the write of its answer",
+                buckets=s.latency.buckets(),
+                sum_value=s.latency.sum,
+            )
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Collector())
+
+    async def healthz(request):
+        return web.Response(text="stopping\n" if server.stopping else "ok\n", status=503 if server.stopping else 200)
+
+    async def metrics(request):
+        return web.Response(
+            body=generate_latest(registry), headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"}
+        )
+
+    async def act(request):
+        if server.stopping:
+            return web.json_response({"id": None, "error": "the server is stopping"}, status=503)
+        try:
+            body = (await request.read()).strip()
+        except web.HTTPRequestEntityTooLarge:
+            body = None
+        line = HttpLine(body if body is None or len(body) <= server.limit else None, server.loop.create_future())
+        if body == b"":
+            return web.json_response({"id": None, "error": "empty body: expected one stream line"}, status=400)
+        server.waiting(line, 1)
+        text, answer = await line.future
+        return web.Response(body=text, status=400 if "error" in answer else 200, content_type="application/json")
+
+    for name in ("aiohttp.server", "aiohttp.web", "aiohttp.access", "aiohttp.internal"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, OneLineLog) for f in logger.filters):
+            logger.addFilter(OneLineLog())
+    app = web.Application(client_max_size=server.limit + 1, middlewares=[v2_route_errors(web, server.dumps)])
+    app.add_routes([web.get("/healthz", healthz), web.get("/metrics", metrics), web.post("/v1/act", act)])
+    app.add_routes(v2_routes(server, web))
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
+    await runner.setup()
+    await web.SockSite(runner, sock).start()
+    return runner
+
+
+class V2Rest:
+    """The Open Inference Protocol's REST handlers for one server's policy (services.open_inference.ModelView)."""
+
+    def __init__(self, server: Server, web):
+        self.server, self.view, self.web, self.dumps = server, server.view, web, server.dumps
+
+    def answer(self, obj, status: int = 200):
+        return self.web.Response(body=self.dumps(obj), status=status, content_type="application/json")
+
+    def refused(self, exc: UsageError):
+        return self.answer({"error": str(exc)}, V2_ERRORS.get(type(exc), 400))
+
+    async def live(self, request):
+        return self.web.Response(status=200)
+
+    async def ready(self, request):
+        return self.web.Response(status=503 if self.server.stopping else 200)
+
+    async def server_metadata(self, request):
+        return self.answer(self.view.server_metadata())
+
+    def about(self, what):
+        """A GET of the model (…/ready where `what` is None): 404 for another model or version."""
+
+        async def handler(request):
+            try:
+                self.view.check(request.match_info["model"], request.match_info.get("version"))
+            except UsageError as exc:
+                return self.refused(exc)
+            return self.answer(what()) if what else await self.ready(request)
+
+        return handler
+
+    def stats(self) -> dict:
+        return {"model_stats": [self.view.stats.model_stats(self.view)]}
+
+    async def all_stats(self, request):
+        return self.answer(self.stats())
+
+    async def read(self, request):
+        """The request's Job, checked (UsageError in one line)."""
+        self.view.check(request.match_info["model"], request.match_info.get("version"))
+        try:
+            body = await request.read()
+        except self.web.HTTPRequestEntityTooLarge:
+            raise UsageError(f"the request is longer than {self.server.limit} bytes (--max-line-bytes)") from None
+        return rest_request(self.view, body, request.headers.get("Inference-Header-Content-Length"), self.server.loads)
+
+    async def infer(self, request):
+        self.server.inflight += 1
+        try:
+            return await self.answer_infer(request)
+        finally:
+            self.server.inflight -= 1
+
+    async def answer_infer(self, request):
+        server, stats, web = self.server, self.view.stats, self.web
+        if server.stopping:
+            return self.answer({"error": "the server is stopping"}, 503)
+        try:
+            job = await self.read(request)
+        except UsageError as exc:
+            stats.add("fail", 0)
+            return self.refused(exc)
+        await server.submit(job)
+        if job.error is not None:
+            stats.add("fail", time.perf_counter_ns() - job.arrived)
+            return self.answer({"error": job.error}, 400)
+        started = time.perf_counter_ns()
+        body, header_length = rest_answer(job, self.dumps)
+        stats.finished(job, time.perf_counter_ns() - started)
+        if header_length is None:
+            return web.Response(body=body, content_type="application/json")
+        return web.Response(
+            body=body,
+            content_type="application/octet-stream",
+            headers={"Inference-Header-Content-Length": str(header_length)},
+        )
+
+
+def v2_route_errors(web, dumps):
+    """An unknown route or method under /v2 (the repository, shared-memory, trace and log routes this server lacks)
+    answered as the V2 errors are, 404 or 405 with {"error": "..."}: Triton's clients read every V2 answer as JSON."""
+
+    @web.middleware
+    async def middleware(request, handler):
+        try:
+            return await handler(request)
+        except (web.HTTPNotFound, web.HTTPMethodNotAllowed) as exc:
+            if request.path != "/v2" and not request.path.startswith("/v2/"):
+                raise
+            what = "unknown route" if exc.status == 404 else "method not allowed for"
+            text = f"{what} {request.method} {request.path[:80]}"
+            allow = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
+            return web.Response(
+                body=dumps({"error": text}), status=exc.status, headers=allow, content_type="application/json"
+            )
+
+    return middleware
+
+
+def v2_routes(server: Server, web) -> list:
+    """The Open Inference Protocol's REST routes (V2Rest's handlers)."""
+    rest, routes = V2Rest(server, web), []
+    for base in ("/v2/models/{model}", "/v2/models/{model}/versions/{version}"):
+        routes += [
+            web.get(base, rest.about(rest.view.metadata)),
+            web.get(base + "/ready", rest.about(None)),
+            web.get(base + "/config", rest.about(lambda: rest.view.config(server.max_batch))),
+            web.get(base + "/stats", rest.about(rest.stats)),
+            web.post(base + "/infer", rest.infer),
+        ]
+    return [
+        web.get("/v2/health/live", rest.live),
+        web.get("/v2/health/ready", rest.ready),
+        web.get("/v2", rest.server_metadata),
+        web.get("/v2/models/stats", rest.all_stats),
+        *routes,
+    ]
