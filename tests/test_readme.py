@@ -15,16 +15,17 @@ lines. A `<!-- without torch -->` line just before the block runs its `python in
 `mlagents-infer` commands as the torch-free install does (tests/no_torch.py).
 
 Each page's commands run in order in a folder of their own that links the repository's top-level
-entries, so the files a page tells the reader to make land there. Runs of plain
-`python inference.py ARGS` lines go through one interpreter each (`inference.main(ARGS)` per line,
-in that folder): the process boundary is not what is tested here, and one torch import per run
-instead of per line keeps the file near a minute on 2 cores. Pipes and the other lines run in
+entries, so the files a page tells the reader to make land there. The plain
+`python inference.py ARGS` lines go through one interpreter per page (`inference.main(ARGS)` per line,
+in that folder, stdin at its end as a pipe that is closed): the process boundary is not what is tested here, and one
+torch import per page instead of per line keeps the file near a minute on 2 cores. Pipes and the other lines run in
 bash, with `python` meaning this interpreter, stderr merged into stdout."""
 
 import concurrent.futures
 import json
 import os
 import re
+import select
 import shlex
 import subprocess
 import sys
@@ -160,19 +161,22 @@ class Both(io.StringIO):  # one stream that also writes into the merged one, as 
         self.merged.write(text)
         return super().write(text)
 
-results = []
-for argv in json.load(sys.stdin):
-    both = io.StringIO()
-    out, err, t0 = Both(both), Both(both), time.perf_counter()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = inference.main(argv)
-        except SystemExit as exc:  # argparse's own usage errors
-            code = exc.code if isinstance(exc.code, int) else 2
-    results.append({"code": code, "out": out.getvalue(), "err": err.getvalue(), "both": both.getvalue(),
-                    "seconds": time.perf_counter() - t0})
-print(json.dumps(results))
-"""
+requests = os.fdopen(os.dup(0), encoding="utf-8")  # the commands come on their own pipe; theirs is at its end
+os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+for request in requests:  # one run of commands a line, answered by one line
+    results = []
+    for argv in json.loads(request):
+        both = io.StringIO()
+        out, err, t0 = Both(both), Both(both), time.perf_counter()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = inference.main(argv)
+            except SystemExit as exc:  # argparse's own usage errors
+                code = exc.code if isinstance(exc.code, int) else 2
+        results.append({"code": code, "out": out.getvalue(), "err": err.getvalue(), "both": both.getvalue(),
+                        "seconds": time.perf_counter() - t0})
+    print(ANSWER + json.dumps(results), flush=True)
+""".replace("ANSWER", repr("\0answer "))
 
 
 def workspace(base: Path, page: Path) -> tuple[Path, dict]:
@@ -192,54 +196,95 @@ def workspace(base: Path, page: Path) -> tuple[Path, dict]:
     return folder, env
 
 
+class Runner:
+    """The page's one interpreter for its plain `python inference.py ARGS` lines (RUN_MAIN, in the page's folder),
+    started at the first of them: each run of such lines is sent as one request and answered by one line."""
+
+    def __init__(self, base: Path, page: Path, folder: Path, env: dict):
+        self.page, self.folder, self.env, self.proc, self.unread = page, folder, env, None, b""
+        self.errors = base / f"{page.stem}-runner.err"
+
+    def failed(self, why: str) -> str:
+        return f"{self.page.name}: the runner {why}: {self.errors.read_text(errors='replace')[-2000:]}"
+
+    def __call__(self, argvs: list, timeout: float = 600) -> list:
+        if self.proc is None:
+            with open(self.errors, "wb") as errors:
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-c", RUN_MAIN, str(ROOT)],
+                    cwd=self.folder,
+                    env=self.env,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=errors,
+                    bufsize=0,
+                )
+        self.proc.stdin.write(json.dumps(argvs).encode() + b"\n")
+        deadline = time.monotonic() + timeout
+        while True:
+            while b"\n" not in self.unread:
+                ready = select.select([self.proc.stdout], [], [], max(0, deadline - time.monotonic()))[0]
+                assert ready, self.failed(f"gave no answer in {timeout} s")
+                chunk = os.read(self.proc.stdout.fileno(), 1 << 20)
+                assert chunk, self.failed("ended")
+                self.unread += chunk
+            line, self.unread = self.unread.split(b"\n", 1)
+            if line.startswith(b"\0answer "):  # (anything else a library wrote on the real stdout is not the answer)
+                return json.loads(line[len(b"\0answer ") :])
+
+    def close(self, failing: bool) -> None:
+        if self.proc is None:
+            return
+        if failing:
+            self.proc.kill()
+        self.proc.stdin.close()
+        code = self.proc.wait(timeout=60)
+        self.proc.stdout.close()
+        assert failing or code == 0, self.failed(f"exited {code}")
+
+
 def run_page(base: Path, page: Path) -> list[dict]:
     """Run a page's commands in order; one record per command."""
     folder, env = workspace(base, page)
     todo = [(n, text) for n, text in commands(page) if runnable(text)]
-    records, i = [], 0
-    while i < len(todo):
-        if plain_inference(todo[i][1]):
-            batch = []
-            while i < len(todo) and plain_inference(todo[i][1]):
-                batch.append(todo[i])
+    records, i, runner, failing = [], 0, Runner(base, page, folder, env), True
+    try:
+        while i < len(todo):
+            if plain_inference(todo[i][1]):
+                batch = []
+                while i < len(todo) and plain_inference(todo[i][1]):
+                    batch.append(todo[i])
+                    i += 1
+                results = runner([tokens(text)[2:] for _, text in batch])
+                records += [{"line": n, "command": text, **r} for (n, text), r in zip(batch, results)]
+            else:
+                n, text = todo[i]
                 i += 1
-            done = subprocess.run(
-                [sys.executable, "-c", RUN_MAIN, str(ROOT)],
-                cwd=folder,
-                env=env,
-                text=True,
-                input=json.dumps([tokens(text)[2:] for _, text in batch]),
-                capture_output=True,
-                timeout=600,
-            )
-            assert done.returncode == 0, f"{page.name}: the runner failed: {done.stderr[-2000:]}"
-            results = json.loads(done.stdout.splitlines()[-1])
-            records += [{"line": n, "command": text, **r} for (n, text), r in zip(batch, results)]
-        else:
-            n, text = todo[i]
-            i += 1
-            t0 = time.perf_counter()
-            done = subprocess.run(
-                ["bash", "-o", "pipefail", "-c", text],
-                cwd=folder,
-                env={**env, "PYTHONUNBUFFERED": "1"},
-                text=True,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                timeout=300,
-            )  # (one pipe for both, unbuffered: the order a terminal shows)
-            records.append(
-                {
-                    "line": n,
-                    "command": text,
-                    "code": done.returncode,
-                    "out": done.stdout,
-                    "err": done.stdout,
-                    "both": done.stdout,
-                    "seconds": time.perf_counter() - t0,
-                }
-            )
+                t0 = time.perf_counter()
+                done = subprocess.run(
+                    ["bash", "-o", "pipefail", "-c", text],
+                    cwd=folder,
+                    env={**env, "PYTHONUNBUFFERED": "1"},
+                    text=True,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    timeout=300,
+                )  # (one pipe for both, unbuffered: the order a terminal shows)
+                records.append(
+                    {
+                        "line": n,
+                        "command": text,
+                        "code": done.returncode,
+                        "out": done.stdout,
+                        "err": done.stdout,
+                        "both": done.stdout,
+                        "seconds": time.perf_counter() - t0,
+                    }
+                )
+        failing = False
+    finally:
+        runner.close(failing)
     return records
 
 
