@@ -4,6 +4,7 @@ sample under assets/. The larger development fixtures outside the repository ($H
 ../shared/fixtures beside the checkout) are optional: tests that use them run only where they are present."""
 
 import contextlib
+import importlib.util
 import io
 import json
 import os
@@ -28,6 +29,32 @@ TRAINED = EXAMPLES / "trained"  # Unity's trained 3DBallHard, DungeonEscape, Soc
 AGENT = EXAMPLES / "vector"  # one unnormalised vector input, two checkpoints (50000, 100000)
 BUNDLED_PT = BUNDLED / "Huggy" / "Huggy-600017.pt"
 BUNDLED_ONNX = BUNDLED / "Huggy" / "Huggy-600017.onnx"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """Where pytest-xdist is installed (requirements.txt), the command line does not say -n and the tests are
+    pytest.ini's selection (-m "not ray"): they run on one worker per CPU, a file's tests on one worker, one after the
+    other (`-n auto --dist loadfile`: a module's fixtures are made once, its tests keep their order). `-n 0` runs them
+    in this one process, as they run where xdist is absent (CI's torch-free leg: pytest alone) and as the Ray group
+    runs (-m ray: each of its files starts Ray nodes of its own)."""
+    if (
+        getattr(config.option, "numprocesses", 0) is None
+        and not hasattr(config, "workerinput")
+        and config.option.markexpr == "not ray"
+    ):
+        config.option.numprocesses = "auto"
+        if config.option.dist == "no":
+            config.option.dist = "loadfile"
+
+
+def pytest_configure(config):
+    """On xdist's workers, torch's intra-op threads are one per worker: the workers are as many as the CPUs, and
+    more threads than CPUs spin-waiting for each other stall (see one_torch_thread below)."""
+    if hasattr(config, "workerinput") and importlib.util.find_spec("torch") is not None:
+        import torch
+
+        torch.set_num_threads(1)
 
 
 def need(path: Path) -> Path:

@@ -1,13 +1,14 @@
 """The C# client of serve (clients/csharp/, docs/serve.md "From a Unity build (C#)"): the library and its console tests
-compiled with Mono's `mcs` (warnings as errors), then run against live `--mode serve` servers on examples/ policies.
-The inputs and the answers `inference.load(...).act(...)` gives for them are computed here and written to a file; the
-C# program sends the inputs through PolicyClient and compares (discrete equal, continuous and memories within 1e-6), in
-the culture LANG gives its process (de-DE), in fr-FR and in the invariant culture. Also: error answers, bad answers from
-a scripted fake server, timeouts, a server that goes away, float formatting, the strict JSON reader, docs/serve.md's
-code.
+compiled with Mono's `mcs` (warnings as errors), then run against live `--mode serve` servers on examples/ policies
+(in this process, on a thread; the one that goes away is a process of its own, killed). The inputs and the answers
+`inference.load(...).act(...)` gives for them are computed here and written to a file; the C# program sends the inputs
+through PolicyClient and compares (discrete equal, continuous and memories within 1e-6), in the culture LANG gives its
+process (de-DE), in fr-FR and in the invariant culture. Also: error answers, bad answers from a scripted fake server,
+timeouts, a server that goes away, float formatting, the strict JSON reader, docs/serve.md's code.
 
 Without `mcs`/`mono` the tests skip on a developer's machine and fail where CI is set (.ci/run installs Mono)."""
 
+import contextlib
 import json
 import os
 import re
@@ -25,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import EXAMPLES, ROOT, child_env
+from test_serve import local_server
 
 import inference
 
@@ -160,6 +162,14 @@ def stop_server(proc) -> None:
         proc.kill()
     proc.wait(timeout=30)
     proc.stderr.close()
+
+
+@contextlib.contextmanager
+def live_server(model: Path, listen: str = "127.0.0.1:0"):
+    """`--mode serve` on `model` in this process (test_serve.local_server: fronts.serve.serving on a thread, the
+    command line's options), where the server process itself is not what is tested: the address it listens on."""
+    with local_server(model, listen) as (_, said):
+        yield said["listen"]
 
 
 LOCAL: dict = {}
@@ -365,13 +375,10 @@ POLICIES = ["vector", "discrete-multi", "hybrid", "lstm", "visual-simple", "atte
 @pytest.mark.parametrize("name", POLICIES)
 def test_answers_equal_the_local_policys_in_three_cultures(built, name, tmp_path):
     listen = f"unix:{tmp_path / 'p.sock'}" if name == "hybrid" else "127.0.0.1:0"
-    proc, address = start_server(EXAMPLES / name, listen)
-    try:
+    with live_server(EXAMPLES / name, listen) as address:
         cases = cases_for(name, address)
         (tmp_path / "cases.json").write_text(json.dumps(cases))
         r = run_cs(built, "policy", tmp_path / "cases.json")
-    finally:
-        stop_server(proc)
     passed, failed = results(r)
     assert not failed and r.returncode == 0, "\n".join(failed[:20])
     assert sum(bool(ANSWER_LINE.match(line)) for line in passed) == answers_in(cases), "not every answer was checked"
@@ -390,8 +397,7 @@ def test_answers_equal_the_local_policys_in_three_cultures(built, name, tmp_path
 
 def test_a_wrong_expectation_fails_the_console_tests(built, tmp_path):
     """The comparison can fail: one continuous value moved by 1e-5, one discrete action changed."""
-    proc, address = start_server(EXAMPLES / "hybrid")
-    try:
+    with live_server(EXAMPLES / "hybrid") as address:
         cases = cases_for("hybrid", address)
         cases["cultures"] = [""]
         want = cases["sequences"][0]["steps"][0][0]["expect"]
@@ -399,8 +405,6 @@ def test_a_wrong_expectation_fails_the_console_tests(built, tmp_path):
         cases["sequences"][1]["steps"][1][3]["expect"]["discrete"][0] ^= 1
         (tmp_path / "cases.json").write_text(json.dumps(cases))
         r = run_cs(built, "policy", tmp_path / "cases.json")
-    finally:
-        stop_server(proc)
     passed, failed = results(r)
     assert r.returncode == 1 and len(failed) == 2, failed
     assert "continuous[1]" in failed[0] and "> 1e-6" in failed[0] and "discrete[0]" in failed[1]
@@ -718,8 +722,7 @@ def test_the_csharp_in_docs_serve_md_compiles_and_drives_a_live_server(built, tm
     said = compile_cs(built["mcs"], exe, [source], f"-r:{built['dll']}")
     assert "warning" not in said.lower()
     shutil.copy(built["dll"], tmp_path)
-    proc, address = start_server(EXAMPLES / "vector")
-    try:
+    with live_server(EXAMPLES / "vector") as address:
         r = subprocess.run(
             [built["mono"], str(exe), address],
             capture_output=True,
@@ -727,11 +730,9 @@ def test_the_csharp_in_docs_serve_md_compiles_and_drives_a_live_server(built, tm
             timeout=300,
             env=child_env(LC_ALL="de_DE.UTF-8"),
         )
-        gone = subprocess.run(
-            [built["mono"], str(exe), "127.0.0.1:1"], capture_output=True, text=True, timeout=120, env=child_env()
-        )
-    finally:
-        stop_server(proc)
+    gone = subprocess.run(
+        [built["mono"], str(exe), "127.0.0.1:1"], capture_output=True, text=True, timeout=120, env=child_env()
+    )
     assert r.returncode == 0, (r.stdout, r.stderr)
     lines = r.stdout.splitlines()
     assert lines[0] == "Vector: 1 input(s), 2 continuous action(s), 0 discrete branch(es), memory 0", lines

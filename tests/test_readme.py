@@ -15,16 +15,18 @@ lines. A `<!-- without torch -->` line just before the block runs its `python in
 `mlagents-infer` commands as the torch-free install does (tests/no_torch.py).
 
 Each page's commands run in order in a folder of their own that links the repository's top-level
-entries, so the files a page tells the reader to make land there. Runs of plain
-`python inference.py ARGS` lines go through one interpreter each (`inference.main(ARGS)` per line,
-in that folder): the process boundary is not what is tested here, and one torch import per run
-instead of per line keeps the file near a minute on 2 cores. Pipes and the other lines run in
-bash, with `python` meaning this interpreter, stderr merged into stdout."""
+entries, so the files a page tells the reader to make land there. The plain `python inference.py ARGS`
+lines go through one interpreter for each of the two threads that run the pages (`inference.main(ARGS)` per
+line, in the page's folder, stdin at its end): the process boundary is not what is tested here, and two
+torch imports instead of one per line keep the file near a minute on 2 cores. Pipes and the other lines
+run in bash, with `python` meaning this interpreter, stderr merged into stdout."""
 
 import concurrent.futures
 import json
 import os
+import queue
 import re
+import select
 import shlex
 import subprocess
 import sys
@@ -160,19 +162,24 @@ class Both(io.StringIO):  # one stream that also writes into the merged one, as 
         self.merged.write(text)
         return super().write(text)
 
-results = []
-for argv in json.load(sys.stdin):
-    both = io.StringIO()
-    out, err, t0 = Both(both), Both(both), time.perf_counter()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = inference.main(argv)
-        except SystemExit as exc:  # argparse's own usage errors
-            code = exc.code if isinstance(exc.code, int) else 2
-    results.append({"code": code, "out": out.getvalue(), "err": err.getvalue(), "both": both.getvalue(),
-                    "seconds": time.perf_counter() - t0})
-print(json.dumps(results))
-"""
+requests = os.fdopen(os.dup(0), encoding="utf-8")  # the commands come on their own pipe; theirs is at its end
+os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+for request in requests:  # one run of commands a line (in the folder it names), answered by one line
+    request = json.loads(request)
+    os.chdir(request["cwd"])
+    results = []
+    for argv in request["argvs"]:
+        both = io.StringIO()
+        out, err, t0 = Both(both), Both(both), time.perf_counter()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = inference.main(argv)
+            except SystemExit as exc:  # argparse's own usage errors
+                code = exc.code if isinstance(exc.code, int) else 2
+        results.append({"code": code, "out": out.getvalue(), "err": err.getvalue(), "both": both.getvalue(),
+                        "seconds": time.perf_counter() - t0})
+    print(ANSWER + json.dumps(results), flush=True)
+""".replace("ANSWER", repr("\0answer "))
 
 
 def workspace(base: Path, page: Path) -> tuple[Path, dict]:
@@ -192,8 +199,56 @@ def workspace(base: Path, page: Path) -> tuple[Path, dict]:
     return folder, env
 
 
-def run_page(base: Path, page: Path) -> list[dict]:
-    """Run a page's commands in order; one record per command."""
+class Runner:
+    """One interpreter (RUN_MAIN) for the plain `python inference.py ARGS` lines of the pages one thread runs, started
+    at the first of them: each run of such lines is sent as one request, with its page's folder, and answered by one
+    line."""
+
+    def __init__(self, base: Path, name: str, env: dict):
+        self.env, self.proc, self.unread, self.errors = env, None, b"", base / f"{name}.err"
+
+    def failed(self, why: str) -> str:
+        return f"the runner {why}: {self.errors.read_text(errors='replace')[-2000:]}"
+
+    def __call__(self, folder: Path, argvs: list, timeout: float = 600) -> list:
+        if self.proc is None:
+            with open(self.errors, "wb") as errors:
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-c", RUN_MAIN, str(ROOT)],
+                    env=self.env,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=errors,
+                    bufsize=0,
+                )
+        self.proc.stdin.write(json.dumps({"cwd": str(folder), "argvs": argvs}).encode() + b"\n")
+        deadline = time.monotonic() + timeout
+        while True:
+            while b"\n" not in self.unread:
+                ready = select.select([self.proc.stdout], [], [], max(0, deadline - time.monotonic()))[0]
+                assert ready, self.failed(f"gave no answer in {timeout} s")
+                chunk = os.read(self.proc.stdout.fileno(), 1 << 20)
+                assert chunk, self.failed("ended")
+                self.unread += chunk
+            line, self.unread = self.unread.split(b"\n", 1)
+            if line.startswith(b"\0answer "):  # (anything else a library wrote on the real stdout is not the answer)
+                return json.loads(line[len(b"\0answer ") :])
+
+    def close(self) -> None:
+        if self.proc is not None:
+            self.proc.stdin.close()
+            code = self.proc.wait(timeout=60)
+            self.proc.stdout.close()
+            assert code == 0, self.failed(f"exited {code}")
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def run_page(base: Path, page: Path, runner: Runner) -> list[dict]:
+    """Run a page's commands in order (its plain inference.py lines through `runner`); one record per command."""
     folder, env = workspace(base, page)
     todo = [(n, text) for n, text in commands(page) if runnable(text)]
     records, i = [], 0
@@ -203,17 +258,7 @@ def run_page(base: Path, page: Path) -> list[dict]:
             while i < len(todo) and plain_inference(todo[i][1]):
                 batch.append(todo[i])
                 i += 1
-            done = subprocess.run(
-                [sys.executable, "-c", RUN_MAIN, str(ROOT)],
-                cwd=folder,
-                env=env,
-                text=True,
-                input=json.dumps([tokens(text)[2:] for _, text in batch]),
-                capture_output=True,
-                timeout=600,
-            )
-            assert done.returncode == 0, f"{page.name}: the runner failed: {done.stderr[-2000:]}"
-            results = json.loads(done.stdout.splitlines()[-1])
+            results = runner(folder, [tokens(text)[2:] for _, text in batch])
             records += [{"line": n, "command": text, **r} for (n, text), r in zip(batch, results)]
         else:
             n, text = todo[i]
@@ -245,12 +290,32 @@ def run_page(base: Path, page: Path) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def ran(tmp_path_factory):
-    """Every page's commands, pages side by side (two at a time), the longest first."""
+    """Every page's commands, pages side by side (two at a time, one runner each), the longest first."""
     base = tmp_path_factory.mktemp("pages")
     order = sorted(PAGES, key=lambda p: -sum(runnable(t) for _, t in commands(p)))
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {page: pool.submit(run_page, base, page) for page in order}
-        return {page: future.result() for page, future in futures.items()}
+    runners = queue.SimpleQueue()
+    made = [Runner(base, f"runner-{k}", child_env()) for k in range(2)]
+    for runner in made:
+        runners.put(runner)
+
+    def page_on_a_runner(page: Path) -> list[dict]:
+        runner = runners.get()
+        try:
+            return run_page(base, page, runner)
+        finally:
+            runners.put(runner)
+
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+            futures = {page: pool.submit(page_on_a_runner, page) for page in order}
+            done = {page: future.result() for page, future in futures.items()}
+    except BaseException:
+        for runner in made:
+            runner.kill()
+        raise
+    for runner in made:
+        runner.close()
+    return done
 
 
 def problems(records: list[dict]) -> list[str]:

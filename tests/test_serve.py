@@ -2,7 +2,7 @@
 lines of every connection together; bounded per connection; SIGTERM drains; --http; inference.connect(). A server runs
 in this process (fronts.serve.serving, on a thread, the command line's options) unless the process is what is tested
 (signals, exit codes, its memory, a kill): then a real subprocess on 127.0.0.1 port 0 or a Unix socket in tmp_path,
-killed in a finally. Every loop is bounded."""
+killed in a finally. The stream it is compared with runs in this process too. Every loop is bounded."""
 
 import contextlib
 import json
@@ -19,7 +19,7 @@ import urllib.request
 import numpy as np
 import pytest
 from api_standins import REAL_MLAGENTS, behavior_spec, decision_steps, mlagents_mask, observation, terminal_steps
-from conftest import BUNDLED, EXAMPLES, ROOT, child_env
+from conftest import BUNDLED, EXAMPLES, ROOT, child_env, run
 
 import inference as I
 
@@ -106,18 +106,12 @@ def exchange(sock: socket.socket, lines: list) -> list:
     return read_lines(sock, len(lines))
 
 
-def stream(model, lines: list, *extra) -> list:
+def stream(capsys, model, lines: list, *extra) -> list:
+    """The oracle: what `--mode stream` answers to the same lines, run in this process (conftest.run)."""
     text = "".join((line.decode() if isinstance(line, bytes) else json.dumps(line)) + "\n" for line in lines)
-    r = subprocess.run(
-        [sys.executable, str(ROOT / "inference.py"), "--mode", "stream", "--model-dir", str(model), *extra],
-        input=text,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=child_env(),
-    )
-    assert r.returncode == 0, r.stderr
-    return [json.loads(line) for line in r.stdout.splitlines()]
+    code, out, err = run(capsys, "--mode", "stream", "--model-dir", model, *extra, stdin=text)
+    assert code == 0, err
+    return [json.loads(line) for line in out.splitlines()]
 
 
 def spec_of(model) -> dict:
@@ -148,17 +142,17 @@ def lines_for(model, n: int, seed: int = 0, ids=None) -> list:
 
 
 @pytest.mark.parametrize("name", ["vector", "lstm", "discrete-multi", "hybrid"])
-def test_answers_equal_the_streams_for_the_same_lines(name):
+def test_answers_equal_the_streams_for_the_same_lines(capsys, name):
     model = EXAMPLES / name
     lines = lines_for(model, 60)
     with local_server(model) as (_, said):
         with dial(said["listen"]) as sock:
             got = exchange(sock, lines[:20]) + exchange(sock, lines[20:21]) + exchange(sock, lines[21:])
-    assert got == stream(model, lines)
+    assert got == stream(capsys, model, lines)
     assert any("error" in a for a in got) and sum("error" not in a for a in got) >= 50
 
 
-def test_memory_is_kept_per_connection_and_id_and_the_info_line_answers():
+def test_memory_is_kept_per_connection_and_id_and_the_info_line_answers(capsys):
     model = EXAMPLES / "lstm"
     a, b = lines_for(model, 30, seed=1, ids=[0]), lines_for(model, 30, seed=2, ids=[0])
     with local_server(model) as (_, said):
@@ -170,7 +164,7 @@ def test_memory_is_kept_per_connection_and_id_and_the_info_line_answers():
                 got_a += read_lines(one, 1)
                 got_b += read_lines(two, 1)
             info = exchange(one, [{"info": True, "id": 3}])[0]
-    assert got_a == stream(model, a) and got_b == stream(model, b) and got_a != got_b
+    assert got_a == stream(capsys, model, a) and got_b == stream(capsys, model, b) and got_a != got_b
     local = I.load(model)
     assert info["id"] == 3 and info["info"]["memory_size"] == local.info["memory_size"] > 0
     assert {k: v for k, v in info["info"].items() if k != "checkpoint"} == {
@@ -178,7 +172,7 @@ def test_memory_is_kept_per_connection_and_id_and_the_info_line_answers():
     }
 
 
-def test_bad_and_too_long_lines_get_error_answers_and_the_connection_goes_on(tmp_path):
+def test_bad_and_too_long_lines_get_error_answers_and_the_connection_goes_on(capsys, tmp_path):
     bad = [
         b"not json",
         b"[1, 2]",
@@ -192,7 +186,7 @@ def test_bad_and_too_long_lines_get_error_answers_and_the_connection_goes_on(tmp
         with dial(said["listen"]) as sock:
             got = exchange(sock, bad)
             assert exchange(sock, bad[-1:]) == got[-1:]
-    assert got == stream(EXAMPLES / "vector", bad, "--max-line-bytes", "200")
+    assert got == stream(capsys, EXAMPLES / "vector", bad, "--max-line-bytes", "200")
     assert [("error" in a) for a in got] == [True] * 6 + [False] and got[5][
         "error"
     ] == "line longer than 200 bytes (--max-line-bytes)"
@@ -314,7 +308,7 @@ def http(url: str, body: bytes = None) -> tuple:
         return exc.code, exc.read()
 
 
-def test_http_healthz_metrics_and_v1_act_answer_as_the_stream():
+def test_http_healthz_metrics_and_v1_act_answer_as_the_stream(capsys):
     pytest.importorskip("aiohttp")
     pytest.importorskip("prometheus_client")
     model = EXAMPLES / "hybrid"
@@ -329,7 +323,7 @@ def test_http_healthz_metrics_and_v1_act_answer_as_the_stream():
             http(base + "/v1/act", line if isinstance(line, bytes) else json.dumps(line).encode()) for line in lines
         ]
         status, text = http(base + "/metrics")
-    want = stream(model, lines)
+    want = stream(capsys, model, lines)
     assert by_socket == want and [json.loads(body) for _, body in by_http] == want
     assert [code for code, _ in by_http] == [400 if "error" in a else 200 for a in want]
     metrics = text.decode()
