@@ -34,14 +34,13 @@ BUNDLED_ONNX = BUNDLED / "Huggy" / "Huggy-600017.onnx"
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config):
     """Where pytest-xdist is installed (requirements.txt), the command line does not say -n and the tests are
-    pytest.ini's selection (-m "not ray"): they run on one worker per CPU, a file's tests on one worker, one after the
-    other (`-n auto --dist loadfile`: a module's fixtures are made once, its tests keep their order). `-n 0` runs them
-    in this one process, as they run where xdist is absent (CI's torch-free leg: pytest alone) and as the Ray group
-    runs (-m ray: each of its files starts Ray nodes of its own)."""
+    pytest.ini's selection (-m "not ray and not v2clients"): one worker per CPU, a file's tests on one worker, in
+    order (`-n auto --dist loadfile`: a module's fixtures are made once). `-n 0` runs them in this one process, as
+    where xdist is absent (CI's torch-free leg) and as the Ray group runs (-m ray: each file starts Ray nodes)."""
     if (
         getattr(config.option, "numprocesses", 0) is None
         and not hasattr(config, "workerinput")
-        and config.option.markexpr == "not ray"
+        and config.option.markexpr == "not ray and not v2clients"
     ):
         config.option.numprocesses = "auto"
         if config.option.dist == "no":
