@@ -409,7 +409,7 @@ class Server:
         self.read_view = memoryview(bytearray(READ_SIZE))
         self.started = None  # (called once every front listens: serving())
         self.view, self.jobs = ModelView(policy), 0  # (V2: the model as it sees it; its requests waiting)
-        self.inflight, self.last_job = 0, 0.0  # V2 requests answering (the fronts count them); the last one's arrival
+        self.last_job = 0.0  # the last V2 request's arrival (gather)
         self.bounds = {**self.memories.bounds(), "max_line_bytes": self.limit}
         s, self.info = policy.settings, policy.info  # (an answer's bytes: 24 a number; an info answer's, as it is)
         self.answer_bytes = 64 + 24 * (s.continuous_size * 2 + len(s.discrete_branches) + s.memory_size)

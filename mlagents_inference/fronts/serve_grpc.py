@@ -159,13 +159,6 @@ class V2Service:
 
     async def answered(self, request):
         """A ModelInferRequest's response, or (status, text) where it is refused."""
-        self.server.inflight += 1
-        try:
-            return await self.answer(request)
-        finally:
-            self.server.inflight -= 1
-
-    async def answer(self, request):
         server, view, codes = self.server, self.view, self.codes
         try:
             if server.stopping:

@@ -167,13 +167,6 @@ class V2Rest:
         return rest_request(self.view, body, request.headers.get("Inference-Header-Content-Length"), self.server.loads)
 
     async def infer(self, request):
-        self.server.inflight += 1
-        try:
-            return await self.answer_infer(request)
-        finally:
-            self.server.inflight -= 1
-
-    async def answer_infer(self, request):
         server, stats, web = self.server, self.view.stats, self.web
         if server.stopping:
             return self.answer({"error": "the server is stopping"}, 503)
