@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,7 @@ from conftest import BUNDLED, BUNDLED_PT, EXAMPLES, ROOT, child_env, cli, leftov
 from test_onnx_files import wider_outputs
 
 import inference as I
-from mlagents_inference.core.files import Interrupted, atomic_write
+from mlagents_inference.core.files import Interrupted, atomic_write, install_signal_handlers, restore_signal_handlers
 
 # --- signals ------------------------------------------------------------------------------------------------
 
@@ -138,8 +139,37 @@ def test_sigterm_while_streaming_waits_for_input():
 
 def test_signal_handlers_are_restored(capsys):
     before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    hook = sys.unraisablehook
     assert I.main(["--mode", "checkpoints", "--model-dir", str(BUNDLED)]) == 0  # (not conftest.run: it restores them)
     assert {s: signal.getsignal(s) for s in before} == before
+    assert sys.unraisablehook is hook
+
+
+def test_a_signal_lost_in_a_callback_is_raised_again(capfd):
+    """A signal landing in a callback that cannot pass exceptions on (here a weakref callback, as importlib's module
+    locks have while torch imports) once made a run go on as if never signalled, and exit 0; now it lands again."""
+    previous = install_signal_handlers()
+    try:
+
+        class Held:
+            pass
+
+        def callback(_ref):
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):  # the handler runs here, inside the callback
+                pass
+
+        held = Held()
+        ref = weakref.ref(held, callback)
+        with pytest.raises(Interrupted) as caught:
+            del held
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                time.sleep(0.001)
+        assert caught.value.signum == signal.SIGTERM and ref() is None
+    finally:
+        restore_signal_handlers(previous)
+    assert "Exception ignored" not in capfd.readouterr().err
 
 
 def test_atomic_write_interrupted_in_the_writer(tmp_path):

@@ -61,7 +61,7 @@ class Interrupted(KeyboardInterrupt):
 HANDLED_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
 
 
-_SIGNAL_STATE = {"deferred": 0, "pending": None, "stopping": False}
+_SIGNAL_STATE = {"deferred": 0, "pending": None, "stopping": False, "unraisablehook": None}
 
 
 def _on_signal(signum, frame) -> None:
@@ -73,10 +73,26 @@ def _on_signal(signum, frame) -> None:
     raise Interrupted(signum)
 
 
+def _interrupt_lost(unraisable) -> None:
+    """sys.unraisablehook while main()'s handlers are in place. A signal whose Interrupted was raised inside a callback
+    that cannot pass it on (a weakref callback of importlib's module locks while torch imports, a __del__) would
+    be lost, with "Exception ignored in ..." on stderr and the run going on as if never signalled: the signal is
+    sent again from a short-lived thread, so that it lands in the main thread's own code."""
+    exc = unraisable.exc_value
+    if not isinstance(exc, Interrupted):
+        _SIGNAL_STATE["unraisablehook"](unraisable)
+        return
+    import _thread  # (built in: nothing to import from disk inside a callback)
+
+    _SIGNAL_STATE.update(stopping=False, pending=None)
+    _thread.start_new_thread(os.kill, (os.getpid(), exc.signum))
+
+
 def install_signal_handlers() -> dict:
-    """SIGINT, SIGTERM and SIGHUP raise Interrupted (main thread only); returns the handlers
-    they replace, for restore_signal_handlers."""
+    """SIGINT, SIGTERM and SIGHUP raise Interrupted (main thread only), and an Interrupted lost in a callback is
+    raised again (_interrupt_lost); returns what they replace, for restore_signal_handlers."""
     import signal
+    import sys
 
     _SIGNAL_STATE.update(deferred=0, pending=None, stopping=False)
     previous = {}
@@ -85,13 +101,20 @@ def install_signal_handlers() -> dict:
             previous[signum] = signal.signal(signum, _on_signal)
         except (ValueError, OSError):  # not the main thread: leave the signals alone
             break
+    if previous:
+        previous["unraisablehook"] = _SIGNAL_STATE["unraisablehook"] = sys.unraisablehook
+        sys.unraisablehook = _interrupt_lost
     return previous
 
 
 def restore_signal_handlers(previous: dict) -> None:
     import signal
+    import sys
 
     for signum, handler in previous.items():
+        if signum == "unraisablehook":
+            sys.unraisablehook = handler
+            continue
         with contextlib.suppress(ValueError, OSError, TypeError):
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
