@@ -31,12 +31,33 @@ BUNDLED_PT = BUNDLED / "Huggy" / "Huggy-600017.pt"
 BUNDLED_ONNX = BUNDLED / "Huggy" / "Huggy-600017.onnx"
 
 
+# The files whose tests take longest (`pytest --durations=0`, summed per file), longest first: on xdist's workers they
+# start first, so that the run does not end with one worker on a long file while the others wait. The rest follow, the
+# files with most tests first (xdist's own order).
+LONGEST_FILES = (
+    "test_parquet.py",  # a million rows in eight files
+    "test_scale.py",  # a million rows from one .npy
+    "test_signals_and_stdio.py",
+    "test_serve.py",
+    "test_serve_floods.py",
+    "test_readme.py",
+    "test_install.py",
+    "test_files_and_outputs.py",
+    "test_onnx_only.py",
+    "test_architecture.py",
+    "test_torch_free.py",
+    "test_kinds_cli.py",
+    "test_kinds.py",
+)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config):
     """Where pytest-xdist is installed (requirements.txt), the command line does not say -n and the tests are
     pytest.ini's selection (-m "not ray and not v2clients"): one worker per CPU, a file's tests on one worker, in
-    order (`-n auto --dist loadfile`: a module's fixtures are made once). `-n 0` runs them in this one process, as
-    where xdist is absent (CI's torch-free leg) and as the Ray group runs (-m ray: each file starts Ray nodes)."""
+    order (`-n auto --dist loadfile`: a module's fixtures are made once), the files in pytest_collection_modifyitems'
+    order. `-n 0` runs them in this one process, as where xdist is absent (CI's torch-free leg) and as the Ray group
+    runs (-m ray: each file starts Ray nodes)."""
     if (
         getattr(config.option, "numprocesses", 0) is None
         and not hasattr(config, "workerinput")
@@ -45,6 +66,20 @@ def pytest_cmdline_main(config):
         config.option.numprocesses = "auto"
         if config.option.dist == "no":
             config.option.dist = "loadfile"
+            config.option.loadscopereorder = False  # (pytest-xdist 3.8: the order below, not by number of tests)
+
+
+def pytest_collection_modifyitems(config, items):
+    """On xdist's workers: LONGEST_FILES first, then the other files by their number of tests; a file's own tests
+    keep their order."""
+    if not hasattr(config, "workerinput"):
+        return
+    files: dict[str, list] = {}
+    for item in items:
+        files.setdefault(item.path.name, []).append(item)
+    rank = {name: k for k, name in enumerate(LONGEST_FILES)}
+    order = sorted(files, key=lambda name: (rank.get(name, len(rank)), -len(files[name])))
+    items[:] = [item for name in order for item in files[name]]
 
 
 def pytest_configure(config):
