@@ -27,7 +27,7 @@ from ..core.observations import AgentMemories
 from ..services.open_inference import Job, ModelView, NotFound, Statistics, rest_answer, rest_request
 from ..services.protocol import answer_texts, answer_waiting, json_codec
 from ..services.ray_support import copy_package, ray_failure, ray_init, ray_model, ray_policy, ray_unreachable
-from .serve import (
+from ..services.serve_common import (
     BATCH_BUCKETS,
     CONNECTION_MEMORY_BYTES,
     CONNECTION_MEMORY_IDS,
@@ -37,7 +37,9 @@ from .serve import (
     STOP_GRACE_S,
     Front,
     Histogram,
+    OneLineLog,
     tell_limited,
+    v2_route_errors,
 )
 
 if TYPE_CHECKING:  # (annotations only)
@@ -447,8 +449,6 @@ class Ingress:
         import logging
 
         from aiohttp import web
-
-        from .serve_http import OneLineLog, v2_route_errors  # (aiohttp's, imported by the ingress alone)
 
         loop = asyncio.get_running_loop()
         done, self.drained = loop.create_future(), asyncio.Event()

@@ -12,7 +12,8 @@ import time
 
 from ..core.errors import UsageError
 from ..services.open_inference import DTYPES, NotFound, read_request, tensor_array
-from .serve import Front, Server, tell_limited
+from ..services.serve_common import Front, tell_limited
+from .serve import Server
 
 __all__ = ["NEED_GRPC", "CONTENTS", "GrpcFront", "V2Service", "add_service", "grpc_job", "grpc_answer", "parameters"]
 

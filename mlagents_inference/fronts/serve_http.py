@@ -11,26 +11,16 @@ import time
 
 from ..core.errors import UsageError
 from ..services.open_inference import NotFound, rest_answer, rest_request
-from .serve import Front, HttpLine, Server, tell_limited
+from ..services.serve_common import Front, OneLineLog, v2_route_errors
+from .serve import HttpLine, Server
 
-__all__ = ["OneLineLog", "NEED_HTTP", "HttpFront", "start_http", "V2Rest", "v2_routes", "v2_route_errors", "V2_ERRORS"]
+__all__ = ["NEED_HTTP", "HttpFront", "start_http", "V2Rest", "v2_routes", "V2_ERRORS"]
 
 
 NEED_HTTP = 'serve --http needs aiohttp and prometheus-client: pip install ".[serve]" (or aiohttp prometheus-client)'
 
 
 V2_ERRORS = {NotFound: 404}  # (any other UsageError: 400)
-
-
-class OneLineLog(logging.Filter):
-    """aiohttp's "Error handling request" (a multi-line traceback for every malformed request a peer sends): one line
-    through tell_limited instead."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        exc = record.exc_info[1] if record.exc_info else None
-        reason = f" ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})" if exc is not None else ""
-        tell_limited(f"http: {record.getMessage()}{reason}")
-        return False
 
 
 class HttpFront(Front):
@@ -189,27 +179,6 @@ class V2Rest:
             content_type="application/octet-stream",
             headers={"Inference-Header-Content-Length": str(header_length)},
         )
-
-
-def v2_route_errors(web, dumps):
-    """An unknown route or method under /v2 (the repository, shared-memory, trace and log routes this server lacks)
-    answered as the V2 errors are, 404 or 405 with {"error": "..."}: Triton's clients read every V2 answer as JSON."""
-
-    @web.middleware
-    async def middleware(request, handler):
-        try:
-            return await handler(request)
-        except (web.HTTPNotFound, web.HTTPMethodNotAllowed) as exc:
-            if request.path != "/v2" and not request.path.startswith("/v2/"):
-                raise
-            what = "unknown route" if exc.status == 404 else "method not allowed for"
-            text = f"{what} {request.method} {request.path[:80]}"
-            allow = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
-            return web.Response(
-                body=dumps({"error": text}), status=exc.status, headers=allow, content_type="application/json"
-            )
-
-    return middleware
 
 
 def v2_routes(server: Server, web) -> list:
