@@ -11,7 +11,7 @@
     actions = policy.get_action(decision_steps)          # mlagents_envs: an ActionTuple for env.set_actions
     policy = inference.connect("127.0.0.1:8000")         # the same API, served by --mode serve (docs/serve.md)
 
-This file is the door: the code lives in the package mlagents_inference/ (docs/architecture.md).
+This file is the entry point: the code lives in the package mlagents_inference/ (docs/architecture.md).
 Exit codes: 0 success, 1 a check did not hold, 2 bad input, usage or environment (one line
 on stderr), 128 + N after signal N.
 """

@@ -1,5 +1,5 @@
 """Installable as what it is: `pip install .` gives the package `mlagents_inference` with its
-`__version__`, the door `inference`, the dependencies of requirements-ascend.txt and the command
+`__version__`, the entry point `inference`, the dependencies of requirements-ascend.txt and the command
 `mlagents-infer`; inference.py copied without its package says so in one line (the one file to
 copy is the .pyz: tests/test_architecture.py)."""
 
