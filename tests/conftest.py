@@ -8,9 +8,12 @@ import importlib.util
 import io
 import json
 import os
+import re
+import select
 import signal
 import subprocess
 import sys
+import time
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -122,6 +125,32 @@ def cli(*args, input=None, timeout=300, env=None, cwd=None) -> subprocess.Comple
         env=env or child_env(),
         cwd=cwd,
     )
+
+
+def serve_process(*args, program: Path = ROOT / "inference.py", env=None, timeout: float = 120) -> tuple:
+    """`program --mode serve ARGS` (inference.py unless told) in a process of its own, stdin and stdout closed, stderr
+    piped and read up to its start-up line "[serve] ... listening on ADDRESS ...": (the process, ADDRESS, what stderr
+    said so far). A process that ends first, or says nothing in `timeout` s, fails the test and is killed; the caller
+    stops the one returned."""
+    proc = subprocess.Popen(
+        [sys.executable, str(program), "--mode", "serve", *map(str, args)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env or child_env(),
+    )
+    text, deadline = b"", time.monotonic() + timeout
+    try:
+        while not (found := re.search(rb"listening on (\S+)[^\n]*\n", text)):
+            left = deadline - time.monotonic()
+            assert left > 0 and proc.poll() is None, (proc.poll(), text.decode(errors="replace")[-3000:])
+            if select.select([proc.stderr], [], [], min(left, 1.0))[0]:
+                text += os.read(proc.stderr.fileno(), 4096)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    return proc, found.group(1).decode(), text.decode(errors="replace")
 
 
 HANDLED_SIGNALS = [getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)]

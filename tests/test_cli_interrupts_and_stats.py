@@ -5,10 +5,9 @@ Arabic-Indic) are one line and exit 2; --stream-stats with no line answered prin
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
-from conftest import EXAMPLES, ROOT, child_env
+from conftest import EXAMPLES, ROOT, child_env, serve_process
 
 from mlagents_inference.fronts import cli
 
@@ -99,30 +98,11 @@ def test_stream_stats_with_no_line_answered_prints_no_nan():
 
 
 def test_serve_stats_with_no_line_answered_prints_no_nan():
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            str(ROOT / "inference.py"),
-            "--mode",
-            "serve",
-            "--model-dir",
-            str(EXAMPLES / "vector"),
-            "--listen",
-            "127.0.0.1:0",
-            "--stream-stats",
-        ],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=child_env(),
-    )
+    proc, _, said = serve_process("--model-dir", EXAMPLES / "vector", "--listen", "127.0.0.1:0", "--stream-stats")
     try:
-        deadline, said = time.monotonic() + 120, ""
-        while "listening on" not in said and time.monotonic() < deadline and proc.poll() is None:
-            said += proc.stderr.readline()
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
+        err = err.decode(errors="replace")
     finally:
         if proc.poll() is None:
             proc.kill()

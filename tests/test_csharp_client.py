@@ -12,20 +12,18 @@ import contextlib
 import json
 import os
 import re
-import select
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import threading
-import time
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, ROOT, child_env
+from conftest import EXAMPLES, ROOT, child_env, serve_process
 from test_serve import local_server
 
 import inference
@@ -130,31 +128,8 @@ def test_mcs_refuses_a_warning_so_warnings_as_errors_holds(built, tmp_path):
 
 def start_server(model: Path, listen: str = "127.0.0.1:0"):
     """A `--mode serve` subprocess and the address it says it listens on (HOST:PORT or unix:PATH)."""
-    args = [
-        sys.executable,
-        str(ROOT / "inference.py"),
-        "--mode",
-        "serve",
-        "--model-dir",
-        str(model),
-        "--listen",
-        listen,
-    ]
-    proc = subprocess.Popen(
-        args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=child_env()
-    )
-    text, deadline = b"", time.monotonic() + START_S
-    try:
-        while not (found := re.search(rb"\[serve\] listening on (\S+)\n", text)):
-            left = deadline - time.monotonic()
-            assert left > 0 and proc.poll() is None, (proc.poll(), text.decode(errors="replace"))
-            if select.select([proc.stderr], [], [], left)[0]:
-                text += os.read(proc.stderr.fileno(), 4096)
-    except BaseException:
-        proc.kill()
-        proc.wait()
-        raise
-    return proc, found.group(1).decode()
+    proc, address, _ = serve_process("--model-dir", model, "--listen", listen, timeout=START_S)
+    return proc, address
 
 
 def stop_server(proc) -> None:

@@ -3,17 +3,12 @@ library reads as 0.0.0.0, every interface) is refused in one line (exit 2) unles
 start-up line then says what it exposes. The refusals run in this process (capfd: a native library's stderr counts
 too); the server that listens is a subprocess."""
 
-import os
 import re
-import select
-import subprocess
-import sys
-import time
 
 import pytest
-from conftest import EXAMPLES, ROOT, child_env, refused, run
+from conftest import EXAMPLES, refused, run, serve_process
 
-SERVE = [sys.executable, str(ROOT / "inference.py"), "--mode", "serve", "--model-dir", str(EXAMPLES / "vector")]
+MODEL = ("--model-dir", EXAMPLES / "vector")
 
 
 @pytest.mark.parametrize(
@@ -24,25 +19,12 @@ def test_every_interface_without_allow_remote_is_refused_in_one_line(capfd, opti
         pytest.importorskip("aiohttp")
     if option == "--grpc":
         pytest.importorskip("grpc")
-    refused(run(capfd, *SERVE[2:], option, value), "every interface", "--allow-remote")
+    refused(run(capfd, "--mode", "serve", *MODEL, option, value), "every interface", "--allow-remote")
 
 
 def test_allow_remote_listens_and_its_start_up_line_says_every_interface():
-    proc = subprocess.Popen(
-        SERVE + ["--listen", "0:0", "--allow-remote"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env=child_env(),
-    )
-    try:
-        text, deadline = b"", time.monotonic() + 120
-        while b"listening on" not in text or not text.endswith(b"\n"):
-            assert time.monotonic() < deadline and proc.poll() is None, text
-            if select.select([proc.stderr], [], [], 1)[0]:
-                text += os.read(proc.stderr.fileno(), 4096)
-    finally:
-        proc.kill()
-        proc.wait(timeout=30)
-    line = re.search(rb"\[serve\] listening on .*", text).group(0).decode()
+    proc, _, text = serve_process(*MODEL, "--listen", "0:0", "--allow-remote")
+    proc.kill()
+    proc.wait(timeout=30)
+    line = re.search(r"\[serve\] listening on .*", text).group(0)
     assert "0.0.0.0:" in line and "every interface" in line and "no authentication" in line, line

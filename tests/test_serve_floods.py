@@ -6,15 +6,12 @@ fresh server subprocess (its memory is what is measured: /proc/PID/status VmRSS,
 import json
 import os
 import re
-import select
 import signal
 import socket
-import subprocess
-import sys
 import time
 
 import pytest
-from conftest import EXAMPLES, ROOT, child_env
+from conftest import EXAMPLES, serve_process
 
 LSTM = EXAMPLES / "lstm"
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads /proc/PID/status")
@@ -26,28 +23,9 @@ def rss_mb(pid: int) -> float:
 
 
 def start():
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            str(ROOT / "inference.py"),
-            "--mode",
-            "serve",
-            "--model-dir",
-            str(LSTM),
-            "--listen",
-            "127.0.0.1:0",
-        ],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env=child_env(),
-    )
-    text, deadline = b"", time.monotonic() + 120
-    while not (found := re.search(rb"listening on (\S+):(\d+)\n", text)):
-        assert time.monotonic() < deadline and proc.poll() is None, text
-        if select.select([proc.stderr], [], [], 1)[0]:
-            text += os.read(proc.stderr.fileno(), 4096)
-    return proc, (found.group(1).decode(), int(found.group(2)))
+    proc, address, _ = serve_process("--model-dir", LSTM, "--listen", "127.0.0.1:0")
+    host, port = address.rsplit(":", 1)
+    return proc, (host, int(port))
 
 
 def flood(where, payload: bytes, connections: int, pid: int, seconds: float = 8.0) -> float:

@@ -18,7 +18,7 @@ import tempfile
 
 import numpy as np
 import pytest
-from conftest import BUNDLED, EXAMPLES, ROOT, TRAINED, call, child_env, refused, run
+from conftest import BUNDLED, EXAMPLES, ROOT, TRAINED, call, child_env, refused, run, serve_process
 
 TORCH = importlib.util.find_spec("torch") is not None
 NO_TORCH = ROOT / "tests" / "no_torch.py"
@@ -508,32 +508,10 @@ def test_the_bundled_default_runs_without_torch():
 def test_serve_and_connect_run_without_torch(tmp_path):
     """--mode serve on the ML-Agents file, torch unimportable; inference.connect() to it answers as load() does
     there."""
-    import select
-    import time
 
     where = tmp_path / "policy.sock"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            str(NO_TORCH),
-            "--mode",
-            "serve",
-            "--model-dir",
-            str(EXAMPLES / "lstm"),
-            "--listen",
-            f"unix:{where}",
-        ],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=child_env(),
-    )
+    proc, _, _ = serve_process("--model-dir", EXAMPLES / "lstm", "--listen", f"unix:{where}", program=NO_TORCH)
     try:
-        text, deadline = b"", time.monotonic() + 120
-        while b"listening on" not in text:
-            assert proc.poll() is None and time.monotonic() < deadline, text
-            if select.select([proc.stderr], [], [], 1)[0]:
-                text += proc.stderr.read1(4096)
         mine = no_torch_code(f"""
 import json, numpy as np, inference
 remote, local = inference.connect("unix:{where}"), inference.load({str(EXAMPLES / "lstm")!r})
