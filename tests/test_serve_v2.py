@@ -323,14 +323,14 @@ def test_rest_json_answers_equal_onnxruntime_and_seeded_act(servers, kind):
         assert status == 200 and headers["content-type"].startswith("application/json"), body
         head, got = rest_outputs(headers, body)
         assert head["model_name"] == srv.name and head["model_version"] == "1" and head["id"] == f"req-{rows}"
-        names = [name for name, _, _ in _outputs_of(srv)]
+        names = [name for name, _, _ in outputs_of(srv)]
         assert [t["name"] for t in head["outputs"]] == names
         assert all(t["shape"][0] == rows for t in head["outputs"])
         check_against_reference(kind, srv.ref, srv.policy, got, obs, masks, seed, memory)
     # nested JSON data (row-major lists of lists) reads as the flat data does; outputs picked, in the asked order
     obs, masks = make_inputs(srv, rng, 2)
     inputs = [tensor_json(f"obs_{k}", o, nested=True) for k, o in enumerate(obs)]
-    pick = _outputs_of(srv)[::-1][:2]
+    pick = outputs_of(srv)[::-1][:2]
     status, headers, body = infer_json(srv, inputs, outputs=[n for n, _, _ in pick])
     head, got = rest_outputs(headers, body)
     assert status == 200 and [t["name"] for t in head["outputs"]] == [n for n, _, _ in pick]
@@ -338,7 +338,7 @@ def test_rest_json_answers_equal_onnxruntime_and_seeded_act(servers, kind):
     check_against_reference(kind, srv.ref, srv.policy, dict(got), obs)
 
 
-def _outputs_of(srv) -> list:
+def outputs_of(srv) -> list:
     """(name, datatype, dims) of the outputs the kind has, in the documented order."""
     s, out = srv.policy.settings, []
     if s.continuous_size:
@@ -357,7 +357,7 @@ def test_rest_binary_tensors_both_ways(servers, kind):
     srv, rng = servers(kind), np.random.RandomState(5)
     obs, masks = make_inputs(srv, rng, 6)
     tensors = obs_tensors(obs, masks)
-    wanted = [n for n, _, _ in _outputs_of(srv)]
+    wanted = [n for n, _, _ in outputs_of(srv)]
     # every output as binary (binary_data_output), inputs binary
     body, headers = binary_request(tensors, parameters={"binary_data_output": True, "seed": 9})
     status, rh, answer = rest(srv.http, "POST", f"/v2/models/{srv.name}/infer", body, headers)
@@ -439,12 +439,12 @@ def test_grpc_raw_and_typed_contents_equal_onnxruntime(servers, kind):
         )
         response = srv.stub.ModelInfer(request, timeout=60)
         assert response.model_name == srv.name and response.model_version == "1" and response.id == "g7"
-        assert [(t.name, t.datatype) for t in response.outputs] == [(n, d) for n, d, _ in _outputs_of(srv)]
+        assert [(t.name, t.datatype) for t in response.outputs] == [(n, d) for n, d, _ in outputs_of(srv)]
         assert len(response.raw_output_contents) == len(response.outputs)  # (as Triton answers)
         check_against_reference(kind, srv.ref, srv.policy, grpc_outputs(response), obs, masks, seed, memory)
     # version "1" named; one output asked
     obs, masks = make_inputs(srv, rng, 2)
-    name = _outputs_of(srv)[0][0]
+    name = outputs_of(srv)[0][0]
     response = srv.stub.ModelInfer(
         grpc_request(srv.name, obs_tensors(obs, masks), outputs=[name], version="1"), timeout=60
     )
@@ -578,7 +578,7 @@ def test_metadata_config_health_and_server_metadata(servers):
             inputs.append({"name": "action_masks", "datatype": "FP32", "shape": [-1, sum(s.discrete_branches)]})
         if s.memory_size:
             inputs.append({"name": "recurrent_in", "datatype": "FP32", "shape": [-1, 1, s.memory_size]})
-        outputs = [{"name": n, "datatype": d, "shape": [-1, *dims]} for n, d, dims in _outputs_of(srv)]
+        outputs = [{"name": n, "datatype": d, "shape": [-1, *dims]} for n, d, dims in outputs_of(srv)]
         for path in (f"/v2/models/{srv.name}", f"/v2/models/{srv.name}/versions/1"):
             meta = get_json(srv.http, path)
             assert meta["name"] == srv.name and meta["versions"] == ["1"]

@@ -133,7 +133,7 @@ def _arrays(result, req: dict, names: list) -> dict:
 def send(v2, client: str, srv, requests: list) -> list:
     """The requests sent together through `client` ("http", "http.aio", "grpc", "grpc.aio", "grpc.stream",
     "grpc.aio.stream"), their answers in order (name -> array), or the exception a refused one raised."""
-    names = [n for n, _, _ in v2.h._outputs_of(srv)]
+    names = [n for n, _, _ in v2.h.outputs_of(srv)]
     if client == "http":
         c = v2.http.InferenceServerClient(srv.http, concurrency=max(1, len(requests)))
         try:
@@ -240,7 +240,7 @@ def test_every_row_equals_onnxruntime_and_seeded_act(v2, servers, client, binary
                 request([("obs_0", "UINT8", pixels), ("obs_1", "FP32", vec)], binary=binary),
             )
         )
-    outputs = [n for n, _, _ in v2.h._outputs_of(srv)]
+    outputs = [n for n, _, _ in v2.h.outputs_of(srv)]
     pick = outputs[-1:]  # one output asked for by name
     obs, masks = v2.h.make_inputs(srv, rng, 3)
     sent.append(((obs, masks, None, None), request(v2.h.obs_tensors(obs, masks), outputs=pick, binary=binary)))
