@@ -2,6 +2,7 @@
 one line, deferred signals."""
 
 import contextlib
+import functools
 import os
 import tempfile
 import time
@@ -61,7 +62,7 @@ class Interrupted(KeyboardInterrupt):
 HANDLED_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
 
 
-_SIGNAL_STATE = {"deferred": 0, "pending": None, "stopping": False, "unraisablehook": None}
+_SIGNAL_STATE = {"deferred": 0, "pending": None, "stopping": False}
 
 
 def _on_signal(signum, frame) -> None:
@@ -73,14 +74,15 @@ def _on_signal(signum, frame) -> None:
     raise Interrupted(signum)
 
 
-def _interrupt_lost(unraisable) -> None:
-    """sys.unraisablehook while main()'s handlers are in place. A signal whose Interrupted was raised inside a callback
-    that cannot pass it on (a weakref callback of importlib's module locks while torch imports, a __del__) would
-    be lost, with "Exception ignored in ..." on stderr and the run going on as if never signalled: the signal is
-    sent again from a short-lived thread, so that it lands in the main thread's own code."""
+def _interrupt_lost(before, unraisable) -> None:
+    """sys.unraisablehook while main()'s handlers are in place (`before`: the hook it replaced, for the rest). A
+    signal whose Interrupted was raised inside a callback that cannot pass it on (a weakref callback of importlib's
+    module locks while torch imports, a __del__) would be lost, with "Exception ignored in ..." on stderr and the
+    run going on as if never signalled: the signal is sent again from a short-lived thread, so that it lands in the
+    main thread's own code."""
     exc = unraisable.exc_value
     if not isinstance(exc, Interrupted):
-        _SIGNAL_STATE["unraisablehook"](unraisable)
+        before(unraisable)
         return
     import _thread  # (built in: nothing to import from disk inside a callback)
 
@@ -102,8 +104,8 @@ def install_signal_handlers() -> dict:
         except (ValueError, OSError):  # not the main thread: leave the signals alone
             break
     if previous:
-        previous["unraisablehook"] = _SIGNAL_STATE["unraisablehook"] = sys.unraisablehook
-        sys.unraisablehook = _interrupt_lost
+        previous["unraisablehook"] = sys.unraisablehook
+        sys.unraisablehook = functools.partial(_interrupt_lost, sys.unraisablehook)
     return previous
 
 
