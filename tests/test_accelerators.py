@@ -636,3 +636,22 @@ def test_a_torch_that_cannot_start_is_a_usage_error_in_process(monkeypatch):
     monkeypatch.setattr(importlib, "import_module", fail)
     with pytest.raises(UsageError, match="libhccl.so.*set_env.sh.*TORCH_DEVICE_BACKEND_AUTOLOAD=0"):
         extras.torch_available()
+
+
+def test_a_benchmark_on_a_card_waits_for_the_card_after_each_block(monkeypatch):
+    """benchmark on --device cuda once ended in AttributeError before its first figure (a run context attribute gone
+    in the regrouping; seen on an H200 by tools/device_check.sh): the torch engine on a card is waited for once per
+    block of timed calls, on that card. The card is a stand-in: the policy's tensors stay on the CPU."""
+    from mlagents_inference.fronts.benchmark import mode_benchmark
+    from mlagents_inference.fronts.cli import parse_args
+    from mlagents_inference.services.context import Context
+
+    ctx = Context(parse_args(["--mode", "benchmark", "--model-dir", str(VECTOR), "--engine", "torch", "--runs", "30"]))
+    ctx.policy  # (made on the CPU before the device is swapped for the stand-in card)
+    card = SimpleNamespace(type="cuda", index=0)
+    ctx.__dict__["device"] = card
+    waited = []
+    monkeypatch.setattr(torch_devices, "synchronize", waited.append)
+    result, passed = mode_benchmark(ctx)
+    assert passed and result["runs"] == 30 and result["engine"] == "torch"
+    assert waited and all(device is card for device in waited)

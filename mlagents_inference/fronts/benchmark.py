@@ -150,7 +150,7 @@ def mode_benchmark(ctx: Context):
 
     def ours_block(n: int) -> list:
         times = _timed_calls(ours, n)
-        if ctx.device.type != "cpu" and not ctx.onnxruntime_devices:
+        if ctx.device.type != "cpu" and ctx.engine_name == "torch":  # (onnxruntime's run returns host arrays)
             from ..engines.torch_devices import synchronize
 
             synchronize(ctx.device)  # (each timed call ends by copying actions to the host, which waits too)
