@@ -249,7 +249,10 @@ class MultiHeadAttention(nn.Module):
         qk = torch.matmul(query, key)  # (b, h, n_q, n_k)
         key_mask = key_mask.reshape(b, 1, 1, n_k)
         # scaled by the full embedding width (sqrt(128)), not the head width, as ML-Agents does
-        qk = (1 - key_mask) * qk / (self.embedding_size**0.5) + key_mask * self.NEG_INF
+        # ML-Agents' -1e6 is -inf in float16, and 0 * -inf is NaN for every key kept: there, the dtype's lowest finite
+        # value masks as well (float32's export keeps -1e6)
+        neg_inf = max(self.NEG_INF, torch.finfo(qk.dtype).min)
+        qk = (1 - key_mask) * qk / (self.embedding_size**0.5) + key_mask * neg_inf
         att = torch.softmax(qk, dim=3)
         value = value.reshape(b, n_k, self.n_heads, self.head_size).permute([0, 2, 1, 3])
         value_attention = torch.matmul(att, value).permute([0, 2, 1, 3])
