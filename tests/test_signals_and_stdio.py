@@ -172,6 +172,30 @@ def test_a_signal_lost_in_a_callback_is_raised_again(capfd):
     assert "Exception ignored" not in capfd.readouterr().err
 
 
+def test_a_signal_inside_an_import_lands_after_it(tmp_path, monkeypatch):
+    """An Interrupted raised inside an import once landed in torch's C++ start-up (pybind11 calling back into Python:
+    std::terminate, SIGABRT) or in onnxruntime's ("onnxruntime cannot be imported"); now the import ends whole and
+    the signal lands right after it, in the importer's own code."""
+    (tmp_path / "signalled_while_imported.py").write_text(
+        "import os, signal, time\nos.kill(os.getpid(), signal.SIGTERM)\nfor _ in range(50):\n    time.sleep(0.002)\n"
+        "WHOLE = True\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    previous = install_signal_handlers()
+    try:
+        with pytest.raises(Interrupted) as caught:
+            import signalled_while_imported  # noqa: F401
+
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                time.sleep(0.001)
+        assert caught.value.signum == signal.SIGTERM
+        assert sys.modules["signalled_while_imported"].WHOLE
+    finally:
+        restore_signal_handlers(previous)
+        sys.modules.pop("signalled_while_imported", None)
+
+
 def test_atomic_write_interrupted_in_the_writer(tmp_path):
     target = tmp_path / "out.npy"
     target.write_bytes(b"keep me")

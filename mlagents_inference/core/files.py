@@ -62,13 +62,43 @@ class Interrupted(KeyboardInterrupt):
 HANDLED_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
 
 
-_SIGNAL_STATE = {"deferred": 0, "pending": None, "stopping": False}
+_SIGNAL_STATE = {"deferred": 0, "pending": None, "stopping": False, "held": None, "main": None}
+
+
+def _importing(frame) -> bool:
+    """Whether `frame` runs inside an import (importlib's frames below it)."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib._bootstrap"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _send_after_import(signum: int, main: int) -> None:
+    """A short-lived thread: waits until the main thread (ident `main`) is out of every import, then sends `signum`
+    again, so that its Interrupted is raised in the main thread's own code."""
+    import sys
+
+    while _importing(sys._current_frames().get(main)):
+        time.sleep(0.005)
+    _SIGNAL_STATE["held"] = None
+    os.kill(os.getpid(), signum)
 
 
 def _on_signal(signum, frame) -> None:
     state = _SIGNAL_STATE
     if state["deferred"] or state["stopping"]:  # inside a critical step, or already on the way out
         state["pending"] = state["pending"] or signum
+        return
+    if _importing(frame):
+        # An exception raised inside an import (torch's, onnxruntime's) can land where it cannot pass: C++ code that
+        # calls back into Python (pybind11's error_already_set in a noexcept frame: std::terminate, SIGABRT) or a
+        # callback that drops it. Held until the import is over (seconds at most), then sent again.
+        if state["held"] is None:
+            import _thread  # (built in: nothing to import from disk here)
+
+            state["held"] = signum
+            _thread.start_new_thread(_send_after_import, (signum, state["main"]))
         return
     state["stopping"] = True
     raise Interrupted(signum)
@@ -91,12 +121,14 @@ def _interrupt_lost(before, unraisable) -> None:
 
 
 def install_signal_handlers() -> dict:
-    """SIGINT, SIGTERM and SIGHUP raise Interrupted (main thread only), and an Interrupted lost in a callback is
-    raised again (_interrupt_lost); returns what they replace, for restore_signal_handlers."""
+    """SIGINT, SIGTERM and SIGHUP raise Interrupted (main thread only): never inside an import (held until it ends,
+    _on_signal), and raised again if lost in a callback (_interrupt_lost); returns what they replace, for
+    restore_signal_handlers."""
+    import _thread
     import signal
     import sys
 
-    _SIGNAL_STATE.update(deferred=0, pending=None, stopping=False)
+    _SIGNAL_STATE.update(deferred=0, pending=None, stopping=False, held=None, main=_thread.get_ident())
     previous = {}
     for signum in [getattr(signal, name) for name in HANDLED_SIGNALS if hasattr(signal, name)]:
         try:
