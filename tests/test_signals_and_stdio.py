@@ -196,6 +196,32 @@ def test_a_signal_inside_an_import_lands_after_it(tmp_path, monkeypatch):
         sys.modules.pop("signalled_while_imported", None)
 
 
+def test_handlers_installed_inside_an_import_still_raise_there(tmp_path, monkeypatch):
+    """A program that installs the handlers while it is itself being imported (main() called at a module's top level)
+    is not held: only imports begun after the handlers were installed are waited for."""
+    (tmp_path / "runs_while_imported.py").write_text(
+        "import os, signal, time\n"
+        "from mlagents_inference.core.files import Interrupted, install_signal_handlers, restore_signal_handlers\n"
+        "previous = install_signal_handlers()\n"
+        "CAUGHT = None\n"
+        "try:\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    deadline = time.monotonic() + 5\n"
+        "    while time.monotonic() < deadline:\n"
+        "        time.sleep(0.001)\n"
+        "except Interrupted as exc:\n"
+        "    CAUGHT = exc.signum\n"
+        "finally:\n"
+        "    restore_signal_handlers(previous)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        import runs_while_imported
+    finally:
+        sys.modules.pop("runs_while_imported", None)
+    assert runs_while_imported.CAUGHT == signal.SIGTERM
+
+
 def test_atomic_write_interrupted_in_the_writer(tmp_path):
     target = tmp_path / "out.npy"
     target.write_bytes(b"keep me")

@@ -62,12 +62,14 @@ class Interrupted(KeyboardInterrupt):
 HANDLED_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
 
 
-_SIGNAL_STATE = {"deferred": 0, "pending": None, "stopping": False, "held": None, "main": None}
+_SIGNAL_STATE = {"deferred": 0, "pending": None, "stopping": False, "held": None, "main": None, "outer": frozenset()}
 
 
 def _importing(frame) -> bool:
-    """Whether `frame` runs inside an import (importlib's frames below it)."""
-    while frame is not None:
+    """Whether `frame` runs inside an import begun after the handlers were installed (importlib's frames between it
+    and the frames that were running then: a program that calls main() while it is itself imported is not held)."""
+    outer = _SIGNAL_STATE["outer"]
+    while frame is not None and id(frame) not in outer:
         if frame.f_code.co_filename.startswith("<frozen importlib._bootstrap"):
             return True
         frame = frame.f_back
@@ -128,7 +130,13 @@ def install_signal_handlers() -> dict:
     import signal
     import sys
 
-    _SIGNAL_STATE.update(deferred=0, pending=None, stopping=False, held=None, main=_thread.get_ident())
+    outer, frame = set(), sys._getframe(1)
+    while frame is not None:  # (the frames running now, by id: they outlive the handlers' use)
+        outer.add(id(frame))
+        frame = frame.f_back
+    _SIGNAL_STATE.update(
+        deferred=0, pending=None, stopping=False, held=None, main=_thread.get_ident(), outer=frozenset(outer)
+    )
     previous = {}
     for signum in [getattr(signal, name) for name in HANDLED_SIGNALS if hasattr(signal, name)]:
         try:
