@@ -77,8 +77,9 @@ def _importing(frame) -> bool:
 
 
 def _send_after_import(signum: int, main: int) -> None:
-    """A short-lived thread: waits until the main thread (ident `main`) is out of every import, then sends `signum`
-    again, so that its Interrupted is raised in the main thread's own code."""
+    """A short-lived thread: waits until the main thread (ident `main`) is out of every import begun since the
+    handlers were installed, then sends `signum` again, so that its Interrupted is raised in the main thread's own
+    code (a signal held by _on_signal, or one whose Interrupted a callback lost: _interrupt_lost)."""
     import sys
 
     while _importing(sys._current_frames().get(main)):
@@ -110,8 +111,8 @@ def _interrupt_lost(before, unraisable) -> None:
     """sys.unraisablehook while main()'s handlers are in place (`before`: the hook it replaced, for the rest). A
     signal whose Interrupted was raised inside a callback that cannot pass it on (a weakref callback of importlib's
     module locks while torch imports, a __del__) would be lost, with "Exception ignored in ..." on stderr and the
-    run going on as if never signalled: the signal is sent again from a short-lived thread, so that it lands in the
-    main thread's own code."""
+    run going on as if never signalled: the signal is sent again (_send_after_import), so that it lands in the main
+    thread's own code."""
     exc = unraisable.exc_value
     if not isinstance(exc, Interrupted):
         before(unraisable)
@@ -119,7 +120,7 @@ def _interrupt_lost(before, unraisable) -> None:
     import _thread  # (built in: nothing to import from disk inside a callback)
 
     _SIGNAL_STATE.update(stopping=False, pending=None)
-    _thread.start_new_thread(os.kill, (os.getpid(), exc.signum))
+    _thread.start_new_thread(_send_after_import, (exc.signum, _SIGNAL_STATE["main"]))
 
 
 def install_signal_handlers() -> dict:
