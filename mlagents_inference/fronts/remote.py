@@ -161,7 +161,9 @@ class RemotePolicy:
     def _fresh_connection(self) -> None:
         """This process's connection state (no socket yet): its locks, the calls waiting, the bytes read."""
         self._pid = os.getpid()
-        self._send_lock = threading.Lock()  # one call's lines written at a time, queued in that order
+        self._queue_lock = threading.Lock()  # a call queued with its lines: the queue's order is the lines' order
+        self._outbox: list = []  # lines queued and not yet written (the writing thread takes them all at once)
+        self._send_lock = threading.Lock()  # held by the one thread writing
         self._read_lock = threading.Lock()  # one thread reads, and hands each answer to its call
         self._calls: collections.deque = collections.deque()  # calls sent and not yet answered, in order
         self._buf, self._scan = bytearray(), 0
@@ -244,6 +246,7 @@ class RemotePolicy:
                 break
             call.error = call.error or error
             call.wake.set()
+        self._outbox.clear()
         return error
 
     def _reap(self) -> None:
@@ -272,7 +275,7 @@ class RemotePolicy:
         if self._closed is not None or self._sock is None:
             raise self._refused()
         limit = self._limit if messages[0].get("info") else 4096 + rows * self._width * ANSWER_NUMBER_BYTES
-        payload = memoryview(b"".join(self._dumps(m) + b"\n" for m in messages))
+        payload = b"".join(self._dumps(m) + b"\n" for m in messages)
         call, deadline = _Call(messages, limit), time.monotonic() + self.timeout
         try:
             self._send(call, payload, deadline)
@@ -284,39 +287,56 @@ class RemotePolicy:
         self._check_errors(call.answers)
         return call.answers
 
-    def _send(self, call: _Call, payload: memoryview, deadline: float) -> None:
-        """The call queued and its lines written, whole, before another call's; while the server cannot take more,
-        this thread reads (where no other does) so that the server's answers never wait on it."""
-        if not self._send_lock.acquire(timeout=max(deadline - time.monotonic(), 0.001)):
-            raise self._break(self._failed(socket.timeout()))
-        try:
-            sock = self._sock
-            if self._closed is not None or sock is None:
+    def _send(self, call: _Call, payload: bytes, deadline: float) -> None:
+        """The call queued with its lines; the lines written by this thread, with every other thread's queued
+        meanwhile (one write for many calls), or by the thread writing now, which takes them before it stops."""
+        with self._queue_lock:
+            if self._closed is not None or self._sock is None:
                 raise self._refused()
-            self._calls.append(call)  # (under the send lock: the queue's order is the lines' order)
-            sent, out = 0, select.poll()
-            out.register(sock.fileno(), select.POLLOUT)
-            while sent < len(payload) and call.error is None:
+            self._calls.append(call)
+            self._outbox.append(payload)
+        # (the writer looks again after it lets go: lines queued while it stopped are never left behind)
+        while self._outbox and self._send_lock.acquire(blocking=False):
+            try:
+                while True:
+                    with self._queue_lock:
+                        if not self._outbox:
+                            break
+                        data = self._outbox[0] if len(self._outbox) == 1 else b"".join(self._outbox)
+                        self._outbox.clear()
+                    self._write(memoryview(data), call, deadline)
+            finally:
+                self._send_lock.release()
+
+    def _write(self, payload: memoryview, call: _Call, deadline: float) -> None:
+        """(the send lock held) The bytes written, whole; while the server cannot take more, this thread reads (where no
+        other does) so that the server's answers never wait on it."""
+        sock = self._sock
+        if self._closed is not None or sock is None:
+            raise self._refused()
+        sent, out = 0, select.poll()
+        out.register(sock.fileno(), select.POLLOUT)
+        while sent < len(payload):
+            try:
+                sent += sock.send(payload[sent : sent + (1 << 20)])
+                continue
+            except BlockingIOError:
+                pass
+            except OSError as exc:
+                raise self._break(self._failed(exc)) from None
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise self._break(self._failed(socket.timeout()))
+            if self._read_lock.acquire(blocking=False):
                 try:
-                    sent += sock.send(payload[sent : sent + (1 << 20)])
-                    continue
-                except BlockingIOError:
-                    pass
-                except OSError as exc:
-                    raise self._break(self._failed(exc)) from None
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise self._break(self._failed(socket.timeout()))
-                if self._read_lock.acquire(blocking=False):
-                    try:
-                        self._read(call, deadline, until_writable=True)
-                    finally:
-                        self._read_lock.release()
-                        self._hand_over()
-                else:
-                    out.poll(min(left, 0.05) * 1000)
-        finally:
-            self._send_lock.release()
+                    self._read(call, deadline, until_writable=True)
+                finally:
+                    self._read_lock.release()
+                    self._hand_over()
+                if self._closed is not None:
+                    raise self._refused()
+            else:
+                out.poll(min(left, 0.05) * 1000)
 
     def _wait(self, call: _Call, deadline: float) -> None:
         """Until the call is answered: the thread that takes the read lock reads for every call; the others sleep
@@ -353,7 +373,7 @@ class RemotePolicy:
         poll = select.poll()
         poll.register(sock.fileno(), select.POLLIN | (select.POLLOUT if until_writable else 0))
         try:
-            while not call.done():
+            while until_writable or not call.done():
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise socket.timeout()
