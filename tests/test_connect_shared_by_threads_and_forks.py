@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import select
+import socket
 import threading
 import time
 
@@ -190,3 +191,58 @@ def test_a_forked_child_acts_on_a_connection_of_its_own_beside_its_parent():
     refusal, after_reset, child_wrong = json.loads(report)
     assert "os.fork" in refusal and "\n" not in refusal, refusal
     assert after_reset == want_alone.astype(np.int32).tolist() and child_wrong == 0
+
+
+def test_close_from_another_thread_ends_every_waiting_call_in_one_line():
+    """8 threads wait on a server that takes their lines and never answers; close() from the main thread ends each
+    call at once with a one-line UsageError (before: the waiting threads polled a closed descriptor until their
+    time-out)."""
+    info = json.dumps({"id": None, "info": json.loads(json.dumps(I.load(EXAMPLES / "vector").info))}).encode()
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(30)
+    stop = threading.Event()
+
+    def silent():  # answers {"info": true}, then reads and never answers (bounded: 900 reads of 0.1 s)
+        with contextlib.suppress(OSError):
+            conn, _ = listener.accept()
+            conn.settimeout(0.1)
+            conn.recv(1 << 16)
+            conn.sendall(info + b"\n")
+            for _ in range(900):
+                if stop.is_set():
+                    break
+                with contextlib.suppress(socket.timeout):
+                    if not conn.recv(1 << 16):
+                        break
+            conn.close()
+
+    server = threading.Thread(target=silent, daemon=True)
+    server.start()
+    said: list = []
+    try:
+        remote = I.connect("127.0.0.1:%d" % listener.getsockname()[1], timeout=60)
+
+        def call():
+            try:
+                remote.act(np.zeros(8, np.float32))
+                said.append("answered")
+            except I.UsageError as exc:
+                said.append(str(exc))
+
+        threads = [threading.Thread(target=call) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        time.sleep(0.5)  # (they are waiting: nothing answers)
+        t0 = time.monotonic()
+        remote.close()
+        for thread in threads:
+            thread.join(timeout=90)
+        took = time.monotonic() - t0
+    finally:
+        stop.set()
+        listener.close()
+        server.join(30)
+    assert len(said) == 8 and took < 30, (said, took)  # (well within the 60 s time-out: a bound, not a speed)
+    assert all("connection is closed" in text and "\n" not in text for text in said), said
+    with pytest.raises(I.UsageError, match="connection is closed"):
+        remote.act(np.zeros(8, np.float32))
