@@ -8,7 +8,8 @@ default threads, no spinning):
 - serve, one connect() shared by the 64 threads (one connection; their lines batch on the server);
 - serve, one connect() per thread (64 connections);
 - TorchRL's InferenceServer (service_backend "thread", max_batch_size 64) with its SlotTransport (one slot per
-  thread) and with its ThreadingTransport, the model a callable that runs that session on the batch.
+  thread) and with its ThreadingTransport, the model a callable that runs that session on the batch;
+- one caller alone (4 x --steps calls), serve + connect() and TorchRL's SlotTransport: a round trip's p50.
 
 Each configuration runs `--steps` steps of every thread, in turn, `--rounds` times (interleaved: ours and TorchRL's,
 one after the other); actions/s (the steps of all threads over the wall time) and the p99 of one call's latency,
@@ -114,6 +115,8 @@ def main() -> None:
     rng = np.random.RandomState(0)
     obs = rng.randn(args.threads, args.steps, 59).astype(np.float32)
     want = session.run([OUTPUT], {"obs_0": obs.reshape(-1, 59)})[0].reshape(args.threads, args.steps, -1)
+    lone = obs.reshape(1, -1, 59)[:, : args.steps * 4]  # (one caller alone: a round trip's latency)
+    lone_want = want.reshape(1, -1, want.shape[-1])[:, : args.steps * 4]
 
     def model(td):  # TorchRL's side: the batch through the same session
         actions = session.run([OUTPUT], {"obs_0": td["obs"].numpy()})[0]
@@ -125,15 +128,15 @@ def main() -> None:
         shared = inference.connect(address)
         own = [inference.connect(address) for _ in range(args.threads)]
 
-        def torchrl_run(transport) -> dict:
+        def torchrl_run(transport, threads=args.threads, obs=obs, want=want) -> dict:
             with InferenceServer(model, transport, max_batch_size=args.threads) as server:
-                clients = server.clients(args.threads)
+                clients = server.clients(threads)
 
                 def make(k):
                     client = clients[k]
                     return lambda x: client(TensorDict({"obs": torch.from_numpy(x)}))["action"].numpy()
 
-                return lockstep(args.threads, args.steps, make, obs, want)
+                return lockstep(threads, len(obs[0]), make, obs, want)
 
         configs = {
             "serve, one connect() shared": lambda: lockstep(
@@ -148,6 +151,10 @@ def main() -> None:
             ),
             "TorchRL SlotTransport": lambda: torchrl_run(SlotTransport(args.threads)),
             "TorchRL ThreadingTransport": lambda: torchrl_run(ThreadingTransport()),
+            "lone caller: serve + connect()": lambda: lockstep(
+                1, args.steps * 4, lambda k: lambda x: shared.act(x)["continuous_actions"], lone, lone_want
+            ),
+            "lone caller: TorchRL SlotTransport": lambda: torchrl_run(SlotTransport(1), 1, lone, lone_want),
         }
         for name, run in configs.items():  # (warm up: every path once, short)
             run()

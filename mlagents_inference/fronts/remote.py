@@ -26,7 +26,7 @@ from ..core.observations import observation_arrays, shape_masks, shape_memory
 from ..core.spec import InputSpec, PolicySettings, action_tuple, continuous_only, no_actions
 from ..services.protocol import parse_address
 
-__all__ = ["connect", "RemotePolicy", "INFO_LINE_BYTES", "ANSWER_NUMBER_BYTES"]
+__all__ = ["connect", "RemotePolicy", "INFO_LINE_BYTES", "ANSWER_NUMBER_BYTES", "FLOAT32_MAX"]
 
 
 def _codec() -> tuple:
