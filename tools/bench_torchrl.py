@@ -17,8 +17,9 @@ medians over rounds, and each round's ratio to TorchRL's (their median: the same
 action is compared with the session's own on that observation (float32 rounding bound); a wrong one is counted.
 serve runs as a separate process (python inference.py --mode serve) on the same cores.
 
-    pip install -e '.[torchrl]'   # (a venv: TorchRL 0.14 and tensordict, not the global environment)
-    flock /tmp/bench.lock python tools/bench_torchrl.py [--threads 64] [--steps 150] [--rounds 3] [--json]
+    python -m venv --system-site-packages VENV && VENV/bin/pip install 'torchrl==0.14.*' 'tensordict==0.14.*'
+    # (pyproject's torchrl extra; a venv, never the global environment: torchrl takes the torch already there)
+    flock /tmp/bench.lock VENV/bin/python tools/bench_torchrl.py [--threads 64] [--steps 150] [--rounds 3] [--json]
 """
 
 import argparse
