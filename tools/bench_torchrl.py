@@ -166,8 +166,12 @@ def main() -> None:
         for p in own:
             p.close()
     finally:
-        proc.kill()
-        proc.wait()
+        proc.terminate()  # (SIGTERM: serve drains and removes its Unix socket)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
     summary = {
         name: {

@@ -130,9 +130,10 @@ if hasattr(os, "register_at_fork"):
 
 
 class RemotePolicy:
-    """inference.connect()'s policy. Safe to share across threads: one connection, whose lines are written one call at
-    a time and answered in their order (serve's rule), each answer handed to the call that sent its line and checked
-    against its id; the thread that waits first reads for all (no reader thread of its own). The server keeps
+    """inference.connect()'s policy. Safe to share across threads: one connection, whose lines are queued a call's at
+    a time (the lines of calls queued together go out in one write) and answered in that order (serve's rule), each
+    answer handed to the call that sent its line and checked against its id; the thread that waits first reads for all
+    (no reader thread of its own). The server keeps
     get_action's LSTM memories per connection and agent id, so per agent id whichever thread asks. After os.fork a
     child's first call opens a connection of the child's own (the parent's is never written or read there).
     Every answer is checked against the policy's info (its id, keys, shapes, types, ranges, finiteness) and read
