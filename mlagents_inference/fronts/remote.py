@@ -1,11 +1,16 @@
 """inference.connect(): the policy's Python API over a serve connection, torch-free (docs/serve.md): the same checks
 as inference.load()'s policy (shared: observations), the same answers, through the stream's lines."""
 
+import collections
+import contextlib
+import itertools
 import json
 import os
 import select
 import socket
+import threading
 import time
+from typing import Optional
 
 import numpy as np
 
@@ -21,7 +26,7 @@ from ..core.observations import observation_arrays, shape_masks, shape_memory
 from ..core.spec import InputSpec, PolicySettings, action_tuple, continuous_only, no_actions
 from ..services.protocol import parse_address
 
-__all__ = ["connect", "RemotePolicy", "INFO_LINE_BYTES", "ANSWER_NUMBER_BYTES"]
+__all__ = ["connect", "RemotePolicy", "INFO_LINE_BYTES", "ANSWER_NUMBER_BYTES", "FLOAT32_MAX"]
 
 
 def _codec() -> tuple:
@@ -84,27 +89,66 @@ INFO_LINE_BYTES = 1 << 20  # the longest info answer read (a serve policy's is a
 ANSWER_NUMBER_BYTES = 32  # the most bytes one number of an answer takes in JSON (with its comma)
 
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+class _Call:
+    """One call's lines on the connection, waiting for their answers (in the order of its lines)."""
+
+    __slots__ = ("ids", "answers", "limit", "error", "bell")
+
+    def __init__(self, messages: list, limit: int):
+        self.ids = [m.get("id") for m in messages]
+        self.answers: list = []
+        self.limit = limit
+        self.error: Optional[UsageError] = None
+        # rung (released) when answered or failed, or when this call's thread is to read next: a lock held from the
+        # start, cheaper to wait on than an Event (the caller's one sleep per call)
+        self.bell = threading.Lock()
+        self.bell.acquire()
+
+    def done(self) -> bool:
+        return self.error is not None or len(self.answers) == len(self.ids)
+
+    def ring(self) -> None:
+        try:
+            self.bell.release()
+        except RuntimeError:  # (rung already: one wake is enough)
+            pass
+
+
+_FORK_LOCK = threading.Lock()  # a child's first call opens its own connection under it (made anew in every child)
+
+
+def _new_fork_lock() -> None:
+    global _FORK_LOCK
+    _FORK_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_fork_lock)
+
+
 class RemotePolicy:
-    """inference.connect()'s policy. The server keeps get_action's LSTM memories, per connection and agent id.
+    """inference.connect()'s policy. Safe to share across threads: one connection, whose lines are queued a call's at
+    a time (the lines of calls queued together go out in one write) and answered in that order (serve's rule), each
+    answer handed to the call that sent its line and checked against its id; the thread that waits first reads for all
+    (no reader thread of its own). The server keeps
+    get_action's LSTM memories per connection and agent id, so per agent id whichever thread asks. After os.fork a
+    child's first call opens a connection of the child's own (the parent's is never written or read there).
     Every answer is checked against the policy's info (its id, keys, shapes, types, ranges, finiteness) and read
     within a bound (its longest possible line): a peer that is not serve, or misbehaves, is a one-line UsageError."""
 
     def __init__(self, address: str, timeout: float):
-        where = parse_address("connect()", address, listening=False)
-        self.address, self.timeout, self._sock, self._buf = address.strip(), timeout, None, bytearray()
+        self._where = parse_address("connect()", address, listening=False)
+        self.address, self.timeout, self._sock, self._closed = address.strip(), timeout, None, None
         self._loads, self._dumps = _codec()
-        try:
-            if where[0] == "unix":
-                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                sock.settimeout(timeout)
-                sock.connect(where[1])
-            else:
-                sock = socket.create_connection(where[1:], timeout=timeout)
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        except OSError as exc:
-            raise self._failed(exc) from None
-        sock.setblocking(False)
-        self._sock = sock
+        self._state = threading.Lock()  # get_action's memory bookkeeping
+        self._known: set = set()  # get_action's agent ids the server may hold a memory of
+        self._stale: set = set()  # ... and those whose next line starts from zeros ("reset": true)
+        self._orphans: set = set()  # (a forked child) ids whose memory the parent's connection holds
+        self._fresh_connection()
+        self._sock = self._open()
         self._limit = INFO_LINE_BYTES
         answer = self._ask([{"info": True}])[0]
         try:
@@ -120,13 +164,64 @@ class RemotePolicy:
         self.bounds = answer.get("bounds") if isinstance(answer.get("bounds"), dict) else {}
         s = self.settings
         self._width = s.continuous_size * (2 if continuous_only(s) else 1) + len(s.discrete_branches) + s.memory_size
-        self._known: set = set()  # get_action's agent ids the server may hold a memory of
-        self._stale: set = set()  # ... and those whose next line starts from zeros ("reset": true)
+        self._ids = itertools.count(1)  # act()'s line ids where no memory is kept by id
 
     def __repr__(self) -> str:
-        return f"<connect({self.address!r}): {self.info.get('behavior')}, {'closed' if self._sock is None else 'open'}>"
+        state = "closed" if self._closed is not None or self._sock is None else "open"
+        return f"<connect({self.address!r}): {self.info.get('behavior')}, {state}>"
 
     # -- the connection
+    def _fresh_connection(self) -> None:
+        """This process's connection state (no socket yet): its locks, the calls waiting, the bytes read."""
+        self._pid = os.getpid()
+        self._queue_lock = threading.Lock()  # a call queued with its lines: the queue's order is the lines' order
+        self._outbox: list = []  # lines queued and not yet written (the writing thread takes them all at once)
+        self._send_lock = threading.Lock()  # held by the one thread writing
+        self._read_lock = threading.Lock()  # one thread reads, and hands each answer to its call
+        self._calls: collections.deque = collections.deque()  # calls sent and not yet answered, in order
+        self._buf, self._scan = bytearray(), 0
+
+    def _open(self) -> socket.socket:
+        where = self._where
+        try:
+            if where[0] == "unix":
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    sock.settimeout(self.timeout)
+                    sock.connect(where[1])
+                except BaseException:
+                    sock.close()
+                    raise
+            else:
+                sock = socket.create_connection(where[1:], timeout=self.timeout)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError as exc:
+            raise self._failed(exc) from None
+        sock.setblocking(False)
+        return sock
+
+    def _own(self) -> None:
+        """In a forked child: the parent's socket let go (this copy of it closed, never shut down or used), a connection
+        of the child's own opened; get_action's memories held by the parent's connection refused until reset."""
+        if self._pid == os.getpid():
+            return
+        with _FORK_LOCK:
+            if self._pid == os.getpid():
+                return
+            inherited, self._sock = self._sock, None
+            self._fresh_connection()
+            self._state = threading.Lock()
+            self._orphans = (self._orphans | self._known) - self._stale
+            self._known, self._stale = set(), set()
+            if inherited is not None:
+                inherited.close()  # (the child's descriptor only: the parent's connection goes on)
+            if self._closed is None:
+                try:
+                    self._sock = self._open()
+                except UsageError as exc:
+                    self._closed = str(exc)
+                    raise
+
     def _failed(self, exc: BaseException) -> UsageError:
         if isinstance(exc, (socket.timeout, TimeoutError)):
             return UsageError(f"connect({self.address!r}): no answer within {self.timeout:g} s")
@@ -144,80 +239,215 @@ class RemotePolicy:
         return UsageError(f"connect({self.address!r}): {reason}")
 
     def _bad(self, what: str) -> UsageError:
-        """A misbehaving peer: the connection closed, one line saying what was expected."""
-        self.close()
-        return UsageError(f"connect({self.address!r}): {what}")
+        """A misbehaving peer: the connection closed (every call waiting on it fails), one line saying what was
+        expected."""
+        return self._break(UsageError(f"connect({self.address!r}): {what}"))
+
+    def _break(self, error: UsageError) -> UsageError:
+        """The connection unusable: every call waiting on it fails with `error`, the socket is shut down (a thread
+        waiting on it wakes) and closed once no thread uses it."""
+        if self._closed is None:
+            self._closed = str(error)
+        sock = self._sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        while self._calls:
+            try:
+                call = self._calls.popleft()
+            except IndexError:
+                break
+            call.error = call.error or error
+            call.ring()
+        self._outbox.clear()
+        return error
+
+    def _reap(self) -> None:
+        """A broken connection's socket closed, when no other thread is inside it."""
+        if self._closed is None or self._sock is None or not self._send_lock.acquire(blocking=False):
+            return
+        try:
+            if self._read_lock.acquire(blocking=False):
+                try:
+                    if self._sock is not None:
+                        self._sock.close()
+                        self._sock = None
+                finally:
+                    self._read_lock.release()
+        finally:
+            self._send_lock.release()
+
+    def _refused(self) -> UsageError:
+        return UsageError(f"connect({self.address!r}): the connection is closed")
 
     def _ask(self, messages: list, rows: int = 1) -> list:
-        """Send the lines, read as many answers (both at once: a large group never waits on the server's bound). Each
-        answer line is at most the longest a line of `rows` rows can be; read in linear time."""
-        if self._sock is None:
-            raise UsageError(f"connect({self.address!r}): the connection is closed")
+        """Send the lines, and wait for as many answers (sending and reading at once: a large group never waits on
+        the server's bound). Each answer line is at most the longest a line of `rows` rows can be; read in linear
+        time. Any number of threads may ask at once."""
+        self._own()
+        if self._closed is not None or self._sock is None:
+            raise self._refused()
         limit = self._limit if messages[0].get("info") else 4096 + rows * self._width * ANSWER_NUMBER_BYTES
-        payload = memoryview(b"".join(self._dumps(m) + b"\n" for m in messages))
-        sock, sent, answers, deadline = self._sock, 0, [], time.monotonic() + self.timeout
-        poll = select.poll()
-        poll.register(sock.fileno(), select.POLLIN)
-        buf, scan = self._buf, 0
+        payload = b"".join(self._dumps(m) + b"\n" for m in messages)
+        call, deadline = _Call(messages, limit), time.monotonic() + self.timeout
         try:
-            while len(answers) < len(messages):
-                if sent < len(payload):
-                    poll.modify(sock.fileno(), select.POLLIN | select.POLLOUT)
-                    try:
-                        sent += sock.send(payload[sent : sent + (1 << 20)])
-                    except BlockingIOError:
-                        pass
-                    if sent == len(payload):
-                        poll.modify(sock.fileno(), select.POLLIN)
+            self._send(call, payload, deadline)
+            self._wait(call, deadline)
+        finally:
+            self._reap()
+        if call.error is not None:
+            raise call.error
+        self._check_errors(call.answers)
+        return call.answers
+
+    def _send(self, call: _Call, payload: bytes, deadline: float) -> None:
+        """The call queued with its lines; the lines written by this thread, with every other thread's queued
+        meanwhile (one write for many calls), or by the thread writing now, which takes them before it stops."""
+        with self._queue_lock:
+            if self._closed is not None or self._sock is None:
+                raise self._refused()
+            self._calls.append(call)
+            self._outbox.append(payload)
+        # (the writer looks again after it lets go: lines queued while it stopped are never left behind)
+        while self._outbox and self._send_lock.acquire(blocking=False):
+            try:
+                while True:
+                    with self._queue_lock:
+                        if not self._outbox:
+                            break
+                        data = self._outbox[0] if len(self._outbox) == 1 else b"".join(self._outbox)
+                        self._outbox.clear()
+                    self._write(memoryview(data), call, deadline)
+            finally:
+                self._send_lock.release()
+
+    def _write(self, payload: memoryview, call: _Call, deadline: float) -> None:
+        """(the send lock held) The bytes written, whole; while the server cannot take more, this thread reads (where no
+        other does) so that the server's answers never wait on it."""
+        sock = self._sock
+        if self._closed is not None or sock is None:
+            raise self._refused()
+        sent, out = 0, select.poll()
+        out.register(sock.fileno(), select.POLLOUT)
+        while sent < len(payload):
+            try:
+                sent += sock.send(payload[sent : sent + (1 << 20)])
+                continue
+            except BlockingIOError:
+                pass
+            except OSError as exc:
+                raise self._break(self._failed(exc)) from None
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise self._break(self._failed(socket.timeout()))
+            if self._read_lock.acquire(blocking=False):
+                try:
+                    self._read(call, deadline, until_writable=True)
+                finally:
+                    self._read_lock.release()
+                    self._hand_over()
+                if self._closed is not None:
+                    raise self._refused()
+            else:
+                out.poll(min(left, 0.05) * 1000)
+
+    def _wait(self, call: _Call, deadline: float) -> None:
+        """Until the call is answered: the thread that takes the read lock reads for every call; the others sleep
+        until their answers come or the reader hands the reading over to them."""
+        while not call.done():
+            if self._read_lock.acquire(blocking=False):
+                try:
+                    self._read(call, deadline)
+                finally:
+                    self._read_lock.release()
+                    self._hand_over()
+                continue
+            left = deadline - time.monotonic()
+            if left <= 0 or not call.bell.acquire(timeout=left):
+                if not call.done():
+                    self._break(self._failed(socket.timeout()))
+                return
+
+    def _hand_over(self) -> None:
+        """(the read lock just released) The oldest call still waiting is woken to read next."""
+        try:
+            self._calls[0].ring()
+        except IndexError:
+            pass
+
+    def _read(self, call: _Call, deadline: float, until_writable: bool = False) -> None:
+        """(the read lock held) Read and hand out answers until `call` is answered (or, `until_writable`, until the
+        socket takes more lines)."""
+        sock = self._sock
+        if self._closed is not None or sock is None:
+            call.error = call.error or self._refused()
+            return
+        poll = select.poll()
+        poll.register(sock.fileno(), select.POLLIN | (select.POLLOUT if until_writable else 0))
+        try:
+            while until_writable or not call.done():
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise socket.timeout()
-                if not poll.poll(left * 1000):
+                events = poll.poll(left * 1000)
+                if not events:
                     continue
+                if until_writable and any(e & select.POLLOUT for _, e in events):
+                    return
                 try:
                     chunk = sock.recv(1 << 20)
                 except BlockingIOError:
                     continue
                 if not chunk:
+                    if self._closed is not None:  # (closed by close() from another thread)
+                        raise self._refused()
                     raise UsageError(f"connect({self.address!r}): the server closed the connection")
-                buf += chunk
-                scan = self._take_lines(buf, scan, answers, len(messages), limit)
-        except UsageError:
-            self.close()
-            raise
+                self._buf += chunk
+                self._take_lines()
+        except UsageError as exc:
+            self._break(exc)
         except OSError as exc:
-            self.close()
-            raise self._failed(exc) from None
-        self._check_answers(messages, answers)
-        return answers
+            self._break(self._failed(exc))
 
-    def _take_lines(self, buf: bytearray, scan: int, answers: list, wanted: int, limit: int) -> int:
-        """The complete answer lines in `buf` (taken out of it) parsed onto `answers`, up to `wanted`; where the next
-        newline search starts (the bytes before it were searched: linear time); UsageError past `limit`."""
-        while len(answers) < wanted:
+    def _take_lines(self) -> None:
+        """The complete answer lines read (taken out of the buffer), each handed to the oldest call waiting, checked
+        against its line's id; where the next newline search starts is kept (the bytes before it were searched:
+        linear time); UsageError past the waiting call's bound."""
+        buf, scan, calls = self._buf, self._scan, self._calls
+        while True:
             end = buf.find(b"\n", scan)
             if end < 0:
+                limit = calls[0].limit if calls else 0
                 if len(buf) > limit:
                     raise self._bad(
                         f"an answer line longer than {limit} bytes (the longest this policy's "
                         f"answer can be): is this python inference.py --mode serve --listen?"
                     )
-                return len(buf)
+                self._scan = len(buf)
+                return
             line = bytes(buf[:end])
             del buf[: end + 1]
             scan = 0
-            if line.strip():
-                answers.append(self._parse(line, limit))
-        return scan
-
-    def _check_answers(self, messages: list, answers: list) -> None:
-        """Each answer for its line's id, in order; an error answer a one-line UsageError."""
-        for message, answer in zip(messages, answers):
-            if answer.get("id") != message.get("id"):
+            if not line.strip():
+                continue
+            if not calls:
+                raise self._bad("an answer that no line asked for (answers come one per line)")
+            call = calls[0]
+            answer = self._parse(line, call.limit)
+            expected = call.ids[len(call.answers)]
+            if answer.get("id") != expected:
                 raise self._bad(
-                    f"an answer for id {_brief(answer.get('id'))} where id {_brief(message.get('id'))} "
+                    f"an answer for id {_brief(answer.get('id'))} where id {_brief(expected)} "
                     f"was expected (answers come in the order of the lines)"
                 )
+            call.answers.append(answer)
+            if len(call.answers) == len(call.ids):
+                calls.popleft()
+                call.ring()
+
+    def _check_errors(self, answers: list) -> None:
+        """An error answer is a one-line UsageError (the connection goes on)."""
+        for answer in answers:
             if "error" in answer:
                 error = answer["error"]
                 if not isinstance(error, str) or set(answer) != {"id", "error"}:
@@ -239,9 +469,32 @@ class RemotePolicy:
         return answer
 
     def close(self) -> None:
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
+        """Closes the connection, from any thread: calls still waiting on it fail in one line. In a forked child it
+        lets go of the parent's socket without touching the parent's connection."""
+        if self._pid != os.getpid():
+            with _FORK_LOCK:
+                if self._pid != os.getpid():
+                    inherited, self._sock = self._sock, None
+                    self._fresh_connection()
+                    self._closed = "closed"
+                    if inherited is not None:
+                        inherited.close()
+                    return
+        if self._sock is None:
+            return
+        self._break(self._refused())
+        # the socket itself once no thread is inside it (those inside leave at once: it is shut down)
+        if self._send_lock.acquire(timeout=self.timeout):
+            try:
+                if self._read_lock.acquire(timeout=self.timeout):
+                    try:
+                        if self._sock is not None:
+                            self._sock.close()
+                            self._sock = None
+                    finally:
+                        self._read_lock.release()
+            finally:
+                self._send_lock.release()
 
     def __enter__(self):
         return self
@@ -304,11 +557,9 @@ class RemotePolicy:
         except (ValueError, TypeError):
             array = np.asarray([None])
         fits = array.shape == shape and array.dtype.kind in ("i" if whole else "if")
-        if fits:
-            with np.errstate(over="ignore"):
-                fits = np.isfinite(array.astype(np.float64 if whole else np.float32)).all() and (
-                    not whole or (np.abs(array) < 2**62).all()
-                )
+        if fits and array.size:  # (NaN fails both comparisons; no cast that overflows, no errstate to set)
+            low, high = array.min(), array.max()
+            fits = bool(-(2**62) < low and high < 2**62) if whole else bool(-FLOAT32_MAX <= low and high <= FLOAT32_MAX)
         if not fits:
             raise self._bad(
                 f'an answer whose "{name}" is not {"whole numbers" if whole else "finite float32 numbers"} '
@@ -331,9 +582,10 @@ class RemotePolicy:
         if not rows:
             return self._no_actions()
         one = (lambda x: x) if batched else (lambda x: None if x is None else x[0])
-        answer = self._ask(
-            [self._line([one(a) for a in arrays], one(masks), one(memory), bool(deterministic), seed)], rows
-        )[0]
+        line = self._line([one(a) for a in arrays], one(masks), one(memory), bool(deterministic), seed)
+        if not s.memory_size:  # (an id of its own, checked on its answer; with a memory an id would be kept)
+            line["id"] = next(self._ids)
+        answer = self._ask([line], rows)[0]
         return self._outputs(answer, rows, batched)
 
     def _no_actions(self) -> dict:
@@ -351,22 +603,26 @@ class RemotePolicy:
         )
         if got != rows:
             raise UsageError(f"decision_steps: {rows} agent id(s) but {got} observation(s)")
-        self._stale.update(agent for agent in ended if agent in self._known)
         if not rows:
+            if s.memory_size:
+                self._claim(ended, ids)
             return self._action_tuple(self._no_actions(), 0)
-        lines = []
-        for row, agent in enumerate(ids):
-            line = self._line(
-                [a[row] for a in arrays], None if masks is None else masks[row], None, bool(deterministic), None
-            )
+        lines = [
+            self._line([a[row] for a in arrays], None if masks is None else masks[row], None, bool(deterministic), None)
+            for row in range(rows)
+        ]
+        resets = self._claim(ended, ids) if s.memory_size else set()
+        for line, agent in zip(lines, ids):
             line["id"] = agent
-            if agent in self._stale:
+            if agent in resets:
                 line["reset"] = True
-            lines.append(line)
-        answers = [self._outputs(answer, 1, False) for answer in self._ask(lines)]
-        if s.memory_size:
-            self._stale.difference_update(ids)
-            self._known.update(ids)
+        try:
+            answers = [self._outputs(answer, 1, False) for answer in self._ask(lines)]
+        except UsageError:
+            if resets:
+                with self._state:  # (their memories were not started over: on their next line, then)
+                    self._stale.update(resets)
+            raise
         out = {}
         if s.continuous_size:
             out["continuous_actions"] = np.stack([a["continuous_actions"] for a in answers])
@@ -384,7 +640,31 @@ class RemotePolicy:
     def reset(self, agent_ids=None) -> None:
         """As Policy.reset: get_action's memories of every agent, or of `agent_ids`, start from zeros on their next
         line."""
-        self._stale.update(self._known if agent_ids is None else check_agent_ids(agent_ids, "agent_ids"))
+        ids = None if agent_ids is None else check_agent_ids(agent_ids, "agent_ids")
+        self._own()
+        with self._state:
+            self._stale.update(self._known if ids is None else ids)
+            self._orphans = set() if ids is None else self._orphans.difference(ids)
+
+    def _claim(self, ended, ids: list) -> set:
+        """(get_action, a memory policy) The agents of these lines whose memory starts from zeros on them ("reset":
+        true): those ended now or reset before; the lines' agents known from here on. UsageError for an agent whose
+        memory the parent process's connection holds (this object made before os.fork)."""
+        self._own()
+        with self._state:
+            if self._orphans and (held := [agent for agent in ids if agent in self._orphans and agent not in ended]):
+                raise UsageError(
+                    f"agent id {_brief(held[0])}: its LSTM memory is held by the connection of the process this "
+                    f"connect() was made in, before os.fork(); call reset() in this process first (it starts from "
+                    f"zeros) or connect() again here"
+                )
+            self._stale.update(agent for agent in ended if agent in self._known)
+            self._orphans.difference_update(ended)
+            self._orphans.difference_update(ids)
+            resets = self._stale.intersection(ids)
+            self._stale.difference_update(ids)
+            self._known.update(ids)
+            return resets
 
     def check_spec(self, behavior_spec) -> None:
         """As Policy.check_spec: UsageError naming the first difference; None when they agree."""
