@@ -412,6 +412,14 @@ FAKE = {  # scenario: (the answer to the info line, the answer to the act line);
     ),
     "info_error": (b'{"id": null, "error": "unknown key \\"info\\""}\n', None),
     "info_silent": (None, None),
+    # sizes past C#'s int: each a PolicyException naming its field, never cut to its low bits
+    "info_continuous_past_int": (FAKE_INFO | {"continuous_size": (1 << 32) + 2}, None),
+    "info_memory_past_int": (FAKE_INFO | {"memory_size": 1 << 31}, None),
+    "info_shape_past_int": (
+        FAKE_INFO | {"inputs": [{"name": "obs_0", "kind": "visual", "shape": [3, 1 << 15, 1 << 15]}]},
+        None,
+    ),
+    "info_branches_past_int": (FAKE_INFO | {"discrete_branches": [(1 << 31) - 1, 2]}, None),
 }
 
 
@@ -435,7 +443,11 @@ def fake_server(scenario: str, stop: threading.Event) -> tuple:
                     continue
                 if scenario == "info_silent":
                     continue
-                conn.sendall(info_answer or json.dumps({"id": None, "info": FAKE_INFO}).encode() + b"\n")
+                info = info_answer if isinstance(info_answer, dict) else FAKE_INFO  # (a dict: an info of its own)
+                if isinstance(info_answer, bytes):
+                    conn.sendall(info_answer)
+                else:
+                    conn.sendall(json.dumps({"id": None, "info": info}).encode() + b"\n")
                 if reader.readline() and act_answer is not None:
                     if act_answer != "close":
                         conn.sendall(act_answer)
@@ -469,6 +481,14 @@ def test_bad_answers_closed_connections_timeouts_and_refusals_raise_one_line_pol
         "extra_keys": ("none", "", {}),
         "info_error": ("BadAnswer", "is it python inference.py --mode serve?", {"at_connect": True}),
         "info_silent": ("Timeout", "within 300 ms", {"at_connect": True, "read_ms": 300, "within_s": 10}),
+        "info_continuous_past_int": (
+            "BadAnswer",
+            '"continuous_size" is 4294967298, outside 0 to',
+            {"at_connect": True},
+        ),
+        "info_memory_past_int": ("BadAnswer", '"memory_size" is 2147483648, outside 0 to', {"at_connect": True}),
+        "info_shape_past_int": ("BadAnswer", 'input obs_0\'s "shape" holds more than 2147483647', {"at_connect": True}),
+        "info_branches_past_int": ("BadAnswer", '"discrete_branches" add up to more than', {"at_connect": True}),
     }
     try:
         for scenario, (failure, says, extra) in expected.items():
