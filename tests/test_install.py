@@ -258,3 +258,32 @@ def test_inference_py_copied_without_its_package_says_so(tmp_path):
     assert missing.returncode == 2
     (line,) = missing.stderr.strip().splitlines()
     assert line.startswith("error: no model:") and "no bundled sample beside" in line and "--model-dir" in line
+
+
+def test_the_required_packages_named_on_a_missing_one_are_pyprojects():
+    from mlagents_inference.core.extras import REQUIRED
+
+    assert sorted(REQUIRED.values()) == sorted(pyproject()["project"]["dependencies"])
+
+
+def test_the_pyz_without_numpy_names_the_packages_to_install(tmp_path):
+    """A .pyz user has no requirements.txt: without numpy (site-packages off: -S -E) the one line names the packages,
+    with their versions."""
+    pyz = tmp_path / "mlagents-infer.pyz"
+    subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "build_pyz.py"), "--output", str(pyz)], check=True, timeout=300
+    )
+    ran = subprocess.run(
+        [sys.executable, "-S", "-E", str(pyz), "--mode", "info"],
+        cwd=tmp_path,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert ran.returncode == 2 and not ran.stdout
+    (line,) = ran.stderr.strip().splitlines()
+    assert line.startswith("error: the Python package 'numpy' is not installed; run: pip install "), line
+    assert "requirements.txt" not in line
+    for requirement in ("numpy>=1.24", "onnxruntime>=1.17", "Pillow>=9"):
+        assert requirement in line, line
