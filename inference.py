@@ -47,15 +47,12 @@ try:
 except ModuleNotFoundError as exc:  # run as a command: one line, not a traceback
     if __name__ != "__main__":
         raise
-    if exc.name == "mlagents_inference":
-        sys.stderr.write(
-            "error: inference.py needs the folder mlagents_inference/ beside it (copy both, or build one file: "
-            "python tools/build_pyz.py)\n"
-        )
-    else:
-        from mlagents_inference.core.extras import missing_package  # (numpy-free: what to install, named)
-
-        sys.stderr.write(f"error: {missing_package(exc.name)}\n")
+    sys.stderr.write(  # (the package here, a package it needs not: core.extras names what to install, numpy-free)
+        "error: inference.py needs the folder mlagents_inference/ beside it (copy both, or build one file: "
+        "python tools/build_pyz.py)\n"
+        if exc.name == "mlagents_inference"
+        else f"error: {__import__('mlagents_inference.core.extras', fromlist=['_']).missing_package(exc.name)}\n"
+    )
     sys.exit(2)
 
 # The public surface (the Python API and the command line); the rest is the package's own and may change.
