@@ -47,11 +47,11 @@ try:
 except ModuleNotFoundError as exc:  # run as a command: one line, not a traceback
     if __name__ != "__main__":
         raise
-    sys.stderr.write(
+    sys.stderr.write(  # (the package here, a package it needs not: core.extras names what to install, numpy-free)
         "error: inference.py needs the folder mlagents_inference/ beside it (copy both, or build one file: "
         "python tools/build_pyz.py)\n"
         if exc.name == "mlagents_inference"
-        else f"error: the Python package '{exc.name}' is not installed; run: pip install -r requirements.txt\n"
+        else f"error: {__import__('mlagents_inference.core.extras', fromlist=['_']).missing_package(exc.name)}\n"
     )
     sys.exit(2)
 

@@ -95,3 +95,28 @@ def test_bad_arguments_get_the_same_line_from_both(pair, call):
             call(policy, obs)
         messages.append(str(caught.value))
     assert messages[0] == messages[1] and "\n" not in messages[0]
+
+
+@pytest.mark.parametrize(
+    "arguments, words",
+    [
+        ({"path": EXAMPLES / "vectr"}, ["path ", "no such file"]),
+        ({"path": EXAMPLES / "vector", "device": "gpu"}, ["device 'gpu'"]),
+        ({"path": EXAMPLES / "vector", "device": "cuda:3"}, ["device cuda:3"]),
+        ({"path": EXAMPLES / "vector", "engine": "onnxruntime", "dtype": "float16"}, ["use engine torch"]),
+        ({"path": EXAMPLES / "vector", "providers": ["tensorrt"]}, ["providers applies to engine"]),
+        ({"path": EXAMPLES}, ['pass path="FILE.pt"']),
+    ],
+)
+def test_load_refuses_in_its_arguments_names_not_the_command_lines(arguments, words):
+    with pytest.raises(I.UsageError) as refusal:
+        I.load(**arguments)
+    text = str(refusal.value)
+    assert "--" not in text, text
+    for word in words:
+        assert word in text, (word, text)
+
+
+def test_load_keeps_the_class_of_what_it_raises():
+    with pytest.raises(I.NotThisPolicy, match="not this policy"):
+        I.load(EXAMPLES / "vector", onnx=EXAMPLES / "hybrid" / "Hybrid.onnx")

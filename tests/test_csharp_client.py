@@ -27,6 +27,7 @@ from conftest import EXAMPLES, ROOT, child_env, serve_process
 from test_serve import local_server
 
 import inference
+from mlagents_inference.fronts.serve import serving
 
 CLIENT = ROOT / "clients" / "csharp"
 LANG_VERSION = "7.2"  # the newest mcs 6.8 knows; Unity's C# 7.3 takes it
@@ -412,6 +413,14 @@ FAKE = {  # scenario: (the answer to the info line, the answer to the act line);
     ),
     "info_error": (b'{"id": null, "error": "unknown key \\"info\\""}\n', None),
     "info_silent": (None, None),
+    # sizes past C#'s int: each a PolicyException naming its field, never cut to its low bits
+    "info_continuous_past_int": (FAKE_INFO | {"continuous_size": (1 << 32) + 2}, None),
+    "info_memory_past_int": (FAKE_INFO | {"memory_size": 1 << 31}, None),
+    "info_shape_past_int": (
+        FAKE_INFO | {"inputs": [{"name": "obs_0", "kind": "visual", "shape": [3, 1 << 15, 1 << 15]}]},
+        None,
+    ),
+    "info_branches_past_int": (FAKE_INFO | {"discrete_branches": [(1 << 31) - 1, 2]}, None),
 }
 
 
@@ -435,7 +444,11 @@ def fake_server(scenario: str, stop: threading.Event) -> tuple:
                     continue
                 if scenario == "info_silent":
                     continue
-                conn.sendall(info_answer or json.dumps({"id": None, "info": FAKE_INFO}).encode() + b"\n")
+                info = info_answer if isinstance(info_answer, dict) else FAKE_INFO  # (a dict: an info of its own)
+                if isinstance(info_answer, bytes):
+                    conn.sendall(info_answer)
+                else:
+                    conn.sendall(json.dumps({"id": None, "info": info}).encode() + b"\n")
                 if reader.readline() and act_answer is not None:
                     if act_answer != "close":
                         conn.sendall(act_answer)
@@ -453,7 +466,7 @@ def fake_server(scenario: str, stop: threading.Event) -> tuple:
 
 
 def test_bad_answers_closed_connections_timeouts_and_refusals_raise_one_line_policy_exceptions(built, tmp_path):
-    stop, threads, faults = threading.Event(), [], []
+    stop, threads, faults, stack = threading.Event(), [], [], contextlib.ExitStack()
     expected = {  # scenario: (PolicyFailure, a phrase of its message, extra)
         "garbage": ("BadAnswer", "bad answer from 127.0.0.1:", {}),
         "wrong_id": ("BadAnswer", "the answer is for id 2, the line was agent 1's", {}),
@@ -469,6 +482,14 @@ def test_bad_answers_closed_connections_timeouts_and_refusals_raise_one_line_pol
         "extra_keys": ("none", "", {}),
         "info_error": ("BadAnswer", "is it python inference.py --mode serve?", {"at_connect": True}),
         "info_silent": ("Timeout", "within 300 ms", {"at_connect": True, "read_ms": 300, "within_s": 10}),
+        "info_continuous_past_int": (
+            "BadAnswer",
+            '"continuous_size" is 4294967298, outside 0 to',
+            {"at_connect": True},
+        ),
+        "info_memory_past_int": ("BadAnswer", '"memory_size" is 2147483648, outside 0 to', {"at_connect": True}),
+        "info_shape_past_int": ("BadAnswer", 'input obs_0\'s "shape" holds more than 2147483647', {"at_connect": True}),
+        "info_branches_past_int": ("BadAnswer", '"discrete_branches" add up to more than', {"at_connect": True}),
     }
     try:
         for scenario, (failure, says, extra) in expected.items():
@@ -522,9 +543,20 @@ def test_bad_answers_closed_connections_timeouts_and_refusals_raise_one_line_pol
                 "at_connect": True,
             }
         )
+        http = stack.enter_context(serving(inference.load(EXAMPLES / "vector"), http="127.0.0.1:0"))["http"]
+        faults.append(  # serve's --http port given for --listen's: said so, not "expected '{'"
+            {
+                "name": "http_port",
+                "address": http,
+                "failure": "BadAnswer",
+                "says": 'an HTTP server answered ("HTTP/1.',
+                "at_connect": True,
+            }
+        )
         (tmp_path / "faults.json").write_text(json.dumps({"cases": faults}))
         r = run_cs(built, "faults", tmp_path / "faults.json", timeout=300)
     finally:
+        stack.close()
         stop.set()
         for thread in threads:
             thread.join(timeout=10)
@@ -796,3 +828,24 @@ def test_the_benchs_csharp_side_compiles_and_its_tool_parses_its_arguments(built
         env=child_env(),
     )
     assert r.returncode == 0 and "--repeat" in r.stdout and "ActMany" in r.stdout, r.stderr
+
+
+def test_the_docs_never_give_http_or_grpc_the_port_the_csharp_client_dials_by_default():
+    """The C# client speaks --listen's JSON lines: an address its code or its sample dials by default is never one
+    the docs give --http or --grpc (together they failed with "bad answer ... expected '{'")."""
+    sources = [*CLIENT.rglob("*.cs"), *(ROOT / "docs").glob("*.md")]
+    dialled = set()
+    for path in sources:
+        text = path.read_text(encoding="utf-8")
+        if path.suffix == ".md":  # (the C# blocks of the docs)
+            text = "\n".join(re.findall(r"```csharp\n(.*?)```", text, re.S))
+        dialled |= {int(port) for port in re.findall(r'"(?:127\.0\.0\.1|localhost):(\d+)"', text)}
+    assert 8000 in dialled, dialled  # (the sample's default, read: the check below has something to hold)
+    pages = [ROOT / "README.md", CLIENT / "README.md", *(ROOT / "docs").glob("*.md"), *CLIENT.rglob("README.md")]
+    given = {
+        (path.name, int(port))
+        for path in pages
+        for port in re.findall(r"--(?:http|grpc)[ =](?:[\w.]+|\[[\w:]+\]):(\d+)", path.read_text(encoding="utf-8"))
+    }
+    assert given, "no --http address found in the docs"
+    assert not {(name, port) for name, port in given if port in dialled}, (given, dialled)

@@ -92,6 +92,9 @@ def installed(tmp_path_factory):
 
     if int(st.__version__.split(".")[0]) < 61:
         pytest.skip(f"setuptools {st.__version__} cannot read pyproject.toml (61 or later can)")
+    major, minor = (int(part) for part in st.__version__.split(".")[:2])
+    if (major, minor) < (70, 1) and importlib.util.find_spec("wheel") is None:  # (a venv's own setuptools 65)
+        pytest.skip(f"setuptools {st.__version__} builds no wheel without the wheel package (70.1 or later does)")
     base = tmp_path_factory.mktemp("install")
     source = base / "source"
     source.mkdir()
@@ -218,10 +221,13 @@ def test_the_installed_command_never_writes_into_its_installation(installed, tmp
 
 
 def test_inference_py_copied_without_its_package_says_so(tmp_path):
+    """The copy runs with -S -E (no site-packages, no PYTHONPATH): after `pip install .` in the same environment the
+    installed package would answer for the missing folder, and a user who installs and then runs the suite sees it
+    pass all the same. With the folder copied beside it (found first, as the script's own folder), it runs."""
     alone = tmp_path / "inference.py"
     shutil.copy(ROOT / "inference.py", alone)
     ran = subprocess.run(
-        [sys.executable, str(alone), "--mode", "info", "--model-dir", str(EXAMPLES / "vector")],
+        [sys.executable, "-S", "-E", str(alone), "--mode", "info", "--model-dir", str(EXAMPLES / "vector")],
         cwd=tmp_path,
         env=child_env(),
         capture_output=True,
@@ -252,3 +258,32 @@ def test_inference_py_copied_without_its_package_says_so(tmp_path):
     assert missing.returncode == 2
     (line,) = missing.stderr.strip().splitlines()
     assert line.startswith("error: no model:") and "no bundled sample beside" in line and "--model-dir" in line
+
+
+def test_the_required_packages_named_on_a_missing_one_are_pyprojects():
+    from mlagents_inference.core.extras import REQUIRED
+
+    assert sorted(REQUIRED.values()) == sorted(pyproject()["project"]["dependencies"])
+
+
+def test_the_pyz_without_numpy_names_the_packages_to_install(tmp_path):
+    """A .pyz user has no requirements.txt: without numpy (site-packages off: -S -E) the one line names the packages,
+    with their versions."""
+    pyz = tmp_path / "mlagents-infer.pyz"
+    subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "build_pyz.py"), "--output", str(pyz)], check=True, timeout=300
+    )
+    ran = subprocess.run(
+        [sys.executable, "-S", "-E", str(pyz), "--mode", "info"],
+        cwd=tmp_path,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert ran.returncode == 2 and not ran.stdout
+    (line,) = ran.stderr.strip().splitlines()
+    assert line.startswith("error: the Python package 'numpy' is not installed; run: pip install "), line
+    assert "requirements.txt" not in line
+    for requirement in ("numpy>=1.24", "onnxruntime>=1.17", "Pillow>=9"):
+        assert requirement in line, line

@@ -210,7 +210,7 @@ def test_a_folder_holding_only_the_onnx_and_checkpoint_option(capsys, tmp_path):
     assert inference.main(["--mode", "checkpoints", "--model-dir", str(tmp_path)]) == 2
     assert "ONNX alone has no checkpoints" in capsys.readouterr().err
     shutil.copy(EXAMPLES / "vector" / "Vector.onnx", tmp_path / "Vector.onnx")
-    with pytest.raises(inference.UsageError, match="several ONNX files .*--onnx"):
+    with pytest.raises(inference.UsageError, match='several ONNX files .*path="FILE.onnx"'):
         inference.load(tmp_path)
 
 

@@ -3,6 +3,7 @@ nothing, empty values, options that would be silently ignored (cli.parse_args, t
 items; and the options that fit still run. One rule for a refusal: conftest.refused."""
 
 import json
+import shutil
 
 import numpy as np
 import pyarrow as pa
@@ -46,6 +47,31 @@ def test_missing_model_and_empty_folder(capsys, tmp_path):
     refused(run(capsys, "--mode", "info", "--model-dir", tmp_path / "nowhere"), "no such folder")
     refused(run(capsys, "--mode", "info", "--model-dir", tmp_path), "no ML-Agents checkpoint found")
     refused(run(capsys, "--mode", "info", "--checkpoint", tmp_path), "is a folder")
+
+
+def test_a_behaviour_folder_loads_its_newest_checkpoint_as_the_run_folder_does(capsys):
+    """examples/vector/Vector holds Vector-50000.pt, Vector-100000.pt and Vector-50000.onnx: --model-dir of it is
+    the run folder's newest checkpoint, never the older ONNX beside it."""
+    obs = ["--obs", ",".join(["0.3"] * 8)]
+    code, by_run, err = call(capsys, "--mode", "action", "--model-dir", EXAMPLES / "vector", *obs)
+    assert code == 0, err
+    code, by_behaviour, err = call(capsys, "--mode", "action", "--model-dir", EXAMPLES / "vector" / "Vector", *obs)
+    assert code == 0, err
+    assert by_behaviour == by_run
+    code, out, err = run(capsys, "--mode", "info", "--model-dir", EXAMPLES / "vector" / "Vector")
+    assert code == 0 and "Vector-100000.pt" in err + out, err
+
+
+def test_a_behaviour_folder_whose_checkpoints_are_not_its_own_is_refused(capsys, tmp_path):
+    (tmp_path / "Dog").mkdir()
+    shutil.copy(EXAMPLES / "vector" / "Vector" / "Vector-50000.pt", tmp_path / "Dog" / "Cat-5.pt")
+    shutil.copy(EXAMPLES / "vector" / "Vector" / "Vector-50000.onnx", tmp_path / "Dog" / "Cat-5.onnx")
+    refused(run(capsys, "--mode", "info", "--model-dir", tmp_path / "Dog"), "holds Cat-5.pt", "--checkpoint")
+
+
+@pytest.mark.parametrize("name, words", [("Vector.onnx", "--onnx"), ("Vector/Vector-50000.pt", "--checkpoint")])
+def test_a_file_given_to_model_dir_is_named_a_file(capsys, name, words):
+    refused(run(capsys, "--mode", "info", "--model-dir", EXAMPLES / "vector" / name), "is a file", words)
 
 
 # --- empty values -------------------------------------------------------------------------------------------

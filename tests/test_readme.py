@@ -28,13 +28,14 @@ import queue
 import re
 import select
 import shlex
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, child_env
+from conftest import EXAMPLES, ROOT, child_env
 
 README = ROOT / "README.md"
 PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
@@ -597,6 +598,34 @@ def test_the_readme_python_example_prints_what_the_readme_shows(tmp_path):
     folder, env = workspace(tmp_path, README)
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=folder, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == shown.split()
+
+
+def test_the_readme_python_example_says_where_it_runs_and_runs_there_once_installed(tmp_path):
+    """README's Python block says it runs from the clone's root, and elsewhere after `pip install ".[torch]"` with the
+    example's full path: run so from a folder outside the clone, with `inference` and its package where an install
+    puts them (a folder of their own on the path, not the clone), it prints what the README shows."""
+    text = README.read_text(encoding="utf-8")
+    code, shown = re.search(r"```python\n(.*?)```\s*```\n(.*?)```", text, re.S).groups()
+    says = code.splitlines()[0]
+    assert says.startswith("# from the clone's root") and 'pip install ".[torch]"' in says, says
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    shutil.copy(ROOT / "inference.py", site / "inference.py")
+    shutil.copytree(ROOT / "mlagents_inference", site / "mlagents_inference")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    assert '"examples/lstm"' in code
+    code = code.replace('"examples/lstm"', repr(str(EXAMPLES / "lstm")))
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=elsewhere,
+        env=child_env(PYTHONPATH=str(site)),
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == shown.split()

@@ -90,3 +90,71 @@ def test_a_flood_that_never_reads_holds_the_servers_growth(lines, connections, b
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
+
+
+def test_unfinished_lines_on_many_connections_hold_the_servers_growth():
+    """24 connections each send 15 MiB of one line and no newline (each under --max-line-bytes): the unfinished lines
+    count, so the server stays within +200 MB of its rest (it held ~360 MB more before)."""
+    proc, where = start()
+    try:
+        with socket.create_connection(where, timeout=60) as warm:
+            warm.sendall(b'{"info": true}\n')
+            assert b'"info"' in warm.recv(1 << 16)
+        before = rss_mb(proc.pid)
+        most = flood(where, b"x" * (15 << 20), 24, proc.pid, seconds=10.0)
+        assert most - before < 200, (before, most)
+        with socket.create_connection(where, timeout=60) as after:  # and it still answers
+            after.sendall(b'{"info": true}\n')
+            assert b'"info"' in after.recv(1 << 16)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+
+
+def read_line(sock: socket.socket) -> bytes:
+    buf = b""
+    while not buf.endswith(b"\n"):
+        chunk = sock.recv(1 << 16)
+        assert chunk, "closed before its answer"
+        buf += chunk
+    return buf
+
+
+def test_a_long_line_waits_for_unfinished_ones_and_is_answered_when_they_end():
+    """More long lines than the server holds at once (--max-line-bytes 32 MiB: two unfinished lines past 1 MiB): the
+    ones that find no room wait, and are answered once the lines holding it end (their connections close)."""
+    proc, address, _ = serve_process("--model-dir", LSTM, "--listen", "127.0.0.1:0", "--max-line-bytes", str(32 << 20))
+    host, port = address.rsplit(":", 1)
+    try:
+        holders = [socket.create_connection((host, int(port)), timeout=60) for _ in range(2)]
+        for sock in holders:
+            sock.sendall(b"x" * (3 << 20))  # (unfinished: no newline)
+        late = [socket.create_connection((host, int(port)), timeout=60) for _ in range(3)]
+        for sock in late:
+            sock.setblocking(False)
+        pending = {sock: b"y" * (3 << 20) + b"\n" for sock in late}
+        deadline, turns = time.monotonic() + 60, 0
+        while (pending or holders) and time.monotonic() < deadline:
+            turns += 1
+            if turns == 50:  # (the late lines begun: the holders end theirs)
+                for sock in holders:
+                    sock.close()
+                holders = []
+            for sock, rest in list(pending.items()):
+                try:
+                    n = sock.send(rest)
+                except BlockingIOError:
+                    n = 0
+                pending[sock] = rest[n:]
+                if not pending[sock]:
+                    del pending[sock]
+            time.sleep(0.01)
+        assert not pending
+        for sock in late:
+            sock.setblocking(True)
+            sock.settimeout(60)
+            assert json.loads(read_line(sock))["error"]  # (not JSON: its error answer, one per line)
+            sock.close()
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)

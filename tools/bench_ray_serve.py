@@ -1,7 +1,7 @@
 """POST /v1/act timings against a running `serve --ray` (docs/serve.md#ray-serve): one client's per-line latency, then
 CLIENTS clients at once (lines/s), then the same lines PER_REQUEST to a request. Huggy-shaped lines (59 random numbers)
 unless --obs-size says otherwise.
-  python tools/bench_ray_serve.py http://127.0.0.1:8000/v1/act [--lines 2000] [--clients 16] [--obs-size 59]
+  python tools/bench_ray_serve.py http://127.0.0.1:9000/v1/act [--lines 2000] [--clients 16] [--obs-size 59]
       [--per-request 64]
 --start: how long `serve --ray local` takes from the command's start to its first answer (RUNS times; the machine's
 load average beside each), the server stopped after each:

@@ -4,13 +4,15 @@ argument checks, messages and ranges that Policy and RemotePolicy share."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
+import re
 import sys
 from typing import Optional, Protocol
 
 import numpy as np
 
-from ..core.errors import UsageError
+from ..core.errors import CheckFailed, UsageError
 from ..core.sources import SHA256_HEX
 from ..core.spec import DTYPES, ENGINES, PolicySettings
 from ..engines.devices import OrtDevice
@@ -31,6 +33,9 @@ __all__ = [
     "check_act_arguments",
     "check_policy_arguments",
     "check_load_arguments",
+    "LOAD_ARGUMENTS",
+    "python_words",
+    "speaking_python",
 ]
 
 # -- the Python API's argument checks, torch-free (Policy and connect() share them)
@@ -280,3 +285,48 @@ def check_load_arguments(path, device, expect_sha256, onnx) -> None:
         raise UsageError(f"expect_sha256 {expect_sha256!r}: expected 64 hexadecimal digits")
     if not isinstance(device, (str, OrtDevice)) and type(device).__module__ != "torch":
         raise UsageError(f"device {device!r}: expected a str such as 'cpu', 'cuda:0', 'npu:0', or a torch.device")
+
+
+# The command line's options and the load() arguments that mean the same: the loaders, engines and devices name the
+# option they were given ("--checkpoint X: no such file"); a Python caller reads the argument's name instead.
+LOAD_ARGUMENTS = {
+    "--checkpoint": "path",
+    "--model-dir": "path",
+    "--onnx": "onnx",
+    "--device": "device",
+    "--dtype": "dtype",
+    "--engine": "engine",
+    "--providers": "providers",
+    "--goal-input": "goal_input",
+    "--expect-sha256": "expect_sha256",
+    "--graphs": "graphs",
+    "--seed": "seed",
+}
+_OPTION = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, LOAD_ARGUMENTS)) + r")(?![\w-])( [A-Z][A-Z.]*[a-z]*\b)?")
+
+
+def python_words(text: str) -> str:
+    """A message made for the command line, in the Python API's words: each option load() also takes as its argument
+    name ("--checkpoint X: no such file" -> "path X: no such file"; "pass --checkpoint FILE.pt" -> 'pass
+    path="FILE.pt"')."""
+
+    def argument(m: re.Match) -> str:
+        name, placeholder = LOAD_ARGUMENTS[m.group(1)], (m.group(2) or "").strip()
+        if placeholder == "FILE.onnx":  # (--onnx FILE.onnx alone: the policy's source, load()'s path)
+            name = "path"
+        return f'{name}="{placeholder}"' if placeholder else name
+
+    return _OPTION.sub(argument, text)
+
+
+@contextlib.contextmanager
+def speaking_python():
+    """The Python API's door: a UsageError or CheckFailed raised within, worded for the command line, is raised again
+    of the same class in the Python API's words (python_words): the one place they are translated."""
+    try:
+        yield
+    except Exception as exc:
+        text = str(exc)
+        if not isinstance(exc, UsageError) and not isinstance(exc, CheckFailed) or python_words(text) == text:
+            raise
+        raise type(exc)(python_words(text)) from None

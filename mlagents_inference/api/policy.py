@@ -48,6 +48,7 @@ from .contract import (
     check_no_extras,
     check_policy_arguments,
     plain_arrays,
+    speaking_python,
     steps_arguments,
 )
 
@@ -557,6 +558,11 @@ def load(
     checkpoint's ML-Agents ONNX (NotThisPolicy, a CheckFailed, when it belongs to another policy); `providers`:
     onnxruntime's execution providers in priority order (e.g. ["tensorrt", "cuda"]), for the onnxruntime engines;
     `spin` False: onnxruntime's threads sleep between calls instead of spin-waiting (the CPU shared with simulators)."""
+    with speaking_python():  # (the loaders' messages name the command line's options: here, load()'s arguments)
+        return _load(path, device, dtype, engine, goal_input, onnx, expect_sha256, graphs, seed, providers, spin)
+
+
+def _load(path, device, dtype, engine, goal_input, onnx, expect_sha256, graphs, seed, providers, spin) -> Policy:
     check_load_arguments(path, device, expect_sha256, onnx)
     check_policy_arguments(dtype, engine, graphs, seed, spin)
     device = pick_device(

@@ -3,10 +3,20 @@ before it: on an Ascend host `import torch` also imports torch_npu), and pyarrow
 
 import os
 import sys
+from typing import Optional
 
 from .errors import UsageError
 
-__all__ = ["import_pyarrow", "TORCH_HINT", "CANN_ENV_HINT", "before_torch", "import_torch", "torch_available"]
+__all__ = [
+    "import_pyarrow",
+    "TORCH_HINT",
+    "CANN_ENV_HINT",
+    "REQUIRED",
+    "missing_package",
+    "before_torch",
+    "import_torch",
+    "torch_available",
+]
 
 
 def import_pyarrow():
@@ -18,6 +28,45 @@ def import_pyarrow():
     except ImportError:
         raise UsageError("Parquet files need pyarrow, which is not installed: pip install pyarrow")
     return pyarrow
+
+
+# What the program needs installed, as pyproject.toml's dependencies say (tests/test_install.py holds them equal):
+# {module: requirement}. A .pyz or a copied clone has no requirements.txt beside it, so a missing one is named.
+REQUIRED = {
+    "numpy": "numpy>=1.24",
+    "onnx": "onnx>=1.16",
+    "ml_dtypes": "ml_dtypes<0.6",
+    "onnxruntime": "onnxruntime>=1.17",
+    "huggingface_hub": "huggingface_hub>=0.23",
+    "tqdm": "tqdm>=4.60",
+    "PIL": "Pillow>=9",
+}
+
+_PIP_NAMES = {"PIL": "Pillow", "yaml": "PyYAML", "google": "protobuf", "prometheus_client": "prometheus-client"}
+
+
+def missing_package(module: Optional[str]) -> str:
+    """The one line for a package that is not installed (module: ModuleNotFoundError's name), naming what to install:
+    every required package not found here, with its version (numpy missing: the rest likely are too), torch's hint, or
+    the package itself."""
+    import importlib.util
+
+    top = (module or "?").split(".")[0]
+    if top == "torch":
+        hint = TORCH_HINT
+    elif top in REQUIRED:
+        missing = []
+        for name, requirement in REQUIRED.items():
+            try:
+                absent = name == top or importlib.util.find_spec(name) is None
+            except (ImportError, ValueError):
+                absent = True
+            if absent:
+                missing.append(f'"{requirement}"' if "<" in requirement or ">" in requirement else requirement)
+        hint = "pip install " + " ".join(missing)
+    else:
+        hint = f"pip install {_PIP_NAMES.get(top, top)}"
+    return f"the Python package '{module}' is not installed; run: {hint}"
 
 
 TORCH_HINT = 'pip install ".[torch]" (or pip install torch; Ascend hosts: CANN\'s torch and torch_npu)'

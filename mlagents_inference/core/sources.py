@@ -354,14 +354,41 @@ def _checkpoint_source(checkpoint: str) -> ModelSource:
     return ModelSource(path, folder, behavior, "--checkpoint")
 
 
+def _behavior_folder_source(origin: str, folder: Path) -> Optional[ModelSource]:
+    """A behaviour folder given for the run folder (<run>/<Behavior>, its checkpoints in it): its newest checkpoint,
+    the one the run folder picks (never an older ONNX beside it); None when the folder holds no .pt file."""
+    try:
+        checkpoints = sorted(p.name for p in folder.glob("*.pt"))
+        named = folder if folder.name not in ("", "..") else folder.resolve()  # (".": the folder's own name)
+        run, behavior = named.parent, named.name
+        if checkpoints and list_checkpoints(run, behavior):
+            return ModelSource(default_checkpoint(run, behavior), run, behavior, origin)
+    except OSError as exc:
+        raise UsageError(f"{origin} {short_path(folder)}: cannot read the folder ({exc.strerror or exc})")
+    if not checkpoints:
+        return None
+    shown = ", ".join(checkpoints[:4]) + (", ..." if len(checkpoints) > 4 else "")
+    raise UsageError(
+        f"{origin} {short_path(folder)}: holds {shown}, none named {behavior}-<step>.pt or checkpoint.pt as "
+        f"ML-Agents names a behaviour's checkpoints; choose one with --checkpoint FILE.pt"
+    )
+
+
 def _model_dir_source(origin: str, value: str) -> ModelSource:
     """A run folder given by --model-dir or $HUGGY_MODEL_DIR (`origin`)."""
     folder = Path(value)
-    if path_kind(origin, folder) != "dir":
+    kind = path_kind(origin, folder)
+    if kind == "file":
+        takes = "--onnx takes an ONNX file" if folder.suffix.lower() == ".onnx" else "--checkpoint takes a checkpoint"
+        raise UsageError(f"{origin} {short_path(folder)}: is a file, not a folder; {takes}")
+    if kind != "dir":
         raise UsageError(f"{origin} {short_path(folder)}: no such folder")
     try:
         behavior = find_behavior(folder)
-    except UsageError:  # a folder that holds only <Behavior>.onnx: the ONNX alone
+    except UsageError:  # a behaviour folder (<run>/<Behavior>), or one that holds only <Behavior>.onnx: the ONNX alone
+        behavior_source = _behavior_folder_source(origin, folder)
+        if behavior_source is not None:
+            return behavior_source
         alone = sorted(folder.glob("*.onnx"))
         if len(alone) > 1 and not any(folder.glob("*/*.pt")):
             raise UsageError(

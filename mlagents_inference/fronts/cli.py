@@ -14,6 +14,7 @@ from typing import Callable, Optional
 from .. import __doc__ as PACKAGE_DOC
 from .. import __version__
 from ..core.errors import CheckFailed, NotThisPolicy, UsageError
+from ..core.extras import missing_package
 from ..core.files import describe_os_error, install_signal_handlers, restore_signal_handlers
 from ..core.sources import DEFAULT_REPO, SHA256_HEX
 from ..core.spec import DTYPES, ENGINES
@@ -628,10 +629,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         except CheckFailed as exc:  # e.g. NotThisPolicy: --onnx belongs to another policy
             return _report_check_failed(args, exc)
         except ModuleNotFoundError as exc:  # e.g. torch on a fresh machine
-            _tell(
-                f"error: the Python package '{exc.name}' is not installed; run: pip install -r requirements.txt"
-                + (' (an installed package: pip install ".[torch]")' if exc.name == "torch" else "")
-            )
+            _tell(f"error: {missing_package(exc.name)}")
             return 2
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP through Interrupted
             return _report_interrupted(exc)

@@ -15,6 +15,7 @@ import gc
 import signal
 import sys
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional, Protocol
 
@@ -44,6 +45,7 @@ __all__ = [
     "WRITE_BOUND",
     "READ_SIZE",
     "READ_BOUND",
+    "UNFINISHED_BOUND",
     "HTTP_SCOPE",
     "ServeOptions",
     "Owner",
@@ -73,6 +75,11 @@ READ_SIZE = 1 << 16  # the most one read takes from a connection (the stream's p
 
 
 READ_BOUND = 1 << 20  # its received, unanswered lines (bytes, LINE_COST more each) past which likewise
+
+
+UNFINISHED_BOUND = 64 << 20  # the unfinished lines past READ_BOUND, every connection together: one past READ_BOUND
+# takes one of UNFINISHED_BOUND // --max-line-bytes slots (at least 1) until it ends; a connection that finds none free
+# is not read until one is (24 connections holding 15 MiB of a line each held ~360 MB before)
 
 
 LINE_COST = 64  # what a waiting line costs beside its bytes (its object and its place in the list)
@@ -145,6 +152,7 @@ class Connection(asyncio.BufferedProtocol):
         self.server, self.lines, self.parts, self.parts_len, self.skipping = server, [], [], 0, False
         self.arrived, self.closed, self.eof, self.info = 0.0, False, False, False
         self.write_paused = self.read_paused = False
+        self.slot = self.slot_wanted = False  # (an unfinished line past READ_BOUND: holds / waits for a server's slot)
         self.waiting_bytes, self.transport, self.scope, self.fd = 0, None, "", -1
 
     def connection_made(self, transport) -> None:
@@ -188,6 +196,8 @@ class Connection(asyncio.BufferedProtocol):
                 self.skipping = True
             elif tail:
                 self.parts, self.parts_len = [tail], len(tail)
+        if self.parts_len > READ_BOUND or self.slot:
+            self.unfinished()
         if len(lines) > before:
             self.waiting_bytes += len(data) + LINE_COST * (len(lines) - before)
             self.server.waiting(self, len(lines) - before)
@@ -199,14 +209,30 @@ class Connection(asyncio.BufferedProtocol):
         if tail.strip() and not self.skipping:
             self.lines.append(tail)
             self.server.waiting(self, 1)
-        self.parts, self.eof = [], True
+        self.parts, self.parts_len, self.eof = [], 0, True
+        self.unfinished()
         if not self.lines:
             self.transport.close()  # (after the answers already written)
         return True  # the answers still to come are written before it closes
 
     def connection_lost(self, exc) -> None:
         self.closed = True
+        self.parts, self.parts_len = [], 0
+        self.unfinished()
+        if self.slot_wanted:
+            self.slot_wanted = False
+            self.server.slots_wanted.remove(self)
         self.server.lost(self)
+
+    def unfinished(self) -> None:
+        """Its unfinished line counts: past READ_BOUND it holds one of the server's slots (UNFINISHED_BOUND) until it
+        ends, and without a free one the connection is not read until one is freed."""
+        if self.parts_len <= READ_BOUND:
+            if self.slot:
+                self.server.release_slot(self)
+        elif not self.slot and not self.slot_wanted and not self.server.take_slot(self):
+            self.slot_wanted = True
+            self.reading()
 
     def pause_writing(self) -> None:  # its unsent answers passed WRITE_BOUND: stop reading it
         self.write_paused = True
@@ -219,7 +245,7 @@ class Connection(asyncio.BufferedProtocol):
             self.server.waiting(self, 0)
 
     def reading(self) -> None:
-        pause = self.write_paused or self.waiting_bytes > READ_BOUND
+        pause = self.write_paused or self.waiting_bytes > READ_BOUND or self.slot_wanted
         if pause != self.read_paused and not self.closed and not self.transport.is_closing():
             self.read_paused = pause
             (self.transport.pause_reading if pause else self.transport.resume_reading)()
@@ -288,6 +314,7 @@ class Server:
         self.latencies: list = []
         self.latency, self.batches = Histogram(LATENCY_BUCKETS_S), Histogram(BATCH_BUCKETS)
         self.read_view = memoryview(bytearray(READ_SIZE))
+        self.slots, self.slots_wanted = max(1, UNFINISHED_BOUND // self.limit), deque()  # (unfinished long lines)
         self.started = None  # (called once every front listens: serving())
         self.view, self.jobs = ModelView(policy), 0  # (V2: the model as it sees it; its requests waiting)
         self.last_job = 0.0  # the last V2 request's arrival (gather)
@@ -308,6 +335,25 @@ class Server:
         self.conns.add(conn)
         if self.stopping:
             conn.transport.close()
+
+    def take_slot(self, conn: Connection) -> bool:
+        """A slot for conn's unfinished line past READ_BOUND; none free: conn waits in line for one (False)."""
+        if self.slots > 0:
+            self.slots -= 1
+            conn.slot = True
+            return True
+        self.slots_wanted.append(conn)
+        return False
+
+    def release_slot(self, conn: Connection) -> None:
+        """conn's long line ended (or conn is gone): its slot goes to the first connection still waiting for one."""
+        conn.slot, self.slots = False, self.slots + 1
+        while self.slots_wanted and self.slots > 0:
+            waiter = self.slots_wanted.popleft()
+            if waiter.slot_wanted and not waiter.closed:
+                self.slots -= 1
+                waiter.slot, waiter.slot_wanted = True, False
+                waiter.reading()
 
     def lost(self, conn: Connection) -> None:
         self.conns.discard(conn)

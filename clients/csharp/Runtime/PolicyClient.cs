@@ -232,6 +232,9 @@ namespace MLAgentsInference
             {
                 int start, end;
                 NextLine(out start, out end);
+                if (end - start >= 5 && Encoding.ASCII.GetString(_in, start, 5) == "HTTP/")  // (--http's port, say)
+                    throw new FormatException("an HTTP server answered (\"" + Encoding.ASCII.GetString(_in, start, Math.Min(end - start, 60)).TrimEnd('\r') +
+                                              "\"): PolicyClient speaks serve's JSON lines; give the address of --listen, not of --http");
                 var r = new JsonReader(_in, start, end);
                 r.BeginObject();
                 string key;

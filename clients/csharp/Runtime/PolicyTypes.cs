@@ -58,9 +58,15 @@ namespace MLAgentsInference
             Name = name;
             Kind = kind;
             Shape = shape;
-            int size = 1;
-            foreach (int s in shape) size *= s;
-            Size = size;
+            long size = 1;
+            foreach (int s in shape)
+            {
+                size *= s;  // (each at most int.MaxValue: the product is checked before it can pass long's range)
+                if (size > int.MaxValue)
+                    throw new FormatException("info: input " + name + "'s \"shape\" holds more than " +
+                                              int.MaxValue.ToString(CultureInfo.InvariantCulture) + " values");
+            }
+            Size = (int)size;
         }
 
         /// <summary>"obs_0", "obs_1", ...</summary>
@@ -93,17 +99,18 @@ namespace MLAgentsInference
             }
             if (inputs.Count == 0) throw new FormatException("info: the policy has no inputs");
             Inputs = inputs.ToArray();
-            ContinuousSize = (int)Get<long>(raw, "continuous_size", false);
+            ContinuousSize = Size(raw, "continuous_size");
             DiscreteBranches = Ints(Get<List<object>>(raw, "discrete_branches", false), "discrete_branches");
-            MemorySize = (int)Get<long>(raw, "memory_size", false);
-            int maskWidth = 0;
+            MemorySize = Size(raw, "memory_size");
+            long maskWidth = 0;
             foreach (int branch in DiscreteBranches)
             {
                 if (branch < 1) throw new FormatException("info: a discrete branch of size " + branch.ToString(CultureInfo.InvariantCulture));
                 maskWidth += branch;
             }
-            MaskWidth = maskWidth;
-            if (ContinuousSize < 0 || MemorySize < 0) throw new FormatException("info: negative sizes");
+            if (maskWidth > int.MaxValue)
+                throw new FormatException("info: \"discrete_branches\" add up to more than " + int.MaxValue.ToString(CultureInfo.InvariantCulture));
+            MaskWidth = (int)maskWidth;
         }
 
         /// <summary>The behavior name (null when the server does not say).</summary>
@@ -137,6 +144,17 @@ namespace MLAgentsInference
             }
             if (!(value is T)) throw new FormatException("info: \"" + key + "\" is not a " + typeof(T).Name);
             return (T)value;
+        }
+
+        /// <summary>A size the info gives (continuous_size, memory_size): an integer from 0 to int.MaxValue, never one cut to
+        /// an int's low bits (2^32 + 2 is not 2).</summary>
+        private static int Size(Dictionary<string, object> dict, string key)
+        {
+            long value = Get<long>(dict, key, false);
+            if (value < 0 || value > int.MaxValue)
+                throw new FormatException("info: \"" + key + "\" is " + value.ToString(CultureInfo.InvariantCulture) + ", outside 0 to " +
+                                          int.MaxValue.ToString(CultureInfo.InvariantCulture));
+            return (int)value;
         }
 
         private static int[] Ints(List<object> list, string what)
