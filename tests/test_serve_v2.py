@@ -1168,6 +1168,74 @@ def test_bad_grpc_requests_get_one_line_errors_and_the_server_goes_on(servers):
             assert r.error_message and "\n" not in r.error_message
 
 
+def test_a_tensor_whose_values_are_given_twice_is_refused_in_one_line(servers):
+    """Typed contents and raw_input_contents (gRPC), "data" and binary_data_size (REST): which values were meant is
+    not the server's guess (it used to answer from one and ignore the other); Triton refuses both, so does this."""
+    srv = servers("vector")
+    obs = np.full((1, 8), 0.25, np.float32)
+    request = grpc_request(srv.name, [("obs_0", "FP32", obs)])
+    request.inputs[0].contents.fp32_contents.extend([9.0] * 8)  # (other values than the raw ones)
+    code, details = grpc_error(lambda: srv.stub.ModelInfer(request, timeout=60))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "\n" not in details, details
+    assert "obs_0" in details and "contents" in details and "raw_input_contents" in details, details
+    (stream_answer,) = list(srv.stub.ModelStreamInfer(iter([request]), timeout=60))
+    assert "raw_input_contents" in stream_answer.error_message
+    body, headers = binary_request([("obs_0", "FP32", obs)])
+    head_len = int(headers["Inference-Header-Content-Length"])
+    head = json.loads(body[:head_len])
+    head["inputs"][0]["data"] = [9.0] * 8
+    text = json.dumps(head).encode()
+    status, _, answer = rest(
+        srv.http,
+        "POST",
+        f"/v2/models/{srv.name}/infer",
+        text + body[head_len:],
+        {"Inference-Header-Content-Length": str(len(text))},
+    )
+    error = json.loads(answer)["error"]
+    assert status == 400 and "obs_0" in error and '"data"' in error and "binary_data_size" in error, error
+    assert "\n" not in error
+
+
+@pytest.mark.parametrize(
+    "data",
+    [["0.5"] * 8, ["1e3"] + [0.0] * 7, [True] + [0.0] * 7, [None] * 8, [[0.0] * 4, ["x"] * 4]],
+    ids=["strings", "a-string-number", "a-boolean", "nulls", "nested-strings"],
+)
+def test_rest_data_that_is_not_numbers_is_refused_as_the_json_lines_refuse_it(servers, data):
+    srv = servers("vector")
+    shape = [1, 8] if not isinstance(data[0], list) else [1, 2, 4]
+    tensor = {"name": "obs_0", "datatype": "FP32", "shape": shape, "data": data}
+    status, _, body = infer_json(srv, [tensor])
+    assert status == 400, body
+    assert json.loads(body)["error"] == 'input "obs_0": "data" must hold numbers only (FP32)'
+
+
+def test_v2_parameters_are_held_to_their_protocol_types(servers):
+    """"binary_data": "false" is a string, not false: refused, where it used to be read as true (a binary answer)."""
+    srv = servers("vector")
+    inputs = [tensor_json("obs_0", np.zeros((1, 8), np.float32))]
+    for bad in ("false", 0, 1, [], {}):
+        msg = {"inputs": inputs, "outputs": [{"name": "deterministic_continuous_actions", "parameters": {}}]}
+        msg["outputs"][0]["parameters"]["binary_data"] = bad
+        status, headers, body = rest(srv.http, "POST", f"/v2/models/{srv.name}/infer", json.dumps(msg).encode())
+        assert status == 400 and "inference-header-content-length" not in headers, (bad, body)
+        assert '"binary_data": expected true or false' in json.loads(body)["error"], body
+    for bad in ("true", 1):
+        status, _, body = infer_json(srv, inputs, parameters={"binary_data_output": bad})
+        assert status == 400 and "binary_data_output" in json.loads(body)["error"], (bad, body)
+    for key, bad in (("sequence_start", "true"), ("seed", "7"), ("seed", 1.5), ("sequence_end", 1)):
+        lstm = servers("lstm")
+        status, _, body = infer_json(
+            lstm, [tensor_json("obs_0", np.zeros((1, 10), np.float32))], parameters={"sequence_id": 3, key: bad}
+        )
+        assert status == 400 and f'parameter "{key}"' in json.loads(body)["error"], (key, bad, body)
+    msg = {"inputs": inputs, "outputs": [{"name": "deterministic_continuous_actions", "parameters": {}}]}
+    msg["outputs"][0]["parameters"]["binary_data"] = False
+    status, headers, body = rest(srv.http, "POST", f"/v2/models/{srv.name}/infer", json.dumps(msg).encode())
+    assert status == 200 and "inference-header-content-length" not in headers, body
+
+
 def test_unknown_routes_and_methods_are_refused_without_harm(servers):
     """Routes this server lacks under /v2 (repository, shared memory, trace, logging) and a wrong method: 404 and 405
     with a one-line {"error"} as every V2 refusal (Triton's clients read the body as JSON)."""

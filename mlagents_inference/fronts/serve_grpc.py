@@ -57,6 +57,10 @@ def grpc_job(view, request):
         name = tensor.name
         if name in tensors:
             raise UsageError(f'input "{name[:40]}" is given twice')
+        if raw and tensor.HasField("contents") and tensor.contents.ListFields():  # (Triton refuses it too)
+            raise UsageError(
+                f'input "{name[:40]}": both typed contents and raw_input_contents given: give its values once'
+            )
         if raw:
             tensors[name] = tensor_array(name[:40], tensor.datatype, list(tensor.shape), raw=raw[n])
         else:

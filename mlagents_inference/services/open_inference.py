@@ -320,6 +320,9 @@ def tensor_array(name: str, datatype, shape, data=None, raw: Optional[bytes] = N
         return np.frombuffer(raw, dtype).reshape(shape)
     if data is None:
         raise UsageError(f'input "{name}": no data (give "data", or binary data with "binary_data_size")')
+    if not _json_values_only(data, datatype):
+        what = {"BOOL": "true or false", "FP16": "numbers", "FP32": "numbers", "FP64": "numbers"}
+        raise UsageError(f'input "{name}": "data" must hold {what.get(datatype, "whole numbers")} only ({datatype})')
     try:
         array = np.asarray(data, dtype=dtype)
     except (ValueError, TypeError, OverflowError):
@@ -327,6 +330,22 @@ def tensor_array(name: str, datatype, shape, data=None, raw: Optional[bytes] = N
     if array.size != count:
         raise UsageError(f'input "{name}": {array.size} values, shape {list(shape)} takes {count}')
     return array.reshape(shape)
+
+
+def _json_values_only(data, datatype: str) -> bool:
+    """Whether `data` (a JSON value: a list, nested as deep as a shape goes) holds only the JSON values of `datatype`:
+    numbers (not strings, booleans or null) for the float types, whole numbers for the integer ones, booleans for
+    BOOL. Numpy would turn "0.5", "1e3" and true into numbers; the JSON lines refuse them, and so does V2. One level
+    of the lists at a time (a set of the types: the check runs at C speed over a large tensor)."""
+    allowed = {bool} if datatype == "BOOL" else {int, float} if datatype.startswith("FP") else {int}
+    level = data if type(data) is list else [data]
+    for _ in range(9):  # (a shape has at most 8 dimensions: deeper is refused by the shape check anyway)
+        kinds = set(map(type, level))
+        if kinds == {list}:
+            level = list(itertools.chain.from_iterable(level))
+            continue
+        return kinds <= allowed
+    return False
 
 
 def _parameter(params: dict, name: str, kinds: tuple, what: str):
@@ -455,7 +474,7 @@ def rest_request(view: ModelView, body: bytes, header_length: Optional[str], loa
         raise UsageError('"parameters" must be an object')
     every = params.get("binary_data_output")
     if every is not None and type(every) is not bool:
-        raise UsageError('parameter "binary_data_output": expected true or false')
+        raise UsageError(f'parameter "binary_data_output": expected true or false, got {_brief(every)}')
     wanted, binary_out = _rest_outputs(outputs, every)
     job = read_request(view, _rest_tensors(inputs, binary), wanted, params, ident)
     job.binary, job.arrived = set(job.wanted) if every and outputs is None else binary_out, started
@@ -503,6 +522,8 @@ def _rest_tensors(inputs, binary: memoryview) -> dict:
         if type(tparams) is not dict:
             raise UsageError(f'input "{_brief(name)}": "parameters" must be an object')
         size, raw = tparams.get("binary_data_size"), None
+        if size is not None and "data" in tensor:  # (Triton refuses it too: which of the two would be meant?)
+            raise UsageError(f'input "{_brief(name)}": both "data" and binary_data_size given: give its values once')
         if size is not None:
             if type(size) is not int or size < 0 or at + size > len(binary):
                 raise UsageError(
@@ -527,7 +548,12 @@ def _rest_outputs(outputs, every) -> tuple:
         oparams = o.get("parameters") or {}
         if type(oparams) is not dict:
             raise UsageError(f'output "{_brief(o["name"])}": "parameters" must be an object')
-        if oparams.get("binary_data", every):
+        choice = oparams.get("binary_data")
+        if choice is not None and type(choice) is not bool:
+            raise UsageError(
+                f'output "{_brief(o["name"])}": parameter "binary_data": expected true or false, got {_brief(choice)}'
+            )
+        if every if choice is None else choice:
             binary.add(o["name"])
     return [o["name"] for o in outputs], binary
 
