@@ -1212,7 +1212,7 @@ def test_rest_data_that_is_not_numbers_is_refused_as_the_json_lines_refuse_it(se
 
 
 def test_v2_parameters_are_held_to_their_protocol_types(servers):
-    """"binary_data": "false" is a string, not false: refused, where it used to be read as true (a binary answer)."""
+    """A "binary_data" of "false" is a string, not false: refused, where it used to be read as true (a binary answer)."""
     srv = servers("vector")
     inputs = [tensor_json("obs_0", np.zeros((1, 8), np.float32))]
     for bad in ("false", 0, 1, [], {}):
