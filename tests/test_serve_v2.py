@@ -536,6 +536,99 @@ def test_lstm_sequences_keep_memory_on_the_server_rest_grpc_and_stream(servers):
     infer_json(srv, obs_inputs(obs, masks), parameters={"sequence_id": 101, "sequence_end": True})
 
 
+@contextlib.contextmanager
+def lstm_server(monkeypatch, share: int, whole: int):
+    """An LSTM server with small sequence bounds (each owner's share, every owner's together) and a stub on each of
+    three channels (three gRPC connections: three owners)."""
+    from mlagents_inference.fronts import serve
+
+    monkeypatch.setattr(serve, "CONNECTION_MEMORY_IDS", share)
+    monkeypatch.setattr(serve, "MEMORY_IDS", whole)
+    policy = I.load(EXAMPLES / "lstm")
+    with serving(policy, ServeOptions(), http="127.0.0.1:0", grpc="127.0.0.1:0") as said:
+        own = [*GRPC_OPTIONS, ("grpc.use_local_subchannel_pool", 1)]  # (else a process's channels share one)
+        channels = [grpc.insecure_channel(said["grpc"], options=own) for _ in range(3)]
+        try:
+            stubs = [service_pb2_grpc.GRPCInferenceServiceStub(c) for c in channels]
+            yield SimpleNamespace(policy=policy, name=policy.info["behavior"], http=said["http"], stubs=stubs)
+        finally:
+            for c in channels:
+                c.close()
+
+
+def sequence_step(srv, stub, seq, obs, start=False):
+    request = grpc_request(
+        srv.name,
+        [("obs_0", "FP32", obs)],
+        outputs=["deterministic_discrete_actions", "recurrent_out"],
+        parameters={"sequence_id": seq, "sequence_start": start},
+    )
+    return grpc_outputs(stub.ModelInfer(request, timeout=60))
+
+
+def test_sequences_belong_to_their_client_and_a_flood_drops_only_its_own(monkeypatch):
+    """One stream opening many sequences used to drop every other client's (one shared scope, least recently used
+    first), with the JSON lines' advice. Now each client (a gRPC connection; a REST host) has its own share: the
+    flood drops its own oldest, whose next request is refused in V2's words; the other client's sequence goes on,
+    equal to the local rollout."""
+    rng = np.random.RandomState(3)
+    steps = [observation(rng, (10,), 1) for _ in range(3)]
+    with lstm_server(monkeypatch, share=20, whole=1000) as srv:
+        victim, flooder = srv.stubs[0], srv.stubs[1]
+        got = [sequence_step(srv, victim, 7, steps[0], start=True), sequence_step(srv, victim, 7, steps[1])]
+        flood = [
+            grpc_request(srv.name, [("obs_0", "FP32", steps[0])], parameters={"sequence_id": k, "sequence_start": True})
+            for k in range(1, 31)  # (0 is no sequence, as Triton's)
+        ]
+        answers = list(flooder.ModelStreamInfer(iter(flood), timeout=120))
+        assert [a.error_message for a in answers] == [""] * 30
+        got.append(sequence_step(srv, victim, 7, steps[2]))
+        code, details = grpc_error(lambda: sequence_step(srv, flooder, 1, steps[1]))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT, details
+        assert details.startswith("sequence 1: its memory was dropped") and "sequence_start" in details, details
+        assert '"reset"' not in details and "bound of 20 sequences" in details, details
+        # the same id on another client is another sequence: not started there
+        code, details = grpc_error(lambda: sequence_step(srv, srv.stubs[2], 30, steps[1]))
+        assert "not started" in details, details
+    memory = None
+    for obs, answer in zip(steps, got):
+        want = srv.policy.act([obs], memory=memory)
+        memory = want["memory"]
+        np.testing.assert_array_equal(answer["deterministic_discrete_actions"], want["discrete_actions"])
+        np.testing.assert_allclose(answer["recurrent_out"].reshape(1, -1), memory, rtol=0, atol=1e-5)
+
+
+def test_a_start_past_the_servers_bound_is_refused_to_the_one_who_asked(monkeypatch):
+    rng = np.random.RandomState(4)
+    obs = observation(rng, (10,), 1)
+    with lstm_server(monkeypatch, share=20, whole=30) as srv:
+        first, second = srv.stubs[0], srv.stubs[1]
+        for k in range(1, 21):
+            sequence_step(srv, first, k, obs, start=True)
+        for k in range(1, 11):
+            sequence_step(srv, second, k, obs, start=True)
+        code, details = grpc_error(lambda: sequence_step(srv, second, "one-more", obs, start=True))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and details.startswith('sequence "one-more": the server'), (
+            details
+        )
+        assert "sequence_end" in details and "\n" not in details, details
+        for k in range(1, 21):  # nobody else's sequence was dropped for it
+            sequence_step(srv, first, k, obs)
+        for k in range(1, 11):
+            sequence_step(srv, second, k, obs)
+
+
+def test_a_string_sequence_id_has_a_length_limit(servers):
+    srv = servers("lstm")
+    obs = [tensor_json("obs_0", np.zeros((1, 10), np.float32))]
+    status, _, body = infer_json(srv, obs, parameters={"sequence_id": "x" * (4 << 20), "sequence_start": True})
+    assert status == 400 and json.loads(body)["error"] == (
+        'parameter "sequence_id": a string longer than 256 characters'
+    ), body[:300]
+    status, _, body = infer_json(srv, obs, parameters={"sequence_id": "x" * 256, "sequence_start": True})
+    assert status == 200, body[:300]
+
+
 def check_step(got: dict, local: dict, ref: dict, masks) -> None:
     np.testing.assert_array_equal(got["deterministic_discrete_actions"], local["discrete_actions"])
     np.testing.assert_array_equal(got["deterministic_discrete_actions"], ref["deterministic_discrete_actions"])
@@ -1212,7 +1305,7 @@ def test_rest_data_that_is_not_numbers_is_refused_as_the_json_lines_refuse_it(se
 
 
 def test_v2_parameters_are_held_to_their_protocol_types(servers):
-    """A "binary_data" of "false" is a string, not false: refused, where it used to be read as true (a binary answer)."""
+    """A "binary_data" of "false" is a string, not false: refused (it used to be read as true: a binary answer)."""
     srv = servers("vector")
     inputs = [tensor_json("obs_0", np.zeros((1, 8), np.float32))]
     for bad in ("false", 0, 1, [], {}):

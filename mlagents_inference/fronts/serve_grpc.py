@@ -8,14 +8,33 @@ plug-in of serve (its FRONTS row names it): grpcio and tritonclient are imported
 from __future__ import annotations
 
 import asyncio
+import collections
 import time
 
 from ..core.errors import UsageError
-from ..services.open_inference import DTYPES, NotFound, read_request, tensor_array
+from ..services.open_inference import DTYPES, NotFound, owner_of, read_request, tensor_array
 from ..services.serve_common import Front, tell_limited
 from .serve import Server
 
-__all__ = ["NEED_GRPC", "CONTENTS", "GrpcFront", "V2Service", "add_service", "grpc_job", "grpc_answer", "parameters"]
+__all__ = [
+    "NEED_GRPC",
+    "STREAM_BYTES",
+    "STREAM_REQUESTS",
+    "CONTENTS",
+    "GrpcFront",
+    "V2Service",
+    "Stream",
+    "add_service",
+    "grpc_job",
+    "grpc_answer",
+    "parameters",
+]
+
+
+STREAM_BYTES = 4 << 20  # a ModelStreamInfer's requests read and unanswered plus its answers unsent: past it, not read
+
+
+STREAM_REQUESTS = 1024  # the same in requests (each costs its task beside its bytes)
 
 
 NEED_GRPC = 'serve --grpc needs grpcio and tritonclient[grpc]: pip install ".[serve]"'
@@ -45,8 +64,9 @@ def parameters(mapping) -> dict:
     return out
 
 
-def grpc_job(view, request):
-    """A ModelInferRequest checked against the model: a Job (UsageError, NotFound in one line)."""
+def grpc_job(view, request, owner: str = ""):
+    """A ModelInferRequest checked against the model: a Job (UsageError, NotFound in one line); `owner`: its peer,
+    whose sequences its sequence_id names."""
     started = time.perf_counter_ns()
     view.check(request.model_name, request.model_version)
     raw = request.raw_input_contents
@@ -68,7 +88,7 @@ def grpc_job(view, request):
             data = list(getattr(tensor.contents, field)) if field else None
             tensors[name] = tensor_array(name[:40], tensor.datatype, list(tensor.shape), data)
     outputs = [o.name for o in request.outputs] or None
-    job = read_request(view, tensors, outputs, parameters(request.parameters), request.id or None)
+    job = read_request(view, tensors, outputs, parameters(request.parameters), request.id or None, owner)
     job.arrived = started
     job.read_ns = time.perf_counter_ns() - started
     return job
@@ -154,6 +174,7 @@ class V2Service:
         from tritonclient.grpc import service_pb2 as pb
 
         self.server, self.view, self.codes, self.pb = server, server.view, grpc.StatusCode, pb
+        self.streams: set = set()  # (the open ModelStreamInfer calls: the stop ends what is left of them)
         self.parse, self.config_message = json_format.ParseDict, model_config_pb2.ModelConfig
 
     async def checked(self, context, request) -> None:
@@ -162,13 +183,13 @@ class V2Service:
         except NotFound as exc:
             await context.abort(self.codes.NOT_FOUND, str(exc))
 
-    async def answered(self, request):
-        """A ModelInferRequest's response, or (status, text) where it is refused."""
+    async def answered(self, request, owner: str):
+        """A ModelInferRequest's response, or (status, text) where it is refused. `owner`: its peer (owner_of)."""
         server, view, codes = self.server, self.view, self.codes
         try:
             if server.stopping:
                 return codes.UNAVAILABLE, "the server is stopping"
-            job = grpc_job(view, request)
+            job = grpc_job(view, request, owner)
         except UsageError as exc:
             view.stats.add("fail", 0)
             return codes.NOT_FOUND if isinstance(exc, NotFound) else codes.INVALID_ARGUMENT, str(exc)
@@ -210,35 +231,101 @@ class V2Service:
         return self.parse(stats, self.pb.ModelStatisticsResponse())
 
     async def ModelInfer(self, request, context):
-        response = await self.answered(request)
+        response = await self.answered(request, owner_of("grpc:" + str(context.peer())))
         if isinstance(response, tuple):
             await context.abort(*response)
         return response
 
     async def ModelStreamInfer(self, request_iterator, context):
         """Requests read as they come and answered in their order (a client may send many before reading); a refused
-        one gets its error_message and the stream goes on."""
-        waiting: asyncio.Queue = asyncio.Queue(maxsize=1024)
-
-        async def read():
-            try:
-                async for request in request_iterator:
-                    await waiting.put(asyncio.ensure_future(self.answered(request)))
-            except Exception as exc:  # noqa: BLE001 - the client went away mid-stream
-                tell_limited(f"grpc: a stream ended: {type(exc).__name__}")
-            finally:
-                await waiting.put(None)
-
-        reader = asyncio.ensure_future(read())
+        one gets its error_message and the stream goes on. What the stream holds (its requests read and not answered,
+        its answers not yet sent) is bounded in bytes, STREAM_BYTES, and in count: past either, the stream is not
+        read until its client reads (grpcio's flow control then holds the client's sends). A message that cannot be
+        read ends the stream with INVALID_ARGUMENT, after the answers of the requests before it."""
+        stream = Stream(self, owner_of("grpc:" + str(context.peer())))
+        self.streams.add(stream)
+        stream.reader = asyncio.ensure_future(stream.read(request_iterator))
         try:
-            while (task := await waiting.get()) is not None:
-                response = await task
-                if isinstance(response, tuple):
-                    yield self.pb.ModelStreamInferResponse(error_message=response[1])
-                else:
-                    yield self.pb.ModelStreamInferResponse(infer_response=response)
+            while (message := await stream.next_answer()) is not None:
+                yield message
+                stream.sent()
+            if stream.failed is not None:
+                await context.abort(self.codes.INVALID_ARGUMENT, stream.failed)
         finally:
-            reader.cancel()
+            stream.close()
+            self.streams.discard(stream)
+
+
+class Stream:
+    """One ModelStreamInfer: its requests' answers (tasks) in order, each with the bytes it holds (its request's,
+    then its answer's too), read while those bytes stay under STREAM_BYTES."""
+
+    def __init__(self, service: V2Service, owner: str):
+        self.service, self.owner, self.pending, self.held = service, owner, collections.deque(), 0
+        self.ended, self.failed, self.answered, self.reader = False, None, 0, None
+        self.changed, self.room = asyncio.Event(), asyncio.Event()
+
+    async def read(self, request_iterator) -> None:
+        try:
+            async for request in request_iterator:
+                size = request.ByteSize()
+                while self.pending and (self.held + size > STREAM_BYTES or len(self.pending) >= STREAM_REQUESTS):
+                    self.room.clear()
+                    await self.room.wait()  # (the writer sets it as answers go out; close() cancels this task)
+                task = asyncio.ensure_future(self.service.answered(request, self.owner))
+                entry = [task, size]
+                task.add_done_callback(lambda t, e=entry: self.counted(t, e))
+                self.pending.append(entry)
+                self.held += size
+                self.changed.set()
+        except Exception as exc:  # noqa: BLE001 - a message grpcio cannot decode, or the client gone mid-stream
+            self.failed = (
+                f"a request on this stream could not be read ({type(exc).__name__}"
+                f"{': ' + str(exc).splitlines()[0][:120] if str(exc) else ''}): the stream ends here, after the "
+                f"answers of the requests before it"
+            )
+            tell_limited(f"grpc: a stream ended: {type(exc).__name__}")
+        finally:
+            self.ended = True
+            self.changed.set()
+
+    def counted(self, task, entry) -> None:
+        """A request answered: the bytes of its answer held too, until it is sent."""
+        if not task.cancelled() and task.exception() is None and not isinstance(task.result(), tuple):
+            extra = task.result().ByteSize()
+            entry[1] += extra
+            self.held += extra
+
+    async def next_answer(self):
+        """The next answer as a ModelStreamInferResponse, in order; None once the stream is read to its end."""
+        while not self.pending:
+            if self.ended:
+                return None
+            self.changed.clear()
+            await self.changed.wait()
+        response = await self.pending[0][0]
+        pb = self.service.pb
+        if isinstance(response, tuple):
+            return pb.ModelStreamInferResponse(error_message=response[1])
+        return pb.ModelStreamInferResponse(infer_response=response)
+
+    def sent(self) -> None:
+        _, size = self.pending.popleft()
+        self.held -= size
+        self.answered += 1
+        self.room.set()
+
+    def close(self) -> None:
+        """The stream is over (its end, its client gone, the server stopping): nothing of it left running."""
+        if self.reader is not None:
+            self.reader.cancel()
+        for task, _ in self.pending:
+            task.cancel()
+        self.pending.clear()
+        self.room.set()
+
+    def tasks(self) -> list:
+        return [t for t in [self.reader, *(task for task, _ in self.pending)] if t is not None and not t.done()]
 
 
 def add_service(grpc_server, server: Server) -> None:

@@ -10,7 +10,7 @@ import socket
 import time
 
 from ..core.errors import UsageError
-from ..services.open_inference import NotFound, rest_answer, rest_request
+from ..services.open_inference import NotFound, owner_of, rest_answer, rest_request
 from ..services.serve_common import Front, OneLineLog, v2_route_errors
 from .serve import HttpLine, Server
 
@@ -154,7 +154,13 @@ class V2Rest:
             body = await request.read()
         except self.web.HTTPRequestEntityTooLarge:
             raise UsageError(f"the request is longer than {self.server.limit} bytes (--max-line-bytes)") from None
-        return rest_request(self.view, body, request.headers.get("Inference-Header-Content-Length"), self.server.loads)
+        return rest_request(
+            self.view,
+            body,
+            request.headers.get("Inference-Header-Content-Length"),
+            self.server.loads,
+            owner_of("http:" + str(request.remote)),  # (the host: a client's sequences, whichever connection)
+        )
 
     async def infer(self, request):
         server, stats, web = self.server, self.view.stats, self.web
