@@ -5,21 +5,15 @@ fresh server subprocess (its memory is what is measured: /proc/PID/status VmRSS,
 
 import json
 import os
-import re
 import signal
 import socket
 import time
 
 import pytest
-from conftest import EXAMPLES, serve_process
+from conftest import EXAMPLES, rss_mb, serve_process
 
 LSTM = EXAMPLES / "lstm"
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads /proc/PID/status")
-
-
-def rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        return int(re.search(r"VmRSS:\s+(\d+) kB", f.read()).group(1)) / 1024
 
 
 def start():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import sys
 import time
 
 from ..core.errors import UsageError
@@ -20,6 +21,7 @@ __all__ = [
     "NEED_GRPC",
     "STREAM_BYTES",
     "STREAM_REQUESTS",
+    "STOP_STREAMS_S",
     "CONTENTS",
     "GrpcFront",
     "V2Service",
@@ -35,6 +37,9 @@ STREAM_BYTES = 4 << 20  # a ModelStreamInfer's requests read and unanswered plus
 
 
 STREAM_REQUESTS = 1024  # the same in requests (each costs its task beside its bytes)
+
+
+STOP_STREAMS_S = 1.0  # the stop: how long grpcio answers the calls it holds before it cancels them (streams too)
 
 
 NEED_GRPC = 'serve --grpc needs grpcio and tritonclient[grpc]: pip install ".[serve]"'
@@ -135,7 +140,7 @@ class GrpcFront(Front):
                 ("grpc.max_send_message_length", -1),
             ]
         )
-        add_service(self.grpc, server)
+        self.service = add_service(self.grpc, server)
         where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         try:
             bound = self.grpc.add_insecure_port(where)
@@ -159,8 +164,20 @@ class GrpcFront(Front):
         pass  # (grpcio stops taking RPCs in cleanup, after the lines and requests already here are answered)
 
     async def cleanup(self) -> None:
+        """The stop: grpcio answers what it holds for STOP_STREAMS_S, then cancels every call left (streams whose
+        clients do not read among them); their tasks are waited for, so that none is left when the loop closes."""
         if getattr(self, "grpc", None) is not None:
-            await self.grpc.stop(1.0)
+            await self.grpc.stop(STOP_STREAMS_S)
+            closing = {t for t in self.service.closing if not t.done()}
+            if closing:
+                await asyncio.wait(closing, timeout=STOP_STREAMS_S)
+            if self.service.cut:
+                print(
+                    f"[serve] grpc: {self.service.cut} stream(s) still open {STOP_STREAMS_S:g} s into the stop were "
+                    f"ended (CANCELLED)",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
 
 class V2Service:
@@ -174,7 +191,8 @@ class V2Service:
         from tritonclient.grpc import service_pb2 as pb
 
         self.server, self.view, self.codes, self.pb = server, server.view, grpc.StatusCode, pb
-        self.streams: set = set()  # (the open ModelStreamInfer calls: the stop ends what is left of them)
+        self.cut = 0  # (streams the stop ended: said in one line)
+        self.closing: set = set()  # (the cancelled tasks of streams that ended: the stop waits for what is left)
         self.parse, self.config_message = json_format.ParseDict, model_config_pb2.ModelConfig
 
     async def checked(self, context, request) -> None:
@@ -242,18 +260,21 @@ class V2Service:
         its answers not yet sent) is bounded in bytes, STREAM_BYTES, and in count: past either, the stream is not
         read until its client reads (grpcio's flow control then holds the client's sends). A message that cannot be
         read ends the stream with INVALID_ARGUMENT, after the answers of the requests before it."""
+        # (a coroutine writing with context.write, not an async generator: one cancelled at a yield, as grpcio cancels
+        # a stream at the stop or when its client goes, is finalized later by the loop, which may be closed by then)
         stream = Stream(self, owner_of("grpc:" + str(context.peer())))
-        self.streams.add(stream)
         stream.reader = asyncio.ensure_future(stream.read(request_iterator))
         try:
             while (message := await stream.next_answer()) is not None:
-                yield message
+                await context.write(message)
                 stream.sent()
             if stream.failed is not None:
                 await context.abort(self.codes.INVALID_ARGUMENT, stream.failed)
+        except asyncio.CancelledError:
+            self.cut += bool(self.server.stopping)
+            raise
         finally:
-            stream.close()
-            self.streams.discard(stream)
+            self.closing.update(stream.close())
 
 
 class Stream:
@@ -315,22 +336,21 @@ class Stream:
         self.answered += 1
         self.room.set()
 
-    def close(self) -> None:
-        """The stream is over (its end, its client gone, the server stopping): nothing of it left running."""
-        if self.reader is not None:
-            self.reader.cancel()
-        for task, _ in self.pending:
+    def close(self) -> list:
+        """The stream is over (its end, its client gone, the server stopping): its tasks cancelled (returned, for the
+        stop to wait on: nothing of it is left pending when the loop closes)."""
+        tasks = [t for t in [self.reader, *(task for task, _ in self.pending)] if t is not None and not t.done()]
+        for task in tasks:
             task.cancel()
         self.pending.clear()
         self.room.set()
-
-    def tasks(self) -> list:
-        return [t for t in [self.reader, *(task for task, _ in self.pending)] if t is not None and not t.done()]
+        return tasks
 
 
-def add_service(grpc_server, server: Server) -> None:
-    """inference.GRPCInferenceService for `server`'s policy, on `grpc_server`."""
+def add_service(grpc_server, server: Server) -> V2Service:
+    """inference.GRPCInferenceService for `server`'s policy, on `grpc_server` (the service returned)."""
     from tritonclient.grpc import service_pb2_grpc
 
     service = type("Service", (V2Service, service_pb2_grpc.GRPCInferenceServiceServicer), {})(server)
     service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(service, grpc_server)
+    return service
