@@ -5,16 +5,17 @@ row names it): aiohttp and prometheus-client are imported only when --http is gi
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 import time
 
 from ..core.errors import UsageError
 from ..services.open_inference import NotFound, owner_of, rest_answer, rest_request
-from ..services.serve_common import Front, OneLineLog, v2_route_errors
+from ..services.serve_common import Front, OneLineLog, tell_limited, v2_route_errors
 from .serve import HttpLine, Server
 
-__all__ = ["NEED_HTTP", "HttpFront", "start_http", "V2Rest", "v2_routes", "V2_ERRORS"]
+__all__ = ["NEED_HTTP", "HttpFront", "start_http", "V2Rest", "v2_routes", "bodies_bounded", "V2_ERRORS"]
 
 
 NEED_HTTP = 'serve --http needs aiohttp and prometheus-client: pip install ".[serve]" (or aiohttp prometheus-client)'
@@ -84,10 +85,8 @@ async def start_http(server: Server, sock: socket.socket):
     async def act(request):
         if server.stopping:
             return web.json_response({"id": None, "error": "the server is stopping"}, status=503)
-        try:
-            body = (await request.read()).strip()
-        except web.HTTPRequestEntityTooLarge:
-            body = None
+        body = request["body"]  # (read by bodies_bounded: None where it is longer than --max-line-bytes)
+        body = None if body is None else body.strip()
         line = HttpLine(body if body is None or len(body) <= server.limit else None, server.loop.create_future())
         if body == b"":
             return web.json_response({"id": None, "error": "empty body: expected one stream line"}, status=400)
@@ -99,7 +98,10 @@ async def start_http(server: Server, sock: socket.socket):
         logger = logging.getLogger(name)
         if not any(isinstance(f, OneLineLog) for f in logger.filters):
             logger.addFilter(OneLineLog())
-    app = web.Application(client_max_size=server.limit + 1, middlewares=[v2_route_errors(web, server.dumps)])
+    app = web.Application(
+        client_max_size=server.limit + 1,
+        middlewares=[v2_route_errors(web, server.dumps), bodies_bounded(web, server)],
+    )
     app.add_routes([web.get("/healthz", healthz), web.get("/metrics", metrics), web.post("/v1/act", act)])
     app.add_routes(v2_routes(server, web))
     runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
@@ -150,10 +152,9 @@ class V2Rest:
     async def read(self, request):
         """The request's Job, checked (UsageError in one line)."""
         self.view.check(request.match_info["model"], request.match_info.get("version"))
-        try:
-            body = await request.read()
-        except self.web.HTTPRequestEntityTooLarge:
-            raise UsageError(f"the request is longer than {self.server.limit} bytes (--max-line-bytes)") from None
+        body = request["body"]  # (read by bodies_bounded)
+        if body is None:
+            raise UsageError(f"the request is longer than {self.server.limit} bytes (--max-line-bytes)")
         return rest_request(
             self.view,
             body,
@@ -185,6 +186,53 @@ class V2Rest:
             content_type="application/octet-stream",
             headers={"Inference-Header-Content-Length": str(header_length)},
         )
+
+
+def bodies_bounded(web, server: Server):
+    """Every POST's body read here, before its handler (request["body"]: the bytes, or None past --max-line-bytes),
+    within two bounds: the bodies being read and answered together (--http-in-flight-bytes; one without
+    Content-Length counts as --max-line-bytes until read): past it, 503 at once, the body unread and the connection
+    closed; and the time a body may take to arrive (--body-timeout-s): past it, 408 and the connection closed. The
+    Ray ingress bounds its bodies the same way (fronts.ray_serve.IN_FLIGHT_BYTES). Slow or stalled bodies hold at
+    most the bound, for at most the time."""
+    options, held = server.options, [0]
+    bound, seconds = options.http_in_flight_bytes, options.body_timeout_s
+
+    def refused(request, status: int, text: str):
+        answer = {"error": text} if request.path.startswith("/v2/") else {"id": None, "error": text}
+        response = web.Response(body=server.dumps(answer), status=status, content_type="application/json")
+        response.force_close()  # (the body unread: the connection cannot carry another request)
+        return response
+
+    @web.middleware
+    async def middleware(request, handler):
+        if request.method != "POST":
+            return await handler(request)
+        length = request.content_length
+        hold = server.limit + 1 if length is None else min(length, server.limit + 1)
+        if held[0] and held[0] + hold > bound:
+            tell_limited(f"http: a request refused (503): {held[0]} bytes of bodies in flight")
+            return refused(
+                request,
+                503,
+                f"busy: {held[0] >> 20} MiB of request bodies in flight (at most {bound >> 20} MiB, "
+                f"--http-in-flight-bytes); try again",
+            )
+        held[0] += hold
+        try:
+            try:
+                request["body"] = await asyncio.wait_for(request.read(), seconds)
+            except asyncio.TimeoutError:
+                return refused(
+                    request, 408, f"the request's body did not arrive within {seconds:g} s (--body-timeout-s)"
+                )
+            except web.HTTPRequestEntityTooLarge:
+                request["body"] = None
+            return await handler(request)
+        finally:
+            held[0] -= hold
+
+    return middleware
 
 
 def v2_routes(server: Server, web) -> list:
