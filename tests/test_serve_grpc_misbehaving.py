@@ -140,3 +140,32 @@ def test_a_stream_message_that_cannot_be_decoded_ends_the_stream_with_a_status_t
     assert ended.value.code() == grpc.StatusCode.INVALID_ARGUMENT, ended.value
     details = ended.value.details()
     assert "could not be read" in details and "\n" not in details, details
+
+
+def test_too_much_metadata_is_refused_with_a_message_and_the_log_stays_short():
+    """1,000 metadata entries a call, 40 calls: each RESOURCE_EXHAUSTED saying why (the old server's message was
+    empty: grpcio's own refusal, its text too long to send), and stderr gets a line at most once a second (the old
+    server: grpcio's line for every call, with no limit)."""
+    proc, address, said = start()
+    codes, details = [], set()
+    try:
+        with grpc.insecure_channel(address, options=OWN) as channel:
+            stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+            metadata = [(f"k{i}", "v" * 10) for i in range(1000)]
+            started = time.monotonic()
+            for _ in range(40):
+                with pytest.raises(grpc.RpcError) as refused:
+                    stub.ServerLive(pb.ServerLiveRequest(), metadata=metadata, timeout=30)
+                codes.append(refused.value.code())
+                details.add(refused.value.details())
+            took = time.monotonic() - started
+            assert stub.ServerLive(pb.ServerLiveRequest(), timeout=30).live  # (and it goes on)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert codes == [grpc.StatusCode.RESOURCE_EXHAUSTED] * 40
+    (text,) = details
+    assert "metadata" in text and "at most 16384 bytes" in text and " entries)" in text, text
+    lines = after_start(said + err.decode(errors="replace"))
+    assert len(lines) <= took + 2, lines[:10]
+    assert all(line.startswith("[serve] ") for line in lines), lines[:10]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import os
 import sys
 import time
 
@@ -22,6 +23,9 @@ __all__ = [
     "STREAM_BYTES",
     "STREAM_REQUESTS",
     "STOP_STREAMS_S",
+    "METADATA_BYTES",
+    "GRPCIO_METADATA_BYTES",
+    "metadata_bound",
     "CONTENTS",
     "GrpcFront",
     "V2Service",
@@ -37,6 +41,13 @@ STREAM_BYTES = 4 << 20  # a ModelStreamInfer's requests read and unanswered plus
 
 
 STREAM_REQUESTS = 1024  # the same in requests (each costs its task beside its bytes)
+
+
+METADATA_BYTES = 16 << 10  # a call's metadata (its keys and values, 32 bytes more an entry, as HTTP/2 counts them)
+# past which it is refused: RESOURCE_EXHAUSTED with a message
+
+
+GRPCIO_METADATA_BYTES = 1 << 20  # grpcio's own bound, past which it refuses a call itself, with no message
 
 
 STOP_STREAMS_S = 1.0  # the stop: how long grpcio answers the calls it holds before it cancels them (streams too)
@@ -118,6 +129,9 @@ class GrpcFront(Front):
     option, says = "--grpc", "grpc"
 
     def check(self) -> None:
+        # grpcio's C core writes its own lines to stderr, one per refused request and past any rate limit (a peer
+        # could fill the log): not written, unless GRPC_VERBOSITY asks; serve says what it refuses, once a second
+        os.environ.setdefault("GRPC_VERBOSITY", "NONE")
         try:
             import grpc  # noqa: F401
             from tritonclient.grpc import service_pb2, service_pb2_grpc  # noqa: F401
@@ -134,11 +148,14 @@ class GrpcFront(Front):
         self.sock.close()  # (bound first so that a taken port is one line before anything runs; grpc binds it again)
         limit = server.limit + (1 << 16)
         self.grpc = grpc.aio.server(
+            interceptors=[metadata_bound()],
             options=[
                 ("grpc.so_reuseport", 0),
                 ("grpc.max_receive_message_length", limit),
                 ("grpc.max_send_message_length", -1),
-            ]
+                ("grpc.max_metadata_size", GRPCIO_METADATA_BYTES),  # (below it, METADATA_BYTES is refused here)
+                ("grpc.absolute_max_metadata_size", GRPCIO_METADATA_BYTES),
+            ],
         )
         self.service = add_service(self.grpc, server)
         where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
@@ -178,6 +195,48 @@ class GrpcFront(Front):
                     file=sys.stderr,
                     flush=True,
                 )
+
+
+def metadata_bound():
+    """A server interceptor: a call whose metadata passes METADATA_BYTES is refused with RESOURCE_EXHAUSTED and a
+    message saying so (grpcio's own refusal, past its far larger bound, has none), and one line at most once a
+    second on stderr."""
+    import grpc
+
+    def refusing(handler, text: str):
+        async def refuse(request, context):
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, text)
+
+        async def refuse_stream(request, context):  # (a response stream: an async generator that yields nothing)
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, text)
+            yield  # pragma: no cover - (never reached: abort raises)
+
+        kind = {
+            (False, False): grpc.unary_unary_rpc_method_handler,
+            (True, False): grpc.stream_unary_rpc_method_handler,
+            (False, True): grpc.unary_stream_rpc_method_handler,
+            (True, True): grpc.stream_stream_rpc_method_handler,
+        }[(handler.request_streaming, handler.response_streaming)]
+        return kind(
+            refuse_stream if handler.response_streaming else refuse,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+    class MetadataBound(grpc.aio.ServerInterceptor):
+        async def intercept_service(self, continuation, details):
+            metadata = details.invocation_metadata or ()
+            size = sum(len(key) + len(value) + 32 for key, value in metadata)
+            handler = await continuation(details)
+            if size <= METADATA_BYTES or handler is None:
+                return handler
+            tell_limited(f"grpc: a call refused: {len(metadata)} metadata entries, {size} bytes")
+            return refusing(
+                handler,
+                f"the call's metadata is {size} bytes ({len(metadata)} entries): at most {METADATA_BYTES} bytes",
+            )
+
+    return MetadataBound()
 
 
 class V2Service:
