@@ -333,7 +333,9 @@ class V2Service:
             self.cut += bool(self.server.stopping)
             raise
         finally:
-            self.closing.update(stream.close())
+            for task in stream.close():
+                self.closing.add(task)
+                task.add_done_callback(self.closing.discard)
 
 
 class Stream:

@@ -11,6 +11,7 @@ recurrent_out."""
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import time
 from typing import TYPE_CHECKING, Optional
@@ -428,8 +429,7 @@ def owner_of(peer) -> str:
 
 
 def _shown(seq) -> str:
-    import json
-
+    """A sequence_id as the request sent it (a JSON number or string)."""
     return _brief(json.dumps(seq), 60)
 
 
