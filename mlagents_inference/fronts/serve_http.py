@@ -219,8 +219,9 @@ class BodyBounds:
                 )
             self.held += hold
             try:
-                try:
-                    body = await asyncio.wait_for(request.read(), self.seconds)
+                try:  # (a body already here, as a small one comes with its headers: read without a timer's task)
+                    reading = request.read()
+                    body = await (reading if request.content.is_eof() else asyncio.wait_for(reading, self.seconds))
                 except asyncio.TimeoutError:
                     text = f"the request's body did not arrive within {self.seconds:g} s (--body-timeout-s)"
                     return self.refused(request, 408, text)
