@@ -127,11 +127,13 @@ def cli(*args, input=None, timeout=300, env=None, cwd=None) -> subprocess.Comple
     )
 
 
-def serve_process(*args, program: Path = ROOT / "inference.py", env=None, timeout: float = 120) -> tuple:
+def serve_process(
+    *args, program: Path = ROOT / "inference.py", env=None, timeout: float = 120, says: str = "listening"
+) -> tuple:
     """`program --mode serve ARGS` (inference.py unless told) in a process of its own, stdin and stdout closed, stderr
-    piped and read up to its start-up line "[serve] ... listening on ADDRESS ...": (the process, ADDRESS, what stderr
-    said so far). A process that ends first, or says nothing in `timeout` s, fails the test and is killed; the caller
-    stops the one returned."""
+    piped and read up to its start-up line "[serve] ... listening on ADDRESS ..." (`says`: "http", "grpc" for those
+    fronts' lines): (the process, ADDRESS, what stderr said so far). A process that ends first, or says nothing in
+    `timeout` s, fails the test and is killed; the caller stops the one returned."""
     proc = subprocess.Popen(
         [sys.executable, str(program), "--mode", "serve", *map(str, args)],
         stdin=subprocess.DEVNULL,
@@ -141,7 +143,7 @@ def serve_process(*args, program: Path = ROOT / "inference.py", env=None, timeou
     )
     text, deadline = b"", time.monotonic() + timeout
     try:
-        while not (found := re.search(rb"listening on (\S+)[^\n]*\n", text)):
+        while not (found := re.search(says.encode() + rb" on (\S+)[^\n]*\n", text)):
             left = deadline - time.monotonic()
             assert left > 0 and proc.poll() is None, (proc.poll(), text.decode(errors="replace")[-3000:])
             if select.select([proc.stderr], [], [], min(left, 1.0))[0]:
@@ -151,6 +153,12 @@ def serve_process(*args, program: Path = ROOT / "inference.py", env=None, timeou
         proc.wait()
         raise
     return proc, found.group(1).decode(), text.decode(errors="replace")
+
+
+def rss_mb(pid: int) -> float:
+    """A process's resident memory (MB), from /proc/PID/status (VmRSS)."""
+    with open(f"/proc/{pid}/status") as f:
+        return int(re.search(r"VmRSS:\s+(\d+) kB", f.read()).group(1)) / 1024
 
 
 HANDLED_SIGNALS = [getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)]

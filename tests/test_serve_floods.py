@@ -1,5 +1,6 @@
 """Clients that send and never read are slowed, not buffered (docs/serve.md): a connection's unsent answers plus its
-unanswered lines stay within a few MB for every kind of line, good and bad. Each flood of the issue runs against a
+unanswered lines stay within a few MB for every kind of line, good and bad; --http's request bodies that stall are
+bounded together (503 past the bound, 408 past the time). Each flood of the issue runs against a
 fresh server subprocess (its memory is what is measured: /proc/PID/status VmRSS, sampled while the flood lasts) on
 127.0.0.1 port 0; every loop is bounded in count and time."""
 
@@ -11,15 +12,10 @@ import socket
 import time
 
 import pytest
-from conftest import EXAMPLES, serve_process
+from conftest import EXAMPLES, rss_mb, serve_process
 
 LSTM = EXAMPLES / "lstm"
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads /proc/PID/status")
-
-
-def rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        return int(re.search(r"VmRSS:\s+(\d+) kB", f.read()).group(1)) / 1024
 
 
 def start():
@@ -158,3 +154,126 @@ def test_a_long_line_waits_for_unfinished_ones_and_is_answered_when_they_end():
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
+
+
+# -- --http: bodies that come slowly, or stop coming
+def stalled_posts(where, path: str, length: int, send: int, connections: int) -> list:
+    """`connections` POSTs of `path` each saying Content-Length `length` and sending `send` bytes of it, then
+    nothing (the sockets, open, for the caller to read and close)."""
+    head = f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n\r\n"
+    socks, part = [], b"0" * send
+    for _ in range(connections):
+        sock = socket.create_connection(where, timeout=30)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
+        sock.sendall(head.encode())
+        socks.append(sock)
+    for sock in socks:  # (as much of its part as the server takes: one refused at once is not read at all)
+        sock.setblocking(False)
+    sent, deadline = [0] * connections, time.monotonic() + 8
+    while time.monotonic() < deadline and min(sent) < send:
+        moved = False
+        for k, sock in enumerate(socks):
+            try:
+                n = sock.send(part[sent[k] : sent[k] + (1 << 20)]) if sent[k] < send else 0
+            except BlockingIOError:
+                n = 0
+            except ConnectionError:  # (answered and closed: nothing more to send on it)
+                n, sent[k] = 0, send
+            sent[k] += n
+            moved = moved or n > 0
+        if not moved:
+            time.sleep(0.05)
+    return socks
+
+
+def status_of(sock) -> tuple:
+    """(status, body) of the answer waiting on `sock` (its whole answer, read within 15 s)."""
+    sock.setblocking(True)
+    sock.settimeout(15)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(1 << 16)
+        assert chunk, data
+        data += chunk
+    head, body = data.split(b"\r\n\r\n", 1)
+    length = int(re.search(rb"(?i)content-length: (\d+)", head).group(1))
+    while len(body) < length:
+        body += sock.recv(1 << 16)
+    return int(head.split()[1]), body
+
+
+def test_stalled_http_bodies_hold_the_servers_growth():
+    """The issue's flood, measured: 24 connections each send 15 MiB of a 16 MiB body and stop (the old server held
+    about +365 MB for as long as they liked). Now the bodies in flight together are bounded (64 MiB): the others are
+    answered 503 at once, in one line, their bodies unread; the server stays within +200 MB of its size at rest and
+    answers a new request meanwhile."""
+    proc, address, _ = serve_process("--model-dir", LSTM, "--http", "127.0.0.1:0", says="http")
+    host, port = address.rsplit(":", 1)
+    where, socks = (host, int(port)), []
+    try:
+        ok = b'{"obs": [0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1]}'
+        with socket.create_connection(where, timeout=60) as warm:
+            warm.sendall(b"POST /v1/act HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(ok), ok))
+            assert status_of(warm)[0] == 200
+        before = rss_mb(proc.pid)
+        socks = stalled_posts(where, "/v2/models/Memory/infer", 16 << 20, 15 << 20, 24)
+        most = before
+        for _ in range(20):
+            most = max(most, rss_mb(proc.pid))
+            time.sleep(0.1)
+        assert most - before < 200, (before, most)
+        refused = []
+        for sock in socks[6:]:  # (at most 4 of 16 MiB fit in 64 MiB: these came after)
+            status, body = status_of(sock)
+            refused.append(status)
+            assert b"\n" not in body.strip() and b"--http-in-flight-bytes" in body, body
+        assert refused == [503] * len(refused)
+        with socket.create_connection(where, timeout=60) as again:  # (GETs read no body: answered as ever)
+            again.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert status_of(again) == (200, b"ok\n")
+    finally:
+        for sock in socks:
+            sock.close()
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+
+
+@pytest.mark.parametrize("path", ["/v1/act", "/v2/models/Memory/infer"], ids=["json-lines", "v2"])
+def test_a_body_that_stops_coming_is_answered_408_in_its_time(path):
+    import inference as I
+    from mlagents_inference.fronts.serve import ServeOptions, serving
+
+    pytest.importorskip("aiohttp")
+    with serving(I.load(LSTM), ServeOptions(body_timeout_s=1.0), http="127.0.0.1:0") as said:
+        host, port = said["http"].rsplit(":", 1)
+        (sock,) = stalled_posts((host, int(port)), path, 1000, 500, 1)
+        started = time.monotonic()
+        try:
+            status, body = status_of(sock)
+            took = time.monotonic() - started
+            assert sock.recv(1) == b""  # (and the connection closed: its body's rest is not read)
+        finally:
+            sock.close()
+    assert status == 408 and b"--body-timeout-s" in body and b"\n" not in body.strip(), (status, body)
+    assert took < 10, took  # (within its 1 s and the loop's turns; the old server waited for ever)
+
+
+@pytest.mark.parametrize("path", ["/v1/act", "/v2/models/Memory/infer"], ids=["json-lines", "v2"])
+def test_a_body_past_the_bytes_in_flight_is_refused_at_once_unread(path):
+    import inference as I
+    from mlagents_inference.fronts.serve import ServeOptions, serving
+
+    pytest.importorskip("aiohttp")
+    with serving(I.load(LSTM), ServeOptions(http_in_flight_bytes=1 << 20), http="127.0.0.1:0") as said:
+        host, port = said["http"].rsplit(":", 1)
+        where = (host, int(port))
+        first = stalled_posts(where, path, 900_000, 1000, 1)  # (held: 900,000 of the 1 MiB)
+        second = stalled_posts(where, path, 500_000, 0, 1)  # (its headers alone: answered without its body)
+        try:
+            status, body = status_of(second[0])
+        finally:
+            for sock in first + second:
+                sock.close()
+    assert status == 503 and b"busy" in body and b"--http-in-flight-bytes" in body, (status, body)
+    answer = json.loads(body)
+    assert list(answer) == (["id", "error"] if path == "/v1/act" else ["error"]), answer

@@ -536,6 +536,99 @@ def test_lstm_sequences_keep_memory_on_the_server_rest_grpc_and_stream(servers):
     infer_json(srv, obs_inputs(obs, masks), parameters={"sequence_id": 101, "sequence_end": True})
 
 
+@contextlib.contextmanager
+def lstm_server(monkeypatch, share: int, whole: int):
+    """An LSTM server with small sequence bounds (each owner's share, every owner's together) and a stub on each of
+    three channels (three gRPC connections: three owners)."""
+    from mlagents_inference.fronts import serve
+
+    monkeypatch.setattr(serve, "CONNECTION_MEMORY_IDS", share)
+    monkeypatch.setattr(serve, "MEMORY_IDS", whole)
+    policy = I.load(EXAMPLES / "lstm")
+    with serving(policy, ServeOptions(), http="127.0.0.1:0", grpc="127.0.0.1:0") as said:
+        own = [*GRPC_OPTIONS, ("grpc.use_local_subchannel_pool", 1)]  # (else a process's channels share one)
+        channels = [grpc.insecure_channel(said["grpc"], options=own) for _ in range(3)]
+        try:
+            stubs = [service_pb2_grpc.GRPCInferenceServiceStub(c) for c in channels]
+            yield SimpleNamespace(policy=policy, name=policy.info["behavior"], http=said["http"], stubs=stubs)
+        finally:
+            for c in channels:
+                c.close()
+
+
+def sequence_step(srv, stub, seq, obs, start=False):
+    request = grpc_request(
+        srv.name,
+        [("obs_0", "FP32", obs)],
+        outputs=["deterministic_discrete_actions", "recurrent_out"],
+        parameters={"sequence_id": seq, "sequence_start": start},
+    )
+    return grpc_outputs(stub.ModelInfer(request, timeout=60))
+
+
+def test_sequences_belong_to_their_client_and_a_flood_drops_only_its_own(monkeypatch):
+    """One stream opening many sequences used to drop every other client's (one shared scope, least recently used
+    first), with the JSON lines' advice. Now each client (a gRPC connection; a REST host) has its own share: the
+    flood drops its own oldest, whose next request is refused in V2's words; the other client's sequence goes on,
+    equal to the local rollout."""
+    rng = np.random.RandomState(3)
+    steps = [observation(rng, (10,), 1) for _ in range(3)]
+    with lstm_server(monkeypatch, share=20, whole=1000) as srv:
+        victim, flooder = srv.stubs[0], srv.stubs[1]
+        got = [sequence_step(srv, victim, 7, steps[0], start=True), sequence_step(srv, victim, 7, steps[1])]
+        flood = [
+            grpc_request(srv.name, [("obs_0", "FP32", steps[0])], parameters={"sequence_id": k, "sequence_start": True})
+            for k in range(1, 31)  # (0 is no sequence, as Triton's)
+        ]
+        answers = list(flooder.ModelStreamInfer(iter(flood), timeout=120))
+        assert [a.error_message for a in answers] == [""] * 30
+        got.append(sequence_step(srv, victim, 7, steps[2]))
+        code, details = grpc_error(lambda: sequence_step(srv, flooder, 1, steps[1]))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT, details
+        assert details.startswith("sequence 1: its memory was dropped") and "sequence_start" in details, details
+        assert '"reset"' not in details and "bound of 20 sequences" in details, details
+        # the same id on another client is another sequence: not started there
+        code, details = grpc_error(lambda: sequence_step(srv, srv.stubs[2], 30, steps[1]))
+        assert "not started" in details, details
+    memory = None
+    for obs, answer in zip(steps, got):
+        want = srv.policy.act([obs], memory=memory)
+        memory = want["memory"]
+        np.testing.assert_array_equal(answer["deterministic_discrete_actions"], want["discrete_actions"])
+        np.testing.assert_allclose(answer["recurrent_out"].reshape(1, -1), memory, rtol=0, atol=1e-5)
+
+
+def test_a_start_past_the_servers_bound_is_refused_to_the_one_who_asked(monkeypatch):
+    rng = np.random.RandomState(4)
+    obs = observation(rng, (10,), 1)
+    with lstm_server(monkeypatch, share=20, whole=30) as srv:
+        first, second = srv.stubs[0], srv.stubs[1]
+        for k in range(1, 21):
+            sequence_step(srv, first, k, obs, start=True)
+        for k in range(1, 11):
+            sequence_step(srv, second, k, obs, start=True)
+        code, details = grpc_error(lambda: sequence_step(srv, second, "one-more", obs, start=True))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and details.startswith('sequence "one-more": the server'), (
+            details
+        )
+        assert "sequence_end" in details and "\n" not in details, details
+        for k in range(1, 21):  # nobody else's sequence was dropped for it
+            sequence_step(srv, first, k, obs)
+        for k in range(1, 11):
+            sequence_step(srv, second, k, obs)
+
+
+def test_a_string_sequence_id_has_a_length_limit(servers):
+    srv = servers("lstm")
+    obs = [tensor_json("obs_0", np.zeros((1, 10), np.float32))]
+    status, _, body = infer_json(srv, obs, parameters={"sequence_id": "x" * (4 << 20), "sequence_start": True})
+    assert status == 400 and json.loads(body)["error"] == (
+        'parameter "sequence_id": a string longer than 256 characters'
+    ), body[:300]
+    status, _, body = infer_json(srv, obs, parameters={"sequence_id": "x" * 256, "sequence_start": True})
+    assert status == 200, body[:300]
+
+
 def check_step(got: dict, local: dict, ref: dict, masks) -> None:
     np.testing.assert_array_equal(got["deterministic_discrete_actions"], local["discrete_actions"])
     np.testing.assert_array_equal(got["deterministic_discrete_actions"], ref["deterministic_discrete_actions"])
@@ -1166,6 +1259,74 @@ def test_bad_grpc_requests_get_one_line_errors_and_the_server_goes_on(servers):
             assert not r.error_message and r.infer_response == want
         else:
             assert r.error_message and "\n" not in r.error_message
+
+
+def test_a_tensor_whose_values_are_given_twice_is_refused_in_one_line(servers):
+    """Typed contents and raw_input_contents (gRPC), "data" and binary_data_size (REST): which values were meant is
+    not the server's guess (it used to answer from one and ignore the other); Triton refuses both, so does this."""
+    srv = servers("vector")
+    obs = np.full((1, 8), 0.25, np.float32)
+    request = grpc_request(srv.name, [("obs_0", "FP32", obs)])
+    request.inputs[0].contents.fp32_contents.extend([9.0] * 8)  # (other values than the raw ones)
+    code, details = grpc_error(lambda: srv.stub.ModelInfer(request, timeout=60))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "\n" not in details, details
+    assert "obs_0" in details and "contents" in details and "raw_input_contents" in details, details
+    (stream_answer,) = list(srv.stub.ModelStreamInfer(iter([request]), timeout=60))
+    assert "raw_input_contents" in stream_answer.error_message
+    body, headers = binary_request([("obs_0", "FP32", obs)])
+    head_len = int(headers["Inference-Header-Content-Length"])
+    head = json.loads(body[:head_len])
+    head["inputs"][0]["data"] = [9.0] * 8
+    text = json.dumps(head).encode()
+    status, _, answer = rest(
+        srv.http,
+        "POST",
+        f"/v2/models/{srv.name}/infer",
+        text + body[head_len:],
+        {"Inference-Header-Content-Length": str(len(text))},
+    )
+    error = json.loads(answer)["error"]
+    assert status == 400 and "obs_0" in error and '"data"' in error and "binary_data_size" in error, error
+    assert "\n" not in error
+
+
+@pytest.mark.parametrize(
+    "data",
+    [["0.5"] * 8, ["1e3"] + [0.0] * 7, [True] + [0.0] * 7, [None] * 8, [[0.0] * 4, ["x"] * 4]],
+    ids=["strings", "a-string-number", "a-boolean", "nulls", "nested-strings"],
+)
+def test_rest_data_that_is_not_numbers_is_refused_as_the_json_lines_refuse_it(servers, data):
+    srv = servers("vector")
+    shape = [1, 8] if not isinstance(data[0], list) else [1, 2, 4]
+    tensor = {"name": "obs_0", "datatype": "FP32", "shape": shape, "data": data}
+    status, _, body = infer_json(srv, [tensor])
+    assert status == 400, body
+    assert json.loads(body)["error"] == 'input "obs_0": "data" must hold numbers only (FP32)'
+
+
+def test_v2_parameters_are_held_to_their_protocol_types(servers):
+    """A "binary_data" of "false" is a string, not false: refused (it used to be read as true: a binary answer)."""
+    srv = servers("vector")
+    inputs = [tensor_json("obs_0", np.zeros((1, 8), np.float32))]
+    for bad in ("false", 0, 1, [], {}):
+        msg = {"inputs": inputs, "outputs": [{"name": "deterministic_continuous_actions", "parameters": {}}]}
+        msg["outputs"][0]["parameters"]["binary_data"] = bad
+        status, headers, body = rest(srv.http, "POST", f"/v2/models/{srv.name}/infer", json.dumps(msg).encode())
+        assert status == 400 and "inference-header-content-length" not in headers, (bad, body)
+        assert '"binary_data": expected true or false' in json.loads(body)["error"], body
+    for bad in ("true", 1):
+        status, _, body = infer_json(srv, inputs, parameters={"binary_data_output": bad})
+        assert status == 400 and "binary_data_output" in json.loads(body)["error"], (bad, body)
+    for key, bad in (("sequence_start", "true"), ("seed", "7"), ("seed", 1.5), ("sequence_end", 1)):
+        lstm = servers("lstm")
+        status, _, body = infer_json(
+            lstm, [tensor_json("obs_0", np.zeros((1, 10), np.float32))], parameters={"sequence_id": 3, key: bad}
+        )
+        assert status == 400 and f'parameter "{key}"' in json.loads(body)["error"], (key, bad, body)
+    msg = {"inputs": inputs, "outputs": [{"name": "deterministic_continuous_actions", "parameters": {}}]}
+    msg["outputs"][0]["parameters"]["binary_data"] = False
+    status, headers, body = rest(srv.http, "POST", f"/v2/models/{srv.name}/infer", json.dumps(msg).encode())
+    assert status == 200 and "inference-header-content-length" not in headers, body
 
 
 def test_unknown_routes_and_methods_are_refused_without_harm(servers):

@@ -455,6 +455,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     option(
         net,
+        "--body-timeout-s",
+        type=_positive_float,
+        default=30.0,
+        modes=("serve",),
+        needs="http",
+        help="serve --http: a POST's body must arrive within this many seconds, else 408 and the connection closed "
+        "(default 30)",
+    )
+    option(
+        net,
+        "--http-in-flight-bytes",
+        type=_whole_number(1 << 16, 1 << 40),
+        default=64 << 20,
+        modes=("serve",),
+        needs="http",
+        help="serve --http: the bodies of the POSTs being read and answered, all together (one without "
+        "Content-Length counts as --max-line-bytes): past it, 503 at once, the body unread (default 64 MiB)",
+    )
+    option(
+        net,
         "--replicas",
         type=_whole_number(1, 4096),
         default=1,

@@ -119,10 +119,19 @@ class ServeOptions:
     max_batch: Optional[int] = None  # the most lines one answering pass takes (None: every line waiting)
     max_wait_us: int = 0  # how long a pass waits for more lines after the first arrives (0: answer at once)
     allow_remote: bool = False  # listening on an address other than loopback (0.0.0.0, a LAN address) is meant
+    body_timeout_s: float = 30.0  # --http: a POST's body arrives within this, else 408
+    http_in_flight_bytes: int = 64 << 20  # --http: the bodies of the POSTs being read and answered, all together
 
     @classmethod
     def from_args(cls, args) -> "ServeOptions":
-        return cls(args.max_line_bytes, args.max_batch, args.max_wait_us, bool(getattr(args, "allow_remote", False)))
+        return cls(
+            args.max_line_bytes,
+            args.max_batch,
+            args.max_wait_us,
+            bool(getattr(args, "allow_remote", False)),
+            getattr(args, "body_timeout_s", 30.0),
+            getattr(args, "http_in_flight_bytes", 64 << 20),
+        )
 
 
 class Owner(Protocol):
@@ -304,6 +313,7 @@ class Server:
     def __init__(self, policy, options: ServeOptions = ServeOptions()):
         self.policy, self.limit = policy, options.max_line_bytes
         self.max_batch, self.max_wait = options.max_batch, options.max_wait_us / 1e6
+        self.options = options
         self.loads, self.dumps = json_codec()
         self.memories = AgentMemories(MEMORY_IDS, MEMORY_BYTES, CONNECTION_MEMORY_IDS, CONNECTION_MEMORY_BYTES)
         self.ready: dict = {}  # connections (and HTTP lines) with lines waiting, in arrival order

@@ -8,14 +8,49 @@ plug-in of serve (its FRONTS row names it): grpcio and tritonclient are imported
 from __future__ import annotations
 
 import asyncio
+import collections
+import os
+import sys
 import time
 
 from ..core.errors import UsageError
-from ..services.open_inference import DTYPES, NotFound, read_request, tensor_array
+from ..services.open_inference import DTYPES, NotFound, owner_of, read_request, tensor_array
 from ..services.serve_common import Front, tell_limited
 from .serve import Server
 
-__all__ = ["NEED_GRPC", "CONTENTS", "GrpcFront", "V2Service", "add_service", "grpc_job", "grpc_answer", "parameters"]
+__all__ = [
+    "NEED_GRPC",
+    "STREAM_BYTES",
+    "STREAM_REQUESTS",
+    "STOP_STREAMS_S",
+    "METADATA_BYTES",
+    "GRPCIO_METADATA_BYTES",
+    "metadata_bound",
+    "CONTENTS",
+    "GrpcFront",
+    "V2Service",
+    "Stream",
+    "add_service",
+    "grpc_job",
+    "grpc_answer",
+    "parameters",
+]
+
+
+STREAM_BYTES = 4 << 20  # a ModelStreamInfer's requests read and unanswered plus its answers unsent: past it, not read
+
+
+STREAM_REQUESTS = 1024  # the same in requests (each costs its task beside its bytes)
+
+
+METADATA_BYTES = 16 << 10  # a call's metadata (its keys and values, 32 bytes more an entry, as HTTP/2 counts them)
+# past which it is refused: RESOURCE_EXHAUSTED with a message
+
+
+GRPCIO_METADATA_BYTES = 1 << 20  # grpcio's own bound, past which it refuses a call itself, with no message
+
+
+STOP_STREAMS_S = 1.0  # the stop: how long grpcio answers the calls it holds before it cancels them (streams too)
 
 
 NEED_GRPC = 'serve --grpc needs grpcio and tritonclient[grpc]: pip install ".[serve]"'
@@ -45,8 +80,9 @@ def parameters(mapping) -> dict:
     return out
 
 
-def grpc_job(view, request):
-    """A ModelInferRequest checked against the model: a Job (UsageError, NotFound in one line)."""
+def grpc_job(view, request, owner: str = ""):
+    """A ModelInferRequest checked against the model: a Job (UsageError, NotFound in one line); `owner`: its peer,
+    whose sequences its sequence_id names."""
     started = time.perf_counter_ns()
     view.check(request.model_name, request.model_version)
     raw = request.raw_input_contents
@@ -57,6 +93,10 @@ def grpc_job(view, request):
         name = tensor.name
         if name in tensors:
             raise UsageError(f'input "{name[:40]}" is given twice')
+        if raw and tensor.HasField("contents") and tensor.contents.ListFields():  # (Triton refuses it too)
+            raise UsageError(
+                f'input "{name[:40]}": both typed contents and raw_input_contents given: give its values once'
+            )
         if raw:
             tensors[name] = tensor_array(name[:40], tensor.datatype, list(tensor.shape), raw=raw[n])
         else:
@@ -64,7 +104,7 @@ def grpc_job(view, request):
             data = list(getattr(tensor.contents, field)) if field else None
             tensors[name] = tensor_array(name[:40], tensor.datatype, list(tensor.shape), data)
     outputs = [o.name for o in request.outputs] or None
-    job = read_request(view, tensors, outputs, parameters(request.parameters), request.id or None)
+    job = read_request(view, tensors, outputs, parameters(request.parameters), request.id or None, owner)
     job.arrived = started
     job.read_ns = time.perf_counter_ns() - started
     return job
@@ -89,6 +129,9 @@ class GrpcFront(Front):
     option, says = "--grpc", "grpc"
 
     def check(self) -> None:
+        # grpcio's C core writes its own lines to stderr, one per refused request and past any rate limit (a peer
+        # could fill the log): not written, unless GRPC_VERBOSITY asks; serve says what it refuses, once a second
+        os.environ.setdefault("GRPC_VERBOSITY", "NONE")
         try:
             import grpc  # noqa: F401
             from tritonclient.grpc import service_pb2, service_pb2_grpc  # noqa: F401
@@ -105,13 +148,16 @@ class GrpcFront(Front):
         self.sock.close()  # (bound first so that a taken port is one line before anything runs; grpc binds it again)
         limit = server.limit + (1 << 16)
         self.grpc = grpc.aio.server(
+            interceptors=[metadata_bound()],
             options=[
                 ("grpc.so_reuseport", 0),
                 ("grpc.max_receive_message_length", limit),
                 ("grpc.max_send_message_length", -1),
-            ]
+                ("grpc.max_metadata_size", GRPCIO_METADATA_BYTES),  # (below it, METADATA_BYTES is refused here)
+                ("grpc.absolute_max_metadata_size", GRPCIO_METADATA_BYTES),
+            ],
         )
-        add_service(self.grpc, server)
+        self.service = add_service(self.grpc, server)
         where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         try:
             bound = self.grpc.add_insecure_port(where)
@@ -135,8 +181,62 @@ class GrpcFront(Front):
         pass  # (grpcio stops taking RPCs in cleanup, after the lines and requests already here are answered)
 
     async def cleanup(self) -> None:
+        """The stop: grpcio answers what it holds for STOP_STREAMS_S, then cancels every call left (streams whose
+        clients do not read among them); their tasks are waited for, so that none is left when the loop closes."""
         if getattr(self, "grpc", None) is not None:
-            await self.grpc.stop(1.0)
+            await self.grpc.stop(STOP_STREAMS_S)
+            closing = {t for t in self.service.closing if not t.done()}
+            if closing:
+                await asyncio.wait(closing, timeout=STOP_STREAMS_S)
+            if self.service.cut:
+                print(
+                    f"[serve] grpc: {self.service.cut} stream(s) still open {STOP_STREAMS_S:g} s into the stop were "
+                    f"ended (CANCELLED)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+
+
+def metadata_bound():
+    """A server interceptor: a call whose metadata passes METADATA_BYTES is refused with RESOURCE_EXHAUSTED and a
+    message saying so (grpcio's own refusal, past its far larger bound, has none), and one line at most once a
+    second on stderr."""
+    import grpc
+
+    def refusing(handler, text: str):
+        async def refuse(request, context):
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, text)
+
+        async def refuse_stream(request, context):  # (a response stream: an async generator that yields nothing)
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, text)
+            yield  # pragma: no cover - (never reached: abort raises)
+
+        kind = {
+            (False, False): grpc.unary_unary_rpc_method_handler,
+            (True, False): grpc.stream_unary_rpc_method_handler,
+            (False, True): grpc.unary_stream_rpc_method_handler,
+            (True, True): grpc.stream_stream_rpc_method_handler,
+        }[(handler.request_streaming, handler.response_streaming)]
+        return kind(
+            refuse_stream if handler.response_streaming else refuse,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+    class MetadataBound(grpc.aio.ServerInterceptor):
+        async def intercept_service(self, continuation, details):
+            metadata = details.invocation_metadata or ()
+            size = sum(len(key) + len(value) + 32 for key, value in metadata)
+            handler = await continuation(details)
+            if size <= METADATA_BYTES or handler is None:
+                return handler
+            tell_limited(f"grpc: a call refused: {len(metadata)} metadata entries, {size} bytes")
+            return refusing(
+                handler,
+                f"the call's metadata is {size} bytes ({len(metadata)} entries): at most {METADATA_BYTES} bytes",
+            )
+
+    return MetadataBound()
 
 
 class V2Service:
@@ -150,6 +250,8 @@ class V2Service:
         from tritonclient.grpc import service_pb2 as pb
 
         self.server, self.view, self.codes, self.pb = server, server.view, grpc.StatusCode, pb
+        self.cut = 0  # (streams the stop ended: said in one line)
+        self.closing: set = set()  # (the cancelled tasks of streams that ended: the stop waits for what is left)
         self.parse, self.config_message = json_format.ParseDict, model_config_pb2.ModelConfig
 
     async def checked(self, context, request) -> None:
@@ -158,13 +260,13 @@ class V2Service:
         except NotFound as exc:
             await context.abort(self.codes.NOT_FOUND, str(exc))
 
-    async def answered(self, request):
-        """A ModelInferRequest's response, or (status, text) where it is refused."""
+    async def answered(self, request, owner: str):
+        """A ModelInferRequest's response, or (status, text) where it is refused. `owner`: its peer (owner_of)."""
         server, view, codes = self.server, self.view, self.codes
         try:
             if server.stopping:
                 return codes.UNAVAILABLE, "the server is stopping"
-            job = grpc_job(view, request)
+            job = grpc_job(view, request, owner)
         except UsageError as exc:
             view.stats.add("fail", 0)
             return codes.NOT_FOUND if isinstance(exc, NotFound) else codes.INVALID_ARGUMENT, str(exc)
@@ -206,40 +308,110 @@ class V2Service:
         return self.parse(stats, self.pb.ModelStatisticsResponse())
 
     async def ModelInfer(self, request, context):
-        response = await self.answered(request)
+        response = await self.answered(request, owner_of("grpc:" + str(context.peer())))
         if isinstance(response, tuple):
             await context.abort(*response)
         return response
 
     async def ModelStreamInfer(self, request_iterator, context):
         """Requests read as they come and answered in their order (a client may send many before reading); a refused
-        one gets its error_message and the stream goes on."""
-        waiting: asyncio.Queue = asyncio.Queue(maxsize=1024)
-
-        async def read():
-            try:
-                async for request in request_iterator:
-                    await waiting.put(asyncio.ensure_future(self.answered(request)))
-            except Exception as exc:  # noqa: BLE001 - the client went away mid-stream
-                tell_limited(f"grpc: a stream ended: {type(exc).__name__}")
-            finally:
-                await waiting.put(None)
-
-        reader = asyncio.ensure_future(read())
+        one gets its error_message and the stream goes on. What the stream holds (its requests read and not answered,
+        its answers not yet sent) is bounded in bytes, STREAM_BYTES, and in count: past either, the stream is not
+        read until its client reads (grpcio's flow control then holds the client's sends). A message that cannot be
+        read ends the stream with INVALID_ARGUMENT, after the answers of the requests before it."""
+        # (a coroutine writing with context.write, not an async generator: one cancelled at a yield, as grpcio cancels
+        # a stream at the stop or when its client goes, is finalized later by the loop, which may be closed by then)
+        stream = Stream(self, owner_of("grpc:" + str(context.peer())))
+        stream.reader = asyncio.ensure_future(stream.read(request_iterator))
         try:
-            while (task := await waiting.get()) is not None:
-                response = await task
-                if isinstance(response, tuple):
-                    yield self.pb.ModelStreamInferResponse(error_message=response[1])
-                else:
-                    yield self.pb.ModelStreamInferResponse(infer_response=response)
+            while (message := await stream.next_answer()) is not None:
+                await context.write(message)
+                stream.sent()
+            if stream.failed is not None:
+                await context.abort(self.codes.INVALID_ARGUMENT, stream.failed)
+        except asyncio.CancelledError:
+            self.cut += bool(self.server.stopping)
+            raise
         finally:
-            reader.cancel()
+            for task in stream.close():
+                self.closing.add(task)
+                task.add_done_callback(self.closing.discard)
 
 
-def add_service(grpc_server, server: Server) -> None:
-    """inference.GRPCInferenceService for `server`'s policy, on `grpc_server`."""
+class Stream:
+    """One ModelStreamInfer: its requests' answers (tasks) in order, each with the bytes it holds (its request's,
+    then its answer's too), read while those bytes stay under STREAM_BYTES."""
+
+    def __init__(self, service: V2Service, owner: str):
+        self.service, self.owner, self.pending, self.held = service, owner, collections.deque(), 0
+        self.ended, self.failed, self.answered, self.reader = False, None, 0, None
+        self.changed, self.room = asyncio.Event(), asyncio.Event()
+
+    async def read(self, request_iterator) -> None:
+        try:
+            async for request in request_iterator:
+                size = request.ByteSize()
+                while self.pending and (self.held + size > STREAM_BYTES or len(self.pending) >= STREAM_REQUESTS):
+                    self.room.clear()
+                    await self.room.wait()  # (the writer sets it as answers go out; close() cancels this task)
+                task = asyncio.ensure_future(self.service.answered(request, self.owner))
+                entry = [task, size]
+                task.add_done_callback(lambda t, e=entry: self.counted(t, e))
+                self.pending.append(entry)
+                self.held += size
+                self.changed.set()
+        except Exception as exc:  # noqa: BLE001 - a message grpcio cannot decode, or the client gone mid-stream
+            self.failed = (
+                f"a request on this stream could not be read ({type(exc).__name__}"
+                f"{': ' + str(exc).splitlines()[0][:120] if str(exc) else ''}): the stream ends here, after the "
+                f"answers of the requests before it"
+            )
+            tell_limited(f"grpc: a stream ended: {type(exc).__name__}")
+        finally:
+            self.ended = True
+            self.changed.set()
+
+    def counted(self, task, entry) -> None:
+        """A request answered: the bytes of its answer held too, until it is sent."""
+        if not task.cancelled() and task.exception() is None and not isinstance(task.result(), tuple):
+            extra = task.result().ByteSize()
+            entry[1] += extra
+            self.held += extra
+
+    async def next_answer(self):
+        """The next answer as a ModelStreamInferResponse, in order; None once the stream is read to its end."""
+        while not self.pending:
+            if self.ended:
+                return None
+            self.changed.clear()
+            await self.changed.wait()
+        response = await self.pending[0][0]
+        pb = self.service.pb
+        if isinstance(response, tuple):
+            return pb.ModelStreamInferResponse(error_message=response[1])
+        return pb.ModelStreamInferResponse(infer_response=response)
+
+    def sent(self) -> None:
+        _, size = self.pending.popleft()
+        self.held -= size
+        self.answered += 1
+        self.room.set()
+
+    def close(self) -> list:
+        """The stream is over (its end, its client gone, the server stopping): its tasks cancelled (returned, for the
+        stop to wait on: nothing of it is left pending when the loop closes)."""
+        tasks = [t for t in [self.reader, *(task for task, _ in self.pending)] if t is not None and not t.done()]
+        for task in tasks:
+            task.cancel()
+        self.pending.clear()
+        self.room.set()
+        return tasks
+
+
+def add_service(grpc_server, server: Server) -> V2Service:
+    """inference.GRPCInferenceService for `server`'s policy, on `grpc_server` (the service returned)."""
     from tritonclient.grpc import service_pb2_grpc
 
     service = type("Service", (V2Service, service_pb2_grpc.GRPCInferenceServiceServicer), {})(server)
     service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(service, grpc_server)
+    return service

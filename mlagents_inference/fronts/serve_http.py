@@ -5,16 +5,17 @@ row names it): aiohttp and prometheus-client are imported only when --http is gi
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 import time
 
 from ..core.errors import UsageError
-from ..services.open_inference import NotFound, rest_answer, rest_request
-from ..services.serve_common import Front, OneLineLog, v2_route_errors
+from ..services.open_inference import NotFound, owner_of, rest_answer, rest_request
+from ..services.serve_common import Front, OneLineLog, tell_limited, v2_route_errors
 from .serve import HttpLine, Server
 
-__all__ = ["NEED_HTTP", "HttpFront", "start_http", "V2Rest", "v2_routes", "V2_ERRORS"]
+__all__ = ["NEED_HTTP", "HttpFront", "start_http", "V2Rest", "v2_routes", "BodyBounds", "V2_ERRORS"]
 
 
 NEED_HTTP = 'serve --http needs aiohttp and prometheus-client: pip install ".[serve]" (or aiohttp prometheus-client)'
@@ -81,13 +82,10 @@ async def start_http(server: Server, sock: socket.socket):
             body=generate_latest(registry), headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"}
         )
 
-    async def act(request):
+    async def act(request, body):  # (body: read by BodyBounds; None where it is longer than --max-line-bytes)
         if server.stopping:
             return web.json_response({"id": None, "error": "the server is stopping"}, status=503)
-        try:
-            body = (await request.read()).strip()
-        except web.HTTPRequestEntityTooLarge:
-            body = None
+        body = None if body is None else body.strip()
         line = HttpLine(body if body is None or len(body) <= server.limit else None, server.loop.create_future())
         if body == b"":
             return web.json_response({"id": None, "error": "empty body: expected one stream line"}, status=400)
@@ -100,8 +98,9 @@ async def start_http(server: Server, sock: socket.socket):
         if not any(isinstance(f, OneLineLog) for f in logger.filters):
             logger.addFilter(OneLineLog())
     app = web.Application(client_max_size=server.limit + 1, middlewares=[v2_route_errors(web, server.dumps)])
-    app.add_routes([web.get("/healthz", healthz), web.get("/metrics", metrics), web.post("/v1/act", act)])
-    app.add_routes(v2_routes(server, web))
+    bodies = BodyBounds(web, server)
+    app.add_routes([web.get("/healthz", healthz), web.get("/metrics", metrics), web.post("/v1/act", bodies.read(act))])
+    app.add_routes(v2_routes(server, web, bodies))
     runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
     await runner.setup()
     await web.SockSite(runner, sock).start()
@@ -147,21 +146,25 @@ class V2Rest:
     async def all_stats(self, request):
         return self.answer(self.stats())
 
-    async def read(self, request):
-        """The request's Job, checked (UsageError in one line)."""
+    def read(self, request, body):
+        """The request's Job, checked (UsageError in one line). `body`: as BodyBounds read it."""
         self.view.check(request.match_info["model"], request.match_info.get("version"))
-        try:
-            body = await request.read()
-        except self.web.HTTPRequestEntityTooLarge:
-            raise UsageError(f"the request is longer than {self.server.limit} bytes (--max-line-bytes)") from None
-        return rest_request(self.view, body, request.headers.get("Inference-Header-Content-Length"), self.server.loads)
+        if body is None:
+            raise UsageError(f"the request is longer than {self.server.limit} bytes (--max-line-bytes)")
+        return rest_request(
+            self.view,
+            body,
+            request.headers.get("Inference-Header-Content-Length"),
+            self.server.loads,
+            owner_of("http:" + str(request.remote)),  # (the host: a client's sequences, whichever connection)
+        )
 
-    async def infer(self, request):
+    async def infer(self, request, body):
         server, stats, web = self.server, self.view.stats, self.web
         if server.stopping:
             return self.answer({"error": "the server is stopping"}, 503)
         try:
-            job = await self.read(request)
+            job = self.read(request, body)
         except UsageError as exc:
             stats.add("fail", 0)
             return self.refused(exc)
@@ -181,8 +184,58 @@ class V2Rest:
         )
 
 
-def v2_routes(server: Server, web) -> list:
-    """The Open Inference Protocol's REST routes (V2Rest's handlers)."""
+class BodyBounds:
+    """Every POST's body read before its handler (read(handler): the handler gets the bytes, or None past
+    --max-line-bytes), within two bounds: the bodies being read and answered together (--http-in-flight-bytes; one
+    without Content-Length counts as --max-line-bytes until read): past it, 503 at once, the body unread and the
+    connection closed; and the time a body may take to arrive (--body-timeout-s): past it, 408 and the connection
+    closed. The Ray ingress bounds its bodies the same way (fronts.ray_serve.IN_FLIGHT_BYTES). Slow or stalled bodies
+    hold at most the bound, for at most the time."""
+
+    def __init__(self, web, server: Server):
+        self.web, self.server, self.held = web, server, 0
+        self.bound, self.seconds = server.options.http_in_flight_bytes, server.options.body_timeout_s
+
+    def refused(self, request, status: int, text: str):
+        answer = {"error": text} if request.path.startswith("/v2/") else {"id": None, "error": text}
+        response = self.web.Response(body=self.server.dumps(answer), status=status, content_type="application/json")
+        response.force_close()  # (the body unread: the connection cannot carry another request)
+        return response
+
+    def read(self, handler):
+        """`handler(request, body)` as an aiohttp handler, its body read within the bounds."""
+        web, server = self.web, self.server
+
+        async def bounded(request):
+            length = request.content_length
+            hold = server.limit + 1 if length is None else min(length, server.limit + 1)
+            if self.held and self.held + hold > self.bound:
+                tell_limited(f"http: a request refused (503): {self.held} bytes of bodies in flight")
+                return self.refused(
+                    request,
+                    503,
+                    f"busy: {self.held >> 20} MiB of request bodies in flight (at most {self.bound >> 20} MiB, "
+                    f"--http-in-flight-bytes); try again",
+                )
+            self.held += hold
+            try:
+                try:  # (a body already here, as a small one comes with its headers: read without a timer's task)
+                    reading = request.read()
+                    body = await (reading if request.content.is_eof() else asyncio.wait_for(reading, self.seconds))
+                except asyncio.TimeoutError:
+                    text = f"the request's body did not arrive within {self.seconds:g} s (--body-timeout-s)"
+                    return self.refused(request, 408, text)
+                except web.HTTPRequestEntityTooLarge:
+                    body = None
+                return await handler(request, body)
+            finally:
+                self.held -= hold
+
+        return bounded
+
+
+def v2_routes(server: Server, web, bodies: BodyBounds) -> list:
+    """The Open Inference Protocol's REST routes (V2Rest's handlers; `bodies` reads infer's bodies)."""
     rest, routes = V2Rest(server, web), []
     for base in ("/v2/models/{model}", "/v2/models/{model}/versions/{version}"):
         routes += [
@@ -190,7 +243,7 @@ def v2_routes(server: Server, web) -> list:
             web.get(base + "/ready", rest.about(None)),
             web.get(base + "/config", rest.about(lambda: rest.view.config(server.max_batch))),
             web.get(base + "/stats", rest.about(rest.stats)),
-            web.post(base + "/infer", rest.infer),
+            web.post(base + "/infer", bodies.read(rest.infer)),
         ]
     return [
         web.get("/v2/health/live", rest.live),

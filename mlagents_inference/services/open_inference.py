@@ -11,6 +11,7 @@ recurrent_out."""
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import time
 from typing import TYPE_CHECKING, Optional
@@ -30,6 +31,7 @@ __all__ = [
     "SERVER_NAME",
     "EXTENSIONS",
     "V2_SCOPE",
+    "SEQUENCE_ID_CHARS",
     "MAX_ROWS",
     "DTYPES",
     "NotFound",
@@ -41,6 +43,7 @@ __all__ = [
     "rest_request",
     "rest_answer",
     "claim_memories",
+    "owner_of",
 ]
 
 
@@ -50,7 +53,10 @@ SERVER_NAME = "mlagents-inference"
 EXTENSIONS = ["binary_tensor_data", "model_configuration", "statistics", "sequence"]  # (GET /v2 lists them)
 
 
-V2_SCOPE = "v2:"  # the memory scope of every V2 sequence (REST and gRPC alike: a sequence id is the server's)
+V2_SCOPE = "v2:"  # the prefix of every V2 sequence's memory scope: "v2:" + its owner (open_inference.owner_of)
+
+
+SEQUENCE_ID_CHARS = 256  # the longest string sequence_id (as the JSON lines' "id")
 
 
 MAX_ROWS = 65_536  # the most rows one request may carry (the model configuration's max_batch_size)
@@ -224,6 +230,7 @@ class Job:
         self.view, self.rows, self.flat, self.wanted, self.ident = view, rows, flat, wanted, ident
         self.seed, self.key, self.end = params.get("seed"), params.get("key"), params.get("end", False)
         self.start, self.binary = params.get("start", False), params.get("binary", set())
+        self.sequence, self.scope = params.get("sequence"), params.get("scope", V2_SCOPE)  # (as sent; its owner's)
         self.outputs: Optional[dict] = None  # name -> array, once answered
         self.error: Optional[str] = None
         self.memory_given = params.get("memory_given", False)
@@ -290,9 +297,13 @@ class Job:
                 memories.forget(self.key)
             else:
                 try:
-                    memories.keep(self.key, np.array(memory.reshape(1, -1), np.float32), V2_SCOPE)
-                except UsageError as exc:
-                    self.fail(str(exc))
+                    memories.keep(self.key, np.array(memory.reshape(1, -1), np.float32), self.scope)
+                except UsageError:  # (the whole's bound: this start is refused to the one who asked, nobody else)
+                    self.fail(
+                        f"sequence {_shown(self.sequence)}: the server holds its most sequences ({memories.max_ids} "
+                        f"ids / {memories.max_bytes} bytes of memory, every client together): end one "
+                        f"(sequence_end) and send sequence_start again"
+                    )
 
     def fail(self, text: str) -> None:
         self.outputs, self.error = None, text
@@ -320,6 +331,9 @@ def tensor_array(name: str, datatype, shape, data=None, raw: Optional[bytes] = N
         return np.frombuffer(raw, dtype).reshape(shape)
     if data is None:
         raise UsageError(f'input "{name}": no data (give "data", or binary data with "binary_data_size")')
+    if not _json_values_only(data, datatype):
+        what = {"BOOL": "true or false", "FP16": "numbers", "FP32": "numbers", "FP64": "numbers"}
+        raise UsageError(f'input "{name}": "data" must hold {what.get(datatype, "whole numbers")} only ({datatype})')
     try:
         array = np.asarray(data, dtype=dtype)
     except (ValueError, TypeError, OverflowError):
@@ -329,6 +343,22 @@ def tensor_array(name: str, datatype, shape, data=None, raw: Optional[bytes] = N
     return array.reshape(shape)
 
 
+def _json_values_only(data, datatype: str) -> bool:
+    """Whether `data` (a JSON value: a list, nested as deep as a shape goes) holds only the JSON values of `datatype`:
+    numbers (not strings, booleans or null) for the float types, whole numbers for the integer ones, booleans for
+    BOOL. Numpy would turn "0.5", "1e3" and true into numbers; the JSON lines refuse them, and so does V2. One level
+    of the lists at a time (a set of the types: the check runs at C speed over a large tensor)."""
+    allowed = {bool} if datatype == "BOOL" else {int, float} if datatype.startswith("FP") else {int}
+    level = data if type(data) is list else [data]
+    for _ in range(9):  # (a shape has at most 8 dimensions: deeper is refused by the shape check anyway)
+        kinds = set(map(type, level))
+        if kinds == {list}:
+            level = list(itertools.chain.from_iterable(level))
+            continue
+        return kinds <= allowed
+    return False
+
+
 def _parameter(params: dict, name: str, kinds: tuple, what: str):
     value = params.get(name)
     if value is not None and (type(value) not in kinds):
@@ -336,9 +366,12 @@ def _parameter(params: dict, name: str, kinds: tuple, what: str):
     return value
 
 
-def read_request(view: ModelView, tensors: dict, outputs: Optional[list], params: dict, ident=None) -> Job:
+def read_request(
+    view: ModelView, tensors: dict, outputs: Optional[list], params: dict, ident=None, owner: str = ""
+) -> Job:
     """A V2 request's tensors (name -> array), the outputs asked for (None: every one) and its parameters, checked
-    against the model: a Job, or a UsageError in one line."""
+    against the model: a Job, or a UsageError in one line. `owner`: who sent it (owner_of), whose sequences its
+    sequence_id names."""
     started = time.perf_counter_ns()
     s, policy = view.settings, view.policy
     if unknown := [n for n in tensors if n not in view.shapes]:
@@ -373,7 +406,7 @@ def read_request(view: ModelView, tensors: dict, outputs: Optional[list], params
     if len(set(wanted)) != len(wanted):
         raise UsageError("an output is asked for twice")
     memory = tensors.get("recurrent_in")
-    chosen = _chosen(params, rows, bool(s.memory_size), memory is not None)
+    chosen = _chosen(params, rows, bool(s.memory_size), memory is not None, owner)
     try:
         flat, _, _ = policy.prepare(
             [tensors[i.name] for i in s.inputs],
@@ -387,18 +420,34 @@ def read_request(view: ModelView, tensors: dict, outputs: Optional[list], params
     return job
 
 
-def _chosen(params: dict, rows: int, memory: bool, memory_given: bool) -> dict:
+def owner_of(peer) -> str:
+    """The owner of a request's sequences, from its transport's peer: gRPC's peer ("ipv4:127.0.0.1:50412": one
+    connection, which a client keeps for its unary calls and streams) or REST's remote address (the host: an HTTP
+    client opens connections as it likes). One owner's sequence ids are not another's, and each has its own share of
+    the memory bounds (docs/serve.md)."""
+    return str(peer or "")[:300]
+
+
+def _shown(seq) -> str:
+    """A sequence_id as the request sent it (a JSON number or string)."""
+    return _brief(json.dumps(seq), 60)
+
+
+def _chosen(params: dict, rows: int, memory: bool, memory_given: bool, owner: str = "") -> dict:
     """A request's parameters, checked: seed; sequence_id, sequence_start, sequence_end (a policy with memory)."""
     seed = _parameter(params, "seed", (int,), "a whole number")
     seq = _parameter(params, "sequence_id", (int, str), "a whole number or a string")
+    if type(seq) is str and len(seq) > SEQUENCE_ID_CHARS:
+        raise UsageError(f'parameter "sequence_id": a string longer than {SEQUENCE_ID_CHARS} characters')
     start = bool(_parameter(params, "sequence_start", (bool,), "true or false"))
     end = bool(_parameter(params, "sequence_end", (bool,), "true or false"))
     chosen = {"seed": check_seed(seed, 'parameter "seed"'), "start": start, "end": end}
     if memory and seq not in (None, 0, ""):
         if rows != 1:
             raise UsageError(f"a sequence request carries one row, not {rows} (sequence_id {_brief(seq)})")
-        chosen["key"] = V2_SCOPE + (str(seq) if type(seq) is int else "s:" + seq)
-        chosen["memory_given"] = memory_given
+        chosen["scope"] = scope = V2_SCOPE + owner + " "
+        chosen["key"] = scope + (str(seq) if type(seq) is int else "s:" + seq)
+        chosen["memory_given"], chosen["sequence"] = memory_given, seq
     return chosen
 
 
@@ -429,20 +478,22 @@ def claim_memories(jobs: list, memories: AgentMemories) -> list:
         elif key in memories:
             job.flat[-1] = memories[key].reshape(1, 1, -1)
             these.append(job)
+        elif key in memories.dropped.get(job.scope, ()):
+            job.fail(
+                f"sequence {_shown(job.sequence)}: its memory was dropped at this client's bound of "
+                f"{memories.scope_ids} sequences / {memories.scope_bytes} bytes (its least recently answered go "
+                f"first): send sequence_start to begin it again from zeros (or its recurrent_in)"
+            )
         else:
-            try:
-                memories.check(key, key[len(V2_SCOPE) :], V2_SCOPE)
-                job.fail(
-                    f"sequence {key[len(V2_SCOPE) :]!r} is not started: its first request must set "
-                    f"sequence_start (or carry recurrent_in)"
-                )
-            except UsageError as exc:
-                job.fail(str(exc))
+            job.fail(
+                f"sequence {_shown(job.sequence)} is not started: its first request must set sequence_start (or "
+                f"carry recurrent_in)"
+            )
     return these, rest
 
 
 # -- REST: the JSON body, with Triton's binary tensor data extension
-def rest_request(view: ModelView, body: bytes, header_length: Optional[str], loads) -> Job:
+def rest_request(view: ModelView, body: bytes, header_length: Optional[str], loads, owner: str = "") -> Job:
     """POST /v2/models/{model}/infer's body: JSON, or (Inference-Header-Content-Length) JSON then the inputs'
     binary data in their order. The outputs asked for as binary (binary_data, binary_data_output) are noted."""
     started = time.perf_counter_ns()
@@ -455,9 +506,9 @@ def rest_request(view: ModelView, body: bytes, header_length: Optional[str], loa
         raise UsageError('"parameters" must be an object')
     every = params.get("binary_data_output")
     if every is not None and type(every) is not bool:
-        raise UsageError('parameter "binary_data_output": expected true or false')
+        raise UsageError(f'parameter "binary_data_output": expected true or false, got {_brief(every)}')
     wanted, binary_out = _rest_outputs(outputs, every)
-    job = read_request(view, _rest_tensors(inputs, binary), wanted, params, ident)
+    job = read_request(view, _rest_tensors(inputs, binary), wanted, params, ident, owner)
     job.binary, job.arrived = set(job.wanted) if every and outputs is None else binary_out, started
     job.read_ns = time.perf_counter_ns() - started
     return job
@@ -503,6 +554,8 @@ def _rest_tensors(inputs, binary: memoryview) -> dict:
         if type(tparams) is not dict:
             raise UsageError(f'input "{_brief(name)}": "parameters" must be an object')
         size, raw = tparams.get("binary_data_size"), None
+        if size is not None and "data" in tensor:  # (Triton refuses it too: which of the two would be meant?)
+            raise UsageError(f'input "{_brief(name)}": both "data" and binary_data_size given: give its values once')
         if size is not None:
             if type(size) is not int or size < 0 or at + size > len(binary):
                 raise UsageError(
@@ -527,7 +580,12 @@ def _rest_outputs(outputs, every) -> tuple:
         oparams = o.get("parameters") or {}
         if type(oparams) is not dict:
             raise UsageError(f'output "{_brief(o["name"])}": "parameters" must be an object')
-        if oparams.get("binary_data", every):
+        choice = oparams.get("binary_data")
+        if choice is not None and type(choice) is not bool:
+            raise UsageError(
+                f'output "{_brief(o["name"])}": parameter "binary_data": expected true or false, got {_brief(choice)}'
+            )
+        if every if choice is None else choice:
             binary.add(o["name"])
     return [o["name"] for o in outputs], binary
 
