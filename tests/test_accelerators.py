@@ -11,6 +11,7 @@ on the real CPU provider.
 """
 
 import contextlib
+import io
 import json
 import subprocess
 import sys
@@ -46,6 +47,44 @@ class FakeStream:
     def wait_stream(self, other):
         self.cards.touched.add(self.card)
 
+    def synchronize(self):  # (the host waits for the stream)
+        self.cards.touched.add(self.card)
+        self.cards.waits.append(("stream", self))
+
+
+class FakeEvent:
+    def __init__(self, cards):
+        self.cards, self.stream = cards, None
+
+    def record(self, stream=None):
+        self.stream = stream if stream is not None else self.cards.streams[self.cards.current]
+
+    def synchronize(self):
+        self.cards.waits.append(("event", self.stream))
+
+    def elapsed_time(self, other):
+        return 0.0
+
+
+class CopyLog(torch.overrides.TorchFunctionMode):
+    """Every Tensor.copy_ while it is entered, with the stream current on the card then and its non_blocking, and
+    every read of a tensor's values to the host (.cpu(), .item(), .tolist(): on a card, each one a wait)."""
+
+    def __init__(self, cards):
+        super().__init__()
+        self.cards = cards
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        c = self.cards
+        if func is torch.Tensor.copy_:
+            dst, src = args[0], args[1]
+            blocking = not kwargs.get("non_blocking", args[2] if len(args) > 2 else False)
+            c.copies.append((c.kind(src), c.kind(dst), c.streams[c.current], blocking))
+        elif func in (torch.Tensor.cpu, torch.Tensor.item, torch.Tensor.tolist):
+            c.waits.append((func.__name__, c.streams[c.current]))
+        return func(*args, **kwargs)
+
 
 class FakeGraph:
     """NPUGraph / CUDAGraph: capture_begin records the current card and its current stream (NPUGraph.cpp
@@ -72,6 +111,7 @@ class FakeGraph:
     def replay(self):
         self.cards.touched.add(self.capture_dev)
         self.cards.replays.append(self.capture_dev)
+        self.cards.replay_streams.append(self.cards.streams[self.cards.current])  # (a replay runs on the current one)
         if self.recorded is not None:
             forward, tensors, out = self.recorded
             with torch.inference_mode():
@@ -99,6 +139,17 @@ class FakeCards:
         self.capturing = self.refuse = self.default_capture_stream = None
         self.broken = False  # a capture that records nothing, wherever it runs
         self.tensor_card = 0
+        self.waits, self.replay_streams, self.copies = [], [], []  # (copies: recorded inside CopyLog)
+        self.pinned_storages, self.card_storages = set(), set()  # pinned host memory; what the card computed
+        self.pinned_made, self.held = 0, []
+
+    def kind(self, tensor) -> str:
+        """'pinned' (host memory made by the engine's pinned()), 'card' (what a forward computed) or 'other'."""
+        ptr = tensor.untyped_storage().data_ptr()
+        return "pinned" if ptr in self.pinned_storages else "card" if ptr in self.card_storages else "other"
+
+    def Event(self, enable_timing=False, blocking=False):
+        return FakeEvent(self)
 
     def NPUGraph(self):
         return FakeGraph(self)
@@ -112,13 +163,23 @@ class FakeCards:
         def on_card(tensors):
             self.touched.add(card)
             out = forward(tensors)
+            self.card_storages.update(o.untyped_storage().data_ptr() for o in out)
+            self.held += out  # (held: a freed block's address must not come back as host memory)
             g = self.capturing
             if g is not None and not self.broken and g.capture_dev == card and self.streams[card] is g.capture_stream:
                 g.recorded = (forward, tensors, out)
             return out
 
-        engine._forward, self.tensor_card = on_card, card
-        engine.graph_api, engine.graph_cls, engine.card = self, self.NPUGraph, card
+        def pinned(shape, dtype=torch.float32):  # (torch.empty(pin_memory=True) needs a card: recorded instead)
+            tensor = torch.empty(shape, dtype=dtype)
+            self.pinned_storages.add(tensor.untyped_storage().data_ptr())
+            self.held.append(tensor)
+            self.pinned_made += 1
+            return tensor
+
+        engine._forward, engine.pinned, self.tensor_card = on_card, pinned, card
+        engine.api = engine.graph_api = self
+        engine.graph_cls, engine.card = self.NPUGraph, card
         return engine
 
     def _card(self, device) -> int:
@@ -141,6 +202,7 @@ class FakeCards:
 
     def synchronize(self, device=None):
         self.touched.add(self._card(device))
+        self.waits.append(("device", device))
 
     def empty_cache(self):
         self.touched.add(self.current)
@@ -217,7 +279,7 @@ def test_graphs_on_the_second_card_are_captured_and_replayed_there_and_card_0_is
     assert cards.replays and set(cards.replays) == {1}
     assert 0 not in cards.touched, "a call ran on card 0 (a context opened there)"
     assert cards.current == 0 and cards.streams == cards.defaults  # (the contexts and streams restored)
-    assert factory.engine_report(policy.engine)["graphs"] == "on: captured for batch sizes 3, 5"
+    assert factory.engine_report(policy.engine)["graphs"] == "on: captured for buckets 4, 8"
 
 
 def test_two_policies_on_two_cards_in_one_process():
@@ -268,6 +330,146 @@ def test_a_graph_whose_replay_differs_from_eager_is_refused(capsys):
         same_actions(policy, eager, observations(policy, 3, call))
     assert "replayed" in factory.engine_report(policy.engine)["graphs"] and len(cards.replays) == 1
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def on_card(folder=VECTOR, card: int = 1):
+    """A torch policy whose engine runs on the stand-in card `card`: (policy, cards)."""
+    cards, policy = FakeCards(), torch_policy(folder)
+    cards.attach(policy.engine, card)
+    return policy, cards
+
+
+def test_bucket_sizes_are_fixed_and_every_batch_size_lands_in_the_smallest_one_that_holds_it():
+    sizes = torch_engine.bucket_sizes()
+    assert sizes[:7] == [1, 2, 4, 8, 16, 32, 64] and sizes[-1] == torch_engine.MAX_BUCKET == 65_536
+    assert sizes == sorted(set(sizes)) and len(sizes) <= 64  # (each a capture: a bounded few)
+    engine = torch_policy().engine
+    for rows in [*range(1, 300), 4095, 4096, 4097, 65_535, 65_536]:
+        bucket = engine.bucket_of(rows)
+        assert bucket in sizes and bucket >= rows and (rows <= 64 or bucket - rows < bucket / 4), (rows, bucket)
+        assert all(s < rows for s in sizes if s < bucket), (rows, bucket)
+    assert engine.bucket_of(65_537) is None and torch_engine.bucket_sizes(100)[-1] == 100
+
+
+def test_every_batch_size_replays_a_graph_after_warm_up_and_answers_as_eager():
+    """Issue 41, 3: only the first 8 distinct batch sizes were captured, the others ran eager for good (the stream's
+    and serve's sizes vary). Now each bucket is captured once, and no call within the largest bucket runs eager."""
+    policy, cards = on_card()
+    eager = torch_policy(graphs=False)
+    sizes = [3, 17, 1, 100, 5, 64, 65, 2, 9, 33, 200, 7, 130, 11, 4, 6, 250, 90]
+    for call, rows in enumerate(sizes):
+        same_actions(policy, eager, observations(policy, rows, call))
+    buckets = {policy.engine.bucket_of(rows) for rows in sizes}
+    assert policy.engine.counts == {"captures": len(buckets), "replays": len(sizes), "eager": 0}
+    before = dict(policy.engine.counts)
+    for call, rows in enumerate(reversed(sizes)):  # (warm: every size replays, nothing is captured again)
+        same_actions(policy, eager, observations(policy, rows, 100 + call))
+    assert policy.engine.counts == {**before, "replays": before["replays"] + len(sizes)}
+    assert set(cards.replays) == {1} and len(cards.replays) == 2 * len(sizes)
+    report = factory.engine_report(policy.engine)
+    assert report["graphs"].startswith("on: captured for buckets 1, 2, 4, 8, 16,")
+    assert report["graph_calls"] == policy.engine.counts
+
+
+@pytest.mark.parametrize("folder", ["lstm", "hybrid", "discrete-multi", "attention"])
+def test_padded_rows_never_reach_an_answer_and_a_memory_row_stays_with_its_agent(folder):
+    """A call of 8 rows then calls of 5 and 6 in the same bucket (8): the rows the bucket pads with hold the earlier
+    call's agents, and no answer shows them; each agent's answer (its memory too) is eager's for its own row."""
+    policy, cards = on_card(EXAMPLES / folder)
+    eager = torch_policy(EXAMPLES / folder, graphs=False)
+    s = policy.settings
+    rng = np.random.RandomState(7)
+    for call, rows in enumerate([8, 5, 6, 5]):
+        obs = observations(policy, rows, call)
+        masks = None
+        if s.discrete_branches:
+            masks = (rng.rand(rows, sum(s.discrete_branches)) < 0.7).astype(np.float32)
+            at = 0
+            for width in s.discrete_branches:  # (each branch keeps one action allowed)
+                masks[np.arange(rows), at + rng.randint(width, size=rows)] = 1.0
+                at += width
+        memory = rng.randn(rows, s.memory_size).astype(np.float32) if s.memory_size else None
+        got, want = policy.act(obs, masks, memory=memory), eager.act(obs, masks, memory=memory)
+        assert set(got) == set(want)
+        for key in want:
+            assert got[key].shape[0] == rows, key
+            np.testing.assert_allclose(got[key], want[key], rtol=0, atol=1e-5, err_msg=key)
+        for row in range(rows):  # (each agent's row alone: the same answer as in the batch)
+            alone = eager.act(
+                [x[row : row + 1] for x in obs],
+                None if masks is None else masks[row : row + 1],
+                memory=None if memory is None else memory[row : row + 1],
+            )
+            for key in want:
+                np.testing.assert_allclose(got[key][row : row + 1], alone[key], rtol=0, atol=1e-5, err_msg=key)
+    assert policy.engine.counts == {"captures": 1, "replays": 4, "eager": 0}
+
+
+def test_copies_go_through_pinned_buffers_on_the_engines_stream_with_one_wait_per_call():
+    """Issue 41, 2: torch.from_numpy's pageable memory went to a blocking copy_, and each output came back with its own
+    .cpu() (a wait each) on the card's current stream."""
+    policy, cards = on_card(EXAMPLES / "hybrid")
+    for rows in (3, 30):  # (warm-up: buckets 4 and 32 captured)
+        policy.act(observations(policy, rows, 0), deterministic=False, seed=1)
+    made = cards.pinned_made
+    for call, rows in enumerate([3, 4, 30, 3, 31, 25]):
+        obs = observations(policy, rows, call)
+        cards.waits.clear(), cards.copies.clear(), cards.replay_streams.clear()
+        with CopyLog(cards):
+            policy.act(obs, deterministic=False, seed=call)  # (every engine output fetched: mu, probabilities)
+        own = policy.engine.stream
+        assert own is not None and own not in cards.defaults.values()
+        assert len(cards.waits) == 1, cards.waits  # one wait for the whole call
+        assert cards.replay_streams == [own]
+        into = [c for c in cards.copies if c[0] == "pinned"]  # pinned host -> the card
+        out = [c for c in cards.copies if c[0] == "card" and c[1] != "card"]  # the card -> host (not the replay's own)
+        assert len(into) == len(policy.settings.inputs) + 1  # (the observations and the mask)
+        assert len(out) == 2 and all(c[1] == "pinned" for c in out)
+        assert all(stream is own and not blocking for _, _, stream, blocking in into + out), into + out
+    assert policy.engine.counts["eager"] == 0
+    # pinned input buffers are made once per bucket: only the answers' own (torch's caching host allocator) since
+    assert cards.pinned_made - made == 6 * 2
+
+
+def test_an_answer_is_not_overwritten_by_the_next_call():
+    """Arrays handed back never alias a buffer that a later call writes (the graph's static outputs, a pinned
+    buffer): hold call 1's answer, make call 2, and call 1's answer is unchanged."""
+    for folder in ("vector", "lstm"):
+        policy, cards = on_card(EXAMPLES / folder)
+        first_obs, second_obs = observations(policy, 4, 1), observations(policy, 4, 2)
+        first = policy.act(first_obs)
+        kept = {key: value.copy() for key, value in first.items()}
+        second = policy.act(second_obs)
+        for key in first:
+            assert not np.array_equal(second[key], kept[key]), key  # (the two calls do answer differently)
+            np.testing.assert_array_equal(first[key], kept[key], err_msg=key)
+        assert policy.engine.counts["replays"] == 2
+
+
+def test_info_benchmark_and_the_stream_stats_count_captures_replays_and_eager_calls(capsys, monkeypatch):
+    from conftest import run_stream
+
+    from mlagents_inference.fronts import stream
+
+    policy, cards = on_card()
+    lines = "".join(json.dumps({"id": i, "obs": [[0.1 * i] * 8] * (1 + i % 3)}) + "\n" for i in range(6))
+    run_stream(policy, lines, monkeypatch)
+    ctx = SimpleNamespace(
+        policy=policy,
+        engine_name="torch",
+        device="npu:1",
+        args=SimpleNamespace(max_line_bytes=1 << 20, stream_stats=True),
+    )
+    capsys.readouterr()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(lines.encode())))
+    monkeypatch.setattr(sys, "stdout", io.StringIO())
+    stream.mode_stream(ctx)
+    (said,) = capsys.readouterr().err.strip().splitlines()
+    counts = policy.engine.counts
+    assert counts["eager"] == 0 and counts["captures"] >= 1
+    assert f"graphs=captures:{counts['captures']},replays:{counts['replays']},eager:0" in said, said
+    assert factory.engine_report(policy.engine)["graph_calls"] == counts
+    assert factory.engine_report(torch_policy().engine)["graph_calls"] is None  # (the CPU: no device graphs)
 
 
 def test_info_precision_and_benchmark_say_what_ran(capsys):
