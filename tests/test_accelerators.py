@@ -446,6 +446,70 @@ def test_an_answer_is_not_overwritten_by_the_next_call():
         assert policy.engine.counts["replays"] == 2
 
 
+@pytest.mark.parametrize(
+    "folder", [ROOT / "assets" / "ppo-Huggy-sample", *(EXAMPLES / f for f in ("lstm", "hybrid", "attention"))]
+)
+def test_tensors_on_the_policys_device_are_answered_with_tensors_there(folder):
+    """Issue 41, 4: a tensor on the policy's device was copied to the host and the answer came back as numpy. CPU
+    tensors on a CPU torch policy are the vehicle: the answer is tensors on that device, eager's own values."""
+    policy = torch_policy(folder)
+    s = policy.settings
+    obs = observations(policy, 6, 3)
+    memory = np.random.RandomState(4).randn(6, s.memory_size).astype(np.float32) if s.memory_size else None
+    want = policy.act(obs, memory=memory)
+    got = policy.act([torch.from_numpy(x) for x in obs], memory=None if memory is None else torch.from_numpy(memory))
+    assert set(got) == set(want)
+    for key, value in got.items():
+        assert isinstance(value, torch.Tensor) and value.device == policy.device, key
+        np.testing.assert_allclose(value.numpy(), want[key], rtol=0, atol=1e-6, err_msg=key)
+    one = policy.act({i.name: torch.from_numpy(x[0]) for i, x in zip(s.inputs, obs)})
+    assert all(isinstance(v, torch.Tensor) and v.shape[0] == want[k].shape[1] for k, v in one.items() if k != "memory")
+    sampled = policy.act([torch.from_numpy(x) for x in obs], deterministic=False, seed=5, memory=None)
+    for key, value in policy.act(obs, deterministic=False, seed=5).items():  # (the same noise: drawn on the CPU)
+        np.testing.assert_allclose(sampled[key].numpy(), value, rtol=0, atol=1e-6, err_msg=key)
+
+
+def test_tensors_on_the_card_stay_there_checked_with_one_wait_and_answers_kept():
+    """On the stand-in card: no pinned host buffer and no copy to the host; the replay runs on the caller's current
+    stream (in order with what made the inputs); the only wait is the one read of the checks' verdicts; an answer is
+    not overwritten by the next call."""
+    policy, cards = on_card(EXAMPLES / "hybrid")
+    eager = torch_policy(EXAMPLES / "hybrid", graphs=False)
+    first_obs = observations(policy, 5, 0)
+    first = policy.act([torch.from_numpy(x) for x in first_obs])  # (warm-up: bucket 8 captured)
+    kept = {k: v.clone() for k, v in first.items()}
+    made = cards.pinned_made
+    cards.waits.clear(), cards.copies.clear(), cards.replay_streams.clear()
+    obs = observations(policy, 7, 1)
+    with CopyLog(cards):
+        got = policy.act([torch.from_numpy(x) for x in obs])
+    assert cards.pinned_made == made and not [c for c in cards.copies if "pinned" in c[:2]]
+    assert [w[0] for w in cards.waits] == ["tolist"]  # (the checks' verdicts: one read)
+    assert cards.replay_streams == [cards.defaults[1]] and policy.engine.counts["eager"] == 0
+    want = eager.act(obs)
+    for key, value in got.items():
+        np.testing.assert_allclose(value.numpy(), want[key], rtol=0, atol=1e-6, err_msg=key)
+        assert torch.equal(first[key], kept[key]), key
+
+
+def test_tensors_on_the_device_are_checked_there_as_arrays_are():
+    policy = torch_policy(EXAMPLES / "hybrid")
+    x = torch.from_numpy(observations(policy, 4, 0)[0])
+    fine = policy.act([x], action_masks=torch.tensor([[1.0, 0.0]] * 4))
+    assert isinstance(fine["discrete_actions"], torch.Tensor) and (fine["discrete_actions"] == 0).all()
+    for call, words in (
+        (lambda: policy.act([x * float("nan")]), "obs_0: a value is nan or infinite"),
+        (lambda: policy.act([x[:, :5]]), "shape"),
+        (lambda: policy.act([x], action_masks=torch.zeros(4, 2)), "branch 0 allows no action"),
+        (lambda: policy.act([x], action_masks=torch.full((4, 2), 0.5)), "values must be 0"),
+        (lambda: policy.act([x], action_masks=torch.ones(4, 2, dtype=torch.bool)), "bool"),
+        (lambda: policy.act([x], action_masks=np.ones((4, 2), np.float32)), "a tensor on cpu"),
+        (lambda: policy.act([x, x]), "2 observation tensor"),
+    ):
+        with pytest.raises(UsageError, match=words):
+            call()
+
+
 def test_info_benchmark_and_the_stream_stats_count_captures_replays_and_eager_calls(capsys, monkeypatch):
     from conftest import run_stream
 

@@ -81,6 +81,7 @@ class TorchEngine:
         self.tolerance = GRAPH_TOLERANCE.get(dtype, 1e-2)
         self.api = api = device_api(device)
         self.stream = None  # the engine's own stream on its card (made on the first call there)
+        self.device_calls = False  # whether run_device has run (on the caller's stream)
         kind = "CUDAGraph" if device.type == "cuda" else "NPUGraph"
         self.graph_cls = getattr(api, kind, None) if api is not None else None
         self.card = device.index if device.index is not None or api is None else api.current_device()
@@ -125,18 +126,19 @@ class TorchEngine:
             self.stream = self.api.Stream(device=self.card)
         return self.stream
 
-    def _capture(self, bucket: int, staged: list, flat: list):
-        """(static inputs, static outputs, graph) for one bucket, or None with graphs off from now on; `staged` holds
-        the call's rows (the rest padding). torch.cuda.graph and torch_npu's graph make their default capture stream
-        on the *current* card and cache it on the class, NPUGraph::capture_begin records capture_dev_ =
-        current_device(), and work on another card's stream is not captured: the graph would replay nothing. So
-        warm-up, capture and the check run inside the card's context, on a capture stream of that card passed
-        explicitly; an outer stream context restores the card's stream where graph.__enter__ fails half-way (it
-        enters its stream before capture_begin, which can raise)."""
+    def _capture(self, bucket: int, padded: list, inputs: list):
+        """(static inputs, static outputs, graph) for one bucket, or None with graphs off from now on; `padded` (the
+        bucket's rows: pinned host or on the card) holds the call's `inputs` (its own rows, host or card) and padding.
+        torch.cuda.graph and torch_npu's graph make their default capture stream on the *current* card and cache it
+        on the class, NPUGraph::capture_begin records capture_dev_ = current_device(), and work on another card's
+        stream is not captured: the graph would replay nothing. So warm-up, capture and the check run inside the
+        card's context, on a capture stream of that card passed explicitly; an outer stream context restores the
+        card's stream where graph.__enter__ fails half-way (it enters its stream before capture_begin, which can
+        raise)."""
         api, device = self.graph_api, self.device
         try:
             with api.device(self.card):
-                static_in = [torch.zeros(x.shape, device=device) for x in staged]
+                static_in = [torch.zeros(x.shape, device=device) for x in padded]
                 if self.heads.discrete:
                     static_in[self.heads.n_inputs] += 1.0  # all allowed while warming up
                 side = api.Stream(device=self.card)  # (streams and contexts by the card's index: torch.cuda and
@@ -150,7 +152,7 @@ class TorchEngine:
                     with torch.inference_mode(), api.graph(graph, stream=capture):
                         static_out = self._forward(static_in)
                 self._own_stream().wait_stream(capture)
-                differs = self._replay_differs(static_in, static_out, graph, staged, flat)
+                differs = self._replay_differs(static_in, static_out, graph, padded, inputs)
         except Exception as exc:  # (a capture this device, driver or torch build cannot do)
             return self._refuse(
                 f"capture failed on {device} ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
@@ -162,18 +164,18 @@ class TorchEngine:
         self.graph_state = f"on: captured for buckets {', '.join(str(b) for b in sorted(self.graphs))}"
         return self.graphs[bucket]
 
-    def _replay_differs(self, static_in: list, static_out, graph, staged: list, flat: list) -> float:
-        """The replay of a new capture on the whole padded bucket `staged` against eager on the call's own rows
-        `flat`: 0.0 where the call's rows agree within the tolerance, else the largest difference (inf where one is
-        nan and the other not)."""
+    def _replay_differs(self, static_in: list, static_out, graph, padded: list, inputs: list) -> float:
+        """The replay of a new capture on the whole padded bucket `padded` against eager on the call's own rows
+        `inputs` (tensors): 0.0 where the call's rows agree within the tolerance, else the largest difference (inf
+        where one is nan and the other not)."""
         with self.api.stream(self._own_stream()):
-            for dst, src in zip(static_in, staged):
+            for dst, src in zip(static_in, padded):
                 dst.copy_(src, non_blocking=True)
             graph.replay()
         self.stream.synchronize()
-        rows = flat[0].shape[0]
+        rows = inputs[0].shape[0]
         with torch.inference_mode():
-            eager = self._forward([torch.from_numpy(x).to(self.device) for x in flat])
+            eager = self._forward([x.to(self.device) for x in inputs])
         worst = 0.0
         for replayed, direct in zip(static_out, eager):
             a, b = replayed[:rows].detach().double().cpu(), direct.detach().double().cpu()
@@ -208,7 +210,7 @@ class TorchEngine:
                 buffer[:rows].copy_(torch.from_numpy(x))  # (host to pinned host: the card is not waited for)
             captured = self.graphs.get(bucket)
             if captured is None and self.graph_api is not None:
-                captured = self._capture(bucket, staged, flat)
+                captured = self._capture(bucket, staged, [buffer[:rows] for buffer in staged])
                 if captured is not None:  # (its check has just replayed it on these inputs)
                     self.counts["replays"] += 1
                     with self.api.stream(self.stream):
@@ -218,6 +220,8 @@ class TorchEngine:
             static_in, static_out, graph = captured
             self.counts["replays"] += 1
             with self.api.stream(self._own_stream()):
+                if self.device_calls:  # (the static buffers were last used on the caller's stream)
+                    self.stream.wait_stream(self.api.current_stream(self.card))
                 for dst, src in zip(static_in, staged):
                     dst[:rows].copy_(src[:rows], non_blocking=True)  # (the padding rows: whatever they last held)
                 graph.replay()
@@ -237,3 +241,46 @@ class TorchEngine:
             host[name].copy_(out, non_blocking=True)
         self.stream.synchronize()
         return {name: out.numpy() for name, out in host.items()}
+
+    def run_device(self, tensors: list, names: Optional[list] = None) -> dict:
+        """Engine inputs already on the engine's device (float32 tensors, checked) -> the outputs `names` as tensors
+        on that device, each the caller's own (no later call writes into it): no host copy and no wait. On a card
+        the work runs on the caller's current stream, in order with what made the inputs; a bucket not yet captured
+        is captured from these rows (its check waits, once)."""
+        names = self.output_names if names is None else names
+        rows = tensors[0].shape[0]
+        if self.api is None:
+            self.counts["eager"] += 1
+            with torch.inference_mode():
+                outs = self._forward(tensors)
+            return {name: out for name, out in zip(self.output_names, outs) if name in names}
+        self.device_calls = True
+        bucket = self.bucket_of(rows)
+        with self.api.device(self.card), torch.inference_mode():
+            captured = self.graphs.get(bucket)
+            if captured is None and bucket is not None and self.graph_api is not None:
+                self._own_stream().wait_stream(self.api.current_stream(self.card))
+                padded = [torch.zeros((bucket, *x.shape[1:]), device=self.device) for x in tensors]
+                for i, (buffer, x) in enumerate(zip(padded, tensors)):
+                    if self.heads.discrete and i == self.heads.n_inputs:
+                        buffer.fill_(1.0)  # (padding rows allow every action)
+                    buffer[:rows].copy_(x)
+                captured = self._capture(bucket, padded, tensors)
+                if captured is not None:
+                    self.api.current_stream(self.card).wait_stream(self.stream)
+                    self.counts["replays"] += 1
+                    return self._sliced(captured[1], rows, names)
+            if captured is None or self.graph_api is None:
+                self.counts["eager"] += 1
+                outs = self._forward(tensors)
+                return {name: out for name, out in zip(self.output_names, outs) if name in names}
+            static_in, static_out, graph = captured
+            self.counts["replays"] += 1
+            for dst, src in zip(static_in, tensors):
+                dst[:rows].copy_(src, non_blocking=True)
+            graph.replay()
+            return self._sliced(static_out, rows, names)
+
+    def _sliced(self, outs, rows: int, names: list) -> dict:
+        """The first `rows` rows of the static outputs `names`, copied on the card (the next replay overwrites them)."""
+        return {name: out[:rows].clone() for name, out in zip(self.output_names, outs) if name in names}
