@@ -510,6 +510,31 @@ def test_tensors_on_the_device_are_checked_there_as_arrays_are():
             call()
 
 
+def test_the_probe_splits_a_call_with_the_cards_events_on_the_engines_stream():
+    """tools/device_check.sh's probe (tools/device_probe.py): copy in, replay and copy out between events recorded on
+    the engine's own stream, where the bucket's graph runs; the forwards of one act() counted."""
+    import device_probe
+
+    policy, cards = on_card(EXAMPLES / "hybrid")
+    assert device_probe.event_split(policy, 3, 4, 0) is None  # (bucket 4 not captured yet: nothing to split)
+    policy.act(observations(policy, 3, 0))
+    recorded = []
+    event = cards.Event
+
+    def recording(**kwargs):
+        made = event(**kwargs)
+        recorded.append(made)
+        return made
+
+    cards.Event = recording
+    split = device_probe.event_split(policy, 3, 4, 0)
+    assert set(split) == {"copy_in_ms", "replay_ms", "copy_out_ms"} and len(recorded) == 16
+    assert all(e.stream is policy.engine.stream for e in recorded)
+    assert policy.engine.counts == {"captures": 1, "replays": 1, "eager": 0}  # (the probe's replays are its own)
+    counted = device_probe.forwards_per_act(EXAMPLES / "hybrid", torch.device("cpu"))
+    assert set(counted) == {"deterministic", "sampled"} and all(n >= 1 for n in counted.values())
+
+
 def test_info_benchmark_and_the_stream_stats_count_captures_replays_and_eager_calls(capsys, monkeypatch):
     from conftest import run_stream
 
@@ -789,6 +814,12 @@ def test_device_check_has_the_new_steps():
         "TASK_QUEUE_ENABLE=2",
         "TORCH_DEVICE_BACKEND_AUTOLOAD=0",
         "-u ASCEND_OPP_PATH",
+        '--mode onnx-compare --model-dir "$m" --tol "$PARITY_TOL"',
+        '--mode precision --dtype float32 --model-dir "$m" --tol "$PARITY_TOL"',
+        'PARITY_TOL="${PARITY_TOL:-1e-5}"',
+        'tools/device_probe.py --device "$DEVICE"',
+        "--model-dir examples/attention",
+        'COMMIT_FILE="${COMMIT_FILE:-COMMIT}"',
     ):
         assert step in script, step
 
