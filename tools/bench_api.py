@@ -58,7 +58,10 @@ def _internal(inference, module: str, name: str):
     single-file inference.py) in that file itself."""
     if hasattr(inference, name):
         return getattr(inference, name)
-    return getattr(importlib.import_module(f"mlagents_inference.{module}"), name)
+    try:
+        return getattr(importlib.import_module(f"mlagents_inference.core.{module}"), name)  # (since the regrouping)
+    except ImportError:
+        return getattr(importlib.import_module(f"mlagents_inference.{module}"), name)
 
 
 def contenders(inference, model_dir: Path, seed: int, tensors: bool = False, device: str = "cpu") -> dict:

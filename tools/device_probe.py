@@ -111,7 +111,7 @@ def event_split(policy, batch: int, runs: int, seed: int):
         for _ in range(runs):
             events = [api.Event(enable_timing=True) for _ in range(4)]
             for buffer, x in zip(staged, flat):
-                buffer[:batch].copy_(torch.from_numpy(x))
+                buffer[:batch].copy_(torch.from_numpy(x if x.flags.writeable else x.copy()))
             events[0].record(engine.stream)
             for dst, src in zip(static_in, staged):
                 dst[:batch].copy_(src[:batch], non_blocking=True)
