@@ -587,9 +587,11 @@ def test_info_precision_and_benchmark_say_what_ran(capsys):
         "throughput_per_s": 1,
         "onnxruntime_p50_ms": None,
         "plot": None,
+        "graph_calls": {"captures": 2, "replays": 40, "eager": 0},
         **said,
     }
     assert "  device graphs: off: capture failed on npu:1 (...)" in show_benchmark(bench)
+    assert "  device graph calls: captures 2, replays 40, eager 0" in show_benchmark(bench)
     c = {"cos": 1.0, "max_abs_err": 0.0, "bitwise_equal_ratio": 1.0}
     precision = {
         **bench,

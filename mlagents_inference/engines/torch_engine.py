@@ -259,12 +259,12 @@ class TorchEngine:
         with self.api.device(self.card), torch.inference_mode():
             captured = self.graphs.get(bucket)
             if captured is None and bucket is not None and self.graph_api is not None:
-                self._own_stream().wait_stream(self.api.current_stream(self.card))
                 padded = [torch.zeros((bucket, *x.shape[1:]), device=self.device) for x in tensors]
                 for i, (buffer, x) in enumerate(zip(padded, tensors)):
                     if self.heads.discrete and i == self.heads.n_inputs:
                         buffer.fill_(1.0)  # (padding rows allow every action)
                     buffer[:rows].copy_(x)
+                self._own_stream().wait_stream(self.api.current_stream(self.card))  # (the check copies them there)
                 captured = self._capture(bucket, padded, tensors)
                 if captured is not None:
                     self.api.current_stream(self.card).wait_stream(self.stream)
