@@ -25,9 +25,9 @@ import torch
 from conftest import EXAMPLES, ROOT, child_env
 
 import inference
-from mlagents_inference.core import extras, sessions
+from mlagents_inference.core import buckets, extras, sessions
 from mlagents_inference.core.errors import UsageError
-from mlagents_inference.core.observations import random_inputs
+from mlagents_inference.core.observations import random_inputs, random_masks
 from mlagents_inference.engines import devices, factory, torch_devices, torch_engine
 
 sys.path.insert(0, str(ROOT / "tools"))
@@ -340,15 +340,15 @@ def on_card(folder=VECTOR, card: int = 1):
 
 
 def test_bucket_sizes_are_fixed_and_every_batch_size_lands_in_the_smallest_one_that_holds_it():
-    sizes = torch_engine.bucket_sizes()
-    assert sizes[:7] == [1, 2, 4, 8, 16, 32, 64] and sizes[-1] == torch_engine.MAX_BUCKET == 65_536
+    sizes = buckets.bucket_sizes()
+    assert sizes[:7] == [1, 2, 4, 8, 16, 32, 64] and sizes[-1] == buckets.MAX_BUCKET == 65_536
     assert sizes == sorted(set(sizes)) and len(sizes) <= 64  # (each a capture: a bounded few)
     engine = torch_policy().engine
     for rows in [*range(1, 300), 4095, 4096, 4097, 65_535, 65_536]:
         bucket = engine.bucket_of(rows)
         assert bucket in sizes and bucket >= rows and (rows <= 64 or bucket - rows < bucket / 4), (rows, bucket)
         assert all(s < rows for s in sizes if s < bucket), (rows, bucket)
-    assert engine.bucket_of(65_537) is None and torch_engine.bucket_sizes(100)[-1] == 100
+    assert engine.bucket_of(65_537) is None and buckets.bucket_sizes(100)[-1] == 100
 
 
 def test_every_batch_size_replays_a_graph_after_warm_up_and_answers_as_eager():
@@ -679,6 +679,7 @@ class FakeSession:
         first, options = providers[0] if isinstance(providers[0], tuple) else (providers[0], {})
         self.first, self.options = first, {k: str(v) for k, v in options.items()}
         self.half = first == "CANNExecutionProvider" and not ({"precision_mode", "precision_mode_v2"} & set(options))
+        self.rows = []  # the batch size of every run the provider was given
         if self.half:
             run = real._sess.run
             self._sess = SimpleNamespace(
@@ -687,6 +688,14 @@ class FakeSession:
                     for x in run(*a)
                 ]
             )
+
+        inner = self._sess.run
+
+        def recorded(names, feed, options=None):
+            self.rows.append(len(next(iter(feed.values()))))
+            return inner(names, feed, options)
+
+        self._sess = SimpleNamespace(run=recorded)
 
     def get_providers(self):
         return [self.first, "CPUExecutionProvider"]
@@ -758,10 +767,38 @@ def test_cann_keeps_float32_with_the_key_this_release_knows(fake_ort):
         np.testing.assert_array_equal(policy.act(obs)["continuous_actions"], cpu.act(obs)["continuous_actions"])
         said = factory.engine_report(policy.engine)["precision"]
         assert said.startswith(f"float32 kept ({key} {value}) on CANNExecutionProvider")
-        assert "each new batch size compiles a graph" in said
+        assert "batch sizes padded to fixed buckets" in said
     fake_ort(CANN=CANN_V1 - {"precision_mode"})
     with pytest.raises(UsageError, match="does not take precision_mode or precision_mode_v2.*force_fp16"):
         inference.load(str(VECTOR), device="npu:0", engine="onnxruntime")
+
+
+def test_cann_compiles_a_graph_a_bucket_not_a_batch_size(fake_ort):
+    """Issue 41: CANN's graph engine compiles a graph for each new input shape, and the stream's and serve's batch
+    sizes vary. Both onnxruntime paths (ML-Agents' modules exported; ML-Agents' file itself) pad a call's rows to its
+    bucket (every action allowed in a padded row) and slice the answer: the provider sees the buckets only."""
+    from mlagents_inference.loaders.onnx_file import MLAgentsOnnx
+
+    folder = EXAMPLES / "discrete-multi"
+    cpu = inference.load(str(folder), device="cpu", engine="onnxruntime")
+    fake_ort(CANN=CANN_V1)
+    policy = inference.load(str(folder), device="npu:0", engine="onnxruntime")
+    session = policy.engine.session
+    on_file = MLAgentsOnnx(folder / "DiscreteMulti.onnx", policy.settings, providers=[("CANNExecutionProvider", {})])
+    sizes = [3, 5, 6, 7, 1, 100, 90, 33]
+    for call, rows in enumerate(sizes):
+        obs, masks = observations(cpu, rows, call), random_masks(cpu.settings, call, rows)
+        want = cpu.act(obs, masks)
+        got = policy.act(obs, masks)
+        np.testing.assert_array_equal(got["discrete_actions"], want["discrete_actions"])
+        flat = cpu.prepare(obs, masks)[0]
+        direct = on_file.run(flat)["deterministic_discrete_actions"]
+        np.testing.assert_array_equal(direct, want["discrete_actions"])
+        sampled = policy.act(obs, masks, deterministic=False, seed=call)["discrete_actions"]
+        np.testing.assert_array_equal(sampled, cpu.act(obs, masks, deterministic=False, seed=call)["discrete_actions"])
+    buckets = [4, 8, 8, 8, 1, 112, 96, 64]
+    assert session.rows == [b for b in buckets for _ in range(2)]  # (a deterministic and a sampled call each)
+    assert on_file.session.rows == buckets
 
 
 def test_cuda_runs_float32_without_tf32_and_openvino_names_its_device(fake_ort, monkeypatch):

@@ -5,7 +5,6 @@ buffers on the engine's own stream, one wait per call; what ran counted and repo
 
 from __future__ import annotations
 
-import bisect
 import copy
 import os
 import sys
@@ -13,6 +12,7 @@ from typing import TYPE_CHECKING, Optional
 
 import torch
 
+from ..core.buckets import MAX_BUCKET, bucket_of, bucket_sizes
 from ..core.spec import engine_output_names
 from ..model.networks import EngineHeads
 from .torch_devices import cast_actor, check_dtype, device_api, float32_report, full_float32
@@ -20,24 +20,9 @@ from .torch_devices import cast_actor, check_dtype, device_api, float32_report, 
 if TYPE_CHECKING:  # (annotations only)
     from ..model.networks import SimpleActor
 
-__all__ = ["MAX_BUCKET", "GRAPH_TOLERANCE", "bucket_sizes", "capture_refused", "TorchEngine"]
+__all__ = ["GRAPH_TOLERANCE", "capture_refused", "TorchEngine"]
 
-MAX_BUCKET = 65_536  # the largest bucket (serve's most rows in one request); a larger call runs eager, counted
 GRAPH_TOLERANCE = {"float32": 1e-5}  # a replay's largest difference from eager, relative to max(1, |eager|); 1e-2 else
-
-
-def bucket_sizes(largest: int = MAX_BUCKET) -> list:
-    """The batch sizes captured: 1, 2, 4, ..., 64, then four steps an octave (80, 96, 112, 128, 160, ...), up to and
-    including `largest`: a call's rows padded to the next one waste under a quarter of it (vLLM's and SGLang's capture
-    lists: powers of two while small, then even steps)."""
-    sizes, size = [], 1
-    while size < min(64, largest):
-        sizes.append(size)
-        size *= 2
-    while size < largest:
-        sizes.append(size)
-        size += max(16, 1 << (size.bit_length() - 3))  # (a quarter of the octave the size is in)
-    return sizes + [largest]
 
 
 def capture_refused(device) -> Optional[str]:
@@ -107,8 +92,7 @@ class TorchEngine:
 
     def bucket_of(self, rows: int) -> Optional[int]:
         """The bucket a call of `rows` rows runs in: the smallest bucket size >= rows; None beyond the largest."""
-        at = bisect.bisect_left(self.buckets, rows)
-        return self.buckets[at] if at < len(self.buckets) else None
+        return bucket_of(self.buckets, rows)
 
     def _staged(self, bucket: int, flat: list) -> list:
         """The bucket's pinned host inputs (made once): a row for each of its `bucket` rows, the padding rows zeros
