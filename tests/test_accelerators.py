@@ -11,6 +11,7 @@ on the real CPU provider.
 """
 
 import contextlib
+import io
 import json
 import subprocess
 import sys
@@ -24,9 +25,9 @@ import torch
 from conftest import EXAMPLES, ROOT, child_env
 
 import inference
-from mlagents_inference.core import extras, sessions
+from mlagents_inference.core import buckets, extras, sessions
 from mlagents_inference.core.errors import UsageError
-from mlagents_inference.core.observations import random_inputs
+from mlagents_inference.core.observations import random_inputs, random_masks
 from mlagents_inference.engines import devices, factory, torch_devices, torch_engine
 
 sys.path.insert(0, str(ROOT / "tools"))
@@ -45,6 +46,44 @@ class FakeStream:
 
     def wait_stream(self, other):
         self.cards.touched.add(self.card)
+
+    def synchronize(self):  # (the host waits for the stream)
+        self.cards.touched.add(self.card)
+        self.cards.waits.append(("stream", self))
+
+
+class FakeEvent:
+    def __init__(self, cards):
+        self.cards, self.stream = cards, None
+
+    def record(self, stream=None):
+        self.stream = stream if stream is not None else self.cards.streams[self.cards.current]
+
+    def synchronize(self):
+        self.cards.waits.append(("event", self.stream))
+
+    def elapsed_time(self, other):
+        return 0.0
+
+
+class CopyLog(torch.overrides.TorchFunctionMode):
+    """Every Tensor.copy_ while it is entered, with the stream current on the card then and its non_blocking, and
+    every read of a tensor's values to the host (.cpu(), .item(), .tolist(): on a card, each one a wait)."""
+
+    def __init__(self, cards):
+        super().__init__()
+        self.cards = cards
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        c = self.cards
+        if func is torch.Tensor.copy_:
+            dst, src = args[0], args[1]
+            blocking = not kwargs.get("non_blocking", args[2] if len(args) > 2 else False)
+            c.copies.append((c.kind(src), c.kind(dst), c.streams[c.current], blocking))
+        elif func in (torch.Tensor.cpu, torch.Tensor.item, torch.Tensor.tolist):
+            c.waits.append((func.__name__, c.streams[c.current]))
+        return func(*args, **kwargs)
 
 
 class FakeGraph:
@@ -72,6 +111,7 @@ class FakeGraph:
     def replay(self):
         self.cards.touched.add(self.capture_dev)
         self.cards.replays.append(self.capture_dev)
+        self.cards.replay_streams.append(self.cards.streams[self.cards.current])  # (a replay runs on the current one)
         if self.recorded is not None:
             forward, tensors, out = self.recorded
             with torch.inference_mode():
@@ -99,6 +139,17 @@ class FakeCards:
         self.capturing = self.refuse = self.default_capture_stream = None
         self.broken = False  # a capture that records nothing, wherever it runs
         self.tensor_card = 0
+        self.waits, self.replay_streams, self.copies = [], [], []  # (copies: recorded inside CopyLog)
+        self.pinned_storages, self.card_storages = set(), set()  # pinned host memory; what the card computed
+        self.pinned_made, self.held = 0, []
+
+    def kind(self, tensor) -> str:
+        """'pinned' (host memory made by the engine's pinned()), 'card' (what a forward computed) or 'other'."""
+        ptr = tensor.untyped_storage().data_ptr()
+        return "pinned" if ptr in self.pinned_storages else "card" if ptr in self.card_storages else "other"
+
+    def Event(self, enable_timing=False, blocking=False):
+        return FakeEvent(self)
 
     def NPUGraph(self):
         return FakeGraph(self)
@@ -112,13 +163,23 @@ class FakeCards:
         def on_card(tensors):
             self.touched.add(card)
             out = forward(tensors)
+            self.card_storages.update(o.untyped_storage().data_ptr() for o in out)
+            self.held += out  # (held: a freed block's address must not come back as host memory)
             g = self.capturing
             if g is not None and not self.broken and g.capture_dev == card and self.streams[card] is g.capture_stream:
                 g.recorded = (forward, tensors, out)
             return out
 
-        engine._forward, self.tensor_card = on_card, card
-        engine.graph_api, engine.graph_cls, engine.card = self, self.NPUGraph, card
+        def pinned(shape, dtype=torch.float32):  # (torch.empty(pin_memory=True) needs a card: recorded instead)
+            tensor = torch.empty(shape, dtype=dtype)
+            self.pinned_storages.add(tensor.untyped_storage().data_ptr())
+            self.held.append(tensor)
+            self.pinned_made += 1
+            return tensor
+
+        engine._forward, engine.pinned, self.tensor_card = on_card, pinned, card
+        engine.api = engine.graph_api = self
+        engine.graph_cls, engine.card = self.NPUGraph, card
         return engine
 
     def _card(self, device) -> int:
@@ -141,6 +202,7 @@ class FakeCards:
 
     def synchronize(self, device=None):
         self.touched.add(self._card(device))
+        self.waits.append(("device", device))
 
     def empty_cache(self):
         self.touched.add(self.current)
@@ -217,7 +279,7 @@ def test_graphs_on_the_second_card_are_captured_and_replayed_there_and_card_0_is
     assert cards.replays and set(cards.replays) == {1}
     assert 0 not in cards.touched, "a call ran on card 0 (a context opened there)"
     assert cards.current == 0 and cards.streams == cards.defaults  # (the contexts and streams restored)
-    assert factory.engine_report(policy.engine)["graphs"] == "on: captured for batch sizes 3, 5"
+    assert factory.engine_report(policy.engine)["graphs"] == "on: captured for buckets 4, 8"
 
 
 def test_two_policies_on_two_cards_in_one_process():
@@ -270,6 +332,235 @@ def test_a_graph_whose_replay_differs_from_eager_is_refused(capsys):
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 
+def on_card(folder=VECTOR, card: int = 1):
+    """A torch policy whose engine runs on the stand-in card `card`: (policy, cards)."""
+    cards, policy = FakeCards(), torch_policy(folder)
+    cards.attach(policy.engine, card)
+    return policy, cards
+
+
+def test_bucket_sizes_are_fixed_and_every_batch_size_lands_in_the_smallest_one_that_holds_it():
+    sizes = buckets.bucket_sizes()
+    assert sizes[:7] == [1, 2, 4, 8, 16, 32, 64] and sizes[-1] == buckets.MAX_BUCKET == 65_536
+    assert sizes == sorted(set(sizes)) and len(sizes) <= 64  # (each a capture: a bounded few)
+    engine = torch_policy().engine
+    for rows in [*range(1, 300), 4095, 4096, 4097, 65_535, 65_536]:
+        bucket = engine.bucket_of(rows)
+        assert bucket in sizes and bucket >= rows and (rows <= 64 or bucket - rows < bucket / 4), (rows, bucket)
+        assert all(s < rows for s in sizes if s < bucket), (rows, bucket)
+    assert engine.bucket_of(65_537) is None and buckets.bucket_sizes(100)[-1] == 100
+
+
+def test_every_batch_size_replays_a_graph_after_warm_up_and_answers_as_eager():
+    """Issue 41, 3: only the first 8 distinct batch sizes were captured, the others ran eager for good (the stream's
+    and serve's sizes vary). Now each bucket is captured once, and no call within the largest bucket runs eager."""
+    policy, cards = on_card()
+    eager = torch_policy(graphs=False)
+    sizes = [3, 17, 1, 100, 5, 64, 65, 2, 9, 33, 200, 7, 130, 11, 4, 6, 250, 90]
+    for call, rows in enumerate(sizes):
+        same_actions(policy, eager, observations(policy, rows, call))
+    buckets = {policy.engine.bucket_of(rows) for rows in sizes}
+    assert policy.engine.counts == {"captures": len(buckets), "replays": len(sizes), "eager": 0}
+    before = dict(policy.engine.counts)
+    for call, rows in enumerate(reversed(sizes)):  # (warm: every size replays, nothing is captured again)
+        same_actions(policy, eager, observations(policy, rows, 100 + call))
+    assert policy.engine.counts == {**before, "replays": before["replays"] + len(sizes)}
+    assert set(cards.replays) == {1} and len(cards.replays) == 2 * len(sizes)
+    report = factory.engine_report(policy.engine)
+    assert report["graphs"].startswith("on: captured for buckets 1, 2, 4, 8, 16,")
+    assert report["graph_calls"] == policy.engine.counts
+
+
+@pytest.mark.parametrize("folder", ["lstm", "hybrid", "discrete-multi", "attention"])
+def test_padded_rows_never_reach_an_answer_and_a_memory_row_stays_with_its_agent(folder):
+    """A call of 8 rows then calls of 5 and 6 in the same bucket (8): the rows the bucket pads with hold the earlier
+    call's agents, and no answer shows them; each agent's answer (its memory too) is eager's for its own row."""
+    policy, cards = on_card(EXAMPLES / folder)
+    eager = torch_policy(EXAMPLES / folder, graphs=False)
+    s = policy.settings
+    rng = np.random.RandomState(7)
+    for call, rows in enumerate([8, 5, 6, 5]):
+        obs = observations(policy, rows, call)
+        masks = None
+        if s.discrete_branches:
+            masks = (rng.rand(rows, sum(s.discrete_branches)) < 0.7).astype(np.float32)
+            at = 0
+            for width in s.discrete_branches:  # (each branch keeps one action allowed)
+                masks[np.arange(rows), at + rng.randint(width, size=rows)] = 1.0
+                at += width
+        memory = rng.randn(rows, s.memory_size).astype(np.float32) if s.memory_size else None
+        got, want = policy.act(obs, masks, memory=memory), eager.act(obs, masks, memory=memory)
+        assert set(got) == set(want)
+        for key in want:
+            assert got[key].shape[0] == rows, key
+            np.testing.assert_allclose(got[key], want[key], rtol=0, atol=1e-5, err_msg=key)
+        for row in range(rows):  # (each agent's row alone: the same answer as in the batch)
+            alone = eager.act(
+                [x[row : row + 1] for x in obs],
+                None if masks is None else masks[row : row + 1],
+                memory=None if memory is None else memory[row : row + 1],
+            )
+            for key in want:
+                np.testing.assert_allclose(got[key][row : row + 1], alone[key], rtol=0, atol=1e-5, err_msg=key)
+    assert policy.engine.counts == {"captures": 1, "replays": 4, "eager": 0}
+
+
+def test_copies_go_through_pinned_buffers_on_the_engines_stream_with_one_wait_per_call():
+    """Issue 41, 2: torch.from_numpy's pageable memory went to a blocking copy_, and each output came back with its own
+    .cpu() (a wait each) on the card's current stream."""
+    policy, cards = on_card(EXAMPLES / "hybrid")
+    for rows in (3, 30):  # (warm-up: buckets 4 and 32 captured)
+        policy.act(observations(policy, rows, 0), deterministic=False, seed=1)
+    made = cards.pinned_made
+    for call, rows in enumerate([3, 4, 30, 3, 31, 25]):
+        obs = observations(policy, rows, call)
+        cards.waits.clear(), cards.copies.clear(), cards.replay_streams.clear()
+        with CopyLog(cards):
+            policy.act(obs, deterministic=False, seed=call)  # (every engine output fetched: mu, probabilities)
+        own = policy.engine.stream
+        assert own is not None and own not in cards.defaults.values()
+        assert len(cards.waits) == 1, cards.waits  # one wait for the whole call
+        assert cards.replay_streams == [own]
+        into = [c for c in cards.copies if c[0] == "pinned"]  # pinned host -> the card
+        out = [c for c in cards.copies if c[0] == "card" and c[1] != "card"]  # the card -> host (not the replay's own)
+        assert len(into) == len(policy.settings.inputs) + 1  # (the observations and the mask)
+        assert len(out) == 2 and all(c[1] == "pinned" for c in out)
+        assert all(stream is own and not blocking for _, _, stream, blocking in into + out), into + out
+    assert policy.engine.counts["eager"] == 0
+    # pinned input buffers are made once per bucket: only the answers' own (torch's caching host allocator) since
+    assert cards.pinned_made - made == 6 * 2
+
+
+def test_an_answer_is_not_overwritten_by_the_next_call():
+    """Arrays handed back never alias a buffer that a later call writes (the graph's static outputs, a pinned
+    buffer): hold call 1's answer, make call 2, and call 1's answer is unchanged."""
+    for folder in ("vector", "lstm"):
+        policy, cards = on_card(EXAMPLES / folder)
+        first_obs, second_obs = observations(policy, 4, 1), observations(policy, 4, 2)
+        first = policy.act(first_obs)
+        kept = {key: value.copy() for key, value in first.items()}
+        second = policy.act(second_obs)
+        for key in first:
+            assert not np.array_equal(second[key], kept[key]), key  # (the two calls do answer differently)
+            np.testing.assert_array_equal(first[key], kept[key], err_msg=key)
+        assert policy.engine.counts["replays"] == 2
+
+
+@pytest.mark.parametrize(
+    "folder", [ROOT / "assets" / "ppo-Huggy-sample", *(EXAMPLES / f for f in ("lstm", "hybrid", "attention"))]
+)
+def test_tensors_on_the_policys_device_are_answered_with_tensors_there(folder):
+    """Issue 41, 4: a tensor on the policy's device was copied to the host and the answer came back as numpy. CPU
+    tensors on a CPU torch policy are the vehicle: the answer is tensors on that device, eager's own values."""
+    policy = torch_policy(folder)
+    s = policy.settings
+    obs = observations(policy, 6, 3)
+    memory = np.random.RandomState(4).randn(6, s.memory_size).astype(np.float32) if s.memory_size else None
+    want = policy.act(obs, memory=memory)
+    got = policy.act([torch.from_numpy(x) for x in obs], memory=None if memory is None else torch.from_numpy(memory))
+    assert set(got) == set(want)
+    for key, value in got.items():
+        assert isinstance(value, torch.Tensor) and value.device == policy.device, key
+        np.testing.assert_allclose(value.numpy(), want[key], rtol=0, atol=1e-6, err_msg=key)
+    one = policy.act({i.name: torch.from_numpy(x[0]) for i, x in zip(s.inputs, obs)})
+    assert all(isinstance(v, torch.Tensor) and v.shape[0] == want[k].shape[1] for k, v in one.items() if k != "memory")
+    sampled = policy.act([torch.from_numpy(x) for x in obs], deterministic=False, seed=5, memory=None)
+    for key, value in policy.act(obs, deterministic=False, seed=5).items():  # (the same noise: drawn on the CPU)
+        np.testing.assert_allclose(sampled[key].numpy(), value, rtol=0, atol=1e-6, err_msg=key)
+
+
+def test_tensors_on_the_card_stay_there_checked_with_one_wait_and_answers_kept():
+    """On the stand-in card: no pinned host buffer and no copy to the host; the replay runs on the caller's current
+    stream (in order with what made the inputs); the only wait is the one read of the checks' verdicts; an answer is
+    not overwritten by the next call."""
+    policy, cards = on_card(EXAMPLES / "hybrid")
+    eager = torch_policy(EXAMPLES / "hybrid", graphs=False)
+    first_obs = observations(policy, 5, 0)
+    first = policy.act([torch.from_numpy(x) for x in first_obs])  # (warm-up: bucket 8 captured)
+    kept = {k: v.clone() for k, v in first.items()}
+    made = cards.pinned_made
+    cards.waits.clear(), cards.copies.clear(), cards.replay_streams.clear()
+    obs = observations(policy, 7, 1)
+    with CopyLog(cards):
+        got = policy.act([torch.from_numpy(x) for x in obs])
+    assert cards.pinned_made == made and not [c for c in cards.copies if "pinned" in c[:2]]
+    assert [w[0] for w in cards.waits] == ["tolist"]  # (the checks' verdicts: one read)
+    assert cards.replay_streams == [cards.defaults[1]] and policy.engine.counts["eager"] == 0
+    want = eager.act(obs)
+    for key, value in got.items():
+        np.testing.assert_allclose(value.numpy(), want[key], rtol=0, atol=1e-6, err_msg=key)
+        assert torch.equal(first[key], kept[key]), key
+
+
+def test_tensors_on_the_device_are_checked_there_as_arrays_are():
+    policy = torch_policy(EXAMPLES / "hybrid")
+    x = torch.from_numpy(observations(policy, 4, 0)[0])
+    fine = policy.act([x], action_masks=torch.tensor([[1.0, 0.0]] * 4))
+    assert isinstance(fine["discrete_actions"], torch.Tensor) and (fine["discrete_actions"] == 0).all()
+    for call, words in (
+        (lambda: policy.act([x * float("nan")]), "obs_0: a value is nan or infinite"),
+        (lambda: policy.act([x[:, :5]]), "shape"),
+        (lambda: policy.act([x], action_masks=torch.zeros(4, 2)), "branch 0 allows no action"),
+        (lambda: policy.act([x], action_masks=torch.full((4, 2), 0.5)), "values must be 0"),
+        (lambda: policy.act([x], action_masks=torch.ones(4, 2, dtype=torch.bool)), "bool"),
+        (lambda: policy.act([x], action_masks=np.ones((4, 2), np.float32)), "a tensor on cpu"),
+        (lambda: policy.act([x, x]), "2 observation tensor"),
+    ):
+        with pytest.raises(UsageError, match=words):
+            call()
+
+
+def test_the_probe_splits_a_call_with_the_cards_events_on_the_engines_stream():
+    """tools/device_check.sh's probe (tools/device_probe.py): copy in, replay and copy out between events recorded on
+    the engine's own stream, where the bucket's graph runs; the forwards of one act() counted."""
+    import device_probe
+
+    policy, cards = on_card(EXAMPLES / "hybrid")
+    assert device_probe.event_split(policy, 3, 4, 0) is None  # (bucket 4 not captured yet: nothing to split)
+    policy.act(observations(policy, 3, 0))
+    recorded = []
+    event = cards.Event
+
+    def recording(**kwargs):
+        made = event(**kwargs)
+        recorded.append(made)
+        return made
+
+    cards.Event = recording
+    split = device_probe.event_split(policy, 3, 4, 0)
+    assert set(split) == {"copy_in_ms", "replay_ms", "copy_out_ms"} and len(recorded) == 16
+    assert all(e.stream is policy.engine.stream for e in recorded)
+    assert policy.engine.counts == {"captures": 1, "replays": 1, "eager": 0}  # (the probe's replays are its own)
+    counted = device_probe.forwards_per_act(EXAMPLES / "hybrid", torch.device("cpu"))
+    assert set(counted) == {"deterministic", "sampled"} and all(n >= 1 for n in counted.values())
+
+
+def test_info_benchmark_and_the_stream_stats_count_captures_replays_and_eager_calls(capsys, monkeypatch):
+    from conftest import run_stream
+
+    from mlagents_inference.fronts import stream
+
+    policy, cards = on_card()
+    lines = "".join(json.dumps({"id": i, "obs": [[0.1 * i] * 8] * (1 + i % 3)}) + "\n" for i in range(6))
+    run_stream(policy, lines, monkeypatch)
+    ctx = SimpleNamespace(
+        policy=policy,
+        engine_name="torch",
+        device="npu:1",
+        args=SimpleNamespace(max_line_bytes=1 << 20, stream_stats=True),
+    )
+    capsys.readouterr()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(lines.encode())))
+    monkeypatch.setattr(sys, "stdout", io.StringIO())
+    stream.mode_stream(ctx)
+    (said,) = capsys.readouterr().err.strip().splitlines()
+    counts = policy.engine.counts
+    assert counts["eager"] == 0 and counts["captures"] >= 1
+    assert f"graphs=captures:{counts['captures']},replays:{counts['replays']},eager:0" in said, said
+    assert factory.engine_report(policy.engine)["graph_calls"] == counts
+    assert factory.engine_report(torch_policy().engine)["graph_calls"] is None  # (the CPU: no device graphs)
+
+
 def test_info_precision_and_benchmark_say_what_ran(capsys):
     from mlagents_inference.fronts.benchmark import show_benchmark
     from mlagents_inference.fronts.verify import show_precision
@@ -296,9 +587,11 @@ def test_info_precision_and_benchmark_say_what_ran(capsys):
         "throughput_per_s": 1,
         "onnxruntime_p50_ms": None,
         "plot": None,
+        "graph_calls": {"captures": 2, "replays": 40, "eager": 0},
         **said,
     }
     assert "  device graphs: off: capture failed on npu:1 (...)" in show_benchmark(bench)
+    assert "  device graph calls: captures 2, replays 40, eager 0" in show_benchmark(bench)
     c = {"cos": 1.0, "max_abs_err": 0.0, "bitwise_equal_ratio": 1.0}
     precision = {
         **bench,
@@ -386,6 +679,7 @@ class FakeSession:
         first, options = providers[0] if isinstance(providers[0], tuple) else (providers[0], {})
         self.first, self.options = first, {k: str(v) for k, v in options.items()}
         self.half = first == "CANNExecutionProvider" and not ({"precision_mode", "precision_mode_v2"} & set(options))
+        self.rows = []  # the batch size of every run the provider was given
         if self.half:
             run = real._sess.run
             self._sess = SimpleNamespace(
@@ -394,6 +688,14 @@ class FakeSession:
                     for x in run(*a)
                 ]
             )
+
+        inner = self._sess.run
+
+        def recorded(names, feed, options=None):
+            self.rows.append(len(next(iter(feed.values()))))
+            return inner(names, feed, options)
+
+        self._sess = SimpleNamespace(run=recorded)
 
     def get_providers(self):
         return [self.first, "CPUExecutionProvider"]
@@ -465,10 +767,38 @@ def test_cann_keeps_float32_with_the_key_this_release_knows(fake_ort):
         np.testing.assert_array_equal(policy.act(obs)["continuous_actions"], cpu.act(obs)["continuous_actions"])
         said = factory.engine_report(policy.engine)["precision"]
         assert said.startswith(f"float32 kept ({key} {value}) on CANNExecutionProvider")
-        assert "each new batch size compiles a graph" in said
+        assert "batch sizes padded to fixed buckets" in said
     fake_ort(CANN=CANN_V1 - {"precision_mode"})
     with pytest.raises(UsageError, match="does not take precision_mode or precision_mode_v2.*force_fp16"):
         inference.load(str(VECTOR), device="npu:0", engine="onnxruntime")
+
+
+def test_cann_compiles_a_graph_a_bucket_not_a_batch_size(fake_ort):
+    """Issue 41: CANN's graph engine compiles a graph for each new input shape, and the stream's and serve's batch
+    sizes vary. Both onnxruntime paths (ML-Agents' modules exported; ML-Agents' file itself) pad a call's rows to its
+    bucket (every action allowed in a padded row) and slice the answer: the provider sees the buckets only."""
+    from mlagents_inference.loaders.onnx_file import MLAgentsOnnx
+
+    folder = EXAMPLES / "discrete-multi"
+    cpu = inference.load(str(folder), device="cpu", engine="onnxruntime")
+    fake_ort(CANN=CANN_V1)
+    policy = inference.load(str(folder), device="npu:0", engine="onnxruntime")
+    session = policy.engine.session
+    on_file = MLAgentsOnnx(folder / "DiscreteMulti.onnx", policy.settings, providers=[("CANNExecutionProvider", {})])
+    sizes = [3, 5, 6, 7, 1, 100, 90, 33]
+    for call, rows in enumerate(sizes):
+        obs, masks = observations(cpu, rows, call), random_masks(cpu.settings, call, rows)
+        want = cpu.act(obs, masks)
+        got = policy.act(obs, masks)
+        np.testing.assert_array_equal(got["discrete_actions"], want["discrete_actions"])
+        flat = cpu.prepare(obs, masks)[0]
+        direct = on_file.run(flat)["deterministic_discrete_actions"]
+        np.testing.assert_array_equal(direct, want["discrete_actions"])
+        sampled = policy.act(obs, masks, deterministic=False, seed=call)["discrete_actions"]
+        np.testing.assert_array_equal(sampled, cpu.act(obs, masks, deterministic=False, seed=call)["discrete_actions"])
+    buckets = [4, 8, 8, 8, 1, 112, 96, 64]
+    assert session.rows == [b for b in buckets for _ in range(2)]  # (a deterministic and a sampled call each)
+    assert on_file.session.rows == buckets
 
 
 def test_cuda_runs_float32_without_tf32_and_openvino_names_its_device(fake_ort, monkeypatch):
@@ -523,6 +853,12 @@ def test_device_check_has_the_new_steps():
         "TASK_QUEUE_ENABLE=2",
         "TORCH_DEVICE_BACKEND_AUTOLOAD=0",
         "-u ASCEND_OPP_PATH",
+        '--mode onnx-compare --model-dir "$m" --tol "$PARITY_TOL"',
+        '--mode precision --dtype float32 --model-dir "$m" --tol "$PARITY_TOL"',
+        'PARITY_TOL="${PARITY_TOL:-1e-5}"',
+        'tools/device_probe.py --device "$DEVICE"',
+        "--model-dir examples/attention",
+        'COMMIT_FILE="${COMMIT_FILE:-COMMIT}"',
     ):
         assert step in script, step
 

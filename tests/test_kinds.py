@@ -633,7 +633,9 @@ class StandInGraphs:
             return out
 
         engine._forward, self.forward = recorded, forward
-        engine.graph_api, engine.graph_cls = self, lambda: StandInGraphs.Graph(self)
+        engine.api = engine.graph_api = self
+        engine.graph_cls = lambda: StandInGraphs.Graph(self)
+        engine.pinned = self.pinned
 
     class Graph:
         def __init__(self, api):
@@ -647,8 +649,17 @@ class StandInGraphs:
                 for dst, src in zip(out, self.api.forward(tensors)):
                     dst.copy_(src)
 
+    @staticmethod
+    def pinned(shape, dtype=None):  # (torch.empty(pin_memory=True) needs a card: plain host memory here)
+        import torch
+
+        return torch.empty(shape, dtype=dtype)
+
     class _Stream:
         def wait_stream(self, other):
+            pass
+
+        def synchronize(self):
             pass
 
     def Stream(self, device=None):
@@ -686,7 +697,7 @@ class StandInGraphs:
 )
 def test_device_graph_replay_matches_the_onnx(name):
     """The torch engine's graph path (the default on CUDA, and on NPU where torch_npu has NPUGraph):
-    each batch size captured once, every later call copied into the static inputs and replayed,
+    each bucket captured once, every later call copied into the static inputs and replayed,
     results equal to the ONNX for new inputs each call (never a stale replay)."""
     kind = KINDS[name]
     need(kind.folder)

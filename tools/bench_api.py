@@ -5,6 +5,7 @@
     python tools/bench_api.py --rounds 60 --calls 300
     python tools/bench_api.py --model-dir examples/hybrid --model-dir examples/visual-simple
     python tools/bench_api.py --inference /tmp/old/inference.py   # another version's API, e.g. a git worktree
+    python tools/bench_api.py --tensors --device cuda:0           # also the torch engine: host arrays, card tensors
 
 For each policy, in ONE process, at batch 1 (what a control loop sends):
 
@@ -15,6 +16,10 @@ For each policy, in ONE process, at batch 1 (what a control loop sends):
   * get_action: policy.get_action(decision_steps) on the same inputs as mlagents_envs hands them
                 (obs list, agent_id, action_mask as per-branch bool arrays, True = masked; the memory
                 kept by the policy).
+  * with --tensors, on the torch engine on --device (default cpu):
+    torch act:          policy.act() with the same host arrays;
+    torch act, tensors: policy.act() with the same inputs as torch tensors already on the device, answered with
+                        tensors there (no host copy; the device waited for after each call).
 
 Every contender's inputs are made once, outside the timing. The contenders take turns (--rounds
 turns of --calls timed calls each, after one untimed call; who goes first alternates), so all see
@@ -53,10 +58,13 @@ def _internal(inference, module: str, name: str):
     single-file inference.py) in that file itself."""
     if hasattr(inference, name):
         return getattr(inference, name)
-    return getattr(importlib.import_module(f"mlagents_inference.{module}"), name)
+    try:
+        return getattr(importlib.import_module(f"mlagents_inference.core.{module}"), name)  # (since the regrouping)
+    except ImportError:
+        return getattr(importlib.import_module(f"mlagents_inference.{module}"), name)
 
 
-def contenders(inference, model_dir: Path, seed: int) -> dict:
+def contenders(inference, model_dir: Path, seed: int, tensors: bool = False, device: str = "cpu") -> dict:
     import onnxruntime as ort
 
     policy = inference.load(model_dir)
@@ -92,7 +100,27 @@ def contenders(inference, model_dir: Path, seed: int) -> dict:
             per_branch = np.split(masks == 0, np.cumsum(s.discrete_branches)[:-1], axis=1)  # True = masked
         steps = Steps(obs, np.array([0], np.int32), per_branch)
         out["get_action"] = lambda: policy.get_action(steps)
+    if tensors:
+        out.update(tensor_contenders(inference, model_dir, obs, masks, memory, device))
     return out
+
+
+def tensor_contenders(inference, model_dir: Path, obs, masks, memory, device: str) -> dict:
+    import torch
+
+    from mlagents_inference.engines.torch_devices import synchronize
+
+    policy = inference.load(model_dir, device=device, engine="torch")
+    on = policy.device
+    t_obs = [torch.from_numpy(x).to(on) for x in obs]
+    t_masks = None if masks is None else torch.from_numpy(masks).to(on)
+    t_memory = None if memory is None else torch.from_numpy(memory).to(on)
+
+    def on_device():
+        policy.act(t_obs, t_masks, memory=t_memory)
+        synchronize(on)
+
+    return {"torch act": lambda: policy.act(obs, masks, memory=memory), "torch act, tensors": on_device}
 
 
 def measure(fns: dict, rounds: int, calls: int) -> dict:
@@ -131,6 +159,8 @@ def main() -> int:
     parser.add_argument("--inference", type=Path, default=ROOT / "inference.py", help="the inference.py to import")
     parser.add_argument("--limit", type=float, default=None, help="exit 1 when an act() ratio exceeds this")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--tensors", action="store_true", help="add the torch engine with host arrays and tensors")
+    parser.add_argument("--device", default="cpu", help="--tensors: the torch engine's device")
     args = parser.parse_args()
     sys.path.insert(0, str(Path(args.inference).resolve().parent))  # (its package, mlagents_inference/, beside it)
     spec = importlib.util.spec_from_file_location("inference", args.inference)
@@ -139,13 +169,14 @@ def main() -> int:
     spec.loader.exec_module(inference)
     results, worst = {}, 0.0
     for model_dir in args.model_dir or DEFAULT_DIRS:
-        r = measure(contenders(inference, model_dir.resolve(), args.seed), args.rounds, args.calls)
+        fns = contenders(inference, model_dir.resolve(), args.seed, args.tensors, args.device)
+        r = measure(fns, args.rounds, args.calls)
         results[model_dir.name] = r
         worst = max(worst, r["act"]["ratio"])
         if not args.json:
             line = f"{model_dir.name:24s} bare {r['bare']['median_us']:7.1f} µs"
-            for name in ("act", "get_action"):
-                if name in r:
+            for name in r:
+                if name != "bare":
                     x = r[name]
                     line += (
                         f" | {name} {x['median_us']:7.1f} µs, {x['ratio']:.3f}x bare "

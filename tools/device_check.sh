@@ -9,11 +9,22 @@
 #   2. parity: onnx-compare and precision --dtype float32 for the bundled sample
 #      (assets/ppo-Huggy-sample), every run folder under examples/ and examples/trained/, and every
 #      fixture folder found under $FIXTURES (ppo-*/, zoo/*/ — any folder with a <Behavior>/
-#      subfolder holding .pt files), when that folder exists
+#      subfolder holding .pt files), when that folder exists. Gates at PARITY_TOL (1e-5; a TF32- or
+#      HF32-sized error, ~1e-3, fails): onnx-compare --tol against ML-Agents' ONNX on the CPU's
+#      onnxruntime (float32; the LSTM memory: max error relative to max(1, |value|) of the next memory
+#      and of every step of its --steps rollout, each side carrying its own memory, within the same
+#      1e-5), precision --tol against float64 and, in the verdict, its vs_cpu_float32 max error (the
+#      device against the CPU's float32 torch engine) within 1e-5 as well
+#   2c. probe (tools/device_probe.py, figures, not gated): pageable against pinned bandwidth; for batches
+#      PROBE_BATCHES (1, 64, 4096, 65536) p50/p99 of act() with host arrays and with tensors on the card,
+#      and a card-event split of copy in / replay / copy out; kernels per replay (CUDA); forwards per
+#      act(); the engine's captures, replays and eager calls
+#   5a. float16 and bfloat16 on examples/attention (its masked softmax), early (recorded as step 5)
 #   3. benchmark at --batch 1, 64, 4096, 65536 with device graphs on and off (--graphs on|off;
 #      when the CLI refuses --graphs, once per batch without it, noted in the log)
 #   4. stream: 10,000 JSON lines {"obs": [59 floats]} made here, piped through one process:
-#      lines/s from first to last answer, and with process start included
+#      lines/s from first to last answer, and with process start included; its --stream-stats line
+#      (captures, replays, eager calls: on a card with graphs on, an eager call fails the step)
 #   5. precision --dtype float16 and bfloat16 for the same folders (recorded: exit 1 = the
 #      measured error misses --tol, which is not a failure here; any other non-zero exit is)
 #   2b. device graphs against eager and against the CPU on the device (tools/device_compare.py graphs, 1e-5; a graph
@@ -29,7 +40,11 @@
 #   9. NPU: TASK_QUEUE_ENABLE=2 (torch_npu refuses graph capture there): info says graphs are off and why; the eager
 #      answers against the CPU within 1e-5
 #   6. DEVICE=<dev> bash run_tests.sh (the 50-case replay), its own log appended at the end
-# Order: 1, 2, 2b, 3, 4, 4b, 7, 8, 9, 5, 6 (the issue-33 checks before the long sweeps, which the budget cuts first).
+# Order: 1, 2, 2b, 2c, 5a, 3, 4, 4b, 7, 8, 9, 5, 6 (the issue-33 and -41 checks before the long sweeps, which the
+# budget cuts first).
+# The commit: the device's copy of the tree may carry no history, so the caller writes the commit id into the file
+# COMMIT (COMMIT_FILE=path) at the repository root before the run (git rev-parse HEAD > COMMIT); the log prints it,
+# and git's own answer where there is one.
 # Each step: its command, exit code, wall time and verdict; a summary at the end.
 # Parity steps (2, 5) run PARALLEL at a time; benchmarks and run_tests.sh run alone.
 #
@@ -56,6 +71,8 @@
 # which steps were left out; rerun those alone, e.g. BENCH_RUNS= LOWP=0 ONLY=none for the
 # info, bundled-sample parity, stream and run_tests.sh steps.
 #   STREAM_LINES=10000       lines for the stream step (dry: 2000)
+#   PARITY_TOL=1e-5          the float32 parity gate (step 2)
+#   PROBE_BATCHES=1,64,4096,65536   the probe's batches (dry: 1,64,4096); PROBE_BATCHES= leaves out step 2c
 #   STEP_TIMEOUT=120         cap for one step (run_tests.sh gets what is left of the budget)
 #   LOWP=1                   0 leaves out step 5; RUN_TESTS=1: 0 leaves out step 6
 set -u
@@ -124,6 +141,9 @@ else
   PARALLEL="${PARALLEL:-4}"; BENCH_RUNS="${BENCH_RUNS-1:1000 64:500 4096:100 65536:20}"; STREAM_LINES="${STREAM_LINES:-10000}"
 fi
 TIME_BUDGET="${TIME_BUDGET:-450}"
+PARITY_TOL="${PARITY_TOL:-1e-5}"
+if [ "$DRY" = 1 ]; then PROBE_BATCHES="${PROBE_BATCHES-1,64,4096}"; else PROBE_BATCHES="${PROBE_BATCHES-1,64,4096,65536}"; fi
+COMMIT_FILE="${COMMIT_FILE:-COMMIT}"
 STEP_TIMEOUT="${STEP_TIMEOUT:-120}"
 LOWP="${LOWP:-1}"
 RUN_TESTS="${RUN_TESTS:-1}"
@@ -176,8 +196,13 @@ elif kind == "stream":
     figs = "%s/%s answered, %s bad; %s lines/s first to last answer, %s lines/s with process start (first answer after %s s)" % (
         g("answers_ok", "{}"), g("lines_in", "{}"), g("answers_bad", "{}"), g("lines_per_s_steady", "{:,.0f}"),
         g("lines_per_s_with_start", "{:,.0f}"), g("first_answer_s", "{:.2f}"))
+    if data.get("graph_calls"):
+        figs += "; device graph calls %s" % g("graph_calls", "{}")
 elif kind in ("precision", "lowp"):
     figs = "%s: cos %s, max_abs_err %s (tol %s)" % (g("dtype", "{}"), g("cos", "{:.8f}"), g("max_abs_err"), g("tol", "{}"))
+    cpu32 = (data.get("vs_cpu_float32") or {}).get("max_abs_err")
+    if cpu32 is not None:
+        figs += "; against the CPU's float32 %.3e" % cpu32
 elif kind == "bench":
     figs = "p50 %s ms, p99 %s ms, %s obs/s, engine %s" % (g("p50_ms", "{:.4f}"), g("p99_ms", "{:.4f}"),
                                                         g("throughput_per_s", "{:,.0f}"), g("engine", "{}"))
@@ -203,6 +228,10 @@ else:
     status = "ERROR"
 if not data and rc in (0, 1) and kind not in ("other", "noenv"):
     status, figs = "ERROR", "exit %d but no JSON result on stdout" % rc
+if kind == "precision" and status == "PASS" and not (data.get("vs_cpu_float32") or {}).get("max_abs_err", 1.0) <= float(data.get("tol") or 0):
+    status = "FAIL"  # float32 on the device further than the gate from the CPU's float32
+if kind == "stream" and status == "PASS" and (data.get("graph_calls") or {}).get("eager"):
+    status = "FAIL"  # graphs on, yet some calls ran eager after warm-up
 if kind == "tq2" and status == "PASS" and "TASK_QUEUE_ENABLE" not in str(data.get("graphs")):
     status = "FAIL"  # graphs reported on (or silent) where torch_npu refuses capture
 if kind == "noenv":  # without CANN's environment: a run, or ONE line naming set_env.sh; never a traceback
@@ -293,7 +322,11 @@ say() { printf '%s\n' "$*" | tee -a "$LOG"; }
   fi
   echo "# device=$DEVICE (auto-detected: ${found:-?}) second_device=${SECOND_DEVICE:-none}"
   echo "# probe: $(printf '%s\n' "$probe" | tr '\n' ' ')"
-  echo "# commit: $(git rev-parse --short HEAD 2>/dev/null || echo ?)$(git diff --quiet HEAD -- inference.py mlagents_inference 2>/dev/null || echo " (the code differs from that commit)")"
+  if [ -s "$COMMIT_FILE" ]; then
+    echo "# commit: $(head -c 200 "$COMMIT_FILE" | head -n 1) (from $COMMIT_FILE, written before the run); git here: $(git rev-parse HEAD 2>/dev/null || echo 'no history')"
+  else
+    echo "# commit: $(git rev-parse HEAD 2>/dev/null || echo "? (no history and no $COMMIT_FILE: write the commit id into $COMMIT_FILE before the run)")$(git diff --quiet HEAD -- inference.py mlagents_inference 2>/dev/null || echo " (the code differs from that commit)")"
+  fi
   echo "# python: $("$PY" -c 'import sys; print(sys.version.split()[0])') | numpy $("$PY" -c 'import numpy; print(numpy.__version__)' 2>/dev/null || echo missing) | onnxruntime $("$PY" -c 'import onnxruntime; print(onnxruntime.__version__)' 2>/dev/null || echo 'missing (onnx-compare cannot run)') | onnx $("$PY" -c 'import onnx; print(onnx.__version__)' 2>/dev/null || echo missing)"
   echo "# budget ${TIME_BUDGET}s, step timeout ${STEP_TIMEOUT}s, parallel parity steps ${PARALLEL}, benchmark batch:runs ${BENCH_RUNS}, stream lines ${STREAM_LINES}"
   if command -v nvidia-smi >/dev/null 2>&1; then
@@ -334,8 +367,8 @@ flush
 
 # 2. float32 parity
 for m in "${MODELS[@]}"; do
-  run_bg onnx "onnx-compare float32: $m" -- "${CLI[@]}" --mode onnx-compare --model-dir "$m" --json
-  run_bg precision "precision float32: $m" -- "${CLI[@]}" --mode precision --dtype float32 --model-dir "$m" --json
+  run_bg onnx "onnx-compare float32: $m (tol $PARITY_TOL)" -- "${CLI[@]}" --mode onnx-compare --model-dir "$m" --tol "$PARITY_TOL" --json
+  run_bg precision "precision float32: $m (tol $PARITY_TOL, against float64 and the CPU's float32)" -- "${CLI[@]}" --mode precision --dtype float32 --model-dir "$m" --tol "$PARITY_TOL" --json
 done
 flush
 
@@ -343,6 +376,21 @@ flush
 run_now check "graphs on $DEVICE: on against off and against the CPU (1e-5)" -- \
   "$PY" tools/device_compare.py graphs --device "$DEVICE" --model-dir "$SAMPLE"
 flush
+
+# 2c. probe: bandwidth, host arrays against tensors on the card, the card-event split, forwards per act()
+if [ -n "$PROBE_BATCHES" ]; then
+  run_now check "probe on $DEVICE: bandwidth, act() with host arrays and card tensors, copy in/replay/copy out (batches $PROBE_BATCHES)" -- \
+    "$PY" tools/device_probe.py --device "$DEVICE" --model-dir "$SAMPLE" --batches "$PROBE_BATCHES"
+  flush
+fi
+
+# 5a. low precision on the attention policy (its masked softmax in float16: issue 41), before the budget cuts step 5
+if [ "$LOWP" = 1 ] && [ -d examples/attention ]; then
+  for dt in float16 bfloat16; do
+    run_bg lowp "precision $dt: examples/attention" -- "${CLI[@]}" --mode precision --dtype "$dt" --model-dir examples/attention --json
+  done
+  flush
+fi
 
 # 3. benchmarks (alone), graphs on and off
 GRAPHS="not tried (no benchmark)"
@@ -378,7 +426,9 @@ n, cmd = int(sys.argv[1]), sys.argv[2:]
 obs = np.random.RandomState(0).randn(n, 59).astype(np.float32)  # the bundled sample takes 59 floats
 payload = "".join(json.dumps({"obs": [float(v) for v in row]}) + "\n" for row in obs).encode()
 t0 = time.perf_counter()
-proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+errors = []
+threading.Thread(target=lambda: errors.extend(proc.stderr.read().decode("utf-8", "replace").splitlines()), daemon=True).start()
 
 def feed():
     try:
@@ -406,10 +456,18 @@ for line in proc.stdout:
         example = example or line[:200].decode("utf-8", "replace")
 rc = proc.wait()
 total = time.perf_counter() - t0
+time.sleep(0.2)  # (the stderr reader's last lines)
+for line in errors[-20:]:
+    print(line, file=sys.stderr)
+stats = next((l for l in reversed(errors) if l.startswith("[stream] ")), None)
+calls = None
+if stats and " graphs=" in stats:  # graphs=captures:N,replays:N,eager:N
+    calls = {k: int(v) for k, v in (kv.split(":") for kv in stats.split(" graphs=", 1)[1].split()[0].split(","))}
 steady = (good + bad - 1) / (last - first) if first is not None and last > first else None
 print(json.dumps({"lines_in": n, "answers_ok": good, "answers_bad": bad, "first_bad": example, "exit": rc,
                   "first_answer_s": None if first is None else round(first - t0, 3), "total_s": round(total, 3),
-                  "lines_per_s_steady": steady and round(steady, 1), "lines_per_s_with_start": round(n / total, 1)}))
+                  "lines_per_s_steady": steady and round(steady, 1), "lines_per_s_with_start": round(n / total, 1),
+                  "stats": stats, "graph_calls": calls}))
 sys.exit(rc if rc else (0 if good == n and bad == 0 else 1))
 PYEOF
 run_now stream "stream: $STREAM_LINES JSON lines {\"obs\": [59 floats]} through one process" -- \
@@ -467,9 +525,10 @@ else
   echo "# 8, 9 (without CANN's environment; TASK_QUEUE_ENABLE=2) left out: NPU only" >> "$LOG"
 fi
 
-# 5. low precision (recorded)
+# 5. low precision (recorded; examples/attention ran in 5a)
 if [ "$LOWP" = 1 ]; then
   for m in "${MODELS[@]}"; do
+    [ "$m" = examples/attention ] && continue
     for dt in float16 bfloat16; do
       run_bg lowp "precision $dt: $m" -- "${CLI[@]}" --mode precision --dtype "$dt" --model-dir "$m" --json
     done

@@ -36,6 +36,8 @@ __all__ = [
     "LOAD_ARGUMENTS",
     "python_words",
     "speaking_python",
+    "on_device",
+    "device_inputs",
 ]
 
 # -- the Python API's argument checks, torch-free (Policy and connect() share them)
@@ -330,3 +332,127 @@ def speaking_python():
         if not isinstance(exc, UsageError) and not isinstance(exc, CheckFailed) or python_words(text) == text:
             raise
         raise type(exc)(python_words(text)) from None
+
+
+# -- act() with torch tensors on the policy's own device: checked there, answered there
+
+
+def on_device(observations, device) -> bool:
+    """Whether act()'s observations are torch tensors on `device` (a torch.device), every one of them: a tensor, a
+    list or tuple of tensors, or a dict of them. False for numpy, for a mix, and without torch."""
+    torch = sys.modules.get("torch")
+    if torch is None or type(device).__module__ != "torch":
+        return False
+    values = observations.values() if isinstance(observations, dict) else observations
+    values = [values] if isinstance(values, torch.Tensor) else values
+    if type(values) not in (list, tuple) and not isinstance(observations, dict):
+        return False
+    values = list(values)
+    return bool(values) and all(isinstance(v, torch.Tensor) and v.device == device for v in values)
+
+
+def device_inputs(settings: PolicySettings, device, observations, action_masks, memory) -> tuple:
+    """act()'s tensors on the policy's device as the engine takes them, checked there as the host path checks
+    arrays (shapes, finite values, masks of 0/1 with an allowed action in each branch, the memory's width), with one
+    read of the checks' verdicts back to the host: (engine inputs on the device, rows, batched). UsageError naming
+    the first wrong one. Masks: a tensor [rows, sum(branches)] or [sum(branches)], 1 = allowed (a bool tensor is
+    refused, as on the host); memory: [rows, memory_size] or [memory_size]."""
+    torch = sys.modules["torch"]  # (on_device found tensors: torch is imported; this module stays torch-free)
+
+    s, checks = settings, []  # checks: (a 0-d bool tensor on the device: true when wrong, its message)
+    flat, rows, batched = _device_observations(s, observations, checks)
+    if action_masks is not None and not s.discrete_branches:
+        raise UsageError("action masks given, but this policy has no discrete actions")
+    if memory is not None and not s.memory_size:
+        raise UsageError("a memory given, but this policy has no memory (LSTM)")
+    if s.discrete_branches:
+        flat.append(_device_masks(s, device, action_masks, rows, checks))
+    if s.memory_size:
+        flat.append(_device_memory(s, device, memory, rows, batched, checks))
+    verdicts = torch.stack([wrong for wrong, _ in checks]).tolist()  # (the one wait: every verdict in one read)
+    for bad, (_, message) in zip(verdicts, checks):
+        if bad:
+            raise UsageError(message)
+    return flat, rows, batched
+
+
+def _device_observations(s: PolicySettings, observations, checks: list) -> tuple:
+    torch = sys.modules["torch"]  # (on_device found tensors: torch is imported; this module stays torch-free)
+
+    if isinstance(observations, dict):
+        names = [i.name for i in s.inputs]
+        unknown = sorted(set(observations) - set(names))
+        missing = [name for name in names if name not in observations]
+        if unknown or missing:
+            raise UsageError(
+                f"observations: {'unknown input ' + repr(unknown[0]) if unknown else 'missing ' + repr(missing[0])} "
+                f"(this policy takes {', '.join(names)})"
+            )
+        observations = [observations[name] for name in names]
+    elif isinstance(observations, torch.Tensor):
+        observations = [observations]
+    observations = list(observations)
+    if len(observations) != len(s.inputs):
+        raise UsageError(f"{len(observations)} observation tensor(s) given, this policy takes {len(s.inputs)}")
+    flat, rows, batched = [], None, None
+    for x, spec in zip(observations, s.inputs):
+        shape = tuple(spec.shape)
+        one = tuple(x.shape) == shape
+        if not one and tuple(x.shape[1:]) != shape or batched is not None and batched == one:
+            raise UsageError(
+                f"observation {spec.name}: shape {list(x.shape)}, expected {list(shape)} or [rows, "
+                f"{', '.join(map(str, shape))}] (every input batched alike)"
+            )
+        if x.is_complex() or x.dtype == torch.bool:
+            raise UsageError(f"observation {spec.name}: a {x.dtype} tensor; expected real numbers")
+        batched = not one
+        x = (x[None] if one else x).detach().to(torch.float32).contiguous()
+        if rows is not None and x.shape[0] != rows:
+            raise UsageError(f"observation {spec.name}: {x.shape[0]} rows, the first input has {rows}")
+        rows = x.shape[0]
+        flat.append(x)
+        checks.append((~torch.isfinite(x).all(), f"observation {spec.name}: a value is nan or infinite"))
+    return flat, rows, batched
+
+
+def _device_masks(s: PolicySettings, device, action_masks, rows: int, checks: list):
+    torch = sys.modules["torch"]  # (on_device found tensors: torch is imported; this module stays torch-free)
+
+    width = sum(s.discrete_branches)
+    if action_masks is None:
+        return torch.ones((rows, width), dtype=torch.float32, device=device)
+    if not isinstance(action_masks, torch.Tensor) or action_masks.device != device:
+        raise UsageError(f"action_masks: with observations on {device}, a tensor on {device} (1 = allowed)")
+    if action_masks.dtype == torch.bool:
+        raise UsageError("action_masks: a bool tensor reads two ways (ML-Agents: True = masked); give 0/1")
+    masks = action_masks.detach().to(torch.float32)
+    if tuple(masks.shape) == (width,):
+        masks = masks.expand(rows, width)
+    if tuple(masks.shape) != (rows, width):
+        raise UsageError(
+            f"action_masks: expected shape [{rows}, {width}] (branches {list(s.discrete_branches)}), got "
+            f"{list(action_masks.shape)}"
+        )
+    masks = masks.contiguous()
+    checks.append((~((masks == 0) | (masks == 1)).all(), "action_masks: values must be 0 (forbidden) or 1 (allowed)"))
+    at = 0
+    for b, size in enumerate(s.discrete_branches):
+        checks.append((~masks[:, at : at + size].any(dim=1).all(), f"action_masks: branch {b} allows no action"))
+        at += size
+    return masks
+
+
+def _device_memory(s: PolicySettings, device, memory, rows: int, batched: bool, checks: list):
+    torch = sys.modules["torch"]  # (on_device found tensors: torch is imported; this module stays torch-free)
+
+    if memory is None:
+        return torch.zeros((rows, 1, s.memory_size), dtype=torch.float32, device=device)
+    if not isinstance(memory, torch.Tensor) or memory.device != device:
+        raise UsageError(f"memory: with observations on {device}, a tensor on {device}")
+    state = memory.detach().to(torch.float32)
+    if tuple(state.shape) == (s.memory_size,) and not batched:
+        state = state[None]
+    if tuple(state.shape) != (rows, s.memory_size):
+        raise UsageError(f"memory: expected shape [{rows}, {s.memory_size}], got {list(memory.shape)}")
+    checks.append((~torch.isfinite(state).all(), "memory: a value is nan or infinite"))
+    return state.reshape(rows, 1, s.memory_size).contiguous()

@@ -47,6 +47,8 @@ from .contract import (
     check_load_arguments,
     check_no_extras,
     check_policy_arguments,
+    device_inputs,
+    on_device,
     plain_arrays,
     speaking_python,
     steps_arguments,
@@ -413,6 +415,8 @@ class Policy:
             and type(memory) in PLAIN_TYPES
             and plain_arrays(observations)
         ):  # (a control loop's plain call: as is)
+            if self.engine_name == "torch" and on_device(observations, self.device):  # (tensors there: kept there)
+                return self.act_on_device(observations, action_masks, deterministic, seed, memory, generator)
             observations, action_masks, memory = check_act_arguments(
                 observations, action_masks, memory, deterministic, seed, generator
             )
@@ -420,6 +424,34 @@ class Policy:
         if not rows:  # a batch of 0 observations (an environment step where no agent decides): 0 actions
             return self.no_actions()
         out = self.decide(self.engine.run(flat, self.fetch[deterministic]), rows, deterministic, seed, generator)
+        return out if batched else {k: v[0] for k, v in out.items()}
+
+    def act_on_device(self, observations, action_masks, deterministic, seed, memory, generator) -> dict:
+        """act() for torch tensors on the policy's own device (the torch engine's): the same checks, made there
+        (contract.device_inputs: one read of their verdicts), and the answer as tensors on that device, with no host
+        copy for a deterministic call. A sampled call draws its noise on the CPU as act() says (the same seed, the
+        same actions on every device): its outputs go to the host for it and the actions come back."""
+        import torch
+
+        check_act_arguments(None, None, None, deterministic, seed, generator)  # (the flags: no tensor read here)
+        flat, rows, batched = device_inputs(self.settings, self.device, observations, action_masks, memory)
+        if not rows:
+            out = {k: torch.from_numpy(v).to(self.device) for k, v in self.no_actions().items()}
+        elif deterministic:
+            raw, s, out = self.engine.run_device(flat, self.fetch[True]), self.settings, {}
+            if s.continuous_size:
+                out["continuous_actions"] = raw["deterministic_continuous_actions"]
+            if s.discrete_branches:
+                out["discrete_actions"] = raw["deterministic_discrete_actions"]
+            if s.memory_size:
+                out["memory"] = raw["recurrent_out"].reshape(rows, s.memory_size)
+        else:
+            raw = self.engine.run_device(flat, self.fetch[False])
+            host = {k: v.cpu().numpy() for k, v in raw.items()}
+            out = {
+                k: torch.from_numpy(v).to(self.device)
+                for k, v in self.decide(host, rows, False, seed, generator).items()
+            }
         return out if batched else {k: v[0] for k, v in out.items()}
 
     def no_actions(self) -> dict:

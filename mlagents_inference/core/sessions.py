@@ -256,8 +256,8 @@ def provider_precision(session) -> str:
             f"float32 {'kept' if kept else 'NOT kept'} ({key} {mode or 'not set: CANN default force_fp16'}) on "
             f"CANNExecutionProvider"
             + (
-                "; graph engine on: each new batch size compiles a graph on its first call, "
-                "later calls at that size reuse it"
+                "; graph engine on: batch sizes padded to fixed buckets (1, 2, 4, ..., 64, then four an octave), "
+                "each bucket compiled on its first call and reused"
                 if graph
                 else "; single operators"
             )

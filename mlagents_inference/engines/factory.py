@@ -10,7 +10,7 @@ from ..core.extras import TORCH_HINT
 from ..core.spec import ENGINES
 from .devices import OrtDevice, onnxruntime_devices, ort_device, session_providers
 
-__all__ = ["choose_engine", "pick_device", "engine_name", "make_engine", "engine_report"]
+__all__ = ["choose_engine", "pick_device", "engine_name", "make_engine", "engine_report", "graph_calls_text"]
 
 
 def choose_engine(name: str, device, dtype: str) -> str:
@@ -102,10 +102,20 @@ def make_engine(
 def engine_report(engine) -> dict:
     """What an engine runs, for info, precision and benchmark: "precision" (what float32 runs as, read back from the
     switches or from the options the provider took) and "graphs" (the torch engine's device graphs: whether they run,
-    and why not; None where there are none: the CPU, onnxruntime)."""
+    and why not; None where there are none: the CPU, onnxruntime) and "graph_calls" (with them: {"captures",
+    "replays", "eager"}, the buckets captured and the calls answered by a replay and eager so far)."""
     session = getattr(engine, "session", None)
     if session is not None:
         from ..core.sessions import provider_precision
 
-        return {"precision": provider_precision(session), "graphs": None}
-    return {"precision": getattr(engine, "precision", None), "graphs": getattr(engine, "graph_state", None)}
+        return {"precision": provider_precision(session), "graphs": None, "graph_calls": None}
+    state = getattr(engine, "graph_state", None)
+    calls = getattr(engine, "counts", None) if state is not None else None
+    return {"precision": getattr(engine, "precision", None), "graphs": state, "graph_calls": calls and dict(calls)}
+
+
+def graph_calls_text(engine, sep: str = ":", join: str = ",") -> str:
+    """The torch engine's graph counts as the --stream-stats line shows them ("captures:3,replays:90,eager:0"); ""
+    where the engine has no device graphs."""
+    calls = engine_report(engine)["graph_calls"]
+    return join.join(f"{key}{sep}{value}" for key, value in calls.items()) if calls else ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional
 
+from ..core.buckets import bucket_of, bucket_sizes, compiles_per_shape, padded_rows
 from ..core.sessions import onnx_session
 from ..core.spec import engine_output_names, input_names
 from ..model.export import export_engine_onnx
@@ -30,7 +31,18 @@ class OnnxRuntimeEngine:
         # caches cold, a tenth of a small visual policy's batch-1 call. The binding's run skips that.
         binding = getattr(self.session, "_sess", None)
         self._run = binding.run if callable(getattr(binding, "run", None)) else self.session.run
+        # a provider that compiles a graph for each new input shape (CANN's graph engine) runs at fixed batch sizes:
+        # a call's rows padded to their bucket (core.buckets), so the stream's and serve's varying sizes compile
+        # one graph a bucket, not one a size
+        self.buckets = bucket_sizes() if compiles_per_shape(self.session) else None
+        self.mask_index = self.input_names.index("action_masks") if "action_masks" in self.input_names else None
 
     def run(self, flat: list, names: Optional[list] = None) -> dict:
         names = self.output_names if names is None else names
+        if self.buckets is not None:
+            rows = len(flat[0])
+            bucket = bucket_of(self.buckets, rows)
+            if bucket is not None and bucket != rows:
+                out = self._run(names, dict(zip(self.input_names, padded_rows(flat, bucket, self.mask_index))), None)
+                return {name: value[:rows] for name, value in zip(names, out)}
         return dict(zip(names, self._run(names, dict(zip(self.input_names, flat)), None)))

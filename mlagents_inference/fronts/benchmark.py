@@ -224,6 +224,8 @@ def show_benchmark(r: dict) -> list:
     lines += [
         f"  {label}: {r[key]}" for key, label in (("precision", "ran as"), ("graphs", "device graphs")) if r.get(key)
     ]
+    if r.get("graph_calls"):
+        lines.append(f"  device graph calls: {', '.join(f'{k} {v}' for k, v in r['graph_calls'].items())}")
     if r["onnxruntime_p50_ms"] is not None:
         lines += [
             f"  bare onnxruntime ({r['onnxruntime_model']}, default session, own process; {r['turns']} turns of up "

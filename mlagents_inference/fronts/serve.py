@@ -674,10 +674,14 @@ def mode_serve(ctx: Context):
     if server.failure is not None:
         raise server.failure
     if a.stream_stats:
+        from ..engines.factory import graph_calls_text
+
         p = latency_text(percentiles(server.latencies)) if server.latencies else {"p50_ms": "n/a", "p99_ms": "n/a"}
+        graphs = graph_calls_text(ctx.policy.engine)  # (the torch engine on a card: captures, replays, eager calls)
         print(
             f"[serve] lines={server.lines} errors={server.errors} p50={p['p50_ms']} p99={p['p99_ms']} "
-            f"connections={server.opened_total} engine={ctx.engine_name} device={ctx.device}",
+            f"connections={server.opened_total} engine={ctx.engine_name} device={ctx.device}"
+            + (f" graphs={graphs}" if graphs else ""),
             file=sys.stderr,
             flush=True,
         )

@@ -179,6 +179,8 @@ def show_info(r: dict) -> list:
         for key, label in (("precision", "precision"), ("graphs", "device graphs"))
         if r.get(key)
     ]
+    if r.get("graph_calls"):
+        lines.append(f"[policy] device graph calls = {', '.join(f'{k} {v}' for k, v in r['graph_calls'].items())}")
     return lines
 
 

@@ -56,10 +56,13 @@ def mode_stream(ctx: Context):
             if len(latencies) < 1_000_000:  # bounded: a day-long stream keeps the first million
                 latencies += [(clock() - t0) * 1e3] * len(answers)
     if ctx.args.stream_stats:
+        from ..engines.factory import graph_calls_text
+
         p = latency_text(percentiles(latencies)) if latencies else {"p50_ms": "n/a", "p99_ms": "n/a"}
+        graphs = graph_calls_text(policy.engine)  # (the torch engine on a card: captures, replays, eager calls)
         print(
             f"[stream] lines={lines} errors={errors} p50={p['p50_ms']} p99={p['p99_ms']} "
-            f"engine={ctx.engine_name} device={ctx.device}",
+            f"engine={ctx.engine_name} device={ctx.device}" + (f" graphs={graphs}" if graphs else ""),
             file=sys.stderr,
         )
     return None, True

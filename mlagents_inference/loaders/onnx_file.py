@@ -11,6 +11,7 @@ from typing import Optional
 
 import numpy as np
 
+from ..core.buckets import bucket_of, bucket_sizes, compiles_per_shape, padded_rows
 from ..core.errors import NotThisPolicy, UsageError
 from ..core.files import short_path
 from ..core.onnx_graph import (
@@ -151,6 +152,8 @@ class MLAgentsOnnx:
         )  # (its run skips the checks InferenceSession.run repeats: engines)
         self._run = binding.run if callable(getattr(binding, "run", None)) else self.session.run
         self._plans: dict = {}
+        # CANN's graph engine compiles a graph for each new input shape: rows padded to fixed buckets (core.buckets)
+        self.buckets = bucket_sizes() if compiles_per_shape(self.session) else None
 
     def run(self, flat: list, names: Optional[list] = None) -> dict:
         """The engines' outputs (spec.step_outputs) for engine-layout inputs, from the file itself: its deterministic
@@ -166,10 +169,15 @@ class MLAgentsOnnx:
             plan = self._plans[tuple(names)] = self._plan(names)
         fetch, steps = plan
         rows = len(flat[0])
+        bucket = bucket_of(self.buckets, rows) if self.buckets is not None else None
+        if bucket is not None and bucket != rows:  # (the padding rows: zeros, every action allowed; sliced off)
+            flat = padded_rows(flat, bucket, len(self.settings.inputs) if self.settings.discrete_branches else None)
         try:
             values = self._run(fetch, self.feed(flat), None)
         except Exception as exc:
             raise UsageError(f"{short_path(self.path)}: onnxruntime cannot run it ({ort_reason(exc)})")
+        if bucket is not None and bucket != rows:
+            return {name: step(values, bucket)[:rows] for name, step in steps}
         return {name: step(values, rows) for name, step in steps}
 
     def _plan(self, names: list) -> tuple:
