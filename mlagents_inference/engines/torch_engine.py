@@ -150,8 +150,10 @@ class TorchEngine:
                         dst.copy_(src, non_blocking=False)
                     graph.replay()
                     return self._to_host(static_out, names)
+        wanted = [name for name in self.output_names if name in names]  # eager computes only these, once
         with torch.inference_mode():
-            return self._to_host(self._forward([x.to(self.device) for x in host]), names)
+            outs = self.heads(*[x.to(self.device) for x in host], names=wanted)
+            return {name: out.cpu().numpy() for name, out in zip(wanted, outs)}
 
     def _to_host(self, outs, names: list) -> dict:
         """The outputs `names` as numpy (.cpu() waits for the device)."""
