@@ -227,8 +227,8 @@ class EngineHeads(nn.Module):
         wanted = set(self.output_names if names is None else names)
         dtype = self.actor.network_body.observation_encoder.compute_dtype
         inputs = list(flat[: self.n_inputs])
-        masks = flat[self.n_inputs].to(dtype) if self.discrete else None
-        memories = flat[-1].to(dtype) if self.memory else None
+        masks = _in_dtype(flat[self.n_inputs], dtype) if self.discrete else None
+        memories = _in_dtype(flat[-1], dtype) if self.memory else None
         sigma = s.tanh_squash and "log_sigma" in wanted  # (PPO's log_sigma is no engine output)
         mu, log_sigma, probs, memories_out = self.actor.heads(inputs, masks, memories, sigma=sigma)
         out = {}
@@ -250,7 +250,12 @@ class EngineHeads(nn.Module):
 
 def _as_float32(x: torch.Tensor) -> torch.Tensor:
     """x in float32 (no Cast node in an export where it already is)."""
-    return x if x.dtype == torch.float32 else x.float()
+    return _in_dtype(x, torch.float32)
+
+
+def _in_dtype(x: torch.Tensor, dtype) -> torch.Tensor:
+    """x in dtype (no Cast node in an export where it already is)."""
+    return x if x.dtype == dtype else x.to(dtype)
 
 
 def branch_argmax(probs: list) -> torch.Tensor:
