@@ -83,8 +83,13 @@ class TorchEngine:
                 self.graph_api, self.graph_state = api, "on: each bucket is captured on its first call"
         self.precision = float32_report(device, dtype)
 
-    def _forward(self, tensors: list):
-        return self.heads(*tensors)
+    def _forward(self, tensors: list, names: Optional[list] = None):
+        """The engine outputs `names` (all by default, as a capture needs them), in engine_output_names order, from one
+        pass of the network: eager calls compute only what they are asked for."""
+        return self.heads(*tensors) if names is None else self.heads(*tensors, names=names)
+
+    def wanted(self, names: list) -> list:
+        return [name for name in self.output_names if name in names]
 
     def pinned(self, shape, dtype=torch.float32):
         """An empty page-locked host tensor (torch's caching host allocator: a freed block is reused)."""
@@ -181,9 +186,10 @@ class TorchEngine:
         flat = [x if x.flags.writeable else x.copy() for x in flat]  # (e.g. a read-only memory map)
         if self.api is None:  # the CPU: no copies, no waits
             self.counts["eager"] += 1
+            wanted = self.wanted(names)
             with torch.inference_mode():
-                outs = self._forward([torch.from_numpy(x) for x in flat])
-            return {name: out.numpy() for name, out in zip(self.output_names, outs) if name in names}
+                outs = self._forward([torch.from_numpy(x) for x in flat], wanted)
+            return {name: out.numpy() for name, out in zip(wanted, outs)}
         rows = flat[0].shape[0]
         bucket = self.bucket_of(rows)
         with self.api.device(self.card):  # (in the card's context, as captured)
@@ -214,12 +220,14 @@ class TorchEngine:
     def _eager(self, host: list, rows: int, names: list) -> dict:
         self.counts["eager"] += 1
         with self.api.stream(self._own_stream()), torch.inference_mode():
-            return self._to_host(self._forward([x.to(self.device, non_blocking=True) for x in host]), rows, names)
+            wanted = self.wanted(names)
+            outs = self._forward([x.to(self.device, non_blocking=True) for x in host], wanted)
+            return self._to_host(outs, rows, wanted, produced=wanted)
 
-    def _to_host(self, outs, rows: int, names: list) -> dict:
+    def _to_host(self, outs, rows: int, names: list, produced: Optional[list] = None) -> dict:
         """The first `rows` rows of the outputs `names`, copied without blocking into pinned host tensors of their
         own on the current (the engine's) stream, then one wait for that stream."""
-        picked = [(name, out[:rows]) for name, out in zip(self.output_names, outs) if name in names]
+        picked = [(name, out[:rows]) for name, out in zip(produced or self.output_names, outs) if name in names]
         host = {name: self.pinned(out.shape, out.dtype) for name, out in picked}
         for name, out in picked:
             host[name].copy_(out, non_blocking=True)
@@ -236,8 +244,8 @@ class TorchEngine:
         if self.api is None:
             self.counts["eager"] += 1
             with torch.inference_mode():
-                outs = self._forward(tensors)
-            return {name: out for name, out in zip(self.output_names, outs) if name in names}
+                outs = self._forward(tensors, self.wanted(names))
+            return dict(zip(self.wanted(names), outs))
         self.device_calls = True
         bucket = self.bucket_of(rows)
         with self.api.device(self.card), torch.inference_mode():
@@ -256,8 +264,8 @@ class TorchEngine:
                     return self._sliced(captured[1], rows, names)
             if captured is None or self.graph_api is None:
                 self.counts["eager"] += 1
-                outs = self._forward(tensors)
-                return {name: out for name, out in zip(self.output_names, outs) if name in names}
+                outs = self._forward(tensors, self.wanted(names))
+                return dict(zip(self.wanted(names), outs))
             static_in, static_out, graph = captured
             self.counts["replays"] += 1
             for dst, src in zip(static_in, tensors):

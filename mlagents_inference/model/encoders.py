@@ -13,6 +13,7 @@ from ..core import geometry
 from ..core.spec import ATTENTION_EMBEDDING, ENTITY_ABSENT, NORMALIZER_CLIP
 
 __all__ = [
+    "exporting",
     "Swish",
     "LayerNorm",
     "LinearEncoder",
@@ -35,9 +36,24 @@ __all__ = [
 ]
 
 
+def exporting() -> bool:
+    """Inside torch.onnx.export: the modules then trace ML-Agents' own node pattern (Sigmoid and Mul for Swish, the
+    normaliser's divisor from its statistics, a Concat of one encoding), which tests hold node for node."""
+    return torch.onnx.is_in_onnx_export()
+
+
 class Swish(nn.Module):
+    """x * sigmoid(x): torch's one-kernel silu when running, in place where the caller hands over a tensor it made
+    and reads no more (inplace=True) and no gradient is recorded; ML-Agents' Sigmoid and Mul in an export."""
+
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+        self.inplace = inplace
+
     def forward(self, data):
-        return torch.mul(data, torch.sigmoid(data))
+        if exporting():
+            return torch.mul(data, torch.sigmoid(data))
+        return nn.functional.silu(data, inplace=self.inplace and not torch.is_grad_enabled())
 
 
 class LayerNorm(nn.Module):
@@ -56,7 +72,7 @@ class LinearEncoder(nn.Module):
         super().__init__()
         layers = []
         for i in range(num_layers):
-            layers += [nn.Linear(input_size if i == 0 else hidden_size, hidden_size), Swish()]
+            layers += [nn.Linear(input_size if i == 0 else hidden_size, hidden_size), Swish(inplace=True)]
         self.seq_layers = nn.Sequential(*layers)
 
     def forward(self, input_tensor):
@@ -66,22 +82,43 @@ class LinearEncoder(nn.Module):
 class Normalizer(nn.Module):
     """clamp((x - running_mean) / sqrt(running_variance / normalization_steps), -5, 5).
     running_variance is a running SUM of squared deviations (1e8 in Huggy): in float16 it
-    overflows, so the engines keep this module float32 whatever --dtype says."""
+    overflows, so the engines keep this module float32 whatever --dtype says.
+
+    The divisor sqrt(running_variance / normalization_steps) is computed once, with the same kernel in the buffers'
+    own dtype, whenever the statistics are loaded or the module is cast or moved (refresh), and kept in a
+    non-persistent buffer: no new state-dict key, so a checkpoint still loads with strict=True. An export traces
+    ML-Agents' own expression, so export-onnx writes its graph unchanged. Who changes the statistics in place
+    otherwise calls refresh()."""
 
     def __init__(self, vec_obs_size: int):
         super().__init__()
         self.register_buffer("normalization_steps", torch.tensor(1))
         self.register_buffer("running_mean", torch.zeros(vec_obs_size))
         self.register_buffer("running_variance", torch.ones(vec_obs_size))
+        self.register_buffer("divisor", torch.ones(vec_obs_size), persistent=False)
+        self.refresh()
+
+    def refresh(self) -> None:
+        with torch.no_grad():
+            self.divisor = torch.sqrt(self.running_variance / self.normalization_steps)
+
+    def _load_from_state_dict(self, *args, **kwargs):
+        super()._load_from_state_dict(*args, **kwargs)
+        self.refresh()
+
+    def _apply(self, fn, recurse=True):
+        super()._apply(fn, recurse)
+        self.refresh()  # (float64, the precision reference: a float64 divisor, not a cast of float32's)
+        return self
 
     def forward(self, inputs):
         if inputs.dtype != self.running_mean.dtype:  # (a .to() of a float32 input exports as a no-op Cast node)
             inputs = inputs.to(self.running_mean.dtype)
-        return torch.clamp(
-            (inputs - self.running_mean) / torch.sqrt(self.running_variance / self.normalization_steps),
-            -NORMALIZER_CLIP,
-            NORMALIZER_CLIP,
-        )
+        if exporting():
+            divisor = torch.sqrt(self.running_variance / self.normalization_steps)
+        else:
+            divisor = self.divisor
+        return torch.clamp((inputs - self.running_mean) / divisor, -NORMALIZER_CLIP, NORMALIZER_CLIP)
 
 
 class VectorInput(nn.Module):
@@ -158,9 +195,9 @@ class ResNetBlock(nn.Module):
     def __init__(self, channel: int):
         super().__init__()
         self.layers = nn.Sequential(
-            Swish(),
+            Swish(),  # (not in place: its input is the block's input, added back after)
             nn.Conv2d(channel, channel, [3, 3], [1, 1], padding=1),
-            Swish(),
+            Swish(inplace=True),
             nn.Conv2d(channel, channel, [3, 3], [1, 1], padding=1),
         )
 
@@ -186,7 +223,7 @@ class ResNetVisualEncoder(nn.Module):
                 ResNetBlock(channel),
             ]
             last = channel
-        layers.append(Swish())
+        layers.append(Swish(inplace=True))
         self.final_flat_size = self.flat_size(initial_channels, height, width)
         self.dense = nn.Linear(self.final_flat_size, output_size)
         self.sequential = nn.Sequential(*layers)
@@ -333,7 +370,10 @@ class ObservationEncoder(nn.Module):
             for i, (p, x) in enumerate(zip(self.processors, inputs))
             if not isinstance(p, EntityEmbedding)
         ]
-        encoded_self = torch.cat(encodes, dim=1) if encodes else None
+        if len(encodes) == 1 and not exporting():  # (a cat of one tensor is a copy)
+            encoded_self = encodes[0]
+        else:
+            encoded_self = torch.cat(encodes, dim=1) if encodes else None
         entities = [
             (p, x.to(self.compute_dtype)) for p, x in zip(self.processors, inputs) if isinstance(p, EntityEmbedding)
         ]
@@ -358,7 +398,7 @@ class HyperNetwork(nn.Module):
         self.input_size, self.output_size = input_size, output_size
         layers, size = [], hyper_input_size
         for _ in range(num_layers):
-            layers += [nn.Linear(size, layer_size), Swish()]
+            layers += [nn.Linear(size, layer_size), Swish(inplace=True)]
             size = layer_size
         self.hypernet = nn.Sequential(*layers, LayerNorm(), nn.Linear(layer_size, input_size * output_size))
         self.bias = nn.Parameter(torch.zeros(output_size))
@@ -381,7 +421,7 @@ class ConditionalEncoder(nn.Module):
                 layers.append(HyperNetwork(size, hidden_size, goal_size, hidden_size, 2))
             else:
                 layers.append(nn.Linear(size, hidden_size))
-            layers.append(Swish())
+            layers.append(Swish(inplace=True))
             size = hidden_size
         self.layers = nn.ModuleList(layers)
 

@@ -88,10 +88,13 @@ class GaussianDistribution(nn.Module):
         else:
             self.log_sigma = nn.Parameter(torch.zeros(1, num_outputs))
 
-    def forward(self, inputs, std: bool = False):
+    def forward(self, inputs, std: bool = False, sigma: bool = True):
         """(mu, log_sigma) with log_sigma expanded to mu's batch, as ML-Agents computes them; with std,
-        (mu, exp(log_sigma)): ML-Agents' GaussianDistInstance(mu, exp(log_sigma)), its Exp inside this module."""
+        (mu, exp(log_sigma)): ML-Agents' GaussianDistInstance(mu, exp(log_sigma)), its Exp inside this module.
+        Without sigma, (mu, None): the engines read no sigma but SAC's, so PPO's mu * 0 + log_sigma is not run."""
         mu = self.mu(inputs)
+        if not sigma:
+            return mu, None
         log_sigma = (
             torch.clamp(self.log_sigma(inputs), min=-20, max=2) if self.conditional_sigma else mu * 0 + self.log_sigma
         )
@@ -165,13 +168,13 @@ class SimpleActor(nn.Module):
         if settings.value_streams:
             self.value_heads = ValueHeads(settings.value_streams, self.encoding_size)
 
-    def heads(self, inputs: list, masks=None, memories=None, std: bool = False):
-        """What acting needs, in the engines' precision: mu and log_sigma (continuous; exp(log_sigma) with std),
-        the masked probabilities per branch (discrete), the next memory."""
+    def heads(self, inputs: list, masks=None, memories=None, std: bool = False, sigma: bool = True):
+        """What acting needs, in the engines' precision: mu and log_sigma (continuous; exp(log_sigma) with std, None
+        without sigma), the masked probabilities per branch (discrete), the next memory."""
         encoding, memories_out = self.network_body(inputs, memories=memories)
         continuous = self.action_model._continuous_distribution
         discrete = self.action_model._discrete_distribution
-        mu, log_sigma = continuous(encoding, std) if continuous is not None else (None, None)
+        mu, log_sigma = continuous(encoding, std, sigma) if continuous is not None else (None, None)
         probs = discrete(encoding, masks) if discrete is not None else None
         return mu, log_sigma, probs, memories_out
 
@@ -209,35 +212,50 @@ class EngineHeads(nn.Module):
         self.actor = actor
         s = actor.settings
         self.n_inputs, self.discrete, self.memory = len(s.inputs), bool(s.discrete_branches), bool(s.memory_size)
+        self.output_names = engine_output_names(s)
 
-    def forward(self, *flat):
-        return tuple(self.outputs(flat)[name] for name in engine_output_names(self.actor.settings))
+    def forward(self, *flat, names=None):
+        """The engine outputs (`names`, default all, in engine_output_names order) from ONE pass of the network."""
+        names = self.output_names if names is None else names
+        out = self.outputs(flat, names=names)
+        return tuple(out[name] for name in names)
 
-    def outputs(self, flat, cast=None) -> dict:
-        """The outputs by name, cast to float32 (or by `cast`: the float64 reference keeps its precision)."""
+    def outputs(self, flat, cast=None, names=None) -> dict:
+        """The outputs `names` (default all) by name, from one pass of the network, cast to float32 (or by `cast`:
+        the float64 reference keeps its precision). Only what `names` reads is computed after the network body."""
         s, cast = self.actor.settings, cast or _as_float32
+        wanted = set(self.output_names if names is None else names)
         dtype = self.actor.network_body.observation_encoder.compute_dtype
         inputs = list(flat[: self.n_inputs])
-        masks = flat[self.n_inputs].to(dtype) if self.discrete else None
-        memories = flat[-1].to(dtype) if self.memory else None
-        mu, log_sigma, probs, memories_out = self.actor.heads(inputs, masks, memories)
+        masks = _in_dtype(flat[self.n_inputs], dtype) if self.discrete else None
+        memories = _in_dtype(flat[-1], dtype) if self.memory else None
+        sigma = s.tanh_squash and "log_sigma" in wanted  # (PPO's log_sigma is no engine output)
+        mu, log_sigma, probs, memories_out = self.actor.heads(inputs, masks, memories, sigma=sigma)
         out = {}
         if mu is not None:
             out["mu"] = cast(mu)
-            out["deterministic_continuous_actions"] = deterministic_continuous(out["mu"], s.tanh_squash)
-            if s.tanh_squash:
+            if "deterministic_continuous_actions" in wanted:
+                out["deterministic_continuous_actions"] = deterministic_continuous(out["mu"], s.tanh_squash)
+            if sigma:
                 out["log_sigma"] = cast(log_sigma)
         if probs is not None:
-            out["probabilities"] = cast(torch.cat(probs, dim=1))
-            out["deterministic_discrete_actions"] = branch_argmax(probs)
-        if memories_out is not None:
+            if "probabilities" in wanted:
+                out["probabilities"] = cast(torch.cat(probs, dim=1))
+            if "deterministic_discrete_actions" in wanted:
+                out["deterministic_discrete_actions"] = branch_argmax(probs)
+        if memories_out is not None and "recurrent_out" in wanted:
             out["recurrent_out"] = cast(memories_out)
         return out
 
 
 def _as_float32(x: torch.Tensor) -> torch.Tensor:
     """x in float32 (no Cast node in an export where it already is)."""
-    return x if x.dtype == torch.float32 else x.float()
+    return _in_dtype(x, torch.float32)
+
+
+def _in_dtype(x: torch.Tensor, dtype) -> torch.Tensor:
+    """x in dtype (no Cast node in an export where it already is)."""
+    return x if x.dtype == dtype else x.to(dtype)
 
 
 def branch_argmax(probs: list) -> torch.Tensor:
