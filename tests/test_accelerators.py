@@ -160,9 +160,9 @@ class FakeCards:
         """`engine`'s tensors stand for tensors on `card`, and this is its device API."""
         forward = engine._forward
 
-        def on_card(tensors):
+        def on_card(tensors, names=None):
             self.touched.add(card)
-            out = forward(tensors)
+            out = forward(tensors, names)
             self.card_storages.update(o.untyped_storage().data_ptr() for o in out)
             self.held += out  # (held: a freed block's address must not come back as host memory)
             g = self.capturing

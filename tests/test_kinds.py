@@ -626,8 +626,8 @@ class StandInGraphs:
         self.capturing, self.captures = False, 0
         forward = engine._forward
 
-        def recorded(tensors):
-            out = forward(tensors)
+        def recorded(tensors, names=None):
+            out = forward(tensors, names)
             if self.capturing:
                 self.current.static = (tensors, out)
             return out
