@@ -1,25 +1,29 @@
 """ServedCommunicator (clients/csharp/Runtime/Communicator/) compiled with Mono's mcs against ML-Agents' own runtime
 (com.unity.ml-agents 3.0.0, the pinned copy in clients/csharp/Tests~/MLAgentsRuntime; only UnityEngine and Sentis are
 stand-ins) and driven by the console harness (Tests~/UnityCommunicator/Harness.cs) through the real
-Academy.EnvironmentStep against a live `--mode serve`: the actions the agents apply equal inference.load(...).act() on
-the observations their sensors wrote, and a silent server never blocks a step.
+Academy.EnvironmentStep against live `--mode serve` processes: what the agents' sensors wrote is what was sent, the
+actions applied equal inference.load(...).act() on the lines sent (each agent's memory carried as the server carries
+it), and a silent, late or killed server never blocks a step.
 
 Without `mcs`/`mono` the tests skip on a developer's machine and fail where CI is set (as test_csharp_client.py)."""
 
+import contextlib
 import socket
 import subprocess
 import threading
+import time
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, ROOT
-from test_csharp_client import compile_cs, live_server, mono_tools
+from conftest import EXAMPLES, ROOT, compile_cs, mono_tools, serve_process
 
 import inference
 
 CLIENT = ROOT / "clients" / "csharp"
 PINNED = CLIENT / "Tests~" / "MLAgentsRuntime"
 HARNESS = CLIENT / "Tests~" / "UnityCommunicator"
+# Not a speed target (that is tools/bench_unity_communicator.py's): a step that waited on the socket would take the
+# read timeout (10 s) or the connect timeout (1 s); none may come near either.
 NOT_BLOCKED_MS = 500.0
 
 
@@ -32,48 +36,58 @@ def harness(tmp_path_factory):
         pytest.fail(tools[1] + " (CI is set: .ci/run installs it)")
     mcs, mono = tools
     out = tmp_path_factory.mktemp("unity")
-    protobuf = PINNED / "Plugins" / "Google.Protobuf_Packed.dll"
-    (out / protobuf.name).write_bytes(protobuf.read_bytes())
-    grpc = sorted((PINNED / "Runtime" / "Grpc").rglob("*.cs"))
+    protobuf = out / "Google.Protobuf_Packed.dll"
+    protobuf.write_bytes((PINNED / "Plugins" / protobuf.name).read_bytes())
+
+    def mla_compile(dll, sources, *refs):  # ML-Agents' own code, compiled as it is: its warnings are not ours
+        r = subprocess.run(
+            [mcs, "-nologo", "-nowarn:1591", "-langversion:7.2", "-target:library", f"-out:{dll}", *refs]
+            + [str(s) for s in sources],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert r.returncode == 0, (r.stdout + r.stderr)[-5000:]
+
     messages = out / "Unity.ML-Agents.CommunicatorObjects.dll"
-    lenient = ["-nowarn:1591", "-nologo"]  # ML-Agents' own code: compiled as it is, its warnings not ours
-    run = lambda args: subprocess.run([mcs, *args], capture_output=True, text=True, timeout=300)  # noqa: E731
-    r = run([*lenient, "-target:library", f"-out:{messages}", f"-r:{protobuf}", *map(str, grpc)])
-    assert r.returncode == 0, r.stdout + r.stderr
+    mla_compile(messages, sorted((PINNED / "Runtime" / "Grpc").rglob("*.cs")), f"-r:{protobuf}")
     engine = out / "UnityEngine.dll"
     compile_cs(mcs, engine, [HARNESS / "UnityEngineStandIns.cs"], "-target:library")
     sentis = out / "Unity.Sentis.dll"
     compile_cs(mcs, sentis, [HARNESS / "SentisStandIns.cs"], "-target:library", f"-r:{engine}")
     mla = out / "Unity.ML-Agents.dll"
     runtime = sorted(p for p in (PINNED / "Runtime").rglob("*.cs") if "Grpc" not in p.parts)
-    refs = [f"-r:{p}" for p in (protobuf, messages, engine, sentis)] + [
-        "-r:System.Runtime.Serialization",
-        "-r:System.Xml",
-    ]
-    r = run([*lenient, "-langversion:7.2", "-target:library", f"-out:{mla}", *refs, *map(str, runtime)])
-    assert r.returncode == 0, r.stdout + r.stderr
+    refs = [f"-r:{p}" for p in (protobuf, messages, engine, sentis)]
+    mla_compile(mla, runtime, *refs, "-r:System.Runtime.Serialization", "-r:System.Xml")
     client = out / "MLAgentsInference.Client.dll"
     compile_cs(mcs, client, sorted((CLIENT / "Runtime").glob("*.cs")), "-target:library")
     served = out / "MLAgentsInference.Communicator.dll"
-    said = compile_cs(
-        mcs,
-        served,
-        sorted((CLIENT / "Runtime" / "Communicator").glob("*.cs")),
-        "-target:library",
-        f"-r:{client}",
-        f"-r:{mla}",
-        f"-r:{engine}",
-    )
-    assert "warning" not in said.lower(), said
+    sources = sorted((CLIENT / "Runtime" / "Communicator").glob("*.cs"))
+    said = compile_cs(mcs, served, sources, "-target:library", *(f"-r:{p}" for p in (client, mla, engine)))
     exe = out / "Harness.exe"
-    compile_cs(mcs, exe, [HARNESS / "Harness.cs"], *(f"-r:{p}" for p in (client, mla, engine, served)))
-    return {"mono": mono, "exe": exe, "dir": out}
+    said += compile_cs(mcs, exe, [HARNESS / "Harness.cs"], *(f"-r:{p}" for p in (client, mla, engine, served)))
+    return {"mono": mono, "exe": exe, "dir": out, "said": said}
 
 
-def drive(harness, address, sizes, continuous, branches, masks, agents, steps, episode=0, churn=0, wait_ms=2):
+@contextlib.contextmanager
+def server(name: str):
+    proc, address, _ = serve_process("--model-dir", EXAMPLES / name, "--listen", "127.0.0.1:0")
+    try:
+        yield proc, address
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=30)
+        proc.stderr.close()
+
+
+def drive(harness, address, sensors, continuous=0, branches=(), masks=False, agents=3, steps=30, **kw) -> dict:
+    """Runs the harness; its OUT file parsed: {"sent": {agent: [(seq, reset, [flat arrays], mask)]}, "wrote":
+    {(step, agent): [flat arrays]}, "applied": [(step, agent, seq, continuous, discrete)], "step_ms": [...],
+    "logged": [...]}."""
     out = harness["dir"] / "run.txt"
-    args = [",".join(map(str, sizes)), continuous, ",".join(map(str, branches)) or "-", int(masks), agents, steps]
-    args += [episode, churn, wait_ms, out]
+    args = [sensors, continuous, ",".join(map(str, branches)) or "-", int(masks), agents, steps]
+    args += [kw.get("episode", 0), int(kw.get("churn", False)), kw.get("wait_ms", 2), out]
     r = subprocess.run(
         [harness["mono"], str(harness["exe"]), "--mlagents-port", "1", address, *map(str, args)],
         capture_output=True,
@@ -81,100 +95,175 @@ def drive(harness, address, sizes, continuous, branches, masks, agents, steps, e
         timeout=300,
     )
     assert r.returncode == 0 and "DONE" in r.stdout, (r.stdout[-2000:], r.stderr[-3000:])
-    sent, applied, step_ms = {}, [], []
+    flat = lambda text: [np.array([float(v) for v in part.split(",") if v], np.float32) for part in text.split(";")]  # noqa: E731
+    got = {"sent": {}, "wrote": {}, "applied": [], "step_ms": [], "logged": []}
     for line in out.read_text().splitlines():
-        kind, *rest = line.split(" ")
+        kind, _, rest = line.partition(" ")
         if kind == "SENT":
-            seq, agent, reset, obs, mask = rest
-            arrays = [np.array([float(v) for v in part.split(",")], np.float32) for part in obs.split(";")]
-            sent.setdefault(int(agent), []).append(
-                (int(seq), reset == "reset", arrays, None if mask == "-" else [int(v) for v in mask.split(",")])
-            )
+            seq, agent, reset, obs, mask = rest.split(" ")
+            masks_ = None if mask == "-" else [int(v) for v in mask.split(",")]
+            got["sent"].setdefault(int(agent), []).append((int(seq), reset == "reset", flat(obs), masks_))
+        elif kind == "WROTE":
+            step, agent, obs = rest.split(" ")
+            got["wrote"][int(step), int(agent)] = flat(obs)
         elif kind == "APPLIED":
-            step, agent, seq, cont, disc = rest
-            applied.append((int(step), int(agent), int(seq), cont, disc))
+            step, agent, seq, cont, disc = rest.split(" ")
+            got["applied"].append((int(step), int(agent), int(seq), cont, disc))
         elif kind == "STEP":
-            step_ms.append(float(rest[1]))
-    return sent, applied, step_ms, r.stderr
+            got["step_ms"].append(float(rest.split(" ")[1]))
+        elif kind == "LOGGED":
+            got["logged"].append(rest)
+    return got
 
 
-def replay(name, sent):
-    """(agent, seq) -> the local policy's answer to that line, each agent's memory carried as the server carries it."""
+def replay(name: str, sent: dict) -> dict:
+    """(agent, seq) -> the local policy's answer to that line, each agent's memory carried as the server carries it
+    (per connection and agent id, zeros after a reset)."""
     policy = inference.load(EXAMPLES / name)
+    shapes = [tuple(spec["shape"]) for spec in policy.info["inputs"]]
     want = {}
     for agent, lines in sent.items():
         memory = None
-        for seq, reset, arrays, mask in sorted(lines, key=lambda x: x[0]):
+        for seq, reset, arrays, mask in sorted(lines, key=lambda line: line[0]):
             if reset:
                 memory = None
-            obs = arrays[0] if len(arrays) == 1 else arrays
-            out = policy.act(obs, action_masks=mask, deterministic=True, memory=memory)
+            obs = [a.reshape(shape) for a, shape in zip(arrays, shapes)]
+            out = policy.act(obs[0] if len(obs) == 1 else obs, action_masks=mask, deterministic=True, memory=memory)
             memory = out.get("memory")
             want[agent, seq] = out
     return want
 
 
-CASES = {  # example: (vector sizes, continuous, branches, masks, episode length)
-    "vector": ([8], 2, [], False, 0),
-    "discrete-multi": ([20, 6], 0, [3, 2, 5], True, 0),
-    "lstm": ([10], 0, [4], False, 4),
+def check_actions(name, got, continuous, branches):
+    """Every applied answer equals the local policy's on the line it answered; returns how many were answered."""
+    want = replay(name, got["sent"])
+    answered = [a for a in got["applied"] if a[2] >= 0]
+    for step, agent, seq, cont, disc in answered:
+        out = want[agent, seq]
+        if continuous:
+            values = np.array([float(v) for v in cont.split(",")], np.float32)
+            assert np.allclose(values, np.ravel(out["continuous_actions"]), rtol=0, atol=1e-5), (step, agent, seq)
+        if branches:
+            assert [int(v) for v in disc.split(",")] == np.ravel(out["discrete_actions"]).tolist(), (step, agent, seq)
+    return len(answered)
+
+
+CASES = {  # example: (the harness' sensors, continuous, branches, masks, steps per episode, churn)
+    "vector": ("v8", 2, [], False, 0, False),
+    "discrete-multi": ("v20,v6", 0, [3, 2, 5], True, 0, False),
+    "lstm": ("v10", 0, [4], False, 4, True),
+    "visual-simple": ("c3x36x36,v5", 2, [], False, 0, False),
+    "attention": ("b6x5,v8", 0, [3, 3], True, 0, False),
+    "lstm-camera-nonsquare": ("c1x24x30,v3", 0, [3, 2], True, 5, False),
 }
 
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_actions_applied_through_the_real_step_loop_equal_the_local_policys(harness, name):
-    sizes, continuous, branches, masks, episode = CASES[name]
-    with live_server(EXAMPLES / name) as address:
-        sent, applied, _, said = drive(harness, address, sizes, continuous, branches, masks, 3, 30, episode)
-    want = replay(name, sent)
-    answered = [a for a in applied if a[2] >= 0]
-    assert len(answered) >= 3 * 15, (len(answered), said[-2000:])  # most steps were answered
-    for step, agent, seq, cont, disc in answered:
-        out = want[agent, seq]
-        if continuous:
-            got = np.array([float(v) for v in cont.split(",")], np.float32)
-            assert np.allclose(got, np.ravel(out["continuous_actions"]), rtol=0, atol=1e-5), (step, agent)
-        if branches:
-            got = [int(v) for v in disc.split(",")]
-            assert got == [int(v) for v in np.ravel(out["discrete_actions"])], (step, agent)
+    sensors, continuous, branches, masks, episode, churn = CASES[name]
+    with server(name) as (_, address):
+        got = drive(harness, address, sensors, continuous, branches, masks, episode=episode, churn=churn)
+    # what was sent is what the agents' sensors wrote, in the policy's input order (cameras channel-first); the
+    # communicator numbers the batches it hands over, one per step
+    assert got["sent"]
+    for agent, lines in got["sent"].items():
+        for seq, _, arrays, _ in lines:
+            wrote = got["wrote"][seq, agent]
+            assert len(arrays) == len(wrote) and all(np.array_equal(a, w) for a, w in zip(arrays, wrote))
+    answered = check_actions(name, got, continuous, branches)
+    assert answered >= len(got["applied"]) // 2, (answered, len(got["applied"]))  # most steps were answered
     if masks:  # no masked action was taken
-        lines = {(agent, seq): mask for agent, ls in sent.items() for seq, _, _, mask in ls}
-        for step, agent, seq, cont, disc in answered:
-            mask, offset = lines[agent, seq], 0
+        mask_of = {(agent, seq): mask for agent, lines in got["sent"].items() for seq, _, _, mask in lines}
+        for _, agent, seq, _, disc in (a for a in got["applied"] if a[2] >= 0):
+            offset = 0
             for branch, action in zip(branches, map(int, disc.split(","))):
-                assert mask[offset + action] == 1
+                assert mask_of[agent, seq][offset + action] == 1
                 offset += branch
-    if episode:  # the episode ends reset the agents' memories on the server
-        assert any(reset for lines in sent.values() for _, reset, _, _ in lines)
+    if episode:  # each episode's end starts that agent's memory over on the server
+        resets = [seq for lines in got["sent"].values() for seq, reset, _, _ in lines if reset]
+        assert len(resets) >= 30 // episode
+    if churn:  # agents added and removed mid-run: ids never reused, each agent's memory its own (replay holds it)
+        assert len(got["sent"]) > 3
+    assert max(got["step_ms"]) < NOT_BLOCKED_MS
 
 
-def test_a_silent_server_never_blocks_a_step(harness):
+@contextlib.contextmanager
+def fake_server(answer_delay_s=None):
+    """A TCP server on 127.0.0.1:0: None accepts and never answers; else a proxy to `upstream` (set later) that holds
+    each answer `answer_delay_s` seconds."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(8)
-    held, stop = [], threading.Event()
+    listener.settimeout(0.2)
+    state = {"upstream": None, "held": []}
+    stop = threading.Event()
 
-    def accept():  # accepts, never answers
-        listener.settimeout(0.2)
+    def pump(src, dst, delay):
+        try:
+            while not stop.is_set():
+                data = src.recv(1 << 16)
+                if not data:
+                    break
+                if delay:
+                    time.sleep(delay)
+                dst.sendall(data)
+        except OSError:
+            pass
+
+    def accept():
         while not stop.is_set():
             try:
-                held.append(listener.accept()[0])
+                conn = listener.accept()[0]
             except OSError:
-                pass
+                continue
+            state["held"].append(conn)
+            if answer_delay_s is not None:
+                host, port = state["upstream"].rsplit(":", 1)
+                up = socket.create_connection((host, int(port)))
+                state["held"].append(up)
+                threading.Thread(target=pump, args=(conn, up, 0), daemon=True).start()
+                threading.Thread(target=pump, args=(up, conn, answer_delay_s), daemon=True).start()
 
     thread = threading.Thread(target=accept, daemon=True)
     thread.start()
     try:
-        address = "127.0.0.1:%d" % listener.getsockname()[1]
-        _, applied, step_ms, _ = drive(harness, address, [8], 2, [], False, 4, 40)
+        yield "127.0.0.1:%d" % listener.getsockname()[1], state
     finally:
         stop.set()
         thread.join(5)
-        for s in held:
+        for s in state["held"]:
             s.close()
         listener.close()
-    assert len(step_ms) == 40
-    # Not a speed target (those belong in benchmarks): a step that waited on the socket would take the read timeout
-    # (10 s) or the connect timeout (1 s); none comes near either. The first step also JIT-compiles ML-Agents' types.
-    assert max(step_ms) < NOT_BLOCKED_MS, step_ms
-    assert all(seq == -1 for _, _, seq, _, _ in applied)  # no answer: zero actions
+
+
+def test_a_silent_server_never_blocks_a_step_and_the_agents_act_on_zeros(harness):
+    with fake_server() as (address, _):
+        got = drive(harness, address, "v8", 2, agents=4, steps=40)
+    assert len(got["step_ms"]) == 40 and max(got["step_ms"]) < NOT_BLOCKED_MS, got["step_ms"]
+    assert got["applied"] and all(seq == -1 and cont == "0,0" for _, _, seq, cont, _ in got["applied"])
+
+
+def test_a_late_server_s_answers_are_applied_when_they_arrive(harness):
+    with server("lstm") as (_, upstream), fake_server(answer_delay_s=0.03) as (address, state):
+        state["upstream"] = upstream
+        got = drive(harness, address, "v10", 0, [4], agents=3, steps=40)
+    assert max(got["step_ms"]) < NOT_BLOCKED_MS, got["step_ms"]
+    answered = [a for a in got["applied"] if a[2] >= 0]
+    assert answered and all(seq < step for step, _, seq, _, _ in answered)  # 30 ms late: never this step's answer
+    assert check_actions("lstm", got, 0, [4]) == len(answered)  # each the answer to the line it answers
+
+
+def test_a_killed_server_is_logged_once_and_retried_without_blocking(harness):
+    with server("vector") as (proc, address):
+        threading.Timer(4.0, proc.kill).start()  # mono's start and the first answers take about 1-2 s
+        got = drive(harness, address, "v8", 2, agents=3, steps=200)
+    assert max(got["step_ms"]) < NOT_BLOCKED_MS, max(got["step_ms"])
+    seqs = [seq for _, _, seq, _, _ in got["applied"]]
+    assert max(seqs) >= 0 and seqs[-1] < got["applied"][-1][0] - 20  # answered, then the answers stopped
+    failures = [line for line in got["logged"] if "retrying" in line]
+    assert len(failures) == 1, got["logged"]  # once, not per step nor per retry
+    assert check_actions("vector", got, 2, []) == len([s for s in seqs if s >= 0])
+
+
+def test_the_communicator_and_harness_compile_without_warnings(harness):
+    assert "warning" not in harness["said"].lower(), harness["said"]

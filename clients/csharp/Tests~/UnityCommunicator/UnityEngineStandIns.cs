@@ -101,9 +101,15 @@ namespace UnityEngine
             c.m_Destroyed = true;
         }
 
+        // As Unity destroys a GameObject: every component's OnDisable (all still attached), then every OnDestroy.
         internal void DestroyAll()
         {
-            foreach (Component c in m_Components.ToArray()) DestroyComponent(c);
+            Component[] all = m_Components.ToArray();
+            if (m_Active) foreach (Component c in all) Send(c, "OnDisable");
+            foreach (Component c in all) Send(c, "OnDestroy");
+            foreach (Component c in all) c.m_Destroyed = true;
+            m_Components.Clear();
+            m_Active = false;
             m_Destroyed = true;
         }
     }
