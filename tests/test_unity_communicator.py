@@ -8,6 +8,7 @@ it), and a silent, late or killed server never blocks a step.
 Without `mcs`/`mono` the tests skip on a developer's machine and fail where CI is set (as test_csharp_client.py)."""
 
 import contextlib
+import importlib.util
 import socket
 import subprocess
 import threading
@@ -15,16 +16,22 @@ import time
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, ROOT, compile_cs, mono_tools, serve_process
+from conftest import EXAMPLES, ROOT, mono_tools, serve_process
 
 import inference
 
-CLIENT = ROOT / "clients" / "csharp"
-PINNED = CLIENT / "Tests~" / "MLAgentsRuntime"
-HARNESS = CLIENT / "Tests~" / "UnityCommunicator"
+BENCH = ROOT / "tools" / "bench_unity_communicator.py"
 # Not a speed target (that is tools/bench_unity_communicator.py's): a step that waited on the socket would take the
 # read timeout (10 s) or the connect timeout (1 s); none may come near either.
 NOT_BLOCKED_MS = 500.0
+
+
+def load_bench():
+    """tools/bench_unity_communicator.py, whose build() compiles the harness for the benchmark and these tests alike."""
+    spec = importlib.util.spec_from_file_location("bench_unity_communicator", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture(scope="module")
@@ -36,37 +43,8 @@ def harness(tmp_path_factory):
         pytest.fail(tools[1] + " (CI is set: .ci/run installs it)")
     mcs, mono = tools
     out = tmp_path_factory.mktemp("unity")
-    protobuf = out / "Google.Protobuf_Packed.dll"
-    protobuf.write_bytes((PINNED / "Plugins" / protobuf.name).read_bytes())
-
-    def mla_compile(dll, sources, *refs):  # ML-Agents' own code, compiled as it is: its warnings are not ours
-        r = subprocess.run(
-            [mcs, "-nologo", "-nowarn:1591", "-langversion:7.2", "-target:library", f"-out:{dll}", *refs]
-            + [str(s) for s in sources],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert r.returncode == 0, (r.stdout + r.stderr)[-5000:]
-
-    messages = out / "Unity.ML-Agents.CommunicatorObjects.dll"
-    mla_compile(messages, sorted((PINNED / "Runtime" / "Grpc").rglob("*.cs")), f"-r:{protobuf}")
-    engine = out / "UnityEngine.dll"
-    compile_cs(mcs, engine, [HARNESS / "UnityEngineStandIns.cs"], "-target:library")
-    sentis = out / "Unity.Sentis.dll"
-    compile_cs(mcs, sentis, [HARNESS / "SentisStandIns.cs"], "-target:library", f"-r:{engine}")
-    mla = out / "Unity.ML-Agents.dll"
-    runtime = sorted(p for p in (PINNED / "Runtime").rglob("*.cs") if "Grpc" not in p.parts)
-    refs = [f"-r:{p}" for p in (protobuf, messages, engine, sentis)]
-    mla_compile(mla, runtime, *refs, "-r:System.Runtime.Serialization", "-r:System.Xml")
-    client = out / "MLAgentsInference.Client.dll"
-    compile_cs(mcs, client, sorted((CLIENT / "Runtime").glob("*.cs")), "-target:library")
-    served = out / "MLAgentsInference.Communicator.dll"
-    sources = sorted((CLIENT / "Runtime" / "Communicator").glob("*.cs"))
-    said = compile_cs(mcs, served, sources, "-target:library", *(f"-r:{p}" for p in (client, mla, engine)))
-    exe = out / "Harness.exe"
-    said += compile_cs(mcs, exe, [HARNESS / "Harness.cs"], *(f"-r:{p}" for p in (client, mla, engine, served)))
-    return {"mono": mono, "exe": exe, "dir": out, "said": said}
+    built = load_bench().build(mcs, out)  # raises BuildError with what mcs said
+    return {"mono": mono, "exe": built["exe"], "dir": out, "said": built["said"]}
 
 
 @contextlib.contextmanager
@@ -89,7 +67,12 @@ def drive(harness, address, sensors, continuous=0, branches=(), masks=False, age
     args = [sensors, continuous, ",".join(map(str, branches)) or "-", int(masks), agents, steps]
     args += [kw.get("episode", 0), int(kw.get("churn", False)), kw.get("wait_ms", 2), out]
     r = subprocess.run(
-        [harness["mono"], str(harness["exe"]), "--mlagents-port", "1", address, *map(str, args)],
+        [
+            harness["mono"],
+            str(harness["exe"]),
+            *(["--policy-server", address, "-"] if kw.get("fallback") else ["--mlagents-port", "1", address]),
+            *map(str, args),
+        ],
         capture_output=True,
         text=True,
         timeout=300,
@@ -265,5 +248,27 @@ def test_a_killed_server_is_logged_once_and_retried_without_blocking(harness):
     assert check_actions("vector", got, 2, []) == len([s for s in seqs if s >= 0])
 
 
-def test_the_communicator_and_harness_compile_without_warnings(harness):
+def test_the_communicator_the_sample_and_the_harness_compile_against_ml_agents_own_runtime_without_warnings(harness):
+    """(the sample, Samples~/ServedPolicy, is compiled in the harness fixture: ML-Agents' real types, warnings as
+    errors)"""
     assert "warning" not in harness["said"].lower(), harness["said"]
+
+
+def test_the_samples_heuristic_only_fallback_acts_on_the_collected_vector_a_decision_late_without_blocking(harness):
+    """No --mlagents-port: no communicator; Behavior Type Heuristic Only and the sample's ServedHeuristicAgent, whose
+    Heuristic sends Agent.GetObservations() at the next step and applies the newest answer that has arrived."""
+    with server("vector") as (_, address):
+        got = drive(harness, address, "v8", 2, agents=3, steps=30, fallback=True)
+    assert not got["sent"] and max(got["step_ms"]) < NOT_BLOCKED_MS
+    policy = inference.load(EXAMPLES / "vector")
+    want = {key: np.ravel(policy.act(obs[0])["continuous_actions"]) for key, obs in got["wrote"].items()}
+    acted = 0
+    for step, agent, _, cont, _ in got["applied"]:
+        values = np.array([float(v) for v in cont.split(",")], np.float32)
+        if not values.any():
+            continue  # before the first answer
+        # the answer to an earlier step's observations (one decision late at best), never this step's
+        earlier = [s for s in range(max(0, step - 10), step) if np.allclose(values, want[s, agent], rtol=0, atol=1e-5)]
+        assert earlier, (step, agent)
+        acted += 1
+    assert acted >= len(got["applied"]) // 2

@@ -3,6 +3,11 @@
 // the real Academy.EnvironmentStep, with ServedCommunicator in the trainer's place, against a live `--mode serve`.
 //
 //   mono Harness.exe --mlagents-port 1 ADDRESS SENSORS CONTINUOUS BRANCHES MASKS AGENTS STEPS EPISODE CHURN WAIT_MS OUT
+//   mono Harness.exe --policy-server ADDRESS - SENSORS ... (the sample's Heuristic-Only fallback: no communicator)
+//   mono Harness.exe --bare - - SENSORS ... (no communicator, no server: ML-Agents' own step, Heuristic doing nothing)
+//
+// (the first form:)
+//   mono Harness.exe --mlagents-port 1 ADDRESS SENSORS CONTINUOUS BRANCHES MASKS AGENTS STEPS EPISODE CHURN WAIT_MS OUT
 //
 // SENSORS: comma-separated, in the policy's input order: vN (the last: CollectObservations' N floats; another: a
 // VectorSensor of the agent's own), cCxHxW (a pixel sensor, written through ObservationWriter[c, h, w] as a camera
@@ -78,7 +83,8 @@ public sealed class HarnessSensors : SensorComponent
     }
 }
 
-public sealed class HarnessAgent : Agent
+// The sample's base class (Samples~/ServedPolicy): with a communicator its Heuristic is never called.
+public sealed class HarnessAgent : ServedHeuristicAgent
 {
     public int Id, CollectSize, EpisodeSteps;
     public bool Masks;
@@ -86,6 +92,7 @@ public sealed class HarnessAgent : Agent
     public System.Random Rng;
     public Action<HarnessAgent, ActionBuffers> Applied;
     public Action<HarnessAgent> Wrote;
+    public bool Bare;
     public readonly List<float[]> Written = new List<float[]>(); // this step's inputs in the policy's order
     public List<BufferSensorComponent> Buffers = new List<BufferSensorComponent>();
     int m_Steps;
@@ -136,6 +143,11 @@ public sealed class HarnessAgent : Agent
         for (int b = 0; b < Branches.Length; b++) actionMask.SetActionEnabled(b, Rng.Next(Branches[b]), false);
     }
 
+    public override void Heuristic(in ActionBuffers actionsOut)
+    {
+        if (!Bare) base.Heuristic(actionsOut);
+    }
+
     public override void OnActionReceived(ActionBuffers actions)
     {
         // the step's sensors have all written by now (the communicator had them write), and EndEpisode below
@@ -165,8 +177,10 @@ public static class Harness
 
     public static int Main(string[] args)
     {
-        int a = Array.IndexOf(args, "--mlagents-port") + 2; // the Academy reads the flag itself
-        string address = args[a];
+        bool bare = Array.IndexOf(args, "--bare") >= 0;
+        bool fallback = !bare && Array.IndexOf(args, "--mlagents-port") < 0; // the Academy reads the flag itself
+        int a = Array.IndexOf(args, bare ? "--bare" : fallback ? "--policy-server" : "--mlagents-port") + 2;
+        string address = fallback ? args[a - 1] : args[a];
         string[] specs = args[a + 1].Split(',');
         int continuous = int.Parse(args[a + 2]);
         int[] branches = args[a + 3] == "-" ? new int[0] : Ints(args[a + 3]);
@@ -206,6 +220,7 @@ public static class Harness
             go.SetActive(false); // fields are set before OnEnable, as the Inspector sets them
             var bp = go.AddComponent<BehaviorParameters>();
             bp.BehaviorName = "Served";
+            if (fallback || bare) bp.BehaviorType = BehaviorType.HeuristicOnly;
             bp.BrainParameters.VectorObservationSize = collectSize;
             bp.BrainParameters.ActionSpec = new ActionSpec(continuous, branches);
             var rng = new System.Random(1000 + made);
@@ -230,6 +245,7 @@ public static class Harness
             agent.Branches = branches;
             agent.EpisodeSteps = episode;
             agent.Rng = rng;
+            agent.Bare = bare;
             agent.Buffers = buffers;
             agent.Wrote = who =>
             {
@@ -238,7 +254,7 @@ public static class Harness
             };
             agent.Applied = (who, actions) =>
             {
-                long seq = communicator.AnsweredSeq(bp.FullyQualifiedBehaviorName, who.Id);
+                long seq = communicator == null ? -1 : communicator.AnsweredSeq(bp.FullyQualifiedBehaviorName, who.Id);
                 var c = new string[actions.ContinuousActions.Length];
                 for (int i = 0; i < c.Length; i++) c[i] = F(actions.ContinuousActions[i]);
                 var d = new string[actions.DiscreteActions.Length];
@@ -273,7 +289,7 @@ public static class Harness
         Academy.Instance.Dispose();
         lock (output) output.Close();
         Console.WriteLine("DONE agents=" + made + " communicator=" + (communicator != null));
-        return communicator != null ? 0 : 1;
+        return communicator != null || fallback || bare ? 0 : 1;
     }
 
     static int[] Ints(string text) { return Array.ConvertAll(text.Split(','), s => int.Parse(s, CultureInfo.InvariantCulture)); }

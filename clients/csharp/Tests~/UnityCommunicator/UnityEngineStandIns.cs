@@ -118,6 +118,7 @@ namespace UnityEngine
     {
         internal GameObject m_GameObject;
         public GameObject gameObject { get { return m_GameObject; } }
+        public Transform transform { get { return m_GameObject.GetComponent<Transform>(); } }
         public T GetComponent<T>() { return m_GameObject.GetComponent<T>(); }
         public T[] GetComponents<T>() { return m_GameObject.GetComponents<T>(); }
         public T[] GetComponentsInChildren<T>() { return m_GameObject.GetComponents<T>(); }
@@ -131,6 +132,22 @@ namespace UnityEngine
     public class MonoBehaviour : Behaviour { }
 
     public class ScriptableObject : Object { }
+
+    public class Transform : Component { public Vector3 localPosition { get; set; } }
+
+    public class Rigidbody : Component
+    {
+        public Vector3 velocity { get; set; }
+        public void AddForce(Vector3 force) { velocity = new Vector3(velocity.x + force.x, velocity.y + force.y, velocity.z + force.z); }
+    }
+
+    public enum RuntimeInitializeLoadType { AfterSceneLoad, BeforeSceneLoad }
+
+    [AttributeUsage(AttributeTargets.Method)]
+    public sealed class RuntimeInitializeOnLoadMethodAttribute : Attribute
+    {
+        public RuntimeInitializeOnLoadMethodAttribute(RuntimeInitializeLoadType loadType) { }
+    }
 
     public interface ISerializationCallbackReceiver
     {
@@ -190,6 +207,7 @@ namespace UnityEngine
     {
         public float x, y, z;
         public Vector3(float x, float y, float z) { this.x = x; this.y = y; this.z = z; }
+        public static Vector3 operator *(Vector3 a, float d) { return new Vector3(a.x * d, a.y * d, a.z * d); }
     }
 
     public struct Vector4 { public float x, y, z, w; }
