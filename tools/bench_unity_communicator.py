@@ -7,6 +7,8 @@ with 20 ms of "rest of the frame" between steps, against:
 - bare: no communicator and no server (agents Heuristic Only, their Heuristic doing nothing): ML-Agents' own step;
 - live: a `--mode serve` process;
 - silent: a server that accepts and never answers;
+- live wait 2, silent wait 2: the same with ServedCommunicator's waitMs at 2 (the most the first GetActions of a step
+  waits for that step's answer; 0, the default, elsewhere);
 - late: the live server behind a proxy that holds each answer 30 ms;
 - killed: the live server, killed after a third of the steps.
 
@@ -148,8 +150,8 @@ def fake(upstream=None, delay_s=0.0):
         listener.close()
 
 
-def run(mono, exe, head, agents, steps, out: Path) -> list:
-    args = ["v8", 2, "-", 0, agents, steps, 0, 0, 2, out]
+def run(mono, exe, head, agents, steps, out: Path, wait_ms: int = 0) -> list:
+    args = ["v8", 2, "-", 0, agents, steps, 0, 0, wait_ms, out]
     r = subprocess.run([mono, str(exe), *head, *map(str, args)], capture_output=True, text=True, timeout=600)
     if r.returncode != 0:
         raise RuntimeError(r.stderr[-3000:])
@@ -175,8 +177,12 @@ def main() -> None:
             try:
                 times = {"bare": run(mono, built["exe"], ["--bare", "-", "-"], a.agents, a.steps, out)}
                 times["live"] = run(mono, built["exe"], ["--mlagents-port", "1", address], a.agents, a.steps, out)
+                head = ["--mlagents-port", "1", address]
+                times["live wait 2"] = run(mono, built["exe"], head, a.agents, a.steps, out, wait_ms=2)
                 with fake() as silent:
                     times["silent"] = run(mono, built["exe"], ["--mlagents-port", "1", silent], a.agents, a.steps, out)
+                    head = ["--mlagents-port", "1", silent]
+                    times["silent wait 2"] = run(mono, built["exe"], head, a.agents, a.steps, out, wait_ms=2)
                 with fake(address, 0.03) as late:
                     times["late"] = run(mono, built["exe"], ["--mlagents-port", "1", late], a.agents, a.steps, out)
                 # the kill lands about a third of the way: steps take ~20 ms of rest plus their own time
@@ -199,10 +205,10 @@ def main() -> None:
         print(json.dumps({"agents": a.agents, "steps": a.steps, "results": results}, indent=2))
         return
     print(f"Academy.EnvironmentStep, {a.agents} agents, examples/vector, {a.steps} steps (first {WARMUP} left out)")
-    print(f"{'scenario':10} {'round':>5} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'p50/bare':>9}")
+    print(f"{'scenario':14} {'round':>5} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'p50/bare':>9}")
     for name, rows in results.items():
         for i, r in enumerate(rows):
-            print(f"{name:10} {i + 1:5d} {r['p50']:8.3f} {r['p99']:8.3f} {r['max']:8.3f} {r['x_bare']:9.2f}")
+            print(f"{name:14} {i + 1:5d} {r['p50']:8.3f} {r['p99']:8.3f} {r['max']:8.3f} {r['x_bare']:9.2f}")
 
 
 if __name__ == "__main__":

@@ -31,9 +31,9 @@ namespace MLAgentsInference
         private bool _pending; // observations were put since the last DecideBatch
 
         /// <param name="addressFor">The server's address (HOST:PORT or unix:PATH) for a behaviour name.</param>
-        /// <param name="waitMs">How long the first GetActions of a step may wait for that step's answers, 0 to
-        /// <see cref="MaxWaitMs"/>.</param>
-        public ServedCommunicator(Func<string, string> addressFor, int waitMs = 2)
+        /// <param name="waitMs">How long the first GetActions of a step may wait for that step's answers, 0 (the
+        /// default: never; answers are then at least one decision late) to <see cref="MaxWaitMs"/>.</param>
+        public ServedCommunicator(Func<string, string> addressFor, int waitMs = 0)
         {
             if (addressFor == null) throw new ArgumentNullException("addressFor");
             if (waitMs < 0 || waitMs > MaxWaitMs) throw new ArgumentOutOfRangeException("waitMs", "0 to " + MaxWaitMs + " ms");
@@ -47,7 +47,7 @@ namespace MLAgentsInference
 
         /// <summary>Registers a ServedCommunicator for the Academy to create (call before the first scene loads,
         /// e.g. from a [RuntimeInitializeOnLoadMethod(RuntimeInitializeLoadType.BeforeSceneLoad)] method).</summary>
-        public static void Register(Func<string, string> addressFor, int waitMs = 2)
+        public static void Register(Func<string, string> addressFor, int waitMs = 0)
         {
             CommunicatorFactory.Register(() => new ServedCommunicator(addressFor, waitMs));
         }

@@ -213,7 +213,7 @@ public static class Harness
         });
 
         var live = new List<GameObject>();
-        int made = 0, step = 0;
+        int made = 0, step = 0, answeredCount = 0;
         Action add = () =>
         {
             var go = new GameObject("agent" + made);
@@ -255,6 +255,9 @@ public static class Harness
             agent.Applied = (who, actions) =>
             {
                 long seq = communicator == null ? -1 : communicator.AnsweredSeq(bp.FullyQualifiedBehaviorName, who.Id);
+                // the fallback's answers are not numbered: an answer is a first continuous action that is not zero
+                if (seq >= 0 || (communicator == null && actions.ContinuousActions.Length > 0 && actions.ContinuousActions[0] != 0f))
+                    answeredCount++;
                 var c = new string[actions.ContinuousActions.Length];
                 for (int i = 0; i < c.Length; i++) c[i] = F(actions.ContinuousActions[i]);
                 var d = new string[actions.DiscreteActions.Length];
@@ -271,8 +274,9 @@ public static class Harness
         };
         for (int i = 0; i < agents; i++) add();
 
+        bool warm = args.Length > a + 11 && args[a + 11] == "warm";
         var clock = new Stopwatch();
-        for (step = 0; step < steps; step++)
+        for (step = 0; warm ? answeredCount < steps && step < 1500 : step < steps; step++)
         {
             if (churn && step > 0 && step % 7 == 0)
             {
