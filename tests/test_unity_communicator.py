@@ -11,6 +11,7 @@ import contextlib
 import importlib.util
 import socket
 import subprocess
+import sys
 import threading
 import time
 
@@ -277,3 +278,92 @@ def test_the_samples_heuristic_only_fallback_acts_on_the_collected_vector_a_deci
         assert earlier, (step, agent)
         acted += 1
     assert acted >= 5, acted
+
+
+# -- the pinned copy of ML-Agents' runtime (tools/refresh_mlagents_runtime.py)
+
+PINNED = ROOT / "clients" / "csharp" / "Tests~" / "MLAgentsRuntime"
+
+
+def load_refresh():
+    spec = importlib.util.spec_from_file_location(
+        "refresh_mlagents_runtime", ROOT / "tools" / "refresh_mlagents_runtime.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_pinned_runtime_is_the_packages_files_as_the_refresh_script_wrote_them():
+    import hashlib
+
+    lines = [line.split(" ", 2) for line in (PINNED / "MANIFEST.txt").read_text().splitlines()[1:]]
+    assert len(lines) > 100 and (PINNED / "LICENSE.md").read_text().startswith(
+        "ML Agents copyright © 2017 Unity Technologies"
+    )
+    lowered = (PINNED / "LOWERED.md").read_text()
+    for package_sha, written_sha, path in lines:
+        assert hashlib.sha256((PINNED / path).read_bytes()).hexdigest() == written_sha, path  # no edit by hand
+        # a file differs from the package's only where the lowering says so
+        assert (package_sha == written_sha) == (f"`{path}`" not in lowered), path
+    assert {p.relative_to(PINNED).as_posix() for p in PINNED.rglob("*") if p.is_file()} == {
+        *(path for _, _, path in lines),
+        "MANIFEST.txt",
+        "LOWERED.md",
+    }
+
+
+def test_the_lowering_rules_write_csharp_7_2_of_the_same_meaning():
+    refresh = load_refresh()
+    lower = refresh.lower
+    text, rules = lower("X.cs", "            get { return shape.Length >= 4 ? shape[^2] : 1; }\n")
+    assert text == "            get { return shape.Length >= 4 ? shape[shape.Length - 2] : 1; }\n" and len(rules) == 1
+    source = (
+        "        void F()\n"
+        "        {\n"
+        "            var model = M();\n"
+        '            using var info = new Info(model, "{");\n'
+        "            if (info.Ok)\n"
+        "            {\n"
+        "                G(info);\n"
+        "            }\n"
+        "        }\n"
+    )
+    want = (
+        "        void F()\n"
+        "        {\n"
+        "            var model = M();\n"
+        '            using (var info = new Info(model, "{"))\n'
+        "            {\n"
+        "            if (info.Ok)\n"
+        "            {\n"
+        "                G(info);\n"
+        "            }\n"
+        "            }\n"
+        "        }\n"
+    )
+    assert lower("X.cs", source)[0] == want
+    assert (
+        lower("X.cs", "return shape.rank is >= 2 and < 4 ? 1 : 0;")[0]
+        == "return (shape.rank >= 2 && shape.rank < 4) ? 1 : 0;"
+    )
+    pair = "            foreach (var (field, attr) in Fields(o))\n            {\n                Use(field, attr);\n"
+    assert lower("X.cs", pair)[0] == (
+        "            foreach (var field_attr in Fields(o))\n            {\n"
+        "                var field = field_attr.Item1;\n                var attr = field_attr.Item2;\n"
+        "                Use(field, attr);\n"
+    )
+    with pytest.raises(refresh.RefreshError):
+        lower("X.cs", "switch (x) { case int n when n is > 3: break; }")
+
+
+def test_the_refresh_script_refuses_a_folder_that_is_not_the_package_in_one_line(tmp_path):
+    (tmp_path / "package.json").write_text('{"name": "com.unity.ml-agents", "version": "2.0.1"}')
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "refresh_mlagents_runtime.py"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2 and r.stdout == "" and len(r.stderr.splitlines()) == 1, r.stderr
+    assert "2.0.1, not com.unity.ml-agents 3.0.0" in r.stderr
