@@ -10,6 +10,7 @@ import json
 import os
 import re
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -321,3 +322,28 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+# -- the C# client (clients/csharp): Mono's compiler, shared by test_csharp_client.py and test_unity_communicator.py
+
+CSHARP_LANG_VERSION = "7.2"  # the newest mcs 6.8 knows; Unity's C# 7.3 takes it
+MCS_FLAGS = ["-langversion:" + CSHARP_LANG_VERSION, "-warnaserror", "-warn:4", "-nologo", "-optimize+"]
+
+
+def mono_tools(env=os.environ, which=shutil.which):
+    """(mcs, mono) paths; else ("skip" or "fail", why): a developer's machine skips, CI (env CI set) fails."""
+    mcs, mono = which("mcs"), which("mono")
+    if mcs and mono:
+        return mcs, mono
+    missing = " and ".join(name for name, path in (("mcs", mcs), ("mono", mono)) if not path)
+    why = f"{missing} not found: the C# client needs Mono (Debian: apt-get install mono-mcs mono-runtime)"
+    return ("fail" if env.get("CI") else "skip"), why
+
+
+def compile_cs(mcs: str, out: Path, sources: list, *extra) -> str:
+    r = subprocess.run(
+        [mcs, *MCS_FLAGS, *extra, f"-out:{out}", *map(str, sources)], capture_output=True, text=True, timeout=300
+    )
+    said = (r.stdout + r.stderr).strip()
+    assert r.returncode == 0 and out.exists(), f"mcs failed on {[Path(s).name for s in sources]}:\n{said}"
+    return said

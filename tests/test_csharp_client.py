@@ -10,7 +10,6 @@ Without `mcs`/`mono` the tests skip on a developer's machine and fail where CI i
 
 import contextlib
 import json
-import os
 import re
 import shutil
 import signal
@@ -23,28 +22,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, ROOT, child_env, serve_process
+from conftest import EXAMPLES, MCS_FLAGS, ROOT, child_env, compile_cs, mono_tools, serve_process
 from test_serve import local_server
 
 import inference
 from mlagents_inference.fronts.serve import serving
 
 CLIENT = ROOT / "clients" / "csharp"
-LANG_VERSION = "7.2"  # the newest mcs 6.8 knows; Unity's C# 7.3 takes it
-MCS_FLAGS = ["-langversion:" + LANG_VERSION, "-warnaserror", "-warn:4", "-nologo", "-optimize+"]
 START_S = 120.0
 CULTURES = ["process", "fr-FR", ""]  # the process runs with LC_ALL=de_DE.UTF-8: de-DE, then fr-FR, then invariant
 ANSWER_LINE = re.compile(r"^PASS .* step \d+ (\(ActMany of \d+\) )?agent -?\d+")
-
-
-def mono_tools(env=os.environ, which=shutil.which):
-    """(mcs, mono) paths; else ("skip" or "fail", why): a developer's machine skips, CI (env CI set) fails."""
-    mcs, mono = which("mcs"), which("mono")
-    if mcs and mono:
-        return mcs, mono
-    missing = " and ".join(name for name, path in (("mcs", mcs), ("mono", mono)) if not path)
-    why = f"{missing} not found: the C# client needs Mono (Debian: apt-get install mono-mcs mono-runtime)"
-    return ("fail" if env.get("CI") else "skip"), why
 
 
 def test_without_mono_a_developer_machine_skips_and_ci_fails():
@@ -58,15 +45,6 @@ def test_without_mono_a_developer_machine_skips_and_ci_fails():
         "mono not found: the C# client needs Mono (Debian: apt-get install mono-mcs mono-runtime)",
     )
     assert mono_tools({}, lambda name: "/usr/bin/" + name) == ("/usr/bin/mcs", "/usr/bin/mono")
-
-
-def compile_cs(mcs: str, out: Path, sources: list, *extra) -> str:
-    r = subprocess.run(
-        [mcs, *MCS_FLAGS, *extra, f"-out:{out}", *map(str, sources)], capture_output=True, text=True, timeout=300
-    )
-    said = (r.stdout + r.stderr).strip()
-    assert r.returncode == 0 and out.exists(), f"mcs failed on {[Path(s).name for s in sources]}:\n{said}"
-    return said
 
 
 @pytest.fixture(scope="module")
@@ -768,21 +746,6 @@ class FramesCheck { static void Main() {
     flipped, straight = (list(map(int, line.split(","))) for line in r.stdout.splitlines())
     assert flipped == hwc[::-1].transpose(2, 0, 1).ravel().tolist()
     assert straight == hwc.transpose(2, 0, 1).ravel().tolist()
-
-
-def test_the_sample_compiles_against_stand_ins_of_unity_and_ml_agents(built, tmp_path):
-    """Samples~ needs UnityEngine and ML-Agents, which are not here: compiled against hand-written stand-ins of the
-    types it
-    uses (Tests~/UnityStandIns.cs, ML-Agents 2.x's signatures), which holds its calls of the library to the library's
-    API."""
-    stand_ins = tmp_path / "UnityStandIns.dll"
-    compile_cs(built["mcs"], stand_ins, [CLIENT / "Tests~" / "UnityStandIns.cs"], "-target:library")
-    sample = sorted((CLIENT / "Samples~" / "SharedPolicy").glob("*.cs"))
-    assert len(sample) == 3
-    said = compile_cs(
-        built["mcs"], tmp_path / "Sample.dll", sample, "-target:library", f"-r:{stand_ins}", f"-r:{built['dll']}"
-    )
-    assert "warning" not in said.lower()
 
 
 def test_the_unity_package_is_laid_out_as_unity_reads_it():

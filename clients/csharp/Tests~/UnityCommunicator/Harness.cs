@@ -1,0 +1,300 @@
+// The console harness of tests/test_unity_communicator.py: ML-Agents' own Academy, Agents, BehaviorParameters,
+// DecisionRequester, VectorSensor and BufferSensor (com.unity.ml-agents 3.0.0, Tests~/MLAgentsRuntime) stepped through
+// the real Academy.EnvironmentStep, with ServedCommunicator in the trainer's place, against a live `--mode serve`.
+//
+//   mono Harness.exe --mlagents-port 1 ADDRESS SENSORS CONTINUOUS BRANCHES MASKS AGENTS STEPS EPISODE CHURN WAIT_MS OUT
+//   mono Harness.exe --policy-server ADDRESS - SENSORS ... (the sample's Heuristic-Only fallback: no communicator)
+//   mono Harness.exe --bare - - SENSORS ... (no communicator, no server: ML-Agents' own step, Heuristic doing nothing)
+//
+// (the first form:)
+//   mono Harness.exe --mlagents-port 1 ADDRESS SENSORS CONTINUOUS BRANCHES MASKS AGENTS STEPS EPISODE CHURN WAIT_MS OUT
+//
+// SENSORS: comma-separated, in the policy's input order: vN (the last: CollectObservations' N floats; another: a
+// VectorSensor of the agent's own), cCxHxW (a pixel sensor, written through ObservationWriter[c, h, w] as a camera
+// writes), bNxF (ML-Agents' BufferSensorComponent, 0..N rows of F appended each step). Sensor names are chosen so that
+// ML-Agents' sort by name keeps the given order. BRANCHES: comma-separated or "-". MASKS: 1 masks a random action of
+// each branch each step. EPISODE: steps per episode (0: one episode). CHURN: 1 destroys the oldest agent and adds one
+// every 7 steps. WAIT_MS: ServedCommunicator's wait. OUT gets, per line sent, SENT seq agent reset|- observations masks;
+// per agent and step, WROTE step agent observations (what the harness itself wrote, channel-first); per action applied,
+// APPLIED step agent seq continuous discrete; per step, STEP step ms. Observations: inputs joined by ';', each flat.
+using System;
+using System.Collections.Generic;
+using System.Diagnostics;
+using System.Globalization;
+using System.IO;
+using System.Text;
+using MLAgentsInference;
+using Unity.MLAgents;
+using Unity.MLAgents.Actuators;
+using Unity.MLAgents.Policies;
+using Unity.MLAgents.Sensors;
+using UnityEngine;
+
+/// <summary>A camera's stand-in that ML-Agents cannot tell from one: an ISensor of shape [C, H, W] that writes
+/// pixel / 255 through ObservationWriter's [c, h, w] indexer, as ML-Agents' CameraSensor does.</summary>
+public sealed class PixelSensor : ISensor
+{
+    public readonly int C, H, W;
+    public readonly string Name;
+    public float[] Chw; // what was written last, channel-first
+    public System.Random Rng;
+
+    public PixelSensor(string name, int c, int h, int w) { Name = name; C = c; H = h; W = w; Chw = new float[c * h * w]; }
+    public ObservationSpec GetObservationSpec() { return ObservationSpec.Visual(C, H, W); }
+
+    public int Write(ObservationWriter writer)
+    {
+        for (int c = 0; c < C; c++)
+            for (int h = 0; h < H; h++)
+                for (int w = 0; w < W; w++)
+                {
+                    float v = Rng.Next(256) / 255f;
+                    Chw[(c * H + h) * W + w] = v;
+                    writer[c, h, w] = v;
+                }
+        return C * H * W;
+    }
+
+    public byte[] GetCompressedObservation() { return null; }
+    public void Update() { }
+    public void Reset() { }
+    public CompressionSpec GetCompressionSpec() { return CompressionSpec.Default(); }
+    public string GetName() { return Name; }
+}
+
+public sealed class HarnessSensors : SensorComponent
+{
+    public string[] Specs = new string[0];
+    public readonly List<ISensor> Made = new List<ISensor>();
+    public System.Random Rng;
+
+    public override ISensor[] CreateSensors()
+    {
+        Made.Clear();
+        for (int i = 0; i < Specs.Length; i++)
+        {
+            string name = "S" + (char)('a' + i) + "_"; // sorts by position, before CollectObservations' "VectorSensor_..."
+            int[] dims = Array.ConvertAll(Specs[i].Substring(1).Split('x'), int.Parse);
+            if (Specs[i][0] == 'v') Made.Add(new VectorSensor(dims[0], name + "vector"));
+            else if (Specs[i][0] == 'c') Made.Add(new PixelSensor(name + "camera", dims[0], dims[1], dims[2]) { Rng = Rng });
+            else Made.Add(null); // a BufferSensorComponent of its own (below)
+        }
+        return Made.FindAll(s => s != null).ToArray();
+    }
+}
+
+// The sample's base class (Samples~/ServedPolicy): with a communicator its Heuristic is never called.
+public sealed class HarnessAgent : ServedHeuristicAgent
+{
+    public int Id, CollectSize, EpisodeSteps;
+    public bool Masks;
+    public int[] Branches = new int[0];
+    public System.Random Rng;
+    public Action<HarnessAgent, ActionBuffers> Applied;
+    public Action<HarnessAgent> Wrote;
+    public bool Bare;
+    public readonly List<float[]> Written = new List<float[]>(); // this step's inputs in the policy's order
+    public List<BufferSensorComponent> Buffers = new List<BufferSensorComponent>();
+    int m_Steps;
+
+    public override void CollectObservations(VectorSensor sensor)
+    {
+        Written.Clear();
+        var own = GetComponent<HarnessSensors>();
+        int buffer = 0;
+        for (int i = 0; i < own.Specs.Length; i++)
+        {
+            int[] dims = Array.ConvertAll(own.Specs[i].Substring(1).Split('x'), int.Parse);
+            if (own.Specs[i][0] == 'v')
+            {
+                var v = new float[dims[0]];
+                for (int k = 0; k < v.Length; k++) v[k] = Value();
+                ((VectorSensor)own.Made[i]).Reset();
+                ((VectorSensor)own.Made[i]).AddObservation(v);
+                Written.Add(v);
+            }
+            else if (own.Specs[i][0] == 'c')
+                Written.Add(null); // filled from the sensor after it wrote (below)
+            else
+            {
+                var rows = new float[dims[0] * dims[1]]; // unused rows stay zero, as the BufferSensor pads them
+                int n = Rng.Next(dims[0] + 1);
+                for (int r = 0; r < n; r++)
+                {
+                    var row = new float[dims[1]];
+                    for (int k = 0; k < row.Length; k++) row[k] = rows[r * dims[1] + k] = Value();
+                    Buffers[buffer].AppendObservation(row);
+                }
+                buffer++;
+                Written.Add(rows);
+            }
+        }
+        var collect = new float[CollectSize];
+        for (int k = 0; k < collect.Length; k++) collect[k] = Value();
+        sensor.AddObservation(collect);
+        Written.Add(collect);
+    }
+
+    float Value() { return (float)(Rng.NextDouble() * 4 - 2); }
+
+    public override void WriteDiscreteActionMask(IDiscreteActionMask actionMask)
+    {
+        if (!Masks) return;
+        for (int b = 0; b < Branches.Length; b++) actionMask.SetActionEnabled(b, Rng.Next(Branches[b]), false);
+    }
+
+    public override void Heuristic(in ActionBuffers actionsOut)
+    {
+        if (!Bare) base.Heuristic(actionsOut);
+    }
+
+    public override void OnActionReceived(ActionBuffers actions)
+    {
+        // the step's sensors have all written by now (the communicator had them write), and EndEpisode below
+        // collects once more: the step's record is taken first
+        var own = GetComponent<HarnessSensors>();
+        for (int i = 0; i < own.Specs.Length; i++)
+            if (own.Specs[i][0] == 'c') Written[i] = (float[])((PixelSensor)own.Made[i]).Chw.Clone();
+        Wrote(this);
+        Applied(this, actions);
+        m_Steps++;
+        if (EpisodeSteps > 0 && m_Steps % EpisodeSteps == 0) EndEpisode();
+    }
+}
+
+public static class Harness
+{
+    static string F(float v) { return v.ToString("R", CultureInfo.InvariantCulture); }
+
+    static string Flat(object o)
+    {
+        var rows = o as float[][];
+        if (rows == null) return string.Join(",", Array.ConvertAll((float[])o, F));
+        var parts = new List<string>();
+        foreach (float[] row in rows) parts.Add(string.Join(",", Array.ConvertAll(row, F)));
+        return string.Join(",", parts);
+    }
+
+    public static int Main(string[] args)
+    {
+        bool bare = Array.IndexOf(args, "--bare") >= 0;
+        bool fallback = !bare && Array.IndexOf(args, "--mlagents-port") < 0; // the Academy reads the flag itself
+        int a = Array.IndexOf(args, bare ? "--bare" : fallback ? "--policy-server" : "--mlagents-port") + 2;
+        string address = fallback ? args[a - 1] : args[a];
+        string[] specs = args[a + 1].Split(',');
+        int continuous = int.Parse(args[a + 2]);
+        int[] branches = args[a + 3] == "-" ? new int[0] : Ints(args[a + 3]);
+        bool masks = args[a + 4] == "1";
+        int agents = int.Parse(args[a + 5]), steps = int.Parse(args[a + 6]), episode = int.Parse(args[a + 7]);
+        bool churn = args[a + 8] == "1";
+        int waitMs = int.Parse(args[a + 9]);
+        var output = new StreamWriter(args[a + 10]);
+        // the policy's order: CollectObservations' sensor ("VectorSensor_size...") sorts after the harness' own ("Sa_...")
+        int collectAt = specs.Length - 1;
+        if (specs[collectAt][0] != 'v') throw new ArgumentException("the policy's last input must be a vector here");
+        var own = new List<string>(specs);
+        own.RemoveAt(collectAt);
+        int collectSize = int.Parse(specs[collectAt].Substring(1));
+
+        ServedCommunicator communicator = null;
+        CommunicatorFactory.Register(() =>
+        {
+            communicator = new ServedCommunicator(name => address, waitMs);
+            communicator.Log = message => { lock (output) output.WriteLine("LOGGED " + message.Replace('\n', ' ')); };
+            communicator.Sent = (behaviour, seq, batch, reset) =>
+            {
+                lock (output)
+                    foreach (AgentRequest r in batch)
+                        output.WriteLine("SENT " + seq + " " + r.AgentId + (reset.Contains(r.AgentId) ? " reset " : " - ") +
+                            string.Join(";", Array.ConvertAll(r.Observations, Flat)) + " " +
+                            (r.ActionMasks == null ? "-" : string.Join(",", r.ActionMasks)));
+            };
+            return communicator;
+        });
+
+        var live = new List<GameObject>();
+        int made = 0, step = 0, answeredCount = 0;
+        Action add = () =>
+        {
+            var go = new GameObject("agent" + made);
+            go.SetActive(false); // fields are set before OnEnable, as the Inspector sets them
+            var bp = go.AddComponent<BehaviorParameters>();
+            bp.BehaviorName = "Served";
+            if (fallback || bare) bp.BehaviorType = BehaviorType.HeuristicOnly;
+            bp.BrainParameters.VectorObservationSize = collectSize;
+            bp.BrainParameters.ActionSpec = new ActionSpec(continuous, branches);
+            var rng = new System.Random(1000 + made);
+            var sensors = go.AddComponent<HarnessSensors>();
+            sensors.Specs = own.ToArray();
+            sensors.Rng = rng;
+            var buffers = new List<BufferSensorComponent>();
+            for (int i = 0; i < own.Count; i++)
+            {
+                if (own[i][0] != 'b') continue;
+                int[] dims = Array.ConvertAll(own[i].Substring(1).Split('x'), int.Parse);
+                var buffer = go.AddComponent<BufferSensorComponent>();
+                buffer.SensorName = "S" + (char)('a' + i) + "_buffer";
+                buffer.MaxNumObservables = dims[0];
+                buffer.ObservableSize = dims[1];
+                buffers.Add(buffer);
+            }
+            var agent = go.AddComponent<HarnessAgent>();
+            agent.Id = made;
+            agent.CollectSize = collectSize;
+            agent.Masks = masks;
+            agent.Branches = branches;
+            agent.EpisodeSteps = episode;
+            agent.Rng = rng;
+            agent.Bare = bare;
+            agent.Buffers = buffers;
+            agent.Wrote = who =>
+            {
+                lock (output)
+                    output.WriteLine("WROTE " + step + " " + who.Id + " " + string.Join(";", who.Written.ConvertAll(v => Flat(v)).ToArray()));
+            };
+            agent.Applied = (who, actions) =>
+            {
+                long seq = communicator == null ? -1 : communicator.AnsweredSeq(bp.FullyQualifiedBehaviorName, who.Id);
+                // the fallback's answers are not numbered: an answer is a first continuous action that is not zero
+                if (seq >= 0 || (communicator == null && actions.ContinuousActions.Length > 0 && actions.ContinuousActions[0] != 0f))
+                    answeredCount++;
+                var c = new string[actions.ContinuousActions.Length];
+                for (int i = 0; i < c.Length; i++) c[i] = F(actions.ContinuousActions[i]);
+                var d = new string[actions.DiscreteActions.Length];
+                for (int i = 0; i < d.Length; i++) d[i] = actions.DiscreteActions[i].ToString(CultureInfo.InvariantCulture);
+                lock (output)
+                    output.WriteLine("APPLIED " + step + " " + who.Id + " " + seq + " " + (c.Length == 0 ? "-" : string.Join(",", c)) +
+                        " " + (d.Length == 0 ? "-" : string.Join(",", d)));
+            };
+            var requester = go.AddComponent<DecisionRequester>();
+            requester.DecisionPeriod = 1;
+            go.SetActive(true);
+            live.Add(go);
+            made++;
+        };
+        for (int i = 0; i < agents; i++) add();
+
+        bool warm = args.Length > a + 11 && args[a + 11] == "warm";
+        var clock = new Stopwatch();
+        for (step = 0; warm ? answeredCount < steps && step < 1500 : step < steps; step++)
+        {
+            if (churn && step > 0 && step % 7 == 0)
+            {
+                UnityEngine.Object.Destroy(live[0]);
+                live.RemoveAt(0);
+                add();
+            }
+            clock.Restart();
+            Academy.Instance.EnvironmentStep();
+            clock.Stop();
+            lock (output) output.WriteLine("STEP " + step + " " + clock.Elapsed.TotalMilliseconds.ToString("F3", CultureInfo.InvariantCulture));
+            System.Threading.Thread.Sleep(20); // the rest of a frame: answers arrive between steps
+        }
+        Academy.Instance.Dispose();
+        lock (output) output.Close();
+        Console.WriteLine("DONE agents=" + made + " communicator=" + (communicator != null));
+        return communicator != null || fallback || bare ? 0 : 1;
+    }
+
+    static int[] Ints(string text) { return Array.ConvertAll(text.Split(','), s => int.Parse(s, CultureInfo.InvariantCulture)); }
+}
