@@ -94,8 +94,8 @@ RECENT_S, GATHER_TURNS = 0.002, 16  # with --max-wait-us 0, a V2 request that co
 
 AWAITED_S, GATHER_S = 0.005, 0.002  # with --max-wait-us 0, a line that finds other connections "awaited" (answered
 # within AWAITED_S, no line of theirs back since: lock-step clients working out their next step) waits up to GATHER_S
-# for them, and is answered as soon as every one is back. 64 lock-step connections of one line each went 6-10 lines
-# an engine call without it, 35-50 with it (GATHER_S 0.001: 25-35); a lone client, or clients seldom answered, wait
+# for them, and is answered as soon as every one is back. 64 lock-step connections of one line each went 4-22 lines
+# an engine call without it, 27-51 with it (GATHER_S 0.001: 25-36); a lone client, or clients seldom answered, wait
 # for none. (The loop's timers are whole ms: it sleeps in the poll meanwhile, reading what comes.)
 
 
