@@ -506,7 +506,7 @@ class Server:
             now, at, awaited = time.perf_counter(), 0, self.awaited
             for owner, n, arrived in owners:
                 owner.deliver(texts[at : at + n], answers[at : at + n])
-                if not owner.lines and type(owner) is Connection:
+                if not owner.lines and type(owner) is Connection and not owner.eof:  # (at EOF: it closes)
                     awaited.pop(owner, None)  # (kept oldest first)
                     awaited[owner] = now
                 at += n
