@@ -9,7 +9,9 @@ default threads, no spinning):
 - serve, one connect() per thread (64 connections);
 - TorchRL's InferenceServer (service_backend "thread", max_batch_size 64) with its SlotTransport (one slot per
   thread) and with its ThreadingTransport, the model a callable that runs that session on the batch;
-- one caller alone (4 x --steps calls), serve + connect() and TorchRL's SlotTransport: a round trip's p50.
+- one caller alone (4 x --steps calls), serve + connect() and TorchRL's SlotTransport: a round trip's p50;
+- with --before DIR: the same three serve configurations against a second serve, DIR's inference.py (a checkout of
+  the code before, e.g. a git worktree), in the same turns (connect() is this tree's on both).
 
 Each configuration runs `--steps` steps of every thread, in turn, `--rounds` times (interleaved: ours and TorchRL's,
 one after the other); actions/s (the steps of all threads over the wall time) and the p99 of one call's latency,
@@ -41,9 +43,9 @@ HUGGY = ROOT / "assets" / "ppo-Huggy-sample"
 OUTPUT = "deterministic_continuous_actions"  # (the engine's deterministic output: the actions act() returns)
 
 
-def start_serve(listen: str) -> tuple:
+def start_serve(listen: str, root: Path = ROOT) -> tuple:
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "inference.py"), "--mode", "serve", "--model-dir", str(HUGGY), "--listen", listen],
+        [sys.executable, str(root / "inference.py"), "--mode", "serve", "--model-dir", str(HUGGY), "--listen", listen],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -101,6 +103,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=150)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--listen", default="127.0.0.1:0", help="serve's address (unix:PATH for a Unix socket)")
+    ap.add_argument("--before", type=Path, help="a checkout of the code before: its serve, side by side")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
@@ -124,10 +127,16 @@ def main() -> None:
         return TensorDict({"action": torch.from_numpy(actions)}, batch_size=td.batch_size)
 
     proc, address = start_serve(args.listen)
-    results: dict = {}
+    procs, results = [proc], {}
     try:
         shared = inference.connect(address)
         own = [inference.connect(address) for _ in range(args.threads)]
+        before = None
+        if args.before:  # (a Unix socket: the path with ".before" added)
+            listen = args.listen + ".before" if args.listen.startswith("unix:") else args.listen
+            before_proc, before_address = start_serve(listen, args.before.resolve())
+            procs.append(before_proc)
+            before = inference.connect(before_address), [inference.connect(before_address) for _ in own]
 
         def torchrl_run(transport, threads=args.threads, obs=obs, want=want) -> dict:
             with InferenceServer(model, transport, max_batch_size=args.threads) as server:
@@ -150,28 +159,53 @@ def main() -> None:
                 obs,
                 want,
             ),
+            **(
+                {
+                    "before: serve, one connect() shared": lambda: lockstep(
+                        args.threads, args.steps, lambda k: lambda x: before[0].act(x)["continuous_actions"], obs, want
+                    ),
+                    "before: serve, one connect() per thread": lambda: lockstep(
+                        args.threads,
+                        args.steps,
+                        lambda k: (lambda p: lambda x: p.act(x)["continuous_actions"])(before[1][k]),
+                        obs,
+                        want,
+                    ),
+                }
+                if before
+                else {}
+            ),
             "TorchRL SlotTransport": lambda: torchrl_run(SlotTransport(args.threads)),
             "TorchRL ThreadingTransport": lambda: torchrl_run(ThreadingTransport()),
             "lone caller: serve + connect()": lambda: lockstep(
                 1, args.steps * 4, lambda k: lambda x: shared.act(x)["continuous_actions"], lone, lone_want
             ),
             "lone caller: TorchRL SlotTransport": lambda: torchrl_run(SlotTransport(1), 1, lone, lone_want),
+            **(
+                {
+                    "before: lone caller: serve + connect()": lambda: lockstep(
+                        1, args.steps * 4, lambda k: lambda x: before[0].act(x)["continuous_actions"], lone, lone_want
+                    )
+                }
+                if before
+                else {}
+            ),
         }
         for name, run in configs.items():  # (warm up: every path once, short)
             run()
         for _ in range(args.rounds):
             for name, run in configs.items():
                 results.setdefault(name, []).append(run())
-        shared.close()
-        for p in own:
+        for p in [shared, *own, *([before[0], *before[1]] if before else [])]:
             p.close()
     finally:
-        proc.terminate()  # (SIGTERM: serve drains and removes its Unix socket)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        for proc in procs:
+            proc.terminate()  # (SIGTERM: serve drains and removes its Unix socket)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
     summary = {
         name: {
@@ -185,7 +219,8 @@ def main() -> None:
         }
         for name, rs in results.items()
     }
-    for name in ("serve, one connect() shared", "serve, one connect() per thread"):  # (per round: the same minutes)
+    ours = [name for name in results if "one connect()" in name]
+    for name in ours:  # (per round: the same minutes)
         rounds = zip(results[name], results["TorchRL SlotTransport"], results["TorchRL ThreadingTransport"])
         speed, p99 = zip(*((r["actions_per_s"] / a["actions_per_s"], r["p99_ms"] / b["p99_ms"]) for r, a, b in rounds))
         summary[name]["x_slot_actions_per_s"] = float(np.median(speed))
@@ -199,6 +234,7 @@ def main() -> None:
         "steps": args.steps,
         "rounds": args.rounds,
         "listen": args.listen.split(":")[0],
+        "before": str(args.before) if args.before else None,
     }
     if args.json:
         print(json.dumps({"meta": meta, "results": summary}))
@@ -212,7 +248,7 @@ def main() -> None:
             else ""
         )
         print(
-            f"{name:34s} {r['actions_per_s']:8.0f} actions/s  p50 {r['p50_ms']:6.2f} ms  p99 {r['p99_ms']:6.2f} ms  "
+            f"{name:42s} {r['actions_per_s']:8.0f} actions/s  p50 {r['p50_ms']:6.2f} ms  p99 {r['p99_ms']:6.2f} ms  "
             f"rounds {r['actions_per_s_rounds']} / {r['p99_ms_rounds']}  wrong {r['wrong']}{extra}"
             + (f"  errors {r['errors']}" if r["errors"] else "")
         )
