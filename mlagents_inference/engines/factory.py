@@ -56,6 +56,7 @@ def make_engine(
     graphs: bool = True,
     providers: Optional[list] = None,
     spin: bool = True,
+    compile: bool = False,
 ) -> tuple:
     """(engine, device, engine name) for a loaded policy: its ML-Agents ONNX file itself where it has no modules (the
     torch-free install), ML-Agents' modules on onnxruntime (exported once) or on torch. UsageError for a combination
@@ -96,22 +97,28 @@ def make_engine(
         return OnnxRuntimeEngine(actor, spin=spin), device, name
     from .torch_engine import TorchEngine
 
-    return TorchEngine(actor, device, dtype, graphs), device, name
+    return TorchEngine(actor, device, dtype, graphs, compile=compile), device, name
 
 
 def engine_report(engine) -> dict:
     """What an engine runs, for info, precision and benchmark: "precision" (what float32 runs as, read back from the
     switches or from the options the provider took) and "graphs" (the torch engine's device graphs: whether they run,
     and why not; None where there are none: the CPU, onnxruntime) and "graph_calls" (with them: {"captures",
-    "replays", "eager"}, the buckets captured and the calls answered by a replay and eager so far)."""
+    "replays", "eager"}, the buckets captured and the calls answered by a replay and eager so far) and "compiled" (the
+    torch engine's --compile: whether the compiled module runs, and why not; None on onnxruntime)."""
     session = getattr(engine, "session", None)
     if session is not None:
         from ..core.sessions import provider_precision
 
-        return {"precision": provider_precision(session), "graphs": None, "graph_calls": None}
+        return {"precision": provider_precision(session), "graphs": None, "graph_calls": None, "compiled": None}
     state = getattr(engine, "graph_state", None)
     calls = getattr(engine, "counts", None) if state is not None else None
-    return {"precision": getattr(engine, "precision", None), "graphs": state, "graph_calls": calls and dict(calls)}
+    return {
+        "precision": getattr(engine, "precision", None),
+        "graphs": state,
+        "graph_calls": calls and dict(calls),
+        "compiled": getattr(engine, "compile_state", None),
+    }
 
 
 def graph_calls_text(engine, sep: str = ":", join: str = ",") -> str:

@@ -226,6 +226,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     option(
         run,
+        "--compile",
+        choices=("on", "off"),
+        default="off",
+        help="torch engine: run the network through torch.compile (CPU, CUDA; torchair on an NPU), checked against "
+        "eager first; a failure runs eager, in one line (default off; docs/accelerators.md)",
+    )
+    option(
+        run,
         "--spin",
         choices=("on", "off"),
         default=None,

@@ -81,6 +81,7 @@ class Context:
             self.args.graphs == "on",
             providers=self.args.providers,
             spin=self.args.spin == "on",
+            compile=self.args.compile == "on",
         )
 
     def base(self) -> dict:
