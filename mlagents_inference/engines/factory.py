@@ -88,7 +88,7 @@ def make_engine(
             )
         from .onnx_engine import OnnxRuntimeEngine
 
-        return OnnxRuntimeEngine(actor, ort_providers, spin), device, "onnxruntime"
+        return OnnxRuntimeEngine(actor, ort_providers, spin, graphs), device, "onnxruntime"
     device = device if type(device).__module__ == "torch" else pick_device(device, engine, providers)
     name = choose_engine(engine, device, dtype)
     if name == "onnxruntime":
@@ -110,7 +110,13 @@ def engine_report(engine) -> dict:
     if session is not None:
         from ..core.sessions import provider_precision
 
-        return {"precision": provider_precision(session), "graphs": None, "graph_calls": None, "compiled": None}
+        calls = getattr(engine, "counts", None)  # (onnxruntime's CUDA graphs)
+        return {
+            "precision": provider_precision(session),
+            "graphs": getattr(engine, "graph_state", None),
+            "graph_calls": calls and dict(calls),
+            "compiled": None,
+        }
     state = getattr(engine, "graph_state", None)
     calls = getattr(engine, "counts", None) if state is not None else None
     return {
