@@ -57,6 +57,7 @@ def make_engine(
     providers: Optional[list] = None,
     spin: bool = True,
     compile: bool = False,
+    threads: Optional[int] = None,
 ) -> tuple:
     """(engine, device, engine name) for a loaded policy: its ML-Agents ONNX file itself where it has no modules (the
     torch-free install), ML-Agents' modules on onnxruntime (exported once) or on torch. UsageError for a combination
@@ -82,22 +83,24 @@ def make_engine(
             from ..loaders.onnx_file import MLAgentsOnnx
 
             return (
-                MLAgentsOnnx(checkpoint.path, checkpoint.settings, providers=ort_providers, sampling=True, spin=spin),
+                MLAgentsOnnx(
+                    checkpoint.path, checkpoint.settings, threads, providers=ort_providers, sampling=True, spin=spin
+                ),
                 device,
                 "onnxruntime",
             )
         from .onnx_engine import OnnxRuntimeEngine
 
-        return OnnxRuntimeEngine(actor, ort_providers, spin, graphs), device, "onnxruntime"
+        return OnnxRuntimeEngine(actor, ort_providers, spin, graphs, threads), device, "onnxruntime"
     device = device if type(device).__module__ == "torch" else pick_device(device, engine, providers)
     name = choose_engine(engine, device, dtype)
     if name == "onnxruntime":
         from .onnx_engine import OnnxRuntimeEngine
 
-        return OnnxRuntimeEngine(actor, spin=spin), device, name
+        return OnnxRuntimeEngine(actor, spin=spin, threads=threads), device, name
     from .torch_engine import TorchEngine
 
-    return TorchEngine(actor, device, dtype, graphs, compile=compile), device, name
+    return TorchEngine(actor, device, dtype, graphs, compile=compile, threads=threads), device, name
 
 
 def engine_report(engine) -> dict:

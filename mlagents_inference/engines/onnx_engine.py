@@ -30,20 +30,27 @@ class OnnxRuntimeEngine:
 
     name = "onnxruntime"
 
-    def __init__(self, actor: "SimpleActor", providers: Optional[list] = None, spin: bool = True, graphs: bool = True):
+    def __init__(
+        self,
+        actor: "SimpleActor",
+        providers: Optional[list] = None,
+        spin: bool = True,
+        graphs: bool = True,
+        threads: Optional[int] = None,
+    ):
         self.output_names, self.input_names = engine_output_names(actor.settings), input_names(actor.settings)
         model = export_engine_onnx(EngineHeads(actor))
         self.graph_state, self.bound = None, None  # (CUDA graphs: whether they run, and why not)
         cuda = any((p if isinstance(p, str) else p[0]) == "CUDAExecutionProvider" for p in providers or [])
         if cuda and graphs:
             try:
-                self.session = onnx_session(model, providers=with_cuda_graph(providers), spin=spin)
+                self.session = onnx_session(model, providers=with_cuda_graph(providers), spin=spin, threads=threads)
             except UsageError as exc:
                 self.graph_state = f"off: the CUDA provider refused enable_cuda_graph ({exc})"
                 print(f"[note] CUDA graphs off: {self.graph_state[5:]}; running without", file=sys.stderr, flush=True)
-                self.session = onnx_session(model, providers=providers, spin=spin)
+                self.session = onnx_session(model, providers=providers, spin=spin, threads=threads)
         else:
-            self.session = onnx_session(model, providers=providers, spin=spin)
+            self.session = onnx_session(model, providers=providers, spin=spin, threads=threads)
             self.graph_state = "off (--graphs off)" if cuda else None
         self.providers = self.session.get_providers()
         # InferenceSession.run re-checks on every call what is fixed here (input names, OrtValue

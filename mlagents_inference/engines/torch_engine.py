@@ -5,6 +5,7 @@ buffers on the engine's own stream, one wait per call; what ran counted and repo
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import shutil
@@ -22,7 +23,7 @@ from .torch_devices import cast_actor, check_dtype, device_api, float32_report, 
 if TYPE_CHECKING:  # (annotations only)
     from ..model.networks import SimpleActor
 
-__all__ = ["GRAPH_TOLERANCE", "capture_refused", "compile_backend", "TorchEngine"]
+__all__ = ["GRAPH_TOLERANCE", "capture_refused", "compile_backend", "cpu_threads", "TorchEngine"]
 
 GRAPH_TOLERANCE = {"float32": 1e-5}  # a replay's largest difference from eager, relative to max(1, |eager|); 1e-2 else
 
@@ -85,8 +86,10 @@ class TorchEngine:
         graphs: bool = True,
         max_bucket: int = MAX_BUCKET,
         compile: bool = False,
+        threads: Optional[int] = None,
     ):
         check_dtype(device, dtype)
+        self.threads = threads if device.type == "cpu" else None  # (torch's intra-op threads during a CPU call)
         full_float32(device)  # (also for a torch.device handed in directly, which resolve_device never saw)
         self.device, self.dtype = device, getattr(torch, dtype)
         self.heads = EngineHeads(cast_actor(copy.deepcopy(actor), self.dtype).to(device)).eval()
@@ -252,7 +255,7 @@ class TorchEngine:
         if self.api is None:  # the CPU: no copies, no waits
             self.counts["eager"] += 1
             wanted = self.wanted(names)
-            with torch.inference_mode():
+            with torch.inference_mode(), cpu_threads(self.threads):
                 outs = self._forward([torch.from_numpy(x) for x in flat], wanted)
             return {name: out.numpy() for name, out in zip(wanted, outs)}
         rows = flat[0].shape[0]
@@ -308,7 +311,7 @@ class TorchEngine:
         rows = tensors[0].shape[0]
         if self.api is None:
             self.counts["eager"] += 1
-            with torch.inference_mode():
+            with torch.inference_mode(), cpu_threads(self.threads):
                 outs = self._forward(tensors, self.wanted(names))
             return dict(zip(self.wanted(names), outs))
         self.device_calls = True
@@ -341,6 +344,21 @@ class TorchEngine:
     def _sliced(self, outs, rows: int, names: list) -> dict:
         """The first `rows` rows of the static outputs `names`, copied on the card (the next replay overwrites them)."""
         return {name: out[:rows].clone() for name, out in zip(self.output_names, outs) if name in names}
+
+
+@contextlib.contextmanager
+def cpu_threads(threads: Optional[int]):
+    """torch's intra-op threads set to `threads` for the block and restored after (the caller's own torch work keeps
+    its count); nothing where None. torch's CPU operators wait at an OpenMP barrier for every thread: on a loaded
+    machine a descheduled one stalls each operator (docs/performance.md, issue 41)."""
+    before = torch.get_num_threads() if threads else None
+    if threads and threads != before:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        if threads and threads != before:
+            torch.set_num_threads(before)
 
 
 def _one_line(exc: Exception) -> str:

@@ -82,6 +82,7 @@ class Context:
             providers=self.args.providers,
             spin=self.args.spin == "on",
             compile=self.args.compile == "on",
+            threads=self.args.threads,
         )
 
     def base(self) -> dict:

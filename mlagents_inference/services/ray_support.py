@@ -37,6 +37,7 @@ def ray_model(ctx: Context) -> dict:
         "providers": args.providers,
         "spin": args.spin == "on",
         "compile": args.compile == "on",
+        "threads": args.threads,
     }
 
 
@@ -58,6 +59,7 @@ def ray_policy(model: dict) -> Policy:
         providers=model["providers"],
         spin=model["spin"],
         compile=model["compile"],
+        threads=model["threads"],
     )
 
 
