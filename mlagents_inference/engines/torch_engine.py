@@ -23,7 +23,7 @@ from .torch_devices import cast_actor, check_dtype, device_api, float32_report, 
 if TYPE_CHECKING:  # (annotations only)
     from ..model.networks import SimpleActor
 
-__all__ = ["GRAPH_TOLERANCE", "capture_refused", "compile_backend", "cpu_threads", "TorchEngine"]
+__all__ = ["GRAPH_TOLERANCE", "PROBE_ROWS", "capture_refused", "compile_backend", "cpu_threads", "TorchEngine"]
 
 GRAPH_TOLERANCE = {"float32": 1e-5}  # a replay's largest difference from eager, relative to max(1, |eager|); 1e-2 else
 
