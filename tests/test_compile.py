@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from conftest import EXAMPLES, call
+from conftest import EXAMPLES, call, run
 
 import inference
 from mlagents_inference.core.errors import UsageError
@@ -118,9 +118,16 @@ def test_an_npu_compiles_with_torchairs_backend_and_without_torchair_says_so(mon
     assert backend is None and refused.startswith("torchair (torch_npu's graph mode) is not importable")
 
 
-def test_compile_must_be_true_or_false():
+def test_compile_must_be_true_or_false_and_is_for_the_torch_engine(capsys):
     with pytest.raises(UsageError, match="compile="):
         inference.load(str(HYBRID), device="cpu", engine="torch", compile="yes")
+    for engine in ("onnxruntime", "auto"):  # (auto on the CPU in float32: onnxruntime)
+        with pytest.raises(UsageError, match="applies to the torch engine"):
+            inference.load(str(HYBRID), device="cpu", engine=engine, compile=True)
+    code, out, err = run(capsys, "--model-dir", HYBRID, "--device", "cpu", "--compile", "on")
+    assert code == 2 and err.strip().splitlines() == [
+        "error: --compile on applies to the torch engine (--engine torch), not onnxruntime"
+    ]
 
 
 def test_info_says_whether_the_compiled_module_runs(monkeypatch, capsys):

@@ -63,6 +63,8 @@ def make_engine(
     torch-free install), ML-Agents' modules on onnxruntime (exported once) or on torch. UsageError for a combination
     that cannot run, naming what to install."""
     actor = checkpoint.actor
+    if compile and (actor is None or engine == "onnxruntime" or providers):
+        raise UsageError("--compile on applies to the torch engine (--engine torch), not onnxruntime")
     if actor is None or engine == "onnxruntime" or providers:  # onnxruntime's devices (providers)
         if actor is None and (engine == "torch" or dtype != "float32"):
             raise UsageError(
@@ -94,6 +96,8 @@ def make_engine(
         return OnnxRuntimeEngine(actor, ort_providers, spin, graphs, threads), device, "onnxruntime"
     device = device if type(device).__module__ == "torch" else pick_device(device, engine, providers)
     name = choose_engine(engine, device, dtype)
+    if compile and name != "torch":
+        raise UsageError("--compile on applies to the torch engine (--engine torch), not onnxruntime")
     if name == "onnxruntime":
         from .onnx_engine import OnnxRuntimeEngine
 
