@@ -680,6 +680,7 @@ class FakeSession:
         self.first, self.options = first, {k: str(v) for k, v in options.items()}
         self.half = first == "CANNExecutionProvider" and not ({"precision_mode", "precision_mode_v2"} & set(options))
         self.rows = []  # the batch size of every run the provider was given
+        self.runs = []  # session.run and run_with_iobinding calls: what was bound, the graph id
         if self.half:
             run = real._sess.run
             self._sess = SimpleNamespace(
@@ -710,7 +711,56 @@ class FakeSession:
         return self.real.get_outputs()
 
     def run(self, names, feed, options=None):
+        self.runs.append(
+            ("run", len(next(iter(feed.values()))), options and options.get_run_config_entry("gpu_graph_id"))
+        )
         return self._sess.run(names, feed, options)
+
+    def io_binding(self):
+        return FakeBinding(self.real.io_binding())
+
+    def run_with_iobinding(self, binding, options=None):
+        """Records the graph id and the buffers bound (the CUDA provider captures a graph per id over these exact
+        addresses), then runs the real CPU session on them."""
+        graph = options.get_run_config_entry("gpu_graph_id") if options is not None else None
+        self.runs.append(("bound", dict(binding.inputs), dict(binding.outputs), graph))
+        self.real.run_with_iobinding(binding.real, options)
+
+
+class FakeDeviceValue:
+    """onnxruntime.OrtValue on a card as the CUDA provider's wheel makes it: records its device; its bytes live in a
+    real CPU OrtValue, and every copy into it is recorded."""
+
+    made: list = []
+
+    def __init__(self, shape, dtype, device_type, device_id):
+        self.real = onnxruntime.OrtValue.ortvalue_from_shape_and_type(shape, dtype)
+        self.device, self.shape, self.writes = (device_type, device_id), tuple(shape), []
+        FakeDeviceValue.made.append(self)
+
+    @classmethod
+    def ortvalue_from_shape_and_type(cls, shape, element_type, device_type="cpu", device_id=0):
+        return cls(shape, element_type, device_type, device_id)
+
+    def update_inplace(self, array):
+        self.writes.append(np.array(array))
+        self.real.update_inplace(array)
+
+    def numpy(self):
+        return self.real.numpy()
+
+
+class FakeBinding:
+    def __init__(self, real):
+        self.real, self.inputs, self.outputs = real, {}, {}
+
+    def bind_ortvalue_input(self, name, value):
+        self.inputs[name] = value
+        self.real.bind_ortvalue_input(name, value.real)
+
+    def bind_ortvalue_output(self, name, value):
+        self.outputs[name] = value
+        self.real.bind_ortvalue_output(name, value.real)
 
 
 class FakeOrt:
@@ -718,10 +768,11 @@ class FakeOrt:
     keywords); an option key its release does not know refuses the session as ProviderOptionsParser does."""
 
     SessionOptions, GraphOptimizationLevel = onnxruntime.SessionOptions, onnxruntime.GraphOptimizationLevel
+    RunOptions, OrtValue = onnxruntime.RunOptions, FakeDeviceValue
 
     def __init__(self, **known):
         self.known = {
-            "CUDAExecutionProvider": {"device_id", "use_tf32"},
+            "CUDAExecutionProvider": {"device_id", "use_tf32", "enable_cuda_graph"},
             "OpenVINOExecutionProvider": {"device_type"},
             "CANNExecutionProvider": CANN_V1,
             **{k + "ExecutionProvider": v for k, v in known.items()},
@@ -806,7 +857,10 @@ def test_cuda_runs_float32_without_tf32_and_openvino_names_its_device(fake_ort, 
     build's default device."""
     ort = fake_ort()
     policy = inference.load(str(VECTOR), device="cuda:1", engine="onnxruntime")
-    assert ort.sessions[-1][0][0] == ("CUDAExecutionProvider", {"use_tf32": "0", "device_id": "1"})
+    assert ort.sessions[-1][0][0] == (
+        "CUDAExecutionProvider",
+        {"use_tf32": "0", "device_id": "1", "enable_cuda_graph": "1"},
+    )
     monkeypatch.setenv("NVIDIA_TF32_OVERRIDE", "0")
     said = factory.engine_report(policy.engine)["precision"]
     assert "TF32 off (use_tf32=0)" in said and "NVIDIA_TF32_OVERRIDE=0" in said
@@ -816,6 +870,62 @@ def test_cuda_runs_float32_without_tf32_and_openvino_names_its_device(fake_ort, 
     fake_ort(CUDA={"device_id"})  # (a release before use_tf32)
     with pytest.raises(UsageError, match="onnxruntime-gpu does not take use_tf32.*TF32 on"):
         inference.load(str(VECTOR), device="cuda", engine="onnxruntime")
+
+
+def test_cuda_runs_a_graph_a_bucket_over_bound_device_buffers(fake_ort):
+    """Issue 41, 5: onnxruntime's CUDA provider with enable_cuda_graph, each batch-size bucket's inputs and outputs
+    bound to device buffers made once, its own graph id; a call's rows padded into them (every action allowed in a
+    padded row) and the answer sliced: the padding never reaches an answer."""
+    folder = EXAMPLES / "discrete-multi"
+    cpu = inference.load(str(folder), device="cpu", engine="onnxruntime")
+    ort = fake_ort()
+    FakeDeviceValue.made.clear()
+    policy = inference.load(str(folder), device="cuda:1", engine="onnxruntime")
+    assert ort.sessions[-1][0][0] == (
+        "CUDAExecutionProvider",
+        {"use_tf32": "0", "device_id": "1", "enable_cuda_graph": "1"},
+    )
+    session, sizes = policy.engine.session, [3, 5, 3, 1, 100, 90, 4]
+    for call, rows in enumerate(sizes):
+        obs, masks = observations(cpu, rows, call), random_masks(cpu.settings, call, rows)
+        got = policy.act(obs, masks)
+        assert got["discrete_actions"].shape[0] == rows
+        np.testing.assert_array_equal(got["discrete_actions"], cpu.act(obs, masks)["discrete_actions"])
+        sampled = policy.act(obs, masks, deterministic=False, seed=call)["discrete_actions"]
+        np.testing.assert_array_equal(sampled, cpu.act(obs, masks, deterministic=False, seed=call)["discrete_actions"])
+    assert all(kind == "bound" for kind, *_ in session.runs)  # (no run with onnxruntime's own copies)
+    sizes_run = [b for b in [4, 8, 4, 1, 112, 96, 4] for _ in range(2)]
+    seen: dict = {}
+    for (_, inputs, outputs, graph), bucket in zip(session.runs, sizes_run):
+        assert graph == str(buckets.bucket_sizes().index(bucket) + 1)  # (one graph a bucket; 0 is onnxruntime's)
+        values = list(inputs.values()) + list(outputs.values())
+        assert all(v.device == ("cuda", 1) and v.shape[0] == bucket for v in values)
+        assert seen.setdefault(bucket, [id(v) for v in values]) == [id(v) for v in values]  # (the same addresses)
+    assert len(FakeDeviceValue.made) == len(seen) * len(values)  # (made once a bucket)
+    masks_in = next(v for k, v in session.runs[0][1].items() if k == "action_masks")
+    obs_in = next(v for k, v in session.runs[0][1].items() if k != "action_masks")
+    assert (masks_in.writes[0][3:] == 1).all() and (obs_in.writes[0][3:] == 0).all()  # (call 0: 3 rows in bucket 4)
+    report = factory.engine_report(policy.engine)
+    assert report["graphs"].startswith("on: onnxruntime captures each bucket")
+    assert report["graph_calls"] == {"captures": 5, "replays": 9, "eager": 0}
+
+
+def test_cuda_without_cuda_graphs_runs_without_in_one_line_and_graphs_off_asks_for_none(fake_ort, capsys):
+    folder = EXAMPLES / "discrete-multi"
+    cpu = inference.load(str(folder), device="cpu", engine="onnxruntime")
+    obs, masks = observations(cpu, 6, 0), random_masks(cpu.settings, 0, 6)
+    ort = fake_ort(CUDA={"device_id", "use_tf32"})  # (a release that does not know enable_cuda_graph)
+    capsys.readouterr()
+    policy = inference.load(str(folder), device="cuda", engine="onnxruntime")
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert line.startswith("[note] CUDA graphs off: the CUDA provider refused enable_cuda_graph") and "\n" not in line
+    assert ort.sessions[-1][0][0] == ("CUDAExecutionProvider", {"use_tf32": "0", "device_id": "0"})
+    assert policy.engine.bound is None and factory.engine_report(policy.engine)["graphs"].startswith("off: the CUDA")
+    np.testing.assert_array_equal(policy.act(obs, masks)["discrete_actions"], cpu.act(obs, masks)["discrete_actions"])
+    ort = fake_ort()
+    policy = inference.load(str(folder), device="cuda", engine="onnxruntime", graphs=False)
+    assert ort.sessions[-1][0][0] == ("CUDAExecutionProvider", {"use_tf32": "0", "device_id": "0"})
+    assert policy.engine.bound is None and factory.engine_report(policy.engine)["graphs"] == "off (--graphs off)"
 
 
 def test_the_device_check_compares_a_provider_with_the_cpu_and_names_float16_sized_errors(

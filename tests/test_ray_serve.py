@@ -513,6 +513,8 @@ def test_the_replicas_memories_are_bounded_together():
         "graphs": True,
         "providers": None,
         "spin": False,
+        "compile": False,
+        "threads": None,
     }
     replica = PolicyReplica(model, LIMIT, 256, 0.0)
     obs = json.dumps([0.1 * k for k in range(10)])

@@ -13,7 +13,9 @@ uniform [0, 1) images, all-allowed masks, zero memories; deterministic):
   * torch:       this tree's `inference.load(model, engine="torch")`;
   * onnxruntime: this tree's `inference.load(model, engine="onnxruntime")` (its own export of the modules);
   * bare:        a default onnxruntime.InferenceSession on ML-Agents' ONNX beside the checkpoint, fetching the
-                 deterministic outputs (and recurrent_out).
+                 deterministic outputs (and recurrent_out);
+  * with --threads N, also "torch threads=N" and "onnxruntime threads=N": this tree's engines loaded with
+                 `threads=N` (torch's threads during the torch engine's calls; onnxruntime's intra-op threads).
 
 They take turns (--rounds turns of --calls timed calls each, after one untimed call; who goes first alternates), so
 all see the same machine load. Printed: each contender's median call time (median over turns of the turn's median),
@@ -110,10 +112,14 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--calls", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=None, help="also both engines with load(threads=N)")
     parser.add_argument("--json", action="store_true")
     a = parser.parse_args()
-    if not (a.before / "inference.py").is_file() or a.batch < 1 or a.rounds < 1 or a.calls < 1:
-        print("error: --before must hold inference.py; --batch, --rounds and --calls at least 1", file=sys.stderr)
+    if not (a.before / "inference.py").is_file() or min(a.batch, a.rounds, a.calls, a.threads or 1) < 1:
+        print(
+            "error: --before must hold inference.py; --batch, --rounds, --calls and --threads at least 1",
+            file=sys.stderr,
+        )
         return 2
     if a.before.resolve() == ROOT:
         print("error: --before is this tree", file=sys.stderr)
@@ -130,6 +136,9 @@ def main() -> int:
         return lambda: policy.act(obs, masks, memory=memory) if memory is not None else policy.act(obs, masks)
 
     fns = {"before": act(before), "torch": act(after), "onnxruntime": act(ort_engine)}
+    if a.threads:
+        for engine in ("torch", "onnxruntime"):
+            fns[f"{engine} threads={a.threads}"] = act(new.load(model_dir, engine=engine, threads=a.threads))
     bare = _bare(model_dir, after.settings, obs, masks, memory)
     if bare is not None:
         fns["bare"] = bare
@@ -147,7 +156,7 @@ def main() -> int:
         print(f"{model_dir.name}, batch {a.batch}, {a.rounds} turns of {a.calls} calls")
         for name, row in result["contenders"].items():
             ratios = "  ".join(f"{k[2:]} x{v:.2f}" for k, v in row.items() if k.startswith("x_"))
-            print(f"  {name:12s} {row['median_ms']:9.2f} ms  {row['throughput_per_s']:10.0f}/s  throughput: {ratios}")
+            print(f"  {name:22s} {row['median_ms']:9.2f} ms  {row['throughput_per_s']:10.0f}/s  throughput: {ratios}")
     return 0
 
 

@@ -254,14 +254,16 @@ def check_act_arguments(observations, action_masks, memory, deterministic, seed,
     return _host_array(observations), _host_array(action_masks), _host_array(memory)
 
 
-def check_policy_arguments(dtype, engine, graphs, seed, spin=True) -> None:
+def check_policy_arguments(dtype, engine, graphs, seed, spin=True, compile=False, threads=None) -> None:
     """load()'s and Policy's own arguments, each checked (UsageError naming it)."""
     for name, value, choices in (("dtype", dtype, DTYPES), ("engine", engine, ENGINES)):
         if not isinstance(value, str) or value not in choices:
             raise UsageError(f"{name} {brief(value)}: expected one of {', '.join(choices)}")
-    for name, value in (("graphs", graphs), ("spin", spin)):
+    for name, value in (("graphs", graphs), ("spin", spin), ("compile", compile)):
         if not isinstance(value, (bool, np.bool_)):
             raise UsageError(f"{name}={brief(value)}: expected True or False")
+    if threads is not None and (not is_whole(threads) or not 1 <= threads <= 4096):
+        raise UsageError(f"threads {brief(threads)}: expected a whole number of threads, at least 1 (or None)")
     if seed is not None and (not is_whole(seed) or not 0 <= seed < 2**63):
         raise UsageError(f"seed {brief(seed)}: expected a non-negative integer (or None: from the OS)")
 
@@ -302,6 +304,8 @@ LOAD_ARGUMENTS = {
     "--goal-input": "goal_input",
     "--expect-sha256": "expect_sha256",
     "--graphs": "graphs",
+    "--compile": "compile",
+    "--threads": "threads",
     "--seed": "seed",
 }
 _OPTION = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, LOAD_ARGUMENTS)) + r")(?![\w-])( [A-Z][A-Z.]*[a-z]*\b)?")

@@ -184,12 +184,14 @@ class Policy:
         seed: Optional[int] = None,
         providers: Optional[list] = None,
         spin: bool = True,
+        compile: bool = False,
+        threads: Optional[int] = None,
     ):
         self.checkpoint, self.settings = checkpoint, checkpoint.settings
-        check_policy_arguments(dtype, engine, graphs, seed, spin)
+        check_policy_arguments(dtype, engine, graphs, seed, spin, compile, threads)
         self.dtype, self.sigma = dtype, None
         self.engine, self.device, self.engine_name = make_engine(
-            checkpoint, device, dtype, engine, graphs, providers, spin
+            checkpoint, device, dtype, engine, graphs, providers, spin, compile, threads and int(threads)
         )
         if checkpoint.actor is not None:
             continuous = checkpoint.actor.action_model._continuous_distribution
@@ -583,20 +585,41 @@ def load(
     seed: Optional[int] = None,
     providers: Optional[list] = None,
     spin: bool = True,
+    compile: bool = False,
+    threads: Optional[int] = None,
 ) -> Policy:
     """An ML-Agents run folder (or one .pt checkpoint, or an ML-Agents .onnx) as a Policy. UsageError says what is
     wrong.
     `seed` seeds the policy's own sampling generator (None: from the OS); `onnx` names the
     checkpoint's ML-Agents ONNX (NotThisPolicy, a CheckFailed, when it belongs to another policy); `providers`:
     onnxruntime's execution providers in priority order (e.g. ["tensorrt", "cuda"]), for the onnxruntime engines;
-    `spin` False: onnxruntime's threads sleep between calls instead of spin-waiting (the CPU shared with simulators)."""
+    `spin` False: onnxruntime's threads sleep between calls instead of spin-waiting (the CPU shared with simulators);
+    `compile` True: the torch engine runs its modules through torch.compile (torchair on an NPU), checked against eager
+    first; any failure runs eager, said in one line (docs/accelerators.md); `threads`: the CPU engines' threads (torch's
+    during the torch engine's calls, restored after; onnxruntime's intra-op threads), each library's own by default."""
     with speaking_python():  # (the loaders' messages name the command line's options: here, load()'s arguments)
-        return _load(path, device, dtype, engine, goal_input, onnx, expect_sha256, graphs, seed, providers, spin)
+        return _load(
+            path,
+            device,
+            dtype,
+            engine,
+            goal_input,
+            onnx,
+            expect_sha256,
+            graphs,
+            seed,
+            providers,
+            spin,
+            compile,
+            threads,
+        )
 
 
-def _load(path, device, dtype, engine, goal_input, onnx, expect_sha256, graphs, seed, providers, spin) -> Policy:
+def _load(
+    path, device, dtype, engine, goal_input, onnx, expect_sha256, graphs, seed, providers, spin, compile, threads
+) -> Policy:
     check_load_arguments(path, device, expect_sha256, onnx)
-    check_policy_arguments(dtype, engine, graphs, seed, spin)
+    check_policy_arguments(dtype, engine, graphs, seed, spin, compile, threads)
     device = pick_device(
         device, engine, providers
     )  # (checked before the checkpoint is read; 'meta' or an absent GPU refused)
@@ -612,7 +635,7 @@ def _load(path, device, dtype, engine, goal_input, onnx, expect_sha256, graphs, 
     )
     onnx = regular_file("onnx", onnx) if onnx is not None else None
     checkpoint = load_checkpoint(source.checkpoint, onnx, source.model_dir, source.behavior, expect_sha256, goal_input)
-    return Policy(checkpoint, device, dtype, engine, graphs, seed, providers, spin)
+    return Policy(checkpoint, device, dtype, engine, graphs, seed, providers, spin, compile, threads)
 
 
 def noise_generator(seed: int):

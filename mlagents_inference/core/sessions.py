@@ -21,6 +21,9 @@ __all__ = [
     "onnx_session",
     "provider_precision",
     "ort_reason",
+    "CUDA_GRAPH_OPTION",
+    "with_cuda_graph",
+    "runs_cuda_graphs",
 ]
 
 # --providers' short names -> (onnxruntime's execution provider, the package that brings it)
@@ -281,3 +284,29 @@ def ort_reason(exc: Exception) -> str:
     text = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : (Load model from .*? failed:)?", "", text)
     text = re.sub(r"^\S*onnxruntime\S*:\d+ [^(]*\([^)]*\) ", "", text)
     return text if len(text) <= 200 else text[: text.rfind(". ", 0, 200) + 1] or text[:200] + "..."
+
+
+# onnxruntime's CUDA provider captures a CUDA graph of a run and replays it (cuda_execution_provider_info.cc's
+# kEnableCudaGraph, default false); its inputs and outputs must stay at the same device addresses (I/O binding), and the
+# run option "gpu_graph_id" names one graph among several (onnxruntime_run_options_config_keys.h: -1 skips capture and
+# replay for that run, 0 is reserved).
+CUDA_GRAPH_OPTION = {"enable_cuda_graph": "1"}
+
+
+def with_cuda_graph(providers: list) -> list:
+    """`providers` with CUDA_GRAPH_OPTION added to the CUDA provider's options (others unchanged)."""
+    out = []
+    for entry in providers:
+        name, given = (entry, {}) if isinstance(entry, str) else (entry[0], dict(entry[1]))
+        out.append((name, {**given, **CUDA_GRAPH_OPTION}) if name == "CUDAExecutionProvider" else entry)
+    return out
+
+
+def runs_cuda_graphs(session) -> bool:
+    """Whether a session's first provider is CUDA with its graphs on (the options it took, read back)."""
+    try:
+        first = session.get_providers()[0]
+        taken = session.get_provider_options().get(first, {})
+    except Exception:
+        return False
+    return first == "CUDAExecutionProvider" and str(taken.get("enable_cuda_graph", "0")) in ("1", "true", "True")

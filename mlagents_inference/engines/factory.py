@@ -56,11 +56,15 @@ def make_engine(
     graphs: bool = True,
     providers: Optional[list] = None,
     spin: bool = True,
+    compile: bool = False,
+    threads: Optional[int] = None,
 ) -> tuple:
     """(engine, device, engine name) for a loaded policy: its ML-Agents ONNX file itself where it has no modules (the
     torch-free install), ML-Agents' modules on onnxruntime (exported once) or on torch. UsageError for a combination
     that cannot run, naming what to install."""
     actor = checkpoint.actor
+    if compile and (actor is None or engine == "onnxruntime" or providers):
+        raise UsageError("--compile on applies to the torch engine (--engine torch), not onnxruntime")
     if actor is None or engine == "onnxruntime" or providers:  # onnxruntime's devices (providers)
         if actor is None and (engine == "torch" or dtype != "float32"):
             raise UsageError(
@@ -81,37 +85,53 @@ def make_engine(
             from ..loaders.onnx_file import MLAgentsOnnx
 
             return (
-                MLAgentsOnnx(checkpoint.path, checkpoint.settings, providers=ort_providers, sampling=True, spin=spin),
+                MLAgentsOnnx(
+                    checkpoint.path, checkpoint.settings, threads, providers=ort_providers, sampling=True, spin=spin
+                ),
                 device,
                 "onnxruntime",
             )
         from .onnx_engine import OnnxRuntimeEngine
 
-        return OnnxRuntimeEngine(actor, ort_providers, spin), device, "onnxruntime"
+        return OnnxRuntimeEngine(actor, ort_providers, spin, graphs, threads), device, "onnxruntime"
     device = device if type(device).__module__ == "torch" else pick_device(device, engine, providers)
     name = choose_engine(engine, device, dtype)
+    if compile and name != "torch":
+        raise UsageError("--compile on applies to the torch engine (--engine torch), not onnxruntime")
     if name == "onnxruntime":
         from .onnx_engine import OnnxRuntimeEngine
 
-        return OnnxRuntimeEngine(actor, spin=spin), device, name
+        return OnnxRuntimeEngine(actor, spin=spin, threads=threads), device, name
     from .torch_engine import TorchEngine
 
-    return TorchEngine(actor, device, dtype, graphs), device, name
+    return TorchEngine(actor, device, dtype, graphs, compile=compile, threads=threads), device, name
 
 
 def engine_report(engine) -> dict:
     """What an engine runs, for info, precision and benchmark: "precision" (what float32 runs as, read back from the
     switches or from the options the provider took) and "graphs" (the torch engine's device graphs: whether they run,
     and why not; None where there are none: the CPU, onnxruntime) and "graph_calls" (with them: {"captures",
-    "replays", "eager"}, the buckets captured and the calls answered by a replay and eager so far)."""
+    "replays", "eager"}, the buckets captured and the calls answered by a replay and eager so far) and "compiled" (the
+    torch engine's --compile: whether the compiled module runs, and why not; None on onnxruntime)."""
     session = getattr(engine, "session", None)
     if session is not None:
         from ..core.sessions import provider_precision
 
-        return {"precision": provider_precision(session), "graphs": None, "graph_calls": None}
+        calls = getattr(engine, "counts", None)  # (onnxruntime's CUDA graphs)
+        return {
+            "precision": provider_precision(session),
+            "graphs": getattr(engine, "graph_state", None),
+            "graph_calls": calls and dict(calls),
+            "compiled": None,
+        }
     state = getattr(engine, "graph_state", None)
     calls = getattr(engine, "counts", None) if state is not None else None
-    return {"precision": getattr(engine, "precision", None), "graphs": state, "graph_calls": calls and dict(calls)}
+    return {
+        "precision": getattr(engine, "precision", None),
+        "graphs": state,
+        "graph_calls": calls and dict(calls),
+        "compiled": getattr(engine, "compile_state", None),
+    }
 
 
 def graph_calls_text(engine, sep: str = ":", join: str = ",") -> str:

@@ -5,8 +5,10 @@ buffers on the engine's own stream, one wait per call; what ran counted and repo
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
+import shutil
 import sys
 from typing import TYPE_CHECKING, Optional
 
@@ -14,13 +16,14 @@ import torch
 
 from ..core.buckets import MAX_BUCKET, bucket_of, bucket_sizes
 from ..core.spec import engine_output_names
+from ..model.export import dummy_inputs
 from ..model.networks import EngineHeads
 from .torch_devices import cast_actor, check_dtype, device_api, float32_report, full_float32
 
 if TYPE_CHECKING:  # (annotations only)
     from ..model.networks import SimpleActor
 
-__all__ = ["GRAPH_TOLERANCE", "capture_refused", "TorchEngine"]
+__all__ = ["GRAPH_TOLERANCE", "PROBE_ROWS", "capture_refused", "compile_backend", "cpu_threads", "TorchEngine"]
 
 GRAPH_TOLERANCE = {"float32": 1e-5}  # a replay's largest difference from eager, relative to max(1, |eager|); 1e-2 else
 
@@ -41,6 +44,28 @@ def capture_refused(device) -> Optional[str]:
     return None
 
 
+PROBE_ROWS = (1, 5)  # the compiled module's checks: batch 1 (specialised by torch.compile) and a dynamic batch
+
+
+def compile_backend(device) -> tuple:
+    """(torch.compile's backend for `device`, None) or (None, why it cannot compile there), known before compiling:
+    inductor on the CPU (it needs a C++ compiler: $CXX, else c++/g++/clang++ as torch's cpp_builder looks for one) and
+    on CUDA; torch_npu's graph mode (torchair.get_npu_backend, GE graphs) on an NPU where torchair is importable."""
+    if device.type == "npu":
+        try:
+            import torchair
+        except Exception as exc:  # (not installed, or not this torch_npu's)
+            return None, f"torchair (torch_npu's graph mode) is not importable ({type(exc).__name__}: {exc})"
+        return torchair.get_npu_backend(compiler_config=torchair.CompilerConfig()), None
+    if device.type == "cpu" and not any(
+        shutil.which(name) for name in [os.environ.get("CXX", ""), "c++", "g++", "clang++"] if name
+    ):
+        return None, "no C++ compiler (c++, g++, clang++ or $CXX) for torch.compile's CPU code"
+    if device.type not in ("cpu", "cuda"):
+        return None, f"torch.compile is not offered on {device.type}"
+    return "inductor", None
+
+
 class TorchEngine:
     """The policy's modules on cpu/cuda/npu. On CUDA and NPU (where torch_npu has NPUGraph) a call's rows are padded to
     their bucket (bucket_sizes) and each bucket is captured once as a device graph on the engine's card, on its first
@@ -53,8 +78,18 @@ class TorchEngine:
 
     name = "torch"
 
-    def __init__(self, actor: "SimpleActor", device, dtype: str, graphs: bool = True, max_bucket: int = MAX_BUCKET):
+    def __init__(
+        self,
+        actor: "SimpleActor",
+        device,
+        dtype: str,
+        graphs: bool = True,
+        max_bucket: int = MAX_BUCKET,
+        compile: bool = False,
+        threads: Optional[int] = None,
+    ):
         check_dtype(device, dtype)
+        self.threads = threads if device.type == "cpu" else None  # (torch's intra-op threads during a CPU call)
         full_float32(device)  # (also for a torch.device handed in directly, which resolve_device never saw)
         self.device, self.dtype = device, getattr(torch, dtype)
         self.heads = EngineHeads(cast_actor(copy.deepcopy(actor), self.dtype).to(device)).eval()
@@ -82,10 +117,52 @@ class TorchEngine:
             else:
                 self.graph_api, self.graph_state = api, "on: each bucket is captured on its first call"
         self.precision = float32_report(device, dtype)
+        self.compiled, self.compile_state = None, None  # compile_state (asked for): whether it runs, and why not
+        if compile:
+            self._compile()
+
+    def _compile(self) -> None:
+        """torch.compile of the heads (every output, so that the names asked for never recompile it), used only once
+        it has answered as eager within the tolerance on a probe batch of PROBE_ROWS rows each (the compile happens
+        there); any failure leaves the engine eager, said in one line and in `compile_state`."""
+        backend, refused = compile_backend(self.device)
+        if refused:
+            return self._no_compile(refused)
+        try:
+            compiled = torch.compile(self.heads, backend=backend, dynamic=None)
+            generator = torch.Generator().manual_seed(0)
+            worst = 0.0
+            for rows in PROBE_ROWS:
+                obs, masks, memories = dummy_inputs(self.heads.actor.settings, rows)
+                probe = [torch.randn(x.shape, generator=generator) for x in obs]
+                probe += [masks] if self.heads.discrete else []
+                probe += [0.5 * torch.randn(memories.shape, generator=generator)] if self.heads.memory else []
+                probe = [x.to(self.device) for x in probe]
+                with torch.inference_mode():
+                    worst = max(worst, _differs(compiled(*probe), self.heads(*probe), self.tolerance))
+        except Exception as exc:  # (no compiler, a graph break it cannot take, an error in generated code)
+            return self._no_compile(f"torch.compile failed on {self.device} ({_one_line(exc)})")
+        if worst:
+            return self._no_compile(f"the compiled module answered {worst:.3g} away from eager on {self.device}")
+        self.compiled = compiled
+        how = "torchair" if self.device.type == "npu" else "torch.compile"
+        self.compile_state = f"on: {how}, answered as eager on {len(PROBE_ROWS)} probe batches"
+
+    def _no_compile(self, reason: str) -> None:
+        self.compiled, self.compile_state = None, f"off: {reason}"
+        print(f"[note] compile off: {reason}; running eager", file=sys.stderr, flush=True)
 
     def _forward(self, tensors: list, names: Optional[list] = None):
         """The engine outputs `names` (all by default, as a capture needs them), in engine_output_names order, from one
-        pass of the network: eager calls compute only what they are asked for."""
+        pass of the network: eager calls compute only what they are asked for; the compiled module computes all of
+        them (one compiled graph whatever is asked), and a failure there turns it off and runs eager."""
+        if self.compiled is not None:
+            try:
+                outs = self.compiled(*tensors)
+            except Exception as exc:  # (e.g. a recompile for a new shape that fails)
+                self._no_compile(f"torch.compile failed on {self.device} ({_one_line(exc)})")
+            else:
+                return outs if names is None else tuple(outs[self.output_names.index(name)] for name in names)
         return self.heads(*tensors) if names is None else self.heads(*tensors, names=names)
 
     def wanted(self, names: list) -> list:
@@ -143,9 +220,7 @@ class TorchEngine:
                 self._own_stream().wait_stream(capture)
                 differs = self._replay_differs(static_in, static_out, graph, padded, inputs)
         except Exception as exc:  # (a capture this device, driver or torch build cannot do)
-            return self._refuse(
-                f"capture failed on {device} ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
-            )
+            return self._refuse(f"capture failed on {device} ({_one_line(exc)})")
         if differs:
             return self._refuse(f"the captured graph replayed {differs:.3g} away from eager on {device}")
         self.graphs[bucket] = (static_in, static_out, graph)
@@ -165,14 +240,7 @@ class TorchEngine:
         rows = inputs[0].shape[0]
         with torch.inference_mode():
             eager = self._forward([x.to(self.device) for x in inputs])
-        worst = 0.0
-        for replayed, direct in zip(static_out, eager):
-            a, b = replayed[:rows].detach().double().cpu(), direct.detach().double().cpu()
-            if not torch.equal(torch.isnan(a), torch.isnan(b)):
-                return float("inf")
-            diff = ((a - b).abs() / b.abs().clamp(min=1.0)).nan_to_num(0.0)
-            worst = max(worst, float(diff.max()) if diff.numel() else 0.0)
-        return worst if worst > self.tolerance else 0.0
+        return _differs([out[:rows] for out in static_out], eager, self.tolerance)
 
     def _refuse(self, reason: str) -> None:
         self.graph_api, self.graph_state = None, f"off: {reason}"
@@ -187,7 +255,7 @@ class TorchEngine:
         if self.api is None:  # the CPU: no copies, no waits
             self.counts["eager"] += 1
             wanted = self.wanted(names)
-            with torch.inference_mode():
+            with torch.inference_mode(), cpu_threads(self.threads):
                 outs = self._forward([torch.from_numpy(x) for x in flat], wanted)
             return {name: out.numpy() for name, out in zip(wanted, outs)}
         rows = flat[0].shape[0]
@@ -243,7 +311,7 @@ class TorchEngine:
         rows = tensors[0].shape[0]
         if self.api is None:
             self.counts["eager"] += 1
-            with torch.inference_mode():
+            with torch.inference_mode(), cpu_threads(self.threads):
                 outs = self._forward(tensors, self.wanted(names))
             return dict(zip(self.wanted(names), outs))
         self.device_calls = True
@@ -276,3 +344,35 @@ class TorchEngine:
     def _sliced(self, outs, rows: int, names: list) -> dict:
         """The first `rows` rows of the static outputs `names`, copied on the card (the next replay overwrites them)."""
         return {name: out[:rows].clone() for name, out in zip(self.output_names, outs) if name in names}
+
+
+@contextlib.contextmanager
+def cpu_threads(threads: Optional[int]):
+    """torch's intra-op threads set to `threads` for the block and restored after (the caller's own torch work keeps
+    its count); nothing where None. torch's CPU operators wait at an OpenMP barrier for every thread: on a loaded
+    machine a descheduled one stalls each operator (docs/performance.md, issue 41)."""
+    before = torch.get_num_threads() if threads else None
+    if threads and threads != before:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        if threads and threads != before:
+            torch.set_num_threads(before)
+
+
+def _one_line(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+
+
+def _differs(outs, reference, tolerance: float) -> float:
+    """0.0 where every output of `outs` agrees with `reference` within `tolerance` relative to max(1, |reference|)
+    (nan where the reference has nan), else the largest difference (inf where one is nan and the other not)."""
+    worst = 0.0
+    for a, b in zip(outs, reference):
+        a, b = a.detach().double().cpu(), b.detach().double().cpu()
+        if not torch.equal(torch.isnan(a), torch.isnan(b)):
+            return float("inf")
+        diff = ((a - b).abs() / b.abs().clamp(min=1.0)).nan_to_num(0.0)
+        worst = max(worst, float(diff.max()) if diff.numel() else 0.0)
+    return worst if worst > tolerance else 0.0

@@ -222,7 +222,9 @@ def show_benchmark(r: dict) -> list:
         f"  throughput = {r['throughput_per_s']:,.0f} observations/s",
     ]
     lines += [
-        f"  {label}: {r[key]}" for key, label in (("precision", "ran as"), ("graphs", "device graphs")) if r.get(key)
+        f"  {label}: {r[key]}"
+        for key, label in (("precision", "ran as"), ("graphs", "device graphs"), ("compiled", "compiled"))
+        if r.get(key)
     ]
     if r.get("graph_calls"):
         lines.append(f"  device graph calls: {', '.join(f'{k} {v}' for k, v in r['graph_calls'].items())}")

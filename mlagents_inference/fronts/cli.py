@@ -222,7 +222,25 @@ def build_parser() -> argparse.ArgumentParser:
         "--graphs",
         choices=("on", "off"),
         default="on",
-        help="torch engine on CUDA/NPU: capture each batch size as a device graph (default on)",
+        help="torch engine on CUDA/NPU: capture each batch size as a device graph; onnxruntime's CUDA provider: "
+        "enable_cuda_graph over bound device buffers (default on)",
+    )
+    option(
+        run,
+        "--compile",
+        choices=("on", "off"),
+        default="off",
+        help="torch engine: run the network through torch.compile (CPU, CUDA; torchair on an NPU), checked against "
+        "eager first; a failure runs eager, in one line (default off; docs/accelerators.md)",
+    )
+    option(
+        run,
+        "--threads",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="CPU engines: torch's threads during the torch engine's calls, onnxruntime's intra-op threads (default: "
+        "each library's own, the cores; 1 can be faster on a loaded machine: docs/performance.md)",
     )
     option(
         run,

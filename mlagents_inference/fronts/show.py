@@ -176,7 +176,7 @@ def show_info(r: dict) -> list:
     )
     lines += [
         f"[policy] {label} = {r[key]}"
-        for key, label in (("precision", "precision"), ("graphs", "device graphs"))
+        for key, label in (("precision", "precision"), ("graphs", "device graphs"), ("compiled", "compiled"))
         if r.get(key)
     ]
     if r.get("graph_calls"):

@@ -81,6 +81,8 @@ class Context:
             self.args.graphs == "on",
             providers=self.args.providers,
             spin=self.args.spin == "on",
+            compile=self.args.compile == "on",
+            threads=self.args.threads,
         )
 
     def base(self) -> dict:

@@ -36,6 +36,8 @@ def ray_model(ctx: Context) -> dict:
         "graphs": args.graphs == "on",
         "providers": args.providers,
         "spin": args.spin == "on",
+        "compile": args.compile == "on",
+        "threads": args.threads,
     }
 
 
@@ -56,6 +58,8 @@ def ray_policy(model: dict) -> Policy:
         model["graphs"],
         providers=model["providers"],
         spin=model["spin"],
+        compile=model["compile"],
+        threads=model["threads"],
     )
 
 
