@@ -340,6 +340,16 @@ def mono_tools(env=os.environ, which=shutil.which):
     return ("fail" if env.get("CI") else "skip"), why
 
 
+def mono_or_skip() -> tuple:
+    """(mcs, mono) for a fixture: skipped where Mono is missing, failed where CI is set (.ci/run installs it)."""
+    tools = mono_tools()
+    if tools[0] == "skip":
+        pytest.skip(tools[1])
+    if tools[0] == "fail":
+        pytest.fail(tools[1] + " (CI is set: .ci/run installs it)")
+    return tools
+
+
 def compile_cs(mcs: str, out: Path, sources: list, *extra) -> str:
     r = subprocess.run(
         [mcs, *MCS_FLAGS, *extra, f"-out:{out}", *map(str, sources)], capture_output=True, text=True, timeout=300

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, MCS_FLAGS, ROOT, child_env, compile_cs, mono_tools, serve_process
+from conftest import EXAMPLES, MCS_FLAGS, ROOT, child_env, compile_cs, mono_or_skip, mono_tools, serve_process
 from test_serve import local_server
 
 import inference
@@ -50,12 +50,7 @@ def test_without_mono_a_developer_machine_skips_and_ci_fails():
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     """The library (Runtime/*.cs) and the console tests, compiled once: {"mcs", "mono", "dll", "tests", "said"}."""
-    tools = mono_tools()
-    if tools[0] == "skip":
-        pytest.skip(tools[1])
-    if tools[0] == "fail":
-        pytest.fail(tools[1] + " (CI is set: .ci/run installs it)")
-    mcs, mono = tools
+    mcs, mono = mono_or_skip()
     out = tmp_path_factory.mktemp("csharp")
     dll = out / "MLAgentsInference.Client.dll"
     said = compile_cs(mcs, dll, sorted((CLIENT / "Runtime").glob("*.cs")), "-target:library")

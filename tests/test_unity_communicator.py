@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, ROOT, mono_tools, serve_process
+from conftest import EXAMPLES, ROOT, mono_or_skip, serve_process
 
 import inference
 
@@ -37,12 +37,7 @@ def load_bench():
 
 @pytest.fixture(scope="module")
 def harness(tmp_path_factory):
-    tools = mono_tools()
-    if tools[0] == "skip":
-        pytest.skip(tools[1])
-    if tools[0] == "fail":
-        pytest.fail(tools[1] + " (CI is set: .ci/run installs it)")
-    mcs, mono = tools
+    mcs, mono = mono_or_skip()
     out = tmp_path_factory.mktemp("unity")
     built = load_bench().build(mcs, out)  # raises BuildError with what mcs said
     return {"mono": mono, "exe": built["exe"], "dir": out, "said": built["said"]}

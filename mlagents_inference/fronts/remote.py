@@ -264,10 +264,17 @@ class RemotePolicy:
 
     def _reap(self) -> None:
         """A broken connection's socket closed, when no other thread is inside it."""
-        if self._closed is None or self._sock is None or not self._send_lock.acquire(blocking=False):
+        if self._closed is not None and self._sock is not None:
+            self._close_socket(None)
+
+    def _close_socket(self, wait) -> None:
+        """The socket closed once no thread is inside it: both locks taken, waiting up to `wait` seconds for each (None:
+        not at all, and then left open)."""
+        how = {"blocking": False} if wait is None else {"timeout": wait}
+        if not self._send_lock.acquire(**how):
             return
         try:
-            if self._read_lock.acquire(blocking=False):
+            if self._read_lock.acquire(**how):
                 try:
                     if self._sock is not None:
                         self._sock.close()
@@ -483,18 +490,7 @@ class RemotePolicy:
         if self._sock is None:
             return
         self._break(self._refused())
-        # the socket itself once no thread is inside it (those inside leave at once: it is shut down)
-        if self._send_lock.acquire(timeout=self.timeout):
-            try:
-                if self._read_lock.acquire(timeout=self.timeout):
-                    try:
-                        if self._sock is not None:
-                            self._sock.close()
-                            self._sock = None
-                    finally:
-                        self._read_lock.release()
-            finally:
-                self._send_lock.release()
+        self._close_socket(self.timeout)  # (the threads inside leave at once: it is shut down)
 
     def __enter__(self):
         return self
