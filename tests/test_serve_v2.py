@@ -538,16 +538,16 @@ def test_lstm_sequences_keep_memory_on_the_server_rest_grpc_and_stream(servers):
 
 @contextlib.contextmanager
 def lstm_server(monkeypatch, share: int, whole: int):
-    """An LSTM server with small sequence bounds (each owner's share, every owner's together) and a stub on each of
-    three channels (three gRPC connections: three owners)."""
+    """An LSTM server with small sequence bounds (each owner's share, every owner's together) and stubs on three
+    channels: two from 127.0.0.1 (one owner: a host) and one from ::1 (another)."""
     from mlagents_inference.fronts import serve
 
     monkeypatch.setattr(serve, "CONNECTION_MEMORY_IDS", share)
     monkeypatch.setattr(serve, "MEMORY_IDS", whole)
     policy = I.load(EXAMPLES / "lstm")
-    with serving(policy, ServeOptions(), http="127.0.0.1:0", grpc="127.0.0.1:0") as said:
+    with serving(policy, ServeOptions(), http="127.0.0.1:0", grpc=["127.0.0.1:0", "[::1]:0"]) as said:
         own = [*GRPC_OPTIONS, ("grpc.use_local_subchannel_pool", 1)]  # (else a process's channels share one)
-        channels = [grpc.insecure_channel(said["grpc"], options=own) for _ in range(3)]
+        channels = [grpc.insecure_channel(said["grpc"][k], options=own) for k in (0, 1, 0)]
         try:
             stubs = [service_pb2_grpc.GRPCInferenceServiceStub(c) for c in channels]
             yield SimpleNamespace(policy=policy, name=policy.info["behavior"], http=said["http"], stubs=stubs)
@@ -568,9 +568,9 @@ def sequence_step(srv, stub, seq, obs, start=False):
 
 def test_sequences_belong_to_their_client_and_a_flood_drops_only_its_own(monkeypatch):
     """One stream opening many sequences used to drop every other client's (one shared scope, least recently used
-    first), with the JSON lines' advice. Now each client (a gRPC connection; a REST host) has its own share: the
-    flood drops its own oldest, whose next request is refused in V2's words; the other client's sequence goes on,
-    equal to the local rollout."""
+    first), with the JSON lines' advice. Now each client (a host, over gRPC or REST) has its own share: the
+    flood drops its own oldest, whose next request is refused in V2's words; the other client's sequence goes on (from
+    another connection of its host too), equal to the local rollout."""
     rng = np.random.RandomState(3)
     steps = [observation(rng, (10,), 1) for _ in range(3)]
     with lstm_server(monkeypatch, share=20, whole=1000) as srv:
@@ -582,7 +582,7 @@ def test_sequences_belong_to_their_client_and_a_flood_drops_only_its_own(monkeyp
         ]
         answers = list(flooder.ModelStreamInfer(iter(flood), timeout=120))
         assert [a.error_message for a in answers] == [""] * 30
-        got.append(sequence_step(srv, victim, 7, steps[2]))
+        got.append(sequence_step(srv, srv.stubs[2], 7, steps[2]))  # (another connection of the victim's host goes on)
         code, details = grpc_error(lambda: sequence_step(srv, flooder, 1, steps[1]))
         assert code == grpc.StatusCode.INVALID_ARGUMENT, details
         assert details.startswith("sequence 1: its memory was dropped") and "sequence_start" in details, details

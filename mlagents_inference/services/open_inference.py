@@ -421,11 +421,18 @@ def read_request(
 
 
 def owner_of(peer) -> str:
-    """The owner of a request's sequences, from its transport's peer: gRPC's peer ("ipv4:127.0.0.1:50412": one
-    connection, which a client keeps for its unary calls and streams) or REST's remote address (the host: an HTTP
-    client opens connections as it likes). One owner's sequence ids are not another's, and each has its own share of
-    the memory bounds (docs/serve.md)."""
-    return str(peer or "")[:300]
+    """The owner of a request's sequences, from its transport's peer: the client's host, "grpc:" or "http:" before it
+    (gRPC's peer "ipv4:127.0.0.1:50412" and "ipv6:[::1]:50412" lose their port; REST's remote address is a host). A
+    host, not a connection: a client may open a new channel or connection for each request (tritonclient's clients
+    made per step; a channel that reconnects), and its sequences go on. One owner's sequence ids are not another's,
+    and each has its own share of the memory bounds (docs/serve.md)."""
+    text = str(peer or "")
+    transport, _, rest = text.partition(":")
+    if transport == "grpc":
+        family, _, address = rest.partition(":")
+        host = address.rpartition(":")[0] if family in ("ipv4", "ipv6") else family  # (unix: one host)
+        text = f"grpc:{host or address}"
+    return text[:300]
 
 
 def _shown(seq) -> str:
