@@ -123,7 +123,9 @@ def tensor_contenders(inference, model_dir: Path, obs, masks, memory, device: st
     return {"torch act": lambda: policy.act(obs, masks, memory=memory), "torch act, tensors": on_device}
 
 
-def measure(fns: dict, rounds: int, calls: int) -> dict:
+def round_medians(fns: dict, rounds: int, calls: int) -> dict:
+    """Each contender's median call time (seconds) in each round, the contenders taking turns (the order reversed every
+    other round), one call before each round's timed ones (tools/bench_engines.py uses it too)."""
     perf = time.perf_counter
     medians = {name: [] for name in fns}
     for turn in range(rounds):
@@ -136,7 +138,12 @@ def measure(fns: dict, rounds: int, calls: int) -> dict:
                 t0 = perf()
                 fn()
                 times.append(perf() - t0)
-            medians[name].append(statistics.median(times) * 1e6)
+            medians[name].append(statistics.median(times))
+    return medians
+
+
+def measure(fns: dict, rounds: int, calls: int) -> dict:
+    medians = {name: [t * 1e6 for t in values] for name, values in round_medians(fns, rounds, calls).items()}
     result = {}
     for name, values in medians.items():
         result[name] = {"median_us": statistics.median(values)}

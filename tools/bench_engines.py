@@ -30,10 +30,10 @@ import importlib
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
+from bench_api import round_medians  # (tools/ is this script's folder: on sys.path)
 
 ROOT = Path(__file__).resolve().parent.parent
 HUGGY = ROOT / "assets" / "ppo-Huggy-sample"
@@ -88,22 +88,6 @@ def _bare(model_dir: Path, settings, obs, masks, memory):
     return lambda: session.run(fetch, feed)
 
 
-def measure(fns: dict, rounds: int, calls: int) -> dict:
-    perf = time.perf_counter
-    medians = {name: [] for name in fns}
-    for turn in range(rounds):
-        for name in list(fns) if turn % 2 == 0 else list(fns)[::-1]:
-            fn = fns[name]
-            fn()
-            times = []
-            for _ in range(calls):
-                t0 = perf()
-                fn()
-                times.append(perf() - t0)
-            medians[name].append(statistics.median(times))
-    return medians
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--before", type=Path, required=True, help="a checkout of the code before (its root)")
@@ -142,7 +126,7 @@ def main() -> int:
     bare = _bare(model_dir, after.settings, obs, masks, memory)
     if bare is not None:
         fns["bare"] = bare
-    medians = measure(fns, a.rounds, a.calls)
+    medians = round_medians(fns, a.rounds, a.calls)
     result = {"model_dir": str(model_dir), "batch": a.batch, "rounds": a.rounds, "calls": a.calls, "contenders": {}}
     for name, values in medians.items():
         row = {"median_ms": 1e3 * statistics.median(values), "throughput_per_s": a.batch / statistics.median(values)}
