@@ -18,6 +18,19 @@ from conftest import EXAMPLES, ROOT, child_env
 tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
 
+def without_site_packages(folder: Path, script: Path, *args) -> subprocess.CompletedProcess:
+    """`script` run from `folder` with -S -E: no site-packages (where an installed package could answer for what the
+    script must find beside itself) and no PYTHON* variables."""
+    return subprocess.run(
+        [sys.executable, "-S", "-E", str(script), *map(str, args)],
+        cwd=folder,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
 def requirement_lines(path: Path) -> list[str]:
     lines = (line.split("#")[0].strip() for line in path.read_text().splitlines())
     return [line for line in lines if line and not line.startswith("-")]
@@ -226,14 +239,7 @@ def test_inference_py_copied_without_its_package_says_so(tmp_path):
     pass all the same. With the folder copied beside it (found first, as the script's own folder), it runs."""
     alone = tmp_path / "inference.py"
     shutil.copy(ROOT / "inference.py", alone)
-    ran = subprocess.run(
-        [sys.executable, "-S", "-E", str(alone), "--mode", "info", "--model-dir", str(EXAMPLES / "vector")],
-        cwd=tmp_path,
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    ran = without_site_packages(tmp_path, alone, "--mode", "info", "--model-dir", EXAMPLES / "vector")
     assert ran.returncode == 2 and not ran.stdout
     (line,) = ran.stderr.strip().splitlines()
     assert line.startswith("error: inference.py needs the folder mlagents_inference/ beside it") and "build_pyz" in line
@@ -273,14 +279,7 @@ def test_the_pyz_without_numpy_names_the_packages_to_install(tmp_path):
     subprocess.run(
         [sys.executable, str(ROOT / "tools" / "build_pyz.py"), "--output", str(pyz)], check=True, timeout=300
     )
-    ran = subprocess.run(
-        [sys.executable, "-S", "-E", str(pyz), "--mode", "info"],
-        cwd=tmp_path,
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    ran = without_site_packages(tmp_path, pyz, "--mode", "info")
     assert ran.returncode == 2 and not ran.stdout
     (line,) = ran.stderr.strip().splitlines()
     assert line.startswith("error: the Python package 'numpy' is not installed; run: pip install "), line
