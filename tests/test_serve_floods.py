@@ -24,6 +24,12 @@ def start():
     return proc, (host, int(port))
 
 
+def assert_answers_info(where) -> None:
+    with socket.create_connection(where, timeout=60) as sock:
+        sock.sendall(b'{"info": true}\n')
+        assert b'"info"' in sock.recv(1 << 16)
+
+
 def flood(where, payload: bytes, connections: int, pid: int, seconds: float = 8.0) -> float:
     """Each connection sends `payload` (as much of it as the server takes within `seconds`) and never reads; the
     server's largest RSS over those `seconds` (the connections open all along)."""
@@ -80,9 +86,7 @@ def test_a_flood_that_never_reads_holds_the_servers_growth(lines, connections, b
         before = rss_mb(proc.pid)
         most = flood(where, payload, connections, proc.pid)
         assert most - before < bound_mb, (before, most)
-        with socket.create_connection(where, timeout=60) as after:  # and it still answers
-            after.sendall(b'{"info": true}\n')
-            assert b'"info"' in after.recv(1 << 16)
+        assert_answers_info(where)  # (and it still answers)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
@@ -93,15 +97,11 @@ def test_unfinished_lines_on_many_connections_hold_the_servers_growth():
     count, so the server stays within +200 MB of its rest (it held ~360 MB more before)."""
     proc, where = start()
     try:
-        with socket.create_connection(where, timeout=60) as warm:
-            warm.sendall(b'{"info": true}\n')
-            assert b'"info"' in warm.recv(1 << 16)
+        assert_answers_info(where)
         before = rss_mb(proc.pid)
         most = flood(where, b"x" * (15 << 20), 24, proc.pid, seconds=10.0)
         assert most - before < 200, (before, most)
-        with socket.create_connection(where, timeout=60) as after:  # and it still answers
-            after.sendall(b'{"info": true}\n')
-            assert b'"info"' in after.recv(1 << 16)
+        assert_answers_info(where)  # (and it still answers)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
