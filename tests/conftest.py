@@ -12,6 +12,7 @@ import re
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -357,3 +358,50 @@ def compile_cs(mcs: str, out: Path, sources: list, *extra) -> str:
     said = (r.stdout + r.stderr).strip()
     assert r.returncode == 0 and out.exists(), f"mcs failed on {[Path(s).name for s in sources]}:\n{said}"
     return said
+
+
+# -- a serve in this process, and its JSON lines over a socket (test_serve, test_serve_v2, test_csharp_client)
+
+
+@contextlib.contextmanager
+def local_server(model=EXAMPLES / "vector", listen="127.0.0.1:0", *extra):
+    """The server in this process, on the policy and options the command line would give it: (None, said)."""
+    from mlagents_inference.fronts.cli import parse_args
+    from mlagents_inference.fronts.serve import ServeOptions, serving
+    from mlagents_inference.services.context import Context
+
+    args = parse_args(["--mode", "serve", "--model-dir", str(model), *extra] + (["--listen", listen] if listen else []))
+    given = {dest: getattr(args, dest) for dest in ("listen", "http", "grpc") if getattr(args, dest) is not None}
+    addresses = {dest: texts[0] if len(texts) == 1 else texts for dest, texts in given.items()}
+    with serving(Context(args).policy, ServeOptions.from_args(args), **addresses) as said:
+        yield None, said
+
+
+def dial(where: str, timeout: float = 60.0) -> socket.socket:
+    if where.startswith("unix:"):
+        sock = socket.socket(socket.AF_UNIX)
+        sock.settimeout(timeout)
+        sock.connect(where[5:])
+        return sock
+    host, port = where.rsplit(":", 1)
+    assert host == "127.0.0.1"
+    return socket.create_connection((host, int(port)), timeout=timeout)
+
+
+def read_lines(sock: socket.socket, n: int, buf: bytearray = None) -> list:
+    buf = bytearray() if buf is None else buf
+    out = []
+    while len(out) < n:
+        chunk = sock.recv(1 << 16)
+        assert chunk, f"connection closed after {len(out)} of {n} answers"
+        buf += chunk
+        while b"\n" in buf and len(out) < n:
+            line, _, rest = bytes(buf).partition(b"\n")
+            buf[:] = rest
+            out.append(json.loads(line))
+    return out
+
+
+def exchange(sock: socket.socket, lines: list) -> list:
+    sock.sendall(b"".join((line if isinstance(line, bytes) else json.dumps(line).encode()) + b"\n" for line in lines))
+    return read_lines(sock, len(lines))

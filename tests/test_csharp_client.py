@@ -22,8 +22,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, MCS_FLAGS, ROOT, child_env, compile_cs, mono_or_skip, mono_tools, serve_process
-from test_serve import local_server
+from conftest import (
+    EXAMPLES,
+    MCS_FLAGS,
+    ROOT,
+    child_env,
+    compile_cs,
+    local_server,
+    mono_or_skip,
+    mono_tools,
+    serve_process,
+)
 
 import inference
 from mlagents_inference.fronts.serve import serving
@@ -115,7 +124,7 @@ def stop_server(proc) -> None:
 
 @contextlib.contextmanager
 def live_server(model: Path, listen: str = "127.0.0.1:0"):
-    """`--mode serve` on `model` in this process (test_serve.local_server: fronts.serve.serving on a thread, the
+    """`--mode serve` on `model` in this process (conftest.local_server: fronts.serve.serving on a thread, the
     command line's options), where the server process itself is not what is tested: the address it listens on."""
     with local_server(model, listen) as (_, said):
         yield said["listen"]

@@ -19,7 +19,7 @@ import urllib.request
 import numpy as np
 import pytest
 from api_standins import REAL_MLAGENTS, behavior_spec, decision_steps, mlagents_mask, observation, terminal_steps
-from conftest import BUNDLED, EXAMPLES, ROOT, child_env, refused, run
+from conftest import BUNDLED, EXAMPLES, ROOT, child_env, dial, exchange, local_server, read_lines, refused, run
 
 import inference as I
 
@@ -60,50 +60,6 @@ def server(*args, **kwargs):
         if proc.poll() is None:
             proc.kill()
         proc.wait(timeout=30)
-
-
-@contextlib.contextmanager
-def local_server(model=EXAMPLES / "vector", listen="127.0.0.1:0", *extra):
-    """The server in this process, on the policy and options the command line would give it: (None, said)."""
-    from mlagents_inference.fronts.cli import parse_args
-    from mlagents_inference.fronts.serve import ServeOptions, serving
-    from mlagents_inference.services.context import Context
-
-    args = parse_args(["--mode", "serve", "--model-dir", str(model), *extra] + (["--listen", listen] if listen else []))
-    given = {dest: getattr(args, dest) for dest in ("listen", "http", "grpc") if getattr(args, dest) is not None}
-    addresses = {dest: texts[0] if len(texts) == 1 else texts for dest, texts in given.items()}
-    with serving(Context(args).policy, ServeOptions.from_args(args), **addresses) as said:
-        yield None, said
-
-
-def dial(where: str, timeout: float = 60.0) -> socket.socket:
-    if where.startswith("unix:"):
-        sock = socket.socket(socket.AF_UNIX)
-        sock.settimeout(timeout)
-        sock.connect(where[5:])
-        return sock
-    host, port = where.rsplit(":", 1)
-    assert host == "127.0.0.1"
-    return socket.create_connection((host, int(port)), timeout=timeout)
-
-
-def read_lines(sock: socket.socket, n: int, buf: bytearray = None) -> list:
-    buf = bytearray() if buf is None else buf
-    out = []
-    while len(out) < n:
-        chunk = sock.recv(1 << 16)
-        assert chunk, f"connection closed after {len(out)} of {n} answers"
-        buf += chunk
-        while b"\n" in buf and len(out) < n:
-            line, _, rest = bytes(buf).partition(b"\n")
-            buf[:] = rest
-            out.append(json.loads(line))
-    return out
-
-
-def exchange(sock: socket.socket, lines: list) -> list:
-    sock.sendall(b"".join((line if isinstance(line, bytes) else json.dumps(line).encode()) + b"\n" for line in lines))
-    return read_lines(sock, len(lines))
 
 
 def stream(capsys, model, lines: list, *extra) -> list:

@@ -35,7 +35,7 @@ else:
     pb = pytest.importorskip("tritonclient.grpc.service_pb2")
     service_pb2_grpc = pytest.importorskip("tritonclient.grpc.service_pb2_grpc")
 
-from test_serve import dial, exchange, local_server  # noqa: E402  (after the skips: it needs nothing more)
+from conftest import dial, exchange, local_server  # noqa: E402  (after the skips: it needs nothing more)
 
 from mlagents_inference.fronts.serve import ServeOptions, serving  # noqa: E402
 
