@@ -162,9 +162,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def ray_start(*args) -> subprocess.Popen:
+def ray_start(*args, log=None) -> subprocess.Popen:
     """`ray start ... --block` in its own session: ending that session ends the node (no `ray stop`,
-    which would stop every Ray node of this user on the machine)."""
+    which would stop every Ray node of this user on the machine); its output goes to the file log."""
     ports = [
         "--node-manager-port",
         free_port(),
@@ -196,8 +196,8 @@ def ray_start(*args) -> subprocess.Popen:
             *map(str, ports),
             *map(str, args),
         ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=log or subprocess.DEVNULL,
+        stderr=subprocess.STDOUT if log else subprocess.DEVNULL,
         start_new_session=True,
         env=cluster_env(),
     )
@@ -225,40 +225,65 @@ def end_session(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
+def ray_status(address: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(RAY_BIN), "status", "--address", address], capture_output=True, text=True, env=cluster_env()
+    )
+
+
+def active_nodes(status: str) -> int:
+    """The nodes `ray status` lists as Active (a node that died is listed under failures)."""
+    active = status.partition("Active:")[2].partition("Pending:")[0]
+    return active.count("node_")
+
+
 @pytest.fixture()
 def two_node_cluster():
-    """A head and a worker node on 127.0.0.1, one CPU each, stopped afterwards within a minute."""
+    """A head and a worker node on 127.0.0.1, one CPU each, stopped afterwards within a minute.
+    Each node has its own 180 s to come up on a busy machine, and a node whose `ray start` died
+    (a port that free_port() handed out, taken by then) is started again, twice at most; the
+    nodes' own output is in the assertion's message."""
     temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # (short: Ray's socket paths must fit in 107 bytes)
-    port = free_port()
-    head = ray_start("--head", "--port", port, "--include-dashboard", "false", "--temp-dir", temp)
-    nodes = [head]
+    nodes: list = []
+    logs: list = []
+
+    def start(*args) -> subprocess.Popen:
+        logs.append(open(os.path.join(temp, f"node{len(logs)}.log"), "wb"))
+        nodes.append(ray_start(*args, log=logs[-1]))
+        return nodes[-1]
+
+    def told() -> str:
+        return "\n".join(Path(f.name).read_text(errors="replace")[-3000:] for f in logs)
+
     try:
-        address = f"127.0.0.1:{port}"
-        deadline = time.time() + 120
-        while (
-            subprocess.run(
-                [str(RAY_BIN), "status", "--address", address], capture_output=True, env=cluster_env()
-            ).returncode
-            != 0
-        ):
-            assert time.time() < deadline and head.poll() is None, "the head node did not start"
-            time.sleep(2)
-        nodes.append(ray_start("--address", address))
-        while (
-            "2 node"
-            not in (
-                status := subprocess.run(
-                    [str(RAY_BIN), "status", "--address", address], capture_output=True, text=True, env=cluster_env()
-                ).stdout
-            )
-            and status.count("node_") < 2
-        ):
-            assert time.time() < deadline, f"the worker node did not join:\n{status}"
-            time.sleep(2)
+        for attempt in range(3):
+            port = free_port()
+            address = f"127.0.0.1:{port}"
+            head = start("--head", "--port", port, "--include-dashboard", "false", "--temp-dir", temp)
+            deadline = time.time() + 180
+            while ray_status(address).returncode != 0 and head.poll() is None:
+                assert time.time() < deadline, f"the head node did not start:\n{told()}"
+                time.sleep(2)
+            if head.poll() is None:
+                break
+        assert head.poll() is None, f"the head node did not start:\n{told()}"
+        for attempt in range(3):
+            worker = start("--address", address)
+            deadline = time.time() + 180
+            while active_nodes(status := ray_status(address).stdout) < 2:
+                if worker.poll() is not None:
+                    break
+                assert time.time() < deadline, f"the worker node did not join:\n{status}\n{told()}"
+                time.sleep(2)
+            else:
+                break
+        assert worker.poll() is None, f"the worker node did not join:\n{told()}"
         yield address
     finally:
         for node in reversed(nodes):
             end_session(node)
+        for f in logs:
+            f.close()
         shutil.rmtree(temp, ignore_errors=True)
 
 
