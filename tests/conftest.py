@@ -465,3 +465,12 @@ def wider_outputs(tmp_path: Path) -> Path:
     model.graph.node.append(helper.make_node("Concat", ["inner", "inner"], [name], axis=1))
     onnx.save(model, str(tmp_path / "wide.onnx"))
     return tmp_path / "wide.onnx"
+
+
+@pytest.fixture()
+def two_node_cluster():
+    """A head and a worker Ray node on 127.0.0.1 (tests/ray_cluster.py), its address; stopped afterwards."""
+    from ray_cluster import loopback_cluster
+
+    with loopback_cluster() as address:
+        yield address
