@@ -322,6 +322,38 @@ def test_the_follower_picks_up_a_new_checkpoint_and_swaps_it_in(vector_run):
     assert not any(t.name == "model-repository" for t in threading.enumerate())  # (stopped and joined)
 
 
+def test_lookups_during_swaps_always_get_one_whole_version(vector_run):
+    repo = Repository([vector_run], versions=2)
+    repo.poll()
+    torn, looked = [], [0]
+    done = threading.Event()
+
+    def reader():
+        for _ in range(200_000):  # (bounded: the swaps below take far fewer)
+            if done.is_set():
+                return
+            version = repo.lookup("Vector")
+            looked[0] += 1
+            if version.policy.checkpoint.path.name != f"Vector-{version.step}.pt":
+                torn.append(version.step)
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        for step in (150000, 200000, 250000):
+            write_checkpoint(vector_run, "Vector", step, VECTOR / "Vector" / "Vector-50000.pt", scale=0.5)
+            repo.poll()
+        repo.rollback("Vector")
+        repo.unpin("Vector")
+        write_checkpoint(vector_run, "Vector", 300000, VECTOR / "Vector" / "Vector-50000.pt", scale=0.5)
+        repo.poll()
+    finally:
+        done.set()
+        thread.join(60)
+    assert not torn and looked[0] > 0
+    assert repo.lookup("Vector").step == 300000 and repo.models()[0]["versions"] == [200000, 300000]
+
+
 def test_a_new_run_folder_appearing_under_results_is_followed(tmp_path):
     results = tmp_path / "results"
     results.mkdir()

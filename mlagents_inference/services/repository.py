@@ -228,6 +228,8 @@ class Repository:
 
     def _follow(self, name: str, run: Path) -> None:
         with self._mutate:
+            if name in self._unloaded:  # (unloaded by a request since the scan began)
+                return
             state = self._table.get(name) or ModelState(run, (), None, self._pins.get(name), frozenset())
             if name not in self._table:
                 self._set(name, state)
