@@ -125,6 +125,18 @@ def test_a_listed_checkpoint_counts_at_once_an_unlisted_one_when_its_size_held_s
     assert settled[0].onnx.name == "Vector-50000.onnx" and settled[1].onnx.name == "Vector.onnx"  # (the final's)
 
 
+def test_an_unlisted_checkpoint_older_than_training_status_never_counts(vector_run):
+    now = [0.0]
+    watch = CheckpointWatch(settle_s=1.0, clock=lambda: now[0], wall=lambda: 0.0)
+    path = write_checkpoint(vector_run, "Vector", 150000, VECTOR / "Vector" / "Vector-50000.pt", listed=False)
+    status = vector_run / "run_logs" / "training_status.json"
+    stamp = path.stat().st_mtime_ns + 1_000_000_000
+    os.utime(status, ns=(stamp, stamp))  # (the trainer wrote its list after the file, and left it out)
+    for _ in range(3):
+        now[0] += 5.0
+        assert [f.step for f in watch.finished(vector_run, "Vector")] == [50000, 100000]
+
+
 def test_without_training_status_a_growing_file_never_counts(tmp_path):
     run = copy_run(VECTOR, tmp_path, "live")
     (run / "run_logs" / "training_status.json").unlink()
@@ -266,6 +278,41 @@ def test_unload_a_version_or_the_model_and_load_it_again(vector_run):
     with pytest.raises(ModelNotFound):
         repo.lookup("Vector")
     assert repo.load("Vector") == ["Vector"] and repo.lookup().step == 100000
+
+
+def test_a_refused_file_written_again_whole_is_verified_again(vector_run):
+    lines = Lines()
+    repo = Repository([vector_run], log=lines)
+    repo.poll()
+    path = write_checkpoint(vector_run, "Vector", 150000, VECTOR / "Vector" / "Vector-50000.pt", listed=False)
+    whole = path.read_bytes()
+    path.write_bytes(whole[: len(whole) // 2])
+    list_checkpoint(vector_run, "Vector", 150000)
+    repo.poll()
+    assert repo.lookup().step == 100000 and len(lines) == 1
+    path.write_bytes(whole)
+    repo.poll()
+    assert repo.lookup().step == 150000 and len(lines) == 1
+
+
+def test_a_pin_names_a_served_behaviour(vector_run):
+    with pytest.raises(UsageError, match="--pin Striker:5: no behaviour Striker under the served folders"):
+        Repository([vector_run], pins=["Striker:5"])
+
+
+def test_a_load_while_another_runs_is_refused_in_one_line(vector_run):
+    refusals = []
+
+    def on_change(model, version):  # (called inside the first load: the second finds it still running)
+        if not refusals:
+            with pytest.raises(UsageError) as refused:
+                repo.load("Vector")
+            refusals.append(str(refused.value))
+
+    repo = Repository([vector_run], on_change=on_change, busy_s=0.2)
+    repo.poll()
+    assert refusals == ["load Vector: another load is still running; try again"]
+    assert repo.lookup().step == 100000
 
 
 # -- confinement

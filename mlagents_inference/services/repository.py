@@ -170,7 +170,10 @@ class Repository:
         self._unloaded: set = set()  # models unloaded by request: not followed until loaded again
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
-        discover(self.roots)  # (a bad folder, or one behaviour in two runs: refused before anything starts)
+        models = discover(self.roots)  # (a bad folder, or one behaviour in two runs: refused before anything starts)
+        for name, step in self._pins.items():
+            if name not in models:
+                raise UsageError(f"--pin {name}:{step}: no behaviour {name} under the served folders")
 
     # -- which version answers
     def lookup(self, model: Optional[str] = None, version: Optional[int] = None) -> Version:
