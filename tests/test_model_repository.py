@@ -231,6 +231,9 @@ def test_versions_keep_the_newest_n_and_a_request_may_name_one(vector_run):
         repo.lookup("Vector", 50000)
     with pytest.raises(ModelNotFound, match="not served"):
         repo.lookup("Striker")
+    for model, version in ((["Vector"], None), ("Vector", "100000"), ("Vector", 1e5)):
+        with pytest.raises(ModelNotFound, match="expected"):
+            repo.lookup(model, version)
 
 
 def test_a_pin_holds_while_newer_versions_arrive(vector_run):

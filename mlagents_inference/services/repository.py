@@ -181,6 +181,10 @@ class Repository:
         (None: the one serving). One read of the table: a swap after it changes nothing for this caller, who keeps
         the policy object it got."""
         table = self._table
+        if model is not None and not isinstance(model, str):
+            raise ModelNotFound(f"model {str(model)[:80]}: expected a model's name (text)")
+        if version is not None and type(version) is not int:
+            raise ModelNotFound(f"version {str(version)[:80]}: expected a checkpoint's step (a whole number)")
         if model is None:
             if len(table) != 1:
                 names = ", ".join(table) or "none loaded"
