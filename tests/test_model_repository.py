@@ -9,6 +9,8 @@ some with their weights perturbed."""
 import json
 import os
 import shutil
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -16,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import EXAMPLES, copy_run
+from conftest import EXAMPLES, ROOT, child_env, copy_run
 
 import inference
 from mlagents_inference.core.errors import UsageError
@@ -414,3 +416,27 @@ def test_a_new_run_folder_appearing_under_results_is_followed(tmp_path):
     repo.poll()
     assert [m["name"] for m in repo.models()] == ["Memory", "Vector"]
     assert os.path.samefile(repo.models()[0]["run"], results / "second")
+
+
+def test_without_torch_a_version_is_its_ml_agents_onnx_and_a_checkpoint_alone_is_refused(vector_run):
+    write_checkpoint(vector_run, "Vector", 150000, VECTOR / "Vector" / "Vector-50000.pt")  # (no ONNX beside it)
+    code = f"""
+import json, sys
+from mlagents_inference.services.repository import Repository
+repo = Repository([{str(vector_run)!r}], versions=3, log=print)
+repo.poll()
+print(json.dumps([repo.models(), repo.lookup(version=50000).checks["onnx_compare"], sys.modules.get("torch")]))
+"""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "no_torch.py"), "--code", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=child_env(),
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    line, answer = result.stdout.strip().splitlines()
+    assert "Vector-150000.pt: not served (this checkpoint has no ML-Agents ONNX beside it" in line
+    models, compared, torch_module = json.loads(answer)
+    assert models[0]["versions"] == [50000, 100000] and models[0]["serving"] == 100000
+    assert compared == "the ML-Agents ONNX itself runs (no torch)" and torch_module is None
