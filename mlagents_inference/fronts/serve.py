@@ -23,6 +23,7 @@ from ..core.errors import UsageError
 from ..core.files import Interrupted
 from ..core.observations import AgentMemories
 from ..core.report import latency_text, percentiles
+from ..services.dataplane import DataPlane, local_model
 from ..services.open_inference import Job, ModelView, claim_memories
 from ..services.protocol import answer_waiting, echoed_id, json_codec, ride_along
 from ..services.serve_common import (
@@ -337,6 +338,8 @@ class Server:
         self.started = None  # (called once every front listens: serving())
         self.view, self.jobs = ModelView(policy), 0  # (V2: the model as it sees it; its requests waiting)
         self.last_job = 0.0  # the last V2 request's arrival (gather)
+        model = local_model(self.view, self.submit, self.max_batch)  # (V2's data plane: this server's one model)
+        self.plane = DataPlane({self.view.name: model}, lambda: bool(self.stopping), self.view.server_metadata())
         self.awaited: dict = {}  # connections answered, none of their lines back since: {conn: when}, oldest first
         self.bounds = {**self.memories.bounds(), "max_line_bytes": self.limit}
         s, self.info = policy.settings, policy.info  # (an answer's bytes: 24 a number; an info answer's, as it is)

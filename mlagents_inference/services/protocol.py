@@ -14,6 +14,7 @@ from ..api.contract import SEED_END, SEED_MIN, check_seed
 from ..core.errors import UsageError
 from ..core.observations import AgentMemories, check_rows_fit, finite_float32, shape_masks, shape_memory
 from ..core.spec import InputSpec, continuous_only
+from .errors import EngineFailed
 
 if TYPE_CHECKING:  # (annotations only)
     from ..api.policy import Policy
@@ -574,7 +575,7 @@ def ride_along(policy: Policy, flat: list, rows: int, riders: list) -> Optional[
         ns = time.perf_counter_ns() - started
     except Exception as exc:  # noqa: BLE001 - the engine's failure is the request's answer
         if len(these) == 1 and not rows:
-            these[0].fail(_engine_failure(policy, exc))
+            these[0].fail(EngineFailed(_engine_failure(policy, exc)))
         else:
             for rider in these:
                 ride_along(policy, [], 0, [rider])
