@@ -24,7 +24,8 @@ grpc = pytest.importorskip("grpc")
 pb = pytest.importorskip("tritonclient.grpc.service_pb2")
 service_pb2_grpc = pytest.importorskip("tritonclient.grpc.service_pb2_grpc")
 
-from mlagents_inference.fronts.serve import ServeOptions, serving  # noqa: E402
+from mlagents_inference.fronts.serve import serving  # noqa: E402
+from mlagents_inference.services.batcher import ServeOptions  # noqa: E402
 
 POISON = 1234.5  # the observation value on which the wrapped engine raises
 

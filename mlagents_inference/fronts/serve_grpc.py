@@ -13,10 +13,10 @@ import os
 import sys
 
 from ..core.errors import UsageError
+from ..services.batcher import Batcher
 from ..services.dataplane import grpc_error, grpc_infer
 from ..services.open_inference import owner_of
 from ..services.serve_common import Front, tell_limited
-from .serve import Server
 
 __all__ = [
     "NEED_GRPC",
@@ -69,7 +69,7 @@ class GrpcFront(Front):
         except Exception as exc:  # noqa: BLE001 - a tritonclient that cannot load its messages (protobuf's version)
             raise UsageError(f"{NEED_GRPC} ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})") from None
 
-    async def start(self, server: Server) -> None:
+    async def start(self, server: Batcher) -> None:
         import grpc
 
         host, port = self.sock.getsockname()[:2]
@@ -173,7 +173,7 @@ class V2Service:
     its calls, a refusal's status from grpc_error); add_service joins them to the generated servicer class, which
     answers UNIMPLEMENTED for the repository, shared-memory, trace and log methods."""
 
-    def __init__(self, server: Server):
+    def __init__(self, server: Batcher):
         import grpc
         from google.protobuf import json_format
         from tritonclient.grpc import model_config_pb2
@@ -321,7 +321,7 @@ class Stream:
         return tasks
 
 
-def add_service(grpc_server, server: Server) -> V2Service:
+def add_service(grpc_server, server: Batcher) -> V2Service:
     """inference.GRPCInferenceService for `server`'s policy, on `grpc_server` (the service returned)."""
     from tritonclient.grpc import service_pb2_grpc
 

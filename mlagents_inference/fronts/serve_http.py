@@ -10,10 +10,10 @@ import logging
 import socket
 
 from ..core.errors import UsageError
+from ..services.batcher import Batcher, HttpLine
 from ..services.dataplane import rest_infer, rest_routes
 from ..services.open_inference import owner_of
 from ..services.serve_common import Front, OneLineLog, tell_limited, v2_route_errors
-from .serve import HttpLine, Server
 
 __all__ = ["NEED_HTTP", "HttpFront", "start_http", "v2_routes", "BodyBounds"]
 
@@ -33,14 +33,14 @@ class HttpFront(Front):
         except ImportError:
             raise UsageError(NEED_HTTP) from None
 
-    async def start(self, server: "Server") -> None:
+    async def start(self, server: Batcher) -> None:
         self.runner = await start_http(server, self.sock)
 
     async def cleanup(self) -> None:
         await self.runner.cleanup()
 
 
-async def start_http(server: Server, sock: socket.socket):
+async def start_http(server: Batcher, sock: socket.socket):
     """GET /healthz, GET /metrics (Prometheus text, a registry of its own), POST /v1/act (one stream line, batched
     with the socket lines; its answer object, status 400 when it is an error answer) and the V2 routes (v2_routes),
     in the server's event loop."""
@@ -112,7 +112,7 @@ class BodyBounds:
     closed. The Ray ingress bounds its bodies the same way (fronts.ray_serve.IN_FLIGHT_BYTES). Slow or stalled bodies
     hold at most the bound, for at most the time."""
 
-    def __init__(self, web, server: Server):
+    def __init__(self, web, server: Batcher):
         self.web, self.server, self.held = web, server, 0
         self.bound, self.seconds = server.options.http_in_flight_bytes, server.options.body_timeout_s
 
@@ -154,7 +154,7 @@ class BodyBounds:
         return bounded
 
 
-def v2_routes(server: Server, web, bodies: BodyBounds) -> list:
+def v2_routes(server: Batcher, web, bodies: BodyBounds) -> list:
     """The Open Inference Protocol's REST routes: the data plane's (services.dataplane.rest_routes), POST .../infer's
     body read by `bodies`."""
     plane, codec = server.plane, (server.loads, server.dumps)
