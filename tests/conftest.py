@@ -367,7 +367,8 @@ def compile_cs(mcs: str, out: Path, sources: list, *extra) -> str:
 def local_server(model=EXAMPLES / "vector", listen="127.0.0.1:0", *extra):
     """The server in this process, on the policy and options the command line would give it: (None, said)."""
     from mlagents_inference.fronts.cli import parse_args
-    from mlagents_inference.fronts.serve import ServeOptions, serving
+    from mlagents_inference.fronts.serve import serving
+    from mlagents_inference.services.batcher import ServeOptions
     from mlagents_inference.services.context import Context
 
     args = parse_args(["--mode", "serve", "--model-dir", str(model), *extra] + (["--listen", listen] if listen else []))

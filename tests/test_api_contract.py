@@ -12,7 +12,8 @@ import inference as I
 from mlagents_inference.api.contract import SEED_END, SEED_MIN, PolicyAPI
 from mlagents_inference.api.policy import Policy
 from mlagents_inference.fronts.remote import RemotePolicy
-from mlagents_inference.fronts.serve import ServeOptions, serving
+from mlagents_inference.fronts.serve import serving
+from mlagents_inference.services.batcher import ServeOptions
 
 CONTRACT = [name for name, _ in inspect.getmembers(PolicyAPI) if not name.startswith("_")]
 

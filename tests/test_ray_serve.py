@@ -652,3 +652,61 @@ def test_more_replicas_than_cpus_end_in_one_line_in_time(tmp_path):
         "error: --ray: the replicas did not start within 15 s (not enough GPUs, NPUs or CPUs"
     )
     assert time.time() - t0 < 120
+
+
+def test_a_replicas_v2_refusals_carry_their_status():
+    """A replica answers V2 through the data plane as serve does: the engine's own failure 500 (it was 400), an
+    unknown model 404, a request that does not fit 400. (The replica's own answering, in this process, one request a
+    call: its engine, a real one, wrapped to fail on one observation value.)"""
+    import asyncio
+
+    from mlagents_inference.fronts.ray_serve import PolicyReplica
+
+    model = {
+        "checkpoint": str(next((EXAMPLES / "vector").rglob("*.pt"))),
+        "onnx": None,
+        "model_dir": str(EXAMPLES / "vector"),
+        "behavior": None,
+        "expect_sha256": None,
+        "goal_input": None,
+        "device": "cpu",
+        "dtype": "float32",
+        "engine": "onnxruntime",
+        "graphs": True,
+        "providers": None,
+        "spin": False,
+        "compile": False,
+        "threads": None,
+    }
+    replica = PolicyReplica(model, LIMIT, 256, 0.0)
+    run = replica.policy.engine.run
+
+    def run_or_fail(flat, names=None):
+        if np.any(np.asarray(flat[0]) == 1234.5):
+            raise RuntimeError("[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : provoked by the test")
+        return run(flat, names)
+
+    replica.policy.engine.run = run_or_fail
+
+    async def unbatched(request):  # (@serve.batch needs a replica's context: the same answering, a request a call)
+        return (await replica.answer_requests([request]))[0]
+
+    replica.answer = unbatched
+    name = replica.view.name
+
+    def infer(model_name: str, obs: list) -> tuple:
+        body = json.dumps(
+            {"inputs": [{"name": "obs_0", "datatype": "FP32", "shape": [len(obs), len(obs[0])], "data": obs}]}
+        )
+        status, text, _, _, _ = asyncio.run(replica.infer(model_name, None, body.encode(), None))
+        return status, json.loads(text)
+
+    good = [[0.1 * k for k in range(8)], [0.2] * 8]
+    status, answer = infer(name, good)
+    assert status == 200 and answer["outputs"], answer
+    status, answer = infer(name, [good[0], [0.2] * 7 + [1234.5]])
+    assert status == 500 and "engine failed" in answer["error"], (status, answer)
+    status, answer = infer("Nope", good)
+    assert status == 404 and "unknown model 'Nope'" in answer["error"], (status, answer)
+    status, answer = infer(name, [row[:5] for row in good])
+    assert status == 400 and "shape" in answer["error"], (status, answer)

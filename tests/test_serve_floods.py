@@ -241,7 +241,8 @@ def test_stalled_http_bodies_hold_the_servers_growth():
 @pytest.mark.parametrize("path", ["/v1/act", "/v2/models/Memory/infer"], ids=["json-lines", "v2"])
 def test_a_body_that_stops_coming_is_answered_408_in_its_time(path):
     import inference as I
-    from mlagents_inference.fronts.serve import ServeOptions, serving
+    from mlagents_inference.fronts.serve import serving
+    from mlagents_inference.services.batcher import ServeOptions
 
     pytest.importorskip("aiohttp")
     with serving(I.load(LSTM), ServeOptions(body_timeout_s=1.0), http="127.0.0.1:0") as said:
@@ -261,7 +262,8 @@ def test_a_body_that_stops_coming_is_answered_408_in_its_time(path):
 @pytest.mark.parametrize("path", ["/v1/act", "/v2/models/Memory/infer"], ids=["json-lines", "v2"])
 def test_a_body_past_the_bytes_in_flight_is_refused_at_once_unread(path):
     import inference as I
-    from mlagents_inference.fronts.serve import ServeOptions, serving
+    from mlagents_inference.fronts.serve import serving
+    from mlagents_inference.services.batcher import ServeOptions
 
     pytest.importorskip("aiohttp")
     with serving(I.load(LSTM), ServeOptions(http_in_flight_bytes=1 << 20), http="127.0.0.1:0") as said:

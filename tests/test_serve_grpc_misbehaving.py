@@ -19,7 +19,8 @@ grpc = pytest.importorskip("grpc")
 pb = pytest.importorskip("tritonclient.grpc.service_pb2")
 service_pb2_grpc = pytest.importorskip("tritonclient.grpc.service_pb2_grpc")
 
-from mlagents_inference.fronts.serve import ServeOptions, serving  # noqa: E402
+from mlagents_inference.fronts.serve import serving  # noqa: E402
+from mlagents_inference.services.batcher import ServeOptions  # noqa: E402
 
 LSTM = EXAMPLES / "lstm"
 OWN = [("grpc.enable_http_proxy", 0), ("grpc.use_local_subchannel_pool", 1)]  # (a connection of its own)

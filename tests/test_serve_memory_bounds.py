@@ -14,6 +14,7 @@ from conftest import EXAMPLES
 import inference as I
 from mlagents_inference.core.observations import AgentMemories
 from mlagents_inference.fronts import serve
+from mlagents_inference.services import batcher
 from mlagents_inference.services.protocol import stream_answer
 
 LSTM = EXAMPLES / "lstm"
@@ -52,8 +53,8 @@ def exchange(sock: socket.socket, lines: list) -> list:
 
 
 def start(policy, monkeypatch, ids: int, whole: int = 100_000):
-    monkeypatch.setattr(serve, "CONNECTION_MEMORY_IDS", ids)
-    monkeypatch.setattr(serve, "MEMORY_IDS", whole)
+    monkeypatch.setattr(batcher, "CONNECTION_MEMORY_IDS", ids)
+    monkeypatch.setattr(batcher, "MEMORY_IDS", whole)
     return serve.serving(policy, listen="127.0.0.1:0")
 
 

@@ -37,7 +37,8 @@ else:
 
 from conftest import dial, exchange, local_server  # noqa: E402  (after the skips: it needs nothing more)
 
-from mlagents_inference.fronts.serve import ServeOptions, serving  # noqa: E402
+from mlagents_inference.fronts.serve import serving  # noqa: E402
+from mlagents_inference.services.batcher import ServeOptions  # noqa: E402
 
 KINDS = ["vector", "discrete-multi", "hybrid", "lstm", "attention", "visual-simple"]
 NP = {"FP32": np.float32, "INT64": np.int64, "UINT8": np.uint8, "INT32": np.int32, "FP64": np.float64}
@@ -540,10 +541,10 @@ def test_lstm_sequences_keep_memory_on_the_server_rest_grpc_and_stream(servers):
 def lstm_server(monkeypatch, share: int, whole: int):
     """An LSTM server with small sequence bounds (each owner's share, every owner's together) and stubs on three
     channels: two from 127.0.0.1 (one owner: a host) and one from ::1 (another)."""
-    from mlagents_inference.fronts import serve
+    from mlagents_inference.services import batcher
 
-    monkeypatch.setattr(serve, "CONNECTION_MEMORY_IDS", share)
-    monkeypatch.setattr(serve, "MEMORY_IDS", whole)
+    monkeypatch.setattr(batcher, "CONNECTION_MEMORY_IDS", share)
+    monkeypatch.setattr(batcher, "MEMORY_IDS", whole)
     policy = I.load(EXAMPLES / "lstm")
     with serving(policy, ServeOptions(), http="127.0.0.1:0", grpc=["127.0.0.1:0", "[::1]:0"]) as said:
         own = [*GRPC_OPTIONS, ("grpc.use_local_subchannel_pool", 1)]  # (else a process's channels share one)

@@ -185,3 +185,23 @@ def test_standard_library_json_gives_the_same_values(policies, monkeypatch):
     monkeypatch.setitem(sys.modules, "orjson", None)
     slow = [strict(a) for a in run_stream(policies["huggy"], text, monkeypatch)]
     assert fast == slow and len(slow) == 21 and "error" in slow[-1]
+
+
+@pytest.mark.parametrize("independent", [True, False])
+def test_the_engines_flag_decides_whether_lines_share_a_call(independent, monkeypatch):
+    """The lines waiting share one engine call where the engine says its rows are independent of the batch
+    (engines.factory.Engine's rows_independent; onnxruntime's engines do), and go one call each where it says not,
+    whatever the engine is named; the answers are the same either way."""
+    from mlagents_inference.engines.factory import ENGINE_CLASSES, engine_class
+
+    assert {engine_class(kind).rows_independent for kind in ENGINE_CLASSES if kind != "torch"} == {True}
+    policy = I.load(EXAMPLES / "vector")
+    lines = "".join(json.dumps({"id": i, "obs": [0.1 * i] * 8}) + "\n" for i in range(6))
+    alone = [json.loads(a) for a in run_stream(policy, lines, monkeypatch)]
+    monkeypatch.setattr(type(policy.engine), "rows_independent", independent, raising=False)
+    calls = count_engine_calls(policy, monkeypatch)
+    answers = [json.loads(a) for a in run_stream(policy, lines, monkeypatch)]
+    assert calls == ([6] if independent else [1] * 6), calls
+    for got, want in zip(answers, alone):
+        assert got["id"] == want["id"]
+        np.testing.assert_allclose(got["continuous_actions"], want["continuous_actions"], rtol=0, atol=1e-6)

@@ -68,7 +68,8 @@ def v2():
 
 @pytest.fixture(scope="module")
 def servers(v2):
-    from mlagents_inference.fronts.serve import ServeOptions, serving
+    from mlagents_inference.fronts.serve import serving
+    from mlagents_inference.services.batcher import ServeOptions
 
     stack, made = contextlib.ExitStack(), {}
 

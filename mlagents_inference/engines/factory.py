@@ -1,16 +1,53 @@
 """The one engine factory: which device and engine run a loaded policy (torch, or onnxruntime on its execution
 providers) and the engine built. Importable without torch: the torch layer is imported only when a torch device is
-resolved or a torch engine built. Policy, load() and the run context all go through here."""
+resolved or a torch engine built. Policy, load() and the run context all go through here. The engines are read from a
+table, ENGINE_CLASSES (a class named "module:Class", imported when it is built), each honouring the Engine protocol."""
 
+import importlib
 import importlib.util
-from typing import Optional
+from typing import Optional, Protocol
 
 from ..core.errors import UsageError
 from ..core.extras import TORCH_HINT
 from ..core.spec import ENGINES
 from .devices import OrtDevice, onnxruntime_devices, ort_device, session_providers
 
-__all__ = ["choose_engine", "pick_device", "engine_name", "make_engine", "engine_report", "graph_calls_text"]
+__all__ = [
+    "Engine",
+    "ENGINE_CLASSES",
+    "engine_class",
+    "choose_engine",
+    "pick_device",
+    "engine_name",
+    "make_engine",
+    "engine_report",
+    "graph_calls_text",
+]
+
+
+class Engine(Protocol):
+    """What runs a policy's network: run(flat, names) answers core.spec.engine_output_names for the engine's arrays
+    (observations, masks, memory: Policy.prepare's), `name` is what info and --stream-stats call it, and
+    `rows_independent` whether each row's answer is independent of the other rows of its call (then serve and the
+    stream answer many lines in one call: services.protocol.answer_waiting)."""
+
+    name: str
+    rows_independent: bool
+
+    def run(self, flat: list, names: Optional[list] = None) -> dict: ...
+
+
+ENGINE_CLASSES = {  # kind -> its class, "module:Class" (imported when built: torch only for the torch engine)
+    "onnxruntime": "mlagents_inference.engines.onnx_engine:OnnxRuntimeEngine",  # ML-Agents' modules, exported once
+    "onnx_file": "mlagents_inference.loaders.onnx_file:MLAgentsOnnx",  # the ML-Agents ONNX itself (torch-free)
+    "torch": "mlagents_inference.engines.torch_engine:TorchEngine",
+}
+
+
+def engine_class(kind: str) -> type:
+    """ENGINE_CLASSES' class for `kind`, imported."""
+    module, name = ENGINE_CLASSES[kind].split(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def choose_engine(name: str, device, dtype: str) -> str:
@@ -82,29 +119,19 @@ def make_engine(
         device = device if isinstance(device, OrtDevice) else ort_device(str(device))
         ort_providers = session_providers(device, providers)
         if actor is None:  # the ML-Agents file itself
-            from ..loaders.onnx_file import MLAgentsOnnx
-
-            return (
-                MLAgentsOnnx(
-                    checkpoint.path, checkpoint.settings, threads, providers=ort_providers, sampling=True, spin=spin
-                ),
-                device,
-                "onnxruntime",
+            made = engine_class("onnx_file")(
+                checkpoint.path, checkpoint.settings, threads, providers=ort_providers, sampling=True, spin=spin
             )
-        from .onnx_engine import OnnxRuntimeEngine
-
-        return OnnxRuntimeEngine(actor, ort_providers, spin, graphs, threads), device, "onnxruntime"
+            return made, device, made.name
+        made = engine_class("onnxruntime")(actor, ort_providers, spin, graphs, threads)
+        return made, device, made.name
     device = device if type(device).__module__ == "torch" else pick_device(device, engine, providers)
     name = choose_engine(engine, device, dtype)
     if compile and name != "torch":
         raise UsageError("--compile on applies to the torch engine (--engine torch), not onnxruntime")
     if name == "onnxruntime":
-        from .onnx_engine import OnnxRuntimeEngine
-
-        return OnnxRuntimeEngine(actor, spin=spin, threads=threads), device, name
-    from .torch_engine import TorchEngine
-
-    return TorchEngine(actor, device, dtype, graphs, compile=compile, threads=threads), device, name
+        return engine_class("onnxruntime")(actor, spin=spin, threads=threads), device, name
+    return engine_class("torch")(actor, device, dtype, graphs, compile=compile, threads=threads), device, name
 
 
 def engine_report(engine) -> dict:

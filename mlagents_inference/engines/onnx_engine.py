@@ -29,6 +29,7 @@ class OnnxRuntimeEngine:
     BoundBuckets; a session that refuses it (a node the CUDA provider does not take) runs without, said in one line."""
 
     name = "onnxruntime"
+    rows_independent = True  # (a row's outputs do not depend on the other rows of its call)
 
     def __init__(
         self,

@@ -77,6 +77,7 @@ class TorchEngine:
     here (docs/accelerators.md)."""
 
     name = "torch"
+    rows_independent = False  # (not held to it: kernels and a card's graph buckets may change with the call's rows)
 
     def __init__(
         self,

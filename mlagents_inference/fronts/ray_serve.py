@@ -24,7 +24,8 @@ import numpy as np
 from ..core.errors import UsageError
 from ..core.files import Interrupted, handlers_kept
 from ..core.observations import AgentMemories
-from ..services.open_inference import Job, ModelView, NotFound, Statistics, rest_answer, rest_request
+from ..services.dataplane import DataPlane, Model, rest_error, rest_infer, rest_routes
+from ..services.open_inference import Job, ModelView, Statistics
 from ..services.protocol import answer_texts, answer_waiting, json_codec
 from ..services.ray_support import copy_package, ray_failure, ray_init, ray_model, ray_policy, ray_unreachable
 from ..services.serve_common import (
@@ -98,17 +99,20 @@ def body_lines(body: bytes, limit: int) -> list:
 
 class PolicyReplica:
     """A Ray Serve replica: the policy loaded once. act(body) answers one POST /v1/act (its lines, in order, as one
-    connection's), infer(...) one V2 request; the requests waiting are answered together (@serve.batch: one
-    answer_waiting call, the V2 requests riding in its engine call). Memories live for one call, each request in a
-    scope of its own, within serve's bounds: no id keeps a memory between two requests, or across two clients'."""
+    connection's), infer(...) one V2 request through its data plane (services.dataplane, as serve's); the requests
+    waiting are answered together (@serve.batch: one answer_waiting call, the V2 requests riding in its engine call).
+    Memories live for one call, each request in a scope of its own, within serve's bounds: no id keeps a memory between
+    two requests, or across two clients'."""
 
     def __init__(self, model: dict, limit: int, max_batch: int, wait_s: float, config_batch: Optional[int] = None):
         from ray import serve
 
         self.policy, self.limit = ray_policy(model), limit
         self.loads, self.dumps = json_codec()
-        self.view, self.config_batch = ModelView(self.policy), config_batch
+        self.view, self.config_batch = view, config_batch = ModelView(self.policy), config_batch
         self.answer = serve.batch(max_batch_size=max_batch, batch_wait_timeout_s=wait_s)(self.answer_requests)
+        model = Model(view, view.metadata, self.config, view.model_stats, self.submit)
+        self.plane = DataPlane({view.name: model}, lambda: False, view.server_metadata())  # (the ingress stops)
         try:
             context = serve.get_replica_context()
             self.name = str(getattr(context, "replica_id", None) or context.replica_tag)
@@ -117,17 +121,21 @@ class PolicyReplica:
         self.lines = self.errors = self.seq = 0
         self.batches = Histogram(BATCH_BUCKETS)
 
-    def describe(self) -> dict:
-        """The model as V2 tells it (metadata, configuration, server metadata), for the ingress's GETs."""
+    def config(self) -> dict:
+        """Triton's model configuration, as a replica serves the model: no sequence batching (SEQUENCE_REFUSED)."""
         config = self.view.config(self.config_batch)
         if config.pop("sequence_batching", None) is not None:  # (no sequence keeps a memory on Ray: SEQUENCE_REFUSED)
             config["dynamic_batching"] = {"preferred_batch_size": [self.config_batch]} if self.config_batch else {}
+        return config
+
+    def describe(self) -> dict:
+        """The model as V2 tells it (metadata, configuration, server metadata), for the ingress's GETs."""
         view = self.view
         return {
             "name": view.name,
             "version": view.version,
             "metadata": view.metadata(),
-            "config": config,
+            "config": self.config(),
             "server": view.server_metadata(),
             "tally": self.tally(),
         }
@@ -149,16 +157,16 @@ class PolicyReplica:
         """POST /v1/act: (status, body, content type, None, tally)."""
         return await self.answer(body)
 
-    async def infer(self, body: bytes, header_length: Optional[str]) -> tuple:
-        """POST .../infer (the model checked by the ingress): (status, body, content type, header length, tally)."""
-        try:
-            job = rest_request(self.view, body, header_length, self.loads)
-            if job.key is not None:
-                raise UsageError(SEQUENCE_REFUSED)
-        except UsageError as exc:
-            self.view.stats.add("fail", 0)
-            self.seq += 1
-            return 400, self.dumps({"error": str(exc)}), "application/json", None, self.tally()
+    async def infer(self, name: str, version: Optional[str], body: bytes, header_length: Optional[str]) -> tuple:
+        """POST .../infer (the model checked by the ingress too): (status, body, content type, header length, tally)."""
+        answer = await rest_infer(
+            self.plane, name, version, body, header_length, (self.loads, self.dumps), self.limit, refuse=_no_sequences
+        )
+        self.seq += 1
+        return (*answer, self.tally())
+
+    async def submit(self, job: Job) -> Job:
+        """A checked V2 request through @serve.batch (the data plane's batcher here): answered."""
         return await self.answer(job)
 
     async def answer_requests(self, requests: list) -> list:
@@ -188,11 +196,11 @@ class PolicyReplica:
         self.errors += errors
         self.batches.add(len(lines) + len(jobs))
         self.seq += 1
-        out = []
-        for request, span in zip(requests, spans):
-            out.append(self.job_answer(request) if span is None else self.lines_answer(texts, answers, *span))
         tally = self.tally()
-        return [(*o, tally) for o in out]
+        return [
+            request if span is None else (*self.lines_answer(texts, answers, *span), tally)  # (a Job: answered)
+            for request, span in zip(requests, spans)
+        ]
 
     def lines_answer(self, texts: list, answers: list, at: int, n: int) -> tuple:
         if n == 0:
@@ -201,22 +209,15 @@ class PolicyReplica:
             return 400 if "error" in answers[at] else 200, texts[at], "application/json", None
         return 200, b"\n".join(texts[at : at + n]) + b"\n", "application/x-ndjson", None
 
-    def job_answer(self, job: Job) -> tuple:
-        stats = self.view.stats
-        if job.error is not None:
-            stats.add("fail", time.perf_counter_ns() - job.arrived)
-            return 400, self.dumps({"error": job.error}), "application/json", None
-        started = time.perf_counter_ns()
-        body, header_length = rest_answer(job, self.dumps)
-        stats.finished(job, time.perf_counter_ns() - started)
-        if header_length is None:
-            return 200, body, "application/json", None
-        return 200, body, "application/octet-stream", header_length
+
+def _no_sequences(job: Job) -> None:
+    if job.key is not None:
+        raise UsageError(SEQUENCE_REFUSED)
 
 
 class Described:
-    """The model as a replica described it: the ingress answers the V2 GETs and checks a request's model and version
-    (ModelView's check) with no policy of its own."""
+    """The model as a replica described it: the ingress's data plane answers the V2 GETs and checks a request's model
+    and version (ModelView's check) with no policy of its own."""
 
     check = ModelView.check
 
@@ -233,6 +234,9 @@ class Ingress:
 
     def __init__(self, handle, described: dict, limit: int, room: int, dumps, allow_remote: bool = False):
         self.handle, self.model, self.dumps, self.allow_remote = handle, Described(described), dumps, allow_remote
+        model = self.model
+        stats = Model(model, lambda: model.metadata, lambda: model.config, lambda: self.totals()[3].model_stats(model))
+        self.plane = DataPlane({model.name: stats}, lambda: bool(self.stopping), model.server)
         self.body_bytes, self.limit, self.room = max(REQUEST_BYTES, limit + 1), limit, room
         self.in_flight = self.held = self.refused = self.requests = 0
         self.stopping, self.tallies = 0, {}
@@ -304,8 +308,9 @@ class Ingress:
             sum_value=self.latency.sum,
         )
 
-    async def forward(self, web, request, method: str, header_length=None):
-        """A POST's body to a replica (`method`): its answer, written before the request leaves the count."""
+    async def forward(self, web, request, method: str, *more):
+        """A POST's body to a replica (`method`, `more` its arguments after the body): its answer, written before the
+        request leaves the count."""
         started = time.perf_counter()
         if self.stopping:
             return self.answer(web, {"id": None, "error": "the server is stopping"}, 503)
@@ -337,7 +342,7 @@ class Ingress:
                 return refused
             self.requests += 1
             try:
-                args = (body,) if method == "act" else (body, header_length)
+                args = (body,) if method == "act" else (*more[:2], body, *more[2:])  # (infer: name, version, body, ...)
                 status, text, kind, header, tally = await getattr(self.handle, method).remote(*args)
             except Exception as exc:  # noqa: BLE001 - a replica that died or failed: one line, never a traceback
                 why = ray_failure(exc)
@@ -375,8 +380,6 @@ class Ingress:
         )
 
     def routes(self, web) -> list:
-        model = self.model
-
         async def healthz(request):
             return web.Response(text="stopping\n" if self.stopping else "ok\n", status=503 if self.stopping else 200)
 
@@ -392,56 +395,22 @@ class Ingress:
         async def act(request):
             return await self.forward(web, request, "act")
 
-        async def live(request):
-            return web.Response(status=200)
-
-        async def ready(request):
-            return web.Response(status=503 if self.stopping else 200)
-
-        def stats() -> dict:
-            return {"model_stats": [self.totals()[3].model_stats(model)]}
-
-        async def server_metadata(request):
-            return self.answer(web, model.server)
-
-        async def all_stats(request):
-            return self.answer(web, stats())
-
-        def about(what):
-            async def handler(request):
-                try:
-                    model.check(request.match_info["model"], request.match_info.get("version"))
-                except UsageError as exc:
-                    return self.answer(web, {"error": str(exc)}, 404 if isinstance(exc, NotFound) else 400)
-                return self.answer(web, what()) if what else await ready(request)
-
-            return handler
-
         async def infer(request):
+            name, version = request.match_info["model"], request.match_info.get("version")
             try:
-                model.check(request.match_info["model"], request.match_info.get("version"))
+                self.plane.model(name, version)
             except UsageError as exc:
-                return self.answer(web, {"error": str(exc)}, 404 if isinstance(exc, NotFound) else 400)
-            return await self.forward(web, request, "infer", request.headers.get("Inference-Header-Content-Length"))
+                status, text = rest_error(exc, self.dumps)
+                return web.Response(body=text, status=status, content_type="application/json")
+            header_length = request.headers.get("Inference-Header-Content-Length")
+            return await self.forward(web, request, "infer", name, version, header_length)
 
-        routes = [
+        return [
             web.get("/healthz", healthz),
             web.get("/metrics", metrics),
             web.post(ROUTE, act),
-            web.get("/v2/health/live", live),
-            web.get("/v2/health/ready", ready),
-            web.get("/v2", server_metadata),
-            web.get("/v2/models/stats", all_stats),
+            *rest_routes(web, self.plane, self.dumps, infer),
         ]
-        for base in ("/v2/models/{model}", "/v2/models/{model}/versions/{version}"):
-            routes += [
-                web.get(base, about(lambda: model.metadata)),
-                web.get(base + "/ready", about(None)),
-                web.get(base + "/config", about(lambda: model.config)),
-                web.get(base + "/stats", about(stats)),
-                web.post(base + "/infer", infer),
-            ]
-        return routes
 
     async def run(self, front: Front, started) -> int:
         """Serve on the front's socket until SIGTERM, SIGINT or SIGHUP: then no new request, those in flight answered

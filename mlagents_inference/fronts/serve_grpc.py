@@ -11,12 +11,12 @@ import asyncio
 import collections
 import os
 import sys
-import time
 
 from ..core.errors import UsageError
-from ..services.open_inference import DTYPES, NotFound, owner_of, read_request, tensor_array
+from ..services.batcher import Batcher
+from ..services.dataplane import grpc_error, grpc_infer
+from ..services.open_inference import owner_of
 from ..services.serve_common import Front, tell_limited
-from .serve import Server
 
 __all__ = [
     "NEED_GRPC",
@@ -26,14 +26,10 @@ __all__ = [
     "METADATA_BYTES",
     "GRPCIO_METADATA_BYTES",
     "metadata_bound",
-    "CONTENTS",
     "GrpcFront",
     "V2Service",
     "Stream",
     "add_service",
-    "grpc_job",
-    "grpc_answer",
-    "parameters",
 ]
 
 
@@ -56,73 +52,6 @@ STOP_STREAMS_S = 1.0  # the stop: how long grpcio answers the calls it holds bef
 NEED_GRPC = 'serve --grpc needs grpcio and tritonclient[grpc]: pip install ".[serve]"'
 
 
-CONTENTS = {  # V2 datatype -> its field of InferTensorContents (typed contents, where raw_input_contents is not used)
-    "BOOL": "bool_contents",
-    "UINT8": "uint_contents",
-    "UINT16": "uint_contents",
-    "UINT32": "uint_contents",
-    "UINT64": "uint64_contents",
-    "INT8": "int_contents",
-    "INT16": "int_contents",
-    "INT32": "int_contents",
-    "INT64": "int64_contents",
-    "FP32": "fp32_contents",
-    "FP64": "fp64_contents",
-}
-
-
-def parameters(mapping) -> dict:
-    """A request's parameters (a map of InferParameter) as plain values."""
-    out = {}
-    for key, value in mapping.items():
-        which = value.WhichOneof("parameter_choice")
-        out[key] = getattr(value, which) if which else None
-    return out
-
-
-def grpc_job(view, request, owner: str = ""):
-    """A ModelInferRequest checked against the model: a Job (UsageError, NotFound in one line); `owner`: its peer,
-    whose sequences its sequence_id names."""
-    started = time.perf_counter_ns()
-    view.check(request.model_name, request.model_version)
-    raw = request.raw_input_contents
-    if raw and len(raw) != len(request.inputs):
-        raise UsageError(f"{len(raw)} raw_input_contents for {len(request.inputs)} inputs: one for each input")
-    tensors = {}
-    for n, tensor in enumerate(request.inputs):
-        name = tensor.name
-        if name in tensors:
-            raise UsageError(f'input "{name[:40]}" is given twice')
-        if raw and tensor.HasField("contents") and tensor.contents.ListFields():  # (Triton refuses it too)
-            raise UsageError(
-                f'input "{name[:40]}": both typed contents and raw_input_contents given: give its values once'
-            )
-        if raw:
-            tensors[name] = tensor_array(name[:40], tensor.datatype, list(tensor.shape), raw=raw[n])
-        else:
-            field = CONTENTS.get(tensor.datatype)
-            data = list(getattr(tensor.contents, field)) if field else None
-            tensors[name] = tensor_array(name[:40], tensor.datatype, list(tensor.shape), data)
-    outputs = [o.name for o in request.outputs] or None
-    job = read_request(view, tensors, outputs, parameters(request.parameters), request.id or None, owner)
-    job.arrived = started
-    job.read_ns = time.perf_counter_ns() - started
-    return job
-
-
-def grpc_answer(pb, job):
-    """The ModelInferResponse of an answered Job: its outputs in raw_output_contents, as Triton answers."""
-    view, types = job.view, {n: d for n, d, _ in job.view.outputs}
-    outputs, raw = [], []
-    for name in job.wanted:
-        array = job.outputs[name]
-        outputs.append(pb.ModelInferResponse.InferOutputTensor(name=name, datatype=types[name], shape=array.shape))
-        raw.append(array.astype(DTYPES[types[name]], copy=False).tobytes())
-    return pb.ModelInferResponse(
-        model_name=view.name, model_version=view.version, id=job.ident or "", outputs=outputs, raw_output_contents=raw
-    )
-
-
 class GrpcFront(Front):
     """--grpc HOST:PORT: the V2 gRPC service (grpcio's asyncio server) in the server's loop."""
 
@@ -140,7 +69,7 @@ class GrpcFront(Front):
         except Exception as exc:  # noqa: BLE001 - a tritonclient that cannot load its messages (protobuf's version)
             raise UsageError(f"{NEED_GRPC} ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})") from None
 
-    async def start(self, server: Server) -> None:
+    async def start(self, server: Batcher) -> None:
         import grpc
 
         host, port = self.sock.getsockname()[:2]
@@ -240,71 +169,55 @@ def metadata_bound():
 
 
 class V2Service:
-    """inference.GRPCInferenceService's methods for one server's policy (add_service joins them to the generated
-    servicer class, which answers UNIMPLEMENTED for the repository, shared-memory, trace and log methods)."""
+    """inference.GRPCInferenceService's methods over the server's data plane (services.dataplane: each method one of
+    its calls, a refusal's status from grpc_error); add_service joins them to the generated servicer class, which
+    answers UNIMPLEMENTED for the repository, shared-memory, trace and log methods."""
 
-    def __init__(self, server: Server):
+    def __init__(self, server: Batcher):
         import grpc
         from google.protobuf import json_format
         from tritonclient.grpc import model_config_pb2
         from tritonclient.grpc import service_pb2 as pb
 
-        self.server, self.view, self.codes, self.pb = server, server.view, grpc.StatusCode, pb
+        self.server, self.plane, self.codes, self.pb = server, server.plane, grpc.StatusCode, pb
         self.cut = 0  # (streams the stop ended: said in one line)
         self.closing: set = set()  # (the cancelled tasks of streams that ended: the stop waits for what is left)
         self.parse, self.config_message = json_format.ParseDict, model_config_pb2.ModelConfig
 
-    async def checked(self, context, request) -> None:
+    async def asked(self, context, what, *args):
+        """The data plane's answer to what(*args), or the call aborted with its refusal's status."""
         try:
-            self.view.check(request.name, request.version)
-        except NotFound as exc:
-            await context.abort(self.codes.NOT_FOUND, str(exc))
+            return what(*args)
+        except UsageError as exc:
+            await context.abort(*grpc_error(self.codes, exc))
 
     async def answered(self, request, owner: str):
         """A ModelInferRequest's response, or (status, text) where it is refused. `owner`: its peer (owner_of)."""
-        server, view, codes = self.server, self.view, self.codes
-        try:
-            if server.stopping:
-                return codes.UNAVAILABLE, "the server is stopping"
-            job = grpc_job(view, request, owner)
-        except UsageError as exc:
-            view.stats.add("fail", 0)
-            return codes.NOT_FOUND if isinstance(exc, NotFound) else codes.INVALID_ARGUMENT, str(exc)
-        await server.submit(job)
-        if job.error is not None:
-            view.stats.add("fail", time.perf_counter_ns() - job.arrived)
-            return codes.INVALID_ARGUMENT, job.error
-        started = time.perf_counter_ns()
-        response = grpc_answer(self.pb, job)
-        view.stats.finished(job, time.perf_counter_ns() - started)
-        return response
+        return await grpc_infer(self.plane, request, self.pb, self.codes, owner)
 
     async def ServerLive(self, request, context):
-        return self.pb.ServerLiveResponse(live=True)
+        return self.pb.ServerLiveResponse(live=self.plane.live())
 
     async def ServerReady(self, request, context):
-        return self.pb.ServerReadyResponse(ready=not self.server.stopping)
+        return self.pb.ServerReadyResponse(ready=self.plane.ready())
 
     async def ModelReady(self, request, context):
-        await self.checked(context, request)
-        return self.pb.ModelReadyResponse(ready=not self.server.stopping)
+        ready = await self.asked(context, self.plane.model_ready, request.name, request.version)
+        return self.pb.ModelReadyResponse(ready=ready)
 
     async def ServerMetadata(self, request, context):
-        return self.pb.ServerMetadataResponse(**self.view.server_metadata())
+        return self.pb.ServerMetadataResponse(**self.plane.server_metadata())
 
     async def ModelMetadata(self, request, context):
-        await self.checked(context, request)
-        return self.parse(self.view.metadata(), self.pb.ModelMetadataResponse())
+        metadata = await self.asked(context, self.plane.model_metadata, request.name, request.version)
+        return self.parse(metadata, self.pb.ModelMetadataResponse())
 
     async def ModelConfig(self, request, context):
-        await self.checked(context, request)
-        config = self.parse(self.view.config(self.server.max_batch), self.config_message())
-        return self.pb.ModelConfigResponse(config=config)
+        config = await self.asked(context, self.plane.model_config, request.name, request.version)
+        return self.pb.ModelConfigResponse(config=self.parse(config, self.config_message()))
 
     async def ModelStatistics(self, request, context):
-        if request.name:
-            await self.checked(context, request)
-        stats = {"model_stats": [self.view.stats.model_stats(self.view)]}
+        stats = await self.asked(context, self.plane.model_statistics, request.name, request.version)
         return self.parse(stats, self.pb.ModelStatisticsResponse())
 
     async def ModelInfer(self, request, context):
@@ -408,7 +321,7 @@ class Stream:
         return tasks
 
 
-def add_service(grpc_server, server: Server) -> V2Service:
+def add_service(grpc_server, server: Batcher) -> V2Service:
     """inference.GRPCInferenceService for `server`'s policy, on `grpc_server` (the service returned)."""
     from tritonclient.grpc import service_pb2_grpc
 

@@ -8,20 +8,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-import time
 
 from ..core.errors import UsageError
-from ..services.open_inference import NotFound, owner_of, rest_answer, rest_request
+from ..services.batcher import Batcher, HttpLine
+from ..services.dataplane import rest_infer, rest_routes
+from ..services.open_inference import owner_of
 from ..services.serve_common import Front, OneLineLog, tell_limited, v2_route_errors
-from .serve import HttpLine, Server
 
-__all__ = ["NEED_HTTP", "HttpFront", "start_http", "V2Rest", "v2_routes", "BodyBounds", "V2_ERRORS"]
+__all__ = ["NEED_HTTP", "HttpFront", "start_http", "v2_routes", "BodyBounds"]
 
 
 NEED_HTTP = 'serve --http needs aiohttp and prometheus-client: pip install ".[serve]" (or aiohttp prometheus-client)'
-
-
-V2_ERRORS = {NotFound: 404}  # (any other UsageError: 400)
 
 
 class HttpFront(Front):
@@ -36,14 +33,14 @@ class HttpFront(Front):
         except ImportError:
             raise UsageError(NEED_HTTP) from None
 
-    async def start(self, server: "Server") -> None:
+    async def start(self, server: Batcher) -> None:
         self.runner = await start_http(server, self.sock)
 
     async def cleanup(self) -> None:
         await self.runner.cleanup()
 
 
-async def start_http(server: Server, sock: socket.socket):
+async def start_http(server: Batcher, sock: socket.socket):
     """GET /healthz, GET /metrics (Prometheus text, a registry of its own), POST /v1/act (one stream line, batched
     with the socket lines; its answer object, status 400 when it is an error answer) and the V2 routes (v2_routes),
     in the server's event loop."""
@@ -107,83 +104,6 @@ async def start_http(server: Server, sock: socket.socket):
     return runner
 
 
-class V2Rest:
-    """The Open Inference Protocol's REST handlers for one server's policy (services.open_inference.ModelView)."""
-
-    def __init__(self, server: Server, web):
-        self.server, self.view, self.web, self.dumps = server, server.view, web, server.dumps
-
-    def answer(self, obj, status: int = 200):
-        return self.web.Response(body=self.dumps(obj), status=status, content_type="application/json")
-
-    def refused(self, exc: UsageError):
-        return self.answer({"error": str(exc)}, V2_ERRORS.get(type(exc), 400))
-
-    async def live(self, request):
-        return self.web.Response(status=200)
-
-    async def ready(self, request):
-        return self.web.Response(status=503 if self.server.stopping else 200)
-
-    async def server_metadata(self, request):
-        return self.answer(self.view.server_metadata())
-
-    def about(self, what):
-        """A GET of the model (…/ready where `what` is None): 404 for another model or version."""
-
-        async def handler(request):
-            try:
-                self.view.check(request.match_info["model"], request.match_info.get("version"))
-            except UsageError as exc:
-                return self.refused(exc)
-            return self.answer(what()) if what else await self.ready(request)
-
-        return handler
-
-    def stats(self) -> dict:
-        return {"model_stats": [self.view.stats.model_stats(self.view)]}
-
-    async def all_stats(self, request):
-        return self.answer(self.stats())
-
-    def read(self, request, body):
-        """The request's Job, checked (UsageError in one line). `body`: as BodyBounds read it."""
-        self.view.check(request.match_info["model"], request.match_info.get("version"))
-        if body is None:
-            raise UsageError(f"the request is longer than {self.server.limit} bytes (--max-line-bytes)")
-        return rest_request(
-            self.view,
-            body,
-            request.headers.get("Inference-Header-Content-Length"),
-            self.server.loads,
-            owner_of("http:" + str(request.remote)),  # (the host: a client's sequences, whichever connection)
-        )
-
-    async def infer(self, request, body):
-        server, stats, web = self.server, self.view.stats, self.web
-        if server.stopping:
-            return self.answer({"error": "the server is stopping"}, 503)
-        try:
-            job = self.read(request, body)
-        except UsageError as exc:
-            stats.add("fail", 0)
-            return self.refused(exc)
-        await server.submit(job)
-        if job.error is not None:
-            stats.add("fail", time.perf_counter_ns() - job.arrived)
-            return self.answer({"error": job.error}, 400)
-        started = time.perf_counter_ns()
-        body, header_length = rest_answer(job, self.dumps)
-        stats.finished(job, time.perf_counter_ns() - started)
-        if header_length is None:
-            return web.Response(body=body, content_type="application/json")
-        return web.Response(
-            body=body,
-            content_type="application/octet-stream",
-            headers={"Inference-Header-Content-Length": str(header_length)},
-        )
-
-
 class BodyBounds:
     """Every POST's body read before its handler (read(handler): the handler gets the bytes, or None past
     --max-line-bytes), within two bounds: the bodies being read and answered together (--http-in-flight-bytes; one
@@ -192,7 +112,7 @@ class BodyBounds:
     closed. The Ray ingress bounds its bodies the same way (fronts.ray_serve.IN_FLIGHT_BYTES). Slow or stalled bodies
     hold at most the bound, for at most the time."""
 
-    def __init__(self, web, server: Server):
+    def __init__(self, web, server: Batcher):
         self.web, self.server, self.held = web, server, 0
         self.bound, self.seconds = server.options.http_in_flight_bytes, server.options.body_timeout_s
 
@@ -234,21 +154,23 @@ class BodyBounds:
         return bounded
 
 
-def v2_routes(server: Server, web, bodies: BodyBounds) -> list:
-    """The Open Inference Protocol's REST routes (V2Rest's handlers; `bodies` reads infer's bodies)."""
-    rest, routes = V2Rest(server, web), []
-    for base in ("/v2/models/{model}", "/v2/models/{model}/versions/{version}"):
-        routes += [
-            web.get(base, rest.about(rest.view.metadata)),
-            web.get(base + "/ready", rest.about(None)),
-            web.get(base + "/config", rest.about(lambda: rest.view.config(server.max_batch))),
-            web.get(base + "/stats", rest.about(rest.stats)),
-            web.post(base + "/infer", bodies.read(rest.infer)),
-        ]
-    return [
-        web.get("/v2/health/live", rest.live),
-        web.get("/v2/health/ready", rest.ready),
-        web.get("/v2", rest.server_metadata),
-        web.get("/v2/models/stats", rest.all_stats),
-        *routes,
-    ]
+def v2_routes(server: Batcher, web, bodies: BodyBounds) -> list:
+    """The Open Inference Protocol's REST routes: the data plane's (services.dataplane.rest_routes), POST .../infer's
+    body read by `bodies`."""
+    plane, codec = server.plane, (server.loads, server.dumps)
+
+    async def infer(request, body):
+        status, text, kind, length = await rest_infer(
+            plane,
+            request.match_info["model"],
+            request.match_info.get("version"),
+            body,
+            request.headers.get("Inference-Header-Content-Length"),
+            codec,
+            server.limit,
+            owner_of("http:" + str(request.remote)),  # (the host: a client's sequences, whichever connection)
+        )
+        headers = None if length is None else {"Inference-Header-Content-Length": str(length)}
+        return web.Response(body=text, status=status, content_type=kind, headers=headers)
+
+    return rest_routes(web, plane, server.dumps, bodies.read(infer))

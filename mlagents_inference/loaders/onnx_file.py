@@ -59,7 +59,10 @@ def branch_order(model, logits: list) -> list:
 class MLAgentsOnnx:
     """An ML-Agents ONNX file run by a bare onnxruntime session: the reference. Reads ML-Agents 2.x+ files (obs_i
     inputs, deterministic_* outputs) and older ones (1.x: one vector_observation input; without deterministic_* outputs
-    the action mean and each branch's masked logits are read out of the graph)."""
+    the action mean and each branch's masked logits are read out of the graph). An engine (engines.factory's table)."""
+
+    name = "onnxruntime"
+    rows_independent = True  # (a row's outputs do not depend on the other rows of its call)
 
     def __init__(
         self,

@@ -2,7 +2,9 @@
 ML-Agents ONNX's inputs and outputs, named as the file names them), a request's tensors read and checked into the
 engine's arrays (a Job, answered in serve's answering pass with the JSON lines), the answer's tensors, the model
 configuration and statistics Triton's perf_analyzer reads, and the REST encoding with Triton's binary tensor data
-extension. Transports (aiohttp, grpcio, Ray Serve) are the fronts'; nothing here imports them. docs/serve.md.
+extension beside the gRPC one (ModelInferRequest's tensors in, raw_output_contents out), as KServe keeps its codecs
+side by side in infer_type.py. Transports (aiohttp, grpcio, Ray Serve) are the fronts'; nothing here imports them
+(the gRPC messages are handed in); services.dataplane answers the V2 routes on these. docs/serve.md.
 
 Names and shapes follow ML-Agents' ONNX export (Apache-2.0): obs_0 ..., action_masks, recurrent_in;
 deterministic_continuous_actions, continuous_actions, deterministic_discrete_actions, discrete_actions,
@@ -22,6 +24,7 @@ from .. import __version__
 from ..api.contract import check_seed
 from ..core.errors import UsageError
 from ..core.spec import engine_output_names
+from .errors import BadRequest, NotFound, RequestError
 
 if TYPE_CHECKING:  # (annotations only)
     from ..api.policy import Policy
@@ -34,7 +37,7 @@ __all__ = [
     "SEQUENCE_ID_CHARS",
     "MAX_ROWS",
     "DTYPES",
-    "NotFound",
+    "CONTENTS",
     "ModelView",
     "Job",
     "Statistics",
@@ -42,6 +45,9 @@ __all__ = [
     "read_request",
     "rest_request",
     "rest_answer",
+    "grpc_parameters",
+    "grpc_request",
+    "grpc_answer",
     "claim_memories",
     "owner_of",
 ]
@@ -78,8 +84,19 @@ DTYPES = {  # V2 datatype -> numpy dtype (little-endian, as the binary extension
 }
 
 
-class NotFound(UsageError):
-    """An unknown model or version: 404 (gRPC NOT_FOUND), where other request errors are 400 (INVALID_ARGUMENT)."""
+CONTENTS = {  # V2 datatype -> its field of InferTensorContents (gRPC's typed contents, where raw contents are not used)
+    "BOOL": "bool_contents",
+    "UINT8": "uint_contents",
+    "UINT16": "uint_contents",
+    "UINT32": "uint_contents",
+    "UINT64": "uint64_contents",
+    "INT8": "int_contents",
+    "INT16": "int_contents",
+    "INT32": "int_contents",
+    "INT64": "int64_contents",
+    "FP32": "fp32_contents",
+    "FP64": "fp64_contents",
+}
 
 
 def _brief(value, n: int = 40) -> str:
@@ -167,6 +184,10 @@ class ModelView:
             out["dynamic_batching"] = {"preferred_batch_size": [max_batch]} if max_batch else {}
         return out
 
+    def model_stats(self) -> dict:
+        """Its Triton model statistics (one entry of "model_stats")."""
+        return self.stats.model_stats(self)
+
 
 class Statistics:
     """Triton's model statistics, measured: per request (success, failure, queue, compute), per engine call size."""
@@ -232,7 +253,7 @@ class Job:
         self.start, self.binary = params.get("start", False), params.get("binary", set())
         self.sequence, self.scope = params.get("sequence"), params.get("scope", V2_SCOPE)  # (as sent; its owner's)
         self.outputs: Optional[dict] = None  # name -> array, once answered
-        self.error: Optional[str] = None
+        self.error: Optional[RequestError] = None  # (typed: its status; str() its one line)
         self.memory_given = params.get("memory_given", False)
         self.arrived = time.perf_counter_ns()
         self.read_ns = self.infer_ns = self.queue_ns = (
@@ -305,8 +326,9 @@ class Job:
                         f"(sequence_end) and send sequence_start again"
                     )
 
-    def fail(self, text: str) -> None:
-        self.outputs, self.error = None, text
+    def fail(self, error) -> None:
+        """Answered with `error`: a RequestError (an engine's failure: EngineFailed), or a text (a BadRequest)."""
+        self.outputs, self.error = None, error if isinstance(error, RequestError) else BadRequest(error)
 
 
 def tensor_array(name: str, datatype, shape, data=None, raw: Optional[bytes] = None) -> np.ndarray:
@@ -618,3 +640,56 @@ def rest_answer(job: Job, dumps) -> tuple:
     if not parts:
         return header, None
     return b"".join([header, *parts]), len(header)
+
+
+# -- gRPC: ModelInferRequest and ModelInferResponse (the messages tritonclient ships, handed in)
+def grpc_parameters(mapping) -> dict:
+    """A request's parameters (a map of InferParameter) as plain values."""
+    out = {}
+    for key, value in mapping.items():
+        which = value.WhichOneof("parameter_choice")
+        out[key] = getattr(value, which) if which else None
+    return out
+
+
+def grpc_request(view: ModelView, request, owner: str = "") -> Job:
+    """A ModelInferRequest checked against the model (its name and version checked by the data plane): a Job, or a
+    UsageError in one line; `owner`: its peer, whose sequences its sequence_id names."""
+    started = time.perf_counter_ns()
+    raw = request.raw_input_contents
+    if raw and len(raw) != len(request.inputs):
+        raise UsageError(f"{len(raw)} raw_input_contents for {len(request.inputs)} inputs: one for each input")
+    tensors = {}
+    for n, tensor in enumerate(request.inputs):
+        name = tensor.name
+        if name in tensors:
+            raise UsageError(f'input "{name[:40]}" is given twice')
+        if raw and tensor.HasField("contents") and tensor.contents.ListFields():  # (Triton refuses it too)
+            raise UsageError(
+                f'input "{name[:40]}": both typed contents and raw_input_contents given: give its values once'
+            )
+        if raw:
+            tensors[name] = tensor_array(name[:40], tensor.datatype, list(tensor.shape), raw=raw[n])
+        else:
+            field = CONTENTS.get(tensor.datatype)
+            data = list(getattr(tensor.contents, field)) if field else None
+            tensors[name] = tensor_array(name[:40], tensor.datatype, list(tensor.shape), data)
+    outputs = [o.name for o in request.outputs] or None
+    job = read_request(view, tensors, outputs, grpc_parameters(request.parameters), request.id or None, owner)
+    job.arrived = started
+    job.read_ns = time.perf_counter_ns() - started
+    return job
+
+
+def grpc_answer(pb, job: Job):
+    """The ModelInferResponse of an answered Job (`pb`: tritonclient.grpc.service_pb2): its outputs in
+    raw_output_contents, as Triton answers."""
+    view, types = job.view, {n: d for n, d, _ in job.view.outputs}
+    outputs, raw = [], []
+    for name in job.wanted:
+        array = job.outputs[name]
+        outputs.append(pb.ModelInferResponse.InferOutputTensor(name=name, datatype=types[name], shape=array.shape))
+        raw.append(array.astype(DTYPES[types[name]], copy=False).tobytes())
+    return pb.ModelInferResponse(
+        model_name=view.name, model_version=view.version, id=job.ident or "", outputs=outputs, raw_output_contents=raw
+    )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Callable, NamedTuple, Optional
 
 import numpy as np
 
@@ -14,6 +14,7 @@ from ..api.contract import SEED_END, SEED_MIN, check_seed
 from ..core.errors import UsageError
 from ..core.observations import AgentMemories, check_rows_fit, finite_float32, shape_masks, shape_memory
 from ..core.spec import InputSpec, continuous_only
+from .errors import EngineFailed
 
 if TYPE_CHECKING:  # (annotations only)
     from ..api.policy import Policy
@@ -29,6 +30,7 @@ __all__ = [
     "stream_answer",
     "answer_texts",
     "waiting_lines",
+    "PlainLine",
     "answer_waiting",
     "ride_along",
     "json_codec",
@@ -289,6 +291,20 @@ def waiting_lines(stream, limit: int):
             yield group
 
 
+class PlainLine(NamedTuple):
+    """A plain line waiting for its engine call (answer_waiting): its place among the lines, its message, its id,
+    its memory key (None: no memory kept), its observations (one flat list an input), masks and memory ([1, size];
+    None where the line has none)."""
+
+    index: int
+    msg: dict
+    ident: object
+    key: Optional[str]
+    values: list
+    masks: Optional[np.ndarray]
+    memory: Optional[np.ndarray]
+
+
 def answer_waiting(
     policy: Policy,
     lines: list,
@@ -300,17 +316,17 @@ def answer_waiting(
 ) -> list:
     """Answers to a group of waiting lines, in order, each what it would have been alone: plain lines (one
     observation of each vector input as a flat list of JSON numbers, deterministic; optional "id", "reset",
-    "memory", "action_masks") share one engine call (onnxruntime, whose rows do not depend on the batch they are
-    in), their observations read and checked as one array per input (_answer_plain). Any other line, and a second
-    line of an id already in the call, first lets the call run, then goes through stream_answer, whose rules and
-    messages stay the only ones. Bad lines get their error in place.
+    "memory", "action_masks") share one engine call (an engine whose rows do not depend on the batch they are in:
+    Engine.rows_independent, onnxruntime's), their observations read and checked as one array per input
+    (_answer_plain). Any other line, and a second line of an id already in the call, first lets the call run, then
+    goes through stream_answer, whose rules and messages stay the only ones. Bad lines get their error in place.
     `scopes` (serve): each line's memory scope (its connection), as stream_answer's `scope`. `riders` (serve's V2
     requests, checked already): their rows go into the first engine call, after the plain lines' (ride_along)."""
     s = policy.settings
     riders = list(riders) if riders else []
     answers: list = [None] * len(lines)
     rules = _plain_rules(policy)
-    plain: list = []  # (index, message, id, memory key, inputs, masks, memory [1, size] or None)
+    plain: list = []  # (PlainLine: the lines of the next engine call)
     keys: set = set()
     # A plain line's observations are checked with the others' when the call runs, unless keeping this group's
     # memories could drop an id (AgentMemories' bounds): then as each line comes, so that a memory is read when
@@ -356,7 +372,7 @@ def answer_waiting(
                         quick = None  # (dropped at its client's bound: stream_answer's error)
                     keys.add(key)
                 if quick is not None:
-                    plain.append((i, msg, ident, key, values, masks, memory))
+                    plain.append(PlainLine(i, msg, ident, key, values, masks, memory))
                     continue
             _answer_plain(policy, plain, answers, memories, scopes, riders)
             keys.clear()
@@ -382,10 +398,11 @@ def _near_scope_bound(memories: AgentMemories, lines: list) -> bool:
 
 
 def _plain_rules(policy: Policy) -> Optional[tuple]:
-    """What a plain line of this policy may hold (_plain_line), or None where no line is plain (the torch engine,
-    whose rows may depend on the batch; an input that is not a vector)."""
+    """What a plain line of this policy may hold (_plain_line), or None where no line is plain (an engine whose rows
+    may depend on the batch, engines.factory.Engine's rows_independent false: the torch engine; an input that is not
+    a vector)."""
     s = policy.settings
-    if policy.engine_name != "onnxruntime" or any(i.kind != "vector" for i in s.inputs):
+    if not getattr(policy.engine, "rows_independent", False) or any(i.kind != "vector" for i in s.inputs):
         return None
     names = [i.name for i in s.inputs]
     return s, names, STREAM_KEYS | set(names), {"id", "obs", *names}, [i.shape[0] for i in s.inputs]
@@ -457,8 +474,8 @@ def _answer_plain(
     if not plain:
         return
     arrays, bad = [], set()  # (the lines that fail: rare)
-    for k in range(len(plain[0][4])):
-        column = [line[4][k] for line in plain]
+    for k in range(len(plain[0].values)):
+        column = [line.values[k] for line in plain]
         try:
             array = np.array(column, np.float32)
         except OverflowError:  # an integer beyond float64: that line's error
@@ -475,7 +492,7 @@ def _answer_plain(
     for j in sorted(bad) + [len(plain)]:
         _run_plain(policy, plain[start:j], [a[start:j] for a in arrays], answers, memories, scopes, riders)
         if j < len(plain):
-            i, msg = plain[j][:2]
+            i, msg = plain[j].index, plain[j].msg
             try:
                 answers[i] = stream_answer(policy, msg, memories, scopes[i] if scopes else "")
             except UsageError as exc:
@@ -501,21 +518,21 @@ def _run_plain(
         return
     if s.discrete_branches:
         width = sum(s.discrete_branches)
-        masks = [line[5] for line in plain if line[5] is not None]
+        masks = [line.masks for line in plain if line.masks is not None]
         flat.append(
             np.ones((rows, width), np.float32)
             if not masks
-            else np.concatenate([np.ones((1, width), np.float32) if line[5] is None else line[5] for line in plain])
+            else np.concatenate([np.ones((1, width), np.float32) if m is None else m for m in (p.masks for p in plain)])
         )
     if s.memory_size:
         zeros = np.zeros((1, s.memory_size), np.float32)
-        flat.append(np.concatenate([zeros if line[6] is None else line[6] for line in plain])[:, None])
+        flat.append(np.concatenate([zeros if line.memory is None else line.memory for line in plain])[:, None])
     out = ride_along(policy, flat, rows, riders) if riders else None  # (None: none, or that call failed)
     try:
         out = policy.run(flat, rows) if out is None else out
     except Exception as exc:  # noqa: BLE001 - the engine's failure (out of memory, say) is a line's answer
         if rows == 1:
-            answers[plain[0][0]] = {"id": plain[0][2], "error": _engine_failure(policy, exc)}
+            answers[plain[0].index] = {"id": plain[0].ident, "error": _engine_failure(policy, exc)}
         for j in range(rows) if rows > 1 else ():  # each line alone, so that it is the failing line's
             _run_plain(
                 policy, plain[j : j + 1], [a[j : j + 1] for a in flat[: len(s.inputs)]], answers, memories, scopes
@@ -531,24 +548,24 @@ def _run_plain(
     fields, again = ["id", *out], []
     if continuous_only(s):  # ("actions": the continuous actions again)
         fields, again = fields + ["actions"], columns
-    built = _dicts(fields, [[line[2] for line in plain], *columns, *again])
-    first = plain[0][0]
-    if plain[-1][0] - first == rows - 1:  # (in a row, as they usually are)
+    built = _dicts(fields, [[line.ident for line in plain], *columns, *again])
+    first = plain[0].index
+    if plain[-1].index - first == rows - 1:  # (in a row, as they usually are)
         answers[first : first + rows] = built
     else:
         for line, answer in zip(plain, built):
-            answers[line[0]] = answer
+            answers[line.index] = answer
     if s.memory_size:
-        keys, memory = [line[3] for line in plain], out["memory"].reshape(rows, 1, s.memory_size)
+        keys, memory = [line.key for line in plain], out["memory"].reshape(rows, 1, s.memory_size)
         keep = list(range(rows))
         if None in keys or finite is not None:
             keep = [j for j, key in enumerate(keys) if key is not None and (finite is None or finite[j])]
             keys, memory = [keys[j] for j in keep], memory[keep]
-        owners = [scopes[plain[j][0]] for j in keep] if scopes else None
+        owners = [scopes[plain[j].index] for j in keep] if scopes else None
         for k, error in memories.keep_rows(keys, memory, owners):
-            answers[plain[keep[k]][0]] = {"id": plain[keep[k]][2], "error": error}
+            answers[plain[keep[k]].index] = {"id": plain[keep[k]].ident, "error": error}
     for j in np.flatnonzero(~finite).tolist() if finite is not None else ():
-        answers[plain[j][0]] = {"id": plain[j][2], "error": NON_FINITE_ACTIONS}
+        answers[plain[j].index] = {"id": plain[j].ident, "error": NON_FINITE_ACTIONS}
 
 
 def ride_along(policy: Policy, flat: list, rows: int, riders: list) -> Optional[dict]:
@@ -574,7 +591,7 @@ def ride_along(policy: Policy, flat: list, rows: int, riders: list) -> Optional[
         ns = time.perf_counter_ns() - started
     except Exception as exc:  # noqa: BLE001 - the engine's failure is the request's answer
         if len(these) == 1 and not rows:
-            these[0].fail(_engine_failure(policy, exc))
+            these[0].fail(EngineFailed(_engine_failure(policy, exc)))
         else:
             for rider in these:
                 ride_along(policy, [], 0, [rider])

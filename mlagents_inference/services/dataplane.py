@@ -1,0 +1,210 @@
+"""The Open Inference Protocol's data plane (KServe V2), the one place its routes are answered, under every front: serve
+--http's REST routes, serve --grpc's service, and Ray Serve's ingress and replicas. As KServe's DataPlane and MLServer's
+handlers/dataplane.py: health, server and model metadata, Triton's model configuration and statistics, and inference,
+for a table of models (model name -> Model: what V2 tells of it, and its batcher), with typed errors
+(services.errors) mapped to their status once per transport: rest_error for REST (aiohttp, and the Ray replicas'
+answers), grpc_error for gRPC. The codecs are services.open_inference's (REST and gRPC side by side); no transport is
+imported here (aiohttp's `web` and grpcio's status codes are handed in). docs/architecture.md draws the path of a
+request."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Optional
+
+from ..core.errors import UsageError
+from .errors import RequestError, Unavailable, typed
+from .open_inference import ModelView, grpc_answer, grpc_request, rest_answer, rest_request
+
+__all__ = ["Model", "local_model", "DataPlane", "rest_error", "grpc_error", "rest_infer", "grpc_infer", "rest_routes"]
+
+
+class Model:
+    """One model the data plane serves. `view`: what names it (name, version, check(name, version): NotFound; a
+    ModelView, or on the Ray ingress a replica's description); `metadata()`, `config()` (Triton's model
+    configuration), `stats()` (its entry of model_stats); `submit`: async, a checked Job through its batcher, answered
+    (None on the Ray ingress, whose requests a replica answers)."""
+
+    def __init__(self, view, metadata: Callable, config: Callable, stats: Callable, submit: Optional[Callable] = None):
+        self.view, self.metadata, self.config, self.stats, self.submit = view, metadata, config, stats, submit
+
+
+def local_model(view: ModelView, submit: Callable, max_batch: Optional[int] = None) -> Model:
+    """A policy served in this process: its ModelView, its batcher's submit (`max_batch`: the configuration's
+    preferred batch size)."""
+    return Model(view, view.metadata, lambda: view.config(max_batch), view.model_stats, submit)
+
+
+class DataPlane:
+    """The V2 routes over `models` (name -> Model; one today); `stopping()`: whether the server is stopping (ready
+    false, inference Unavailable); `server`: the server metadata."""
+
+    def __init__(self, models: dict, stopping: Callable[[], bool], server: dict):
+        self.models, self.stopping, self.server = models, stopping, server
+
+    def live(self) -> bool:
+        return True
+
+    def ready(self) -> bool:
+        return not self.stopping()
+
+    def server_metadata(self) -> dict:
+        return self.server
+
+    def model(self, name: str, version: Optional[str] = None) -> Model:
+        """The model `name` (at `version`, where given): NotFound, naming what is served, for any other."""
+        model = self.models.get(name)
+        (model or next(iter(self.models.values()))).view.check(name, version)
+        return model
+
+    def model_ready(self, name: str, version: Optional[str] = None) -> bool:
+        self.model(name, version)
+        return self.ready()
+
+    def model_metadata(self, name: str, version: Optional[str] = None) -> dict:
+        return self.model(name, version).metadata()
+
+    def model_config(self, name: str, version: Optional[str] = None) -> dict:
+        return self.model(name, version).config()
+
+    def model_statistics(self, name: str = "", version: Optional[str] = None) -> dict:
+        """Triton's statistics of `name` (every model where "")."""
+        models = [self.model(name, version)] if name else list(self.models.values())
+        return {"model_stats": [model.stats() for model in models]}
+
+    async def infer(self, name: str, version: Optional[str], decode: Callable, encode: Callable):
+        """One inference: `decode(view)` reads the request into a checked Job (its transport's codec), the model's
+        batcher answers it, `encode(job)` makes the transport's answer (returned). A RequestError otherwise: the
+        server stopping (Unavailable), an unknown model (NotFound), a request that does not fit (BadRequest), the
+        engine's failure (EngineFailed). Counted in the model's statistics."""
+        if self.stopping():
+            raise Unavailable("the server is stopping")
+        stats = (self.models.get(name) or next(iter(self.models.values()))).view.stats
+        try:
+            model = self.model(name, version)
+            job = decode(model.view)
+        except UsageError as exc:
+            stats.add("fail", 0)
+            raise typed(exc) from None
+        await model.submit(job)
+        if job.error is not None:
+            stats.add("fail", time.perf_counter_ns() - job.arrived)
+            raise job.error
+        started = time.perf_counter_ns()
+        answer = encode(job)
+        stats.finished(job, time.perf_counter_ns() - started)
+        return answer
+
+
+# -- each transport's mapping of the errors (once) and its inference call
+def rest_error(exc: UsageError, dumps) -> tuple:
+    """A refusal as REST answers it: (status, JSON body {"error": its line})."""
+    exc = typed(exc)
+    return exc.status, dumps({"error": str(exc)})
+
+
+def grpc_error(codes, exc: UsageError) -> tuple:
+    """A refusal as gRPC answers it: (grpc.StatusCode, its line); `codes`: grpc.StatusCode."""
+    exc = typed(exc)
+    return getattr(codes, exc.code), str(exc)
+
+
+async def rest_infer(
+    plane: DataPlane,
+    name: str,
+    version: Optional[str],
+    body: Optional[bytes],
+    header_length: Optional[str],
+    codec: tuple,
+    limit: int,
+    owner: str = "",
+    refuse: Optional[Callable] = None,
+) -> tuple:
+    """POST /v2/models/{name}[/versions/{version}]/infer: (status, body, content type, header length or None), a
+    refusal included (rest_error). `body`: None where longer than `limit`; `codec`: (loads, dumps); `owner`: its
+    client (open_inference.owner_of); `refuse(job)`: raises a UsageError for a Job this server will not answer."""
+    loads, dumps = codec
+
+    def decode(view):
+        if body is None:
+            raise UsageError(f"the request is longer than {limit} bytes (--max-line-bytes)")
+        job = rest_request(view, body, header_length, loads, owner)
+        if refuse is not None:
+            refuse(job)
+        return job
+
+    try:
+        text, length = await plane.infer(name, version, decode, lambda job: rest_answer(job, dumps))
+    except RequestError as exc:
+        status, text = rest_error(exc, dumps)
+        return status, text, "application/json", None
+    if length is None:
+        return 200, text, "application/json", None
+    return 200, text, "application/octet-stream", length
+
+
+async def grpc_infer(plane: DataPlane, request, pb, codes, owner: str = ""):
+    """ModelInfer: its ModelInferResponse, or (status code, text) where it is refused (grpc_error). `pb`:
+    tritonclient.grpc.service_pb2; `codes`: grpc.StatusCode; `owner`: its peer (open_inference.owner_of)."""
+    try:
+        return await plane.infer(
+            request.model_name,
+            request.model_version,
+            lambda view: grpc_request(view, request, owner),
+            lambda job: grpc_answer(pb, job),
+        )
+    except RequestError as exc:
+        return grpc_error(codes, exc)
+
+
+def rest_routes(web, plane: DataPlane, dumps, infer: Callable) -> list:
+    """The V2 REST routes over `plane` (aiohttp's `web` handed in); `infer`: the front's handler of POST .../infer (it
+    reads the body within its own bounds, then rest_infer, or forwards it to a replica)."""
+
+    def answer(obj, status: int = 200):
+        return web.Response(body=dumps(obj), status=status, content_type="application/json")
+
+    def health(ok: bool):
+        return web.Response(status=200 if ok else 503)
+
+    async def live(request):
+        return health(plane.live())
+
+    async def ready(request):
+        return health(plane.ready())
+
+    async def server_metadata(request):
+        return answer(plane.server_metadata())
+
+    async def all_stats(request):
+        return answer(plane.model_statistics())
+
+    def about(what: Callable):
+        """A GET of one model: what(name, version)'s answer, its refusal (404 for another model or version)."""
+
+        async def handler(request):
+            try:
+                got = what(request.match_info["model"], request.match_info.get("version"))
+            except UsageError as exc:
+                status, text = rest_error(exc, dumps)
+                return web.Response(body=text, status=status, content_type="application/json")
+            return health(got) if isinstance(got, bool) else answer(got)
+
+        return handler
+
+    routes = []
+    for base in ("/v2/models/{model}", "/v2/models/{model}/versions/{version}"):
+        routes += [
+            web.get(base, about(plane.model_metadata)),
+            web.get(base + "/ready", about(plane.model_ready)),
+            web.get(base + "/config", about(plane.model_config)),
+            web.get(base + "/stats", about(plane.model_statistics)),
+            web.post(base + "/infer", infer),
+        ]
+    return [
+        web.get("/v2/health/live", live),
+        web.get("/v2/health/ready", ready),
+        web.get("/v2", server_metadata),
+        web.get("/v2/models/stats", all_stats),
+        *routes,
+    ]
