@@ -85,9 +85,21 @@ namespace MLAgentsInference
             1e74, 1e75, 1e76, 1e77, 1e78, 1e79, 1e80, 1e81, 1e82, 1e83, 1e84, 1e85, 1e86, 1e87, 1e88, 1e89,
         };
 
+        // 10^-0 .. 10^-89, each the double nearest (1 ulp at most from the power)
+        internal static readonly double[] Pow10Negative =
+        {
+            1e-0, 1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10, 1e-11, 1e-12, 1e-13, 1e-14, 1e-15, 1e-16, 1e-17,
+            1e-18, 1e-19, 1e-20, 1e-21, 1e-22, 1e-23, 1e-24, 1e-25, 1e-26, 1e-27, 1e-28, 1e-29, 1e-30, 1e-31, 1e-32, 1e-33,
+            1e-34, 1e-35, 1e-36, 1e-37, 1e-38, 1e-39, 1e-40, 1e-41, 1e-42, 1e-43, 1e-44, 1e-45, 1e-46, 1e-47, 1e-48, 1e-49,
+            1e-50, 1e-51, 1e-52, 1e-53, 1e-54, 1e-55, 1e-56, 1e-57, 1e-58, 1e-59, 1e-60, 1e-61, 1e-62, 1e-63, 1e-64, 1e-65,
+            1e-66, 1e-67, 1e-68, 1e-69, 1e-70, 1e-71, 1e-72, 1e-73, 1e-74, 1e-75, 1e-76, 1e-77, 1e-78, 1e-79, 1e-80, 1e-81,
+            1e-82, 1e-83, 1e-84, 1e-85, 1e-86, 1e-87, 1e-88, 1e-89,
+        };
+
+        /// <summary>value * 10^power (|power| &lt; 90) within 3e-16 relative: a product, not a division, either way.</summary>
         internal static double Scale(double value, int power)
         {
-            return power >= 0 ? value * Pow10[power] : value / Pow10[-power];
+            return power >= 0 ? value * Pow10[power] : value * Pow10Negative[-power];
         }
 
         // Ryu's shortest digits (Ulf Adams, "Ryu: fast float-to-string conversion", PLDI 2018; the reference code,
@@ -300,13 +312,6 @@ namespace MLAgentsInference
             if (e >= 10) b[p++] = (byte)('0' + e / 10);
             b[p++] = (byte)('0' + e % 10);
             return p;
-        }
-
-        private static int Length(int value) // value > 0
-        {
-            if (value >= 100000)
-                return value >= 100000000 ? (value >= 1000000000 ? 10 : 9) : value >= 10000000 ? 8 : value >= 1000000 ? 7 : 6;
-            return value >= 1000 ? (value >= 10000 ? 5 : 4) : value >= 100 ? 3 : value >= 10 ? 2 : 1;
         }
 
         private static readonly byte[] Pairs = BuildPairs(); // "00" .. "99"
@@ -637,27 +642,24 @@ namespace MLAgentsInference
             if (c != 0)
             {
                 mantissa = c;
-                digits = 1;
-                for (; i < end && (uint)(c = b[i] - '0') <= 9; i++)
-                {
-                    if (digits < MaxDigits) { mantissa = mantissa * 10 + c; digits++; }
-                    else e10++;
-                }
+                int first = i, limit = end - i < MaxDigits - 1 ? end : i + MaxDigits - 1;
+                for (; i < limit && (uint)(c = b[i] - '0') <= 9; i++) mantissa = mantissa * 10 + c;
+                digits = 1 + i - first;
+                int kept = i;
+                while (i < end && (uint)(b[i] - '0') <= 9) i++; // (the digits past MaxDigits: checked, dropped)
+                e10 = i - kept;
             }
             else if (i < end && (uint)(b[i] - '0') <= 9) throw Fail("leading zeros");
             if (i < end && b[i] == '.')
             {
                 i++;
                 if (i >= end || (uint)(b[i] - '0') > 9) throw Fail("a digit must follow the decimal point");
-                for (; i < end && (uint)(c = b[i] - '0') <= 9; i++)
-                {
-                    if (digits < MaxDigits)
-                    {
-                        mantissa = mantissa * 10 + c;
-                        e10--;
-                        if (mantissa != 0) digits++;
-                    }
-                }
+                int first = i;
+                if (mantissa == 0) while (i < end && b[i] == '0') i++; // (zeros before the first significant digit)
+                int limit = end - i < MaxDigits - digits ? end : i + MaxDigits - digits;
+                for (; i < limit && (uint)(c = b[i] - '0') <= 9; i++) mantissa = mantissa * 10 + c;
+                e10 -= i - first;
+                while (i < end && (uint)(b[i] - '0') <= 9) i++;
             }
             if (i < end && (b[i] | 0x20) == 'e')
             {
@@ -676,7 +678,7 @@ namespace MLAgentsInference
             else if (e10 > -Numbers.Pow10.Length && e10 < Numbers.Pow10.Length) value = Numbers.Scale(mantissa, e10);
             else value = ParseAbs(start, i);
             float result = (float)(negative ? -value : value);
-            if (float.IsInfinity(result)) throw Fail("number beyond float32");
+            if (result > float.MaxValue || result < -float.MaxValue) throw Fail("number beyond float32");
             return result;
         }
 
