@@ -379,6 +379,13 @@ namespace MLAgentsInference
                 value = -value;
             }
             if (value == 0) { b[p++] = (byte)'0'; return p; }
+            if (value < 1000000000) // (agent ids mostly: 32-bit arithmetic, whose divisions by constants are products)
+            {
+                uint small = (uint)value;
+                int digits = 1;
+                for (uint t = small; t >= 10; t /= 10) digits++;
+                return WriteDigits(b, p, small, digits);
+            }
             int length = 0;
             for (long t = value; t > 0; t /= 10) length++;
             return WriteDigits(b, p, value, length);
