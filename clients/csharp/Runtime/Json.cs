@@ -96,159 +96,27 @@ namespace MLAgentsInference
             1e-82, 1e-83, 1e-84, 1e-85, 1e-86, 1e-87, 1e-88, 1e-89,
         };
 
-        /// <summary>value * 10^power (|power| &lt; 90) within 3e-16 relative: a product, not a division, either way.</summary>
+        // the writer's scaling: one correctly rounded operation on an exact power (to 10^22) or the nearest double
+        internal static double ScaleExact(double value, int power)
+        {
+            return power >= 0 ? value * Pow10[power] : value / Pow10[-power];
+        }
+
+        /// <summary>value * 10^power (|power| &lt; 90) within 3e-16 relative: a product, not a division, either way (the
+        /// reader's, whose margin is 1e-11).</summary>
         internal static double Scale(double value, int power)
         {
             return power >= 0 ? value * Pow10[power] : value * Pow10Negative[-power];
         }
 
-        // Ryu's shortest digits (Ulf Adams, "Ryu: fast float-to-string conversion", PLDI 2018; the reference code,
-        // github.com/ulfjack/ryu, is Apache-2.0), its float32 case: integer arithmetic only, exact by the paper's proof.
-        // Written here with the interval's ends excluded (a text exactly half an ulp away is never chosen), so that any
-        // reader that rounds correctly gets the float back whatever its rule for ties.
-
-        // floor(2^(Pow5Bits(q) + 58) / 5^q) + 1, q = 0 .. 30
-        private static readonly ulong[] Pow5Inverse =
+        private static double Pow2(int power) // exact, for -1022 <= power <= 1023
         {
-            576460752303423489UL, 461168601842738791UL, 368934881474191033UL, 295147905179352826UL,
-            472236648286964522UL, 377789318629571618UL, 302231454903657294UL, 483570327845851670UL,
-            386856262276681336UL, 309485009821345069UL, 495176015714152110UL, 396140812571321688UL,
-            316912650057057351UL, 507060240091291761UL, 405648192073033409UL, 324518553658426727UL,
-            519229685853482763UL, 415383748682786211UL, 332306998946228969UL, 531691198313966350UL,
-            425352958651173080UL, 340282366920938464UL, 544451787073501542UL, 435561429658801234UL,
-            348449143727040987UL, 557518629963265579UL, 446014903970612463UL, 356811923176489971UL,
-            570899077082383953UL, 456719261665907162UL, 365375409332725730UL,
-        };
-
-        // 5^i in its leading 61 bits (floor(5^i / 2^(Pow5Bits(i) - 61))), i = 0 .. 47
-        private static readonly ulong[] Pow5Leading =
-        {
-            1152921504606846976UL, 1441151880758558720UL, 1801439850948198400UL, 2251799813685248000UL,
-            1407374883553280000UL, 1759218604441600000UL, 2199023255552000000UL, 1374389534720000000UL,
-            1717986918400000000UL, 2147483648000000000UL, 1342177280000000000UL, 1677721600000000000UL,
-            2097152000000000000UL, 1310720000000000000UL, 1638400000000000000UL, 2048000000000000000UL,
-            1280000000000000000UL, 1600000000000000000UL, 2000000000000000000UL, 1250000000000000000UL,
-            1562500000000000000UL, 1953125000000000000UL, 1220703125000000000UL, 1525878906250000000UL,
-            1907348632812500000UL, 1192092895507812500UL, 1490116119384765625UL, 1862645149230957031UL,
-            1164153218269348144UL, 1455191522836685180UL, 1818989403545856475UL, 2273736754432320594UL,
-            1421085471520200371UL, 1776356839400250464UL, 2220446049250313080UL, 1387778780781445675UL,
-            1734723475976807094UL, 2168404344971008868UL, 1355252715606880542UL, 1694065894508600678UL,
-            2117582368135750847UL, 1323488980084844279UL, 1654361225106055349UL, 2067951531382569187UL,
-            1292469707114105741UL, 1615587133892632177UL, 2019483917365790221UL, 1262177448353618888UL,
-        };
-
-        private static int Pow5Bits(int e) // the bit length of 5^e, 0 <= e <= 3528
-        {
-            return (int)(((uint)e * 1217359) >> 19) + 1;
+            return BitConverter.Int64BitsToDouble((long)(power + 1023) << 52);
         }
 
-        private static uint MulShift(uint m, ulong factor, int shift) // floor(m * factor / 2^shift), shift > 32
-        {
-            ulong low = (ulong)m * (uint)factor, high = (ulong)m * (factor >> 32);
-            return (uint)(((low >> 32) + high) >> (shift - 32));
-        }
-
-        private static bool MultipleOfPow5(uint value, int power)
-        {
-            for (int i = 0; i < power; i++)
-            {
-                uint next = value / 5;
-                if (next * 5 != value) return false;
-                value = next;
-            }
-            return true;
-        }
-
-        /// <summary>The shortest decimal digits * 10^e10 strictly inside the rounding interval of the positive finite float
-        /// with these biased exponent and mantissa bits, the nearest to it of those (ties to even).</summary>
-        internal static uint ShortestDigits(int exponent, int mantissa, out int e10)
-        {
-            int e2;
-            uint m2;
-            if (exponent == 0)
-            {
-                e2 = 1 - 127 - 23 - 2;
-                m2 = (uint)mantissa;
-            }
-            else
-            {
-                e2 = exponent - 127 - 23 - 2;
-                m2 = (1u << 23) | (uint)mantissa;
-            }
-            // the float and its interval's ends in units of 2^e2 (a power of two is nearer its neighbour below)
-            ulong mv = 4 * m2, mp = mv + 2, mm = mv - (mantissa != 0 || exponent <= 1 ? 2u : 1u);
-            uint vr, vp, vm;
-            bool vrTrailingZeros = false;
-            int lastRemoved = 0;
-            if (e2 >= 0)
-            {
-                int q = (int)(((uint)e2 * 78913) >> 18); // floor(log10 2^e2)
-                e10 = q;
-                int shift = q - e2 + Pow5Bits(q) + 58 - 32;
-                ulong factor = Pow5Inverse[q], low = (uint)factor, high = factor >> 32; // (MulShift, inlined by hand)
-                vr = (uint)((((mv * low) >> 32) + mv * high) >> shift);
-                vp = (uint)((((mp * low) >> 32) + mp * high) >> shift);
-                vm = (uint)((((mm * low) >> 32) + mm * high) >> shift);
-                if (q != 0 && (vp - 1) / 10 <= vm / 10) // no digit to remove below: the one removed above is needed
-                    lastRemoved = (int)(MulShift((uint)mv, Pow5Inverse[q - 1], q - 1 - e2 + Pow5Bits(q - 1) + 58) % 10);
-                if (q <= 9)
-                {
-                    if (mv % 5 == 0) vrTrailingZeros = MultipleOfPow5((uint)mv, q);
-                    else if (MultipleOfPow5((uint)mp, q)) vp--; // (the upper end itself is excluded)
-                }
-            }
-            else
-            {
-                int q = (int)(((uint)-e2 * 732923) >> 20); // floor(log10 5^-e2)
-                e10 = q + e2;
-                int i = -e2 - q, shift = q - Pow5Bits(i) + 61 - 32;
-                ulong factor = Pow5Leading[i], low = (uint)factor, high = factor >> 32;
-                vr = (uint)((((mv * low) >> 32) + mv * high) >> shift);
-                vp = (uint)((((mp * low) >> 32) + mp * high) >> shift);
-                vm = (uint)((((mm * low) >> 32) + mm * high) >> shift);
-                if (q != 0 && (vp - 1) / 10 <= vm / 10)
-                    lastRemoved = (int)(MulShift((uint)mv, Pow5Leading[i + 1], q - Pow5Bits(i + 1) + 60) % 10);
-                if (q <= 1)
-                {
-                    vrTrailingZeros = true; // (mv = 4 m2)
-                    vp--;
-                }
-                else if (q < 31) vrTrailingZeros = (mv & ((1u << (q - 1)) - 1)) == 0;
-            }
-            int removed = 0;
-            if (vrTrailingZeros) // rare: the value may end exactly in ...5000, a tie
-            {
-                while (vp / 10 > vm / 10)
-                {
-                    vrTrailingZeros &= lastRemoved == 0;
-                    uint next = vr / 10;
-                    lastRemoved = (int)(vr - 10 * next);
-                    vr = next;
-                    vp /= 10;
-                    vm /= 10;
-                    removed++;
-                }
-                if (vrTrailingZeros && lastRemoved == 5 && (vr & 1) == 0) lastRemoved = 4;
-            }
-            else
-            {
-                while (vp / 10 > vm / 10)
-                {
-                    uint next = vr / 10;
-                    lastRemoved = (int)(vr - 10 * next);
-                    vr = next;
-                    vp /= 10;
-                    vm /= 10;
-                    removed++;
-                }
-            }
-            e10 += removed;
-            return vr + (vr == vm || lastRemoved >= 5 ? 1u : 0u);
-        }
-
-        /// <summary>Writes <paramref name="f"/> at buffer[pos] (MaxFloatChars bytes of room needed); the new position:
-        /// its shortest digits (<see cref="ShortestDigits"/>), as a plain decimal where that is at most 15 digits before
-        /// the point or 5 zeros after it, else d.ddde-x.</summary>
+        /// <summary>Writes <paramref name="f"/> at buffer[pos] (MaxFloatChars bytes of room needed); the new position.
+        /// The digits chosen lie inside the float's rounding interval by a margin far above the double arithmetic's error,
+        /// so any reader rounding correctly (or reading a double first, then rounding to float32) gets f back.</summary>
         internal static int WriteFloat(byte[] b, int p, float f)
         {
             p = TryWriteFloat(b, p, f);
@@ -263,55 +131,94 @@ namespace MLAgentsInference
             u.Value = f;
             int bits = u.Bits, exponent = (bits >> 23) & 0xFF, mantissa = bits & 0x7FFFFF;
             if (exponent == 0xFF) return -1;
-            b[p] = (byte)'-';
-            p += (int)((uint)bits >> 31); // (the sign kept only when set: no branch to mispredict on random signs)
+            if (bits < 0) b[p++] = (byte)'-';
             if (exponent == 0 && mantissa == 0)
             {
                 b[p++] = (byte)'0';
                 if (bits < 0) { b[p++] = (byte)'.'; b[p++] = (byte)'0'; } // "-0" would read as the integer 0
                 return p;
             }
-            int e10;
-            uint digits = ShortestDigits(exponent, mantissa, out e10); // value = digits * 10^e10, digits < 10^9
-            while (digits % 10 == 0) { digits /= 10; e10++; } // (none but where the nearest shortest ends in 0)
-            long d = digits; // its number of digits without a branch (each term is -1 below its power of ten, else 0)
-            int length = (int)(9 + ((d - 10) >> 63) + ((d - 100) >> 63) + ((d - 1000) >> 63) + ((d - 10000) >> 63) + ((d - 100000) >> 63) +
-                               ((d - 1000000) >> 63) + ((d - 10000000) >> 63) + ((d - 100000000) >> 63));
+            double x = Math.Abs((double)f);
+            double ulp = exponent == 0 ? Pow2(-149) : Pow2(exponent - 150);
+            double above = ulp / 2, below = mantissa == 0 && exponent > 1 ? ulp / 4 : ulp / 2; // (a power of two: narrower below)
+            // k = floor(log10 x): from the binary exponent (floor(e2 log10 2), by 78913 / 2^18), one short at most
+            int k = exponent == 0 ? (int)Math.Floor(Math.Log10(x)) : ((exponent - 127) * 78913) >> 18;
+            double y = ScaleExact(x, 8 - k);          // x with 9 digits before the point: 1e8 <= y < 1e9
+            if (y >= 1e9) { k++; y = ScaleExact(x, 8 - k); }
+            else if (y < 1e8) { k--; y = ScaleExact(x, 8 - k); }
+            // the float's rounding interval in units of y, less a margin (y's own error is below 1e-6 units): [low, high],
+            // within 1e8 - 1 .. 1e9 + 64 (an int; the casts truncate positive values: floor)
+            double lowEdge = y - ScaleExact(below, 8 - k) + 1e-6;
+            int low = (int)lowEdge, high = (int)(y + ScaleExact(above, 8 - k) - 1e-6);
+            if (low < lowEdge) low++; // (ceiling)
+            // the fewest digits: the largest power of ten 10^zeros with a multiple in [low, high] (one always at 10^0: the
+            // interval is wider than 1 unit), the multiples being q * 10^zeros for q in [qLow, qHigh]; then the q nearest y
+            int qLow = low, qHigh = high, zeros = 0;
+            while (zeros < 9)
+            {
+                int up = (qLow + 9) / 10, down = qHigh / 10;
+                if (up > down) break;
+                qLow = up;
+                qHigh = down;
+                zeros++;
+            }
+            int digits = (int)(y / Pow10[zeros] + 0.5), e10 = k - 8 + zeros; // value = digits * 10^e10
+            if (digits < qLow) digits = qLow;
+            else if (digits > qHigh) digits = qHigh;
+            while (digits % 10 == 0) { digits /= 10; e10++; } // (none left but where y itself rounded to one)
+            int length = Length(digits);
             int point = length + e10; // digits before the decimal point
-            if (point <= -6 || point > 15)
-                return WriteExponent(b, p, digits, length, point - 1);
-            if (point <= 0) // 0.000ddd
+            if (e10 >= 0 && point <= 15)
+            {
+                p = WriteDigits(b, p, digits, length);
+                for (int i = 0; i < e10; i++) b[p++] = (byte)'0';
+            }
+            else if (point > 0 && point < length) // ddd.ddd: the digits from the last, the point in its place
+            {
+                int i = p + length + 1, dot = p + point;
+                p = i;
+                while (i > dot + 1)
+                {
+                    int next = digits / 10;
+                    b[--i] = (byte)('0' + (digits - next * 10));
+                    digits = next;
+                }
+                b[--i] = (byte)'.';
+                while (i > dot - point)
+                {
+                    int next = digits / 10;
+                    b[--i] = (byte)('0' + (digits - next * 10));
+                    digits = next;
+                }
+            }
+            else if (point <= 0 && point > -6)
             {
                 b[p++] = (byte)'0';
                 b[p++] = (byte)'.';
-                for (int k = point; k < 0; k++) b[p++] = (byte)'0';
-                return WriteDigits(b, p, digits, length);
-            }
-            if (point >= length) // ddd000
-            {
+                for (int i = 0; i < -point; i++) b[p++] = (byte)'0';
                 p = WriteDigits(b, p, digits, length);
-                for (int k = length; k < point; k++) b[p++] = (byte)'0';
-                return p;
             }
-            // dd.ddd: the digits one place to the right, then the first `point` of them back, the point after them
-            int end = WriteDigits(b, p + 1, digits, length);
-            for (int k = 0; k < point; k++) b[p + k] = b[p + k + 1];
-            b[p + point] = (byte)'.';
-            return end;
+            else
+            {
+                int start = p;
+                p = WriteDigits(b, p + 1, digits, length);
+                b[start] = b[start + 1];
+                if (length > 1) b[start + 1] = (byte)'.';
+                else p--;
+                b[p++] = (byte)'e';
+                int e = point - 1;
+                if (e < 0) { b[p++] = (byte)'-'; e = -e; }
+                if (e >= 10) b[p++] = (byte)('0' + e / 10);
+                b[p++] = (byte)('0' + e % 10);
+            }
+            return p;
         }
 
-        private static int WriteExponent(byte[] b, int p, uint digits, int length, int e) // d.ddde-x
+        private static int Length(int value) // value > 0
         {
-            int start = p;
-            p = WriteDigits(b, p + 1, digits, length);
-            b[start] = b[start + 1];
-            if (length > 1) b[start + 1] = (byte)'.';
-            else p--;
-            b[p++] = (byte)'e';
-            if (e < 0) { b[p++] = (byte)'-'; e = -e; }
-            if (e >= 10) b[p++] = (byte)('0' + e / 10);
-            b[p++] = (byte)('0' + e % 10);
-            return p;
+            if (value >= 100000)
+                return value >= 100000000 ? (value >= 1000000000 ? 10 : 9) : value >= 10000000 ? 8 : value >= 1000000 ? 7 : 6;
+            return value >= 1000 ? (value >= 10000 ? 5 : 4) : value >= 100 ? 3 : value >= 10 ? 2 : 1;
         }
 
         private static readonly byte[] Pairs = BuildPairs(); // "00" .. "99"
@@ -327,36 +234,22 @@ namespace MLAgentsInference
             return pairs;
         }
 
-        private static int WriteDigits(byte[] b, int p, uint value, int length) // value's `length` digits at b[p]
+        private static int WriteDigits(byte[] b, int p, int value, int length)
         {
             int i = p + length;
-            byte[] pairs = Pairs;
-            while (value >= 10000)
+            while (value >= 100)
             {
-                uint next = value / 10000, four = value - next * 10000, high = (four * 5243) >> 19; // (four / 100)
-                uint low = (four - high * 100) * 2;
-                high *= 2;
-                b[i - 1] = pairs[low + 1];
-                b[i - 2] = pairs[low];
-                b[i - 3] = pairs[high + 1];
-                b[i - 4] = pairs[high];
-                i -= 4;
-                value = next;
-            }
-            if (value >= 100)
-            {
-                uint next = (value * 5243) >> 19, pair = (value - next * 100) * 2;
-                b[i - 1] = pairs[pair + 1];
-                b[i - 2] = pairs[pair];
-                i -= 2;
+                int next = value / 100, pair = (value - next * 100) * 2;
+                b[--i] = Pairs[pair + 1];
+                b[--i] = Pairs[pair];
                 value = next;
             }
             if (value >= 10)
             {
-                b[i - 1] = pairs[value * 2 + 1];
-                b[i - 2] = pairs[value * 2];
+                b[--i] = Pairs[value * 2 + 1];
+                b[--i] = Pairs[value * 2];
             }
-            else b[i - 1] = (byte)('0' + value);
+            else b[--i] = (byte)('0' + value);
             return p + length;
         }
 
@@ -381,10 +274,8 @@ namespace MLAgentsInference
             if (value == 0) { b[p++] = (byte)'0'; return p; }
             if (value < 1000000000) // (agent ids mostly: 32-bit arithmetic, whose divisions by constants are products)
             {
-                uint small = (uint)value;
-                int digits = 1;
-                for (uint t = small; t >= 10; t /= 10) digits++;
-                return WriteDigits(b, p, small, digits);
+                int small = (int)value;
+                return WriteDigits(b, p, small, Length(small));
             }
             int length = 0;
             for (long t = value; t > 0; t /= 10) length++;
