@@ -140,7 +140,7 @@ namespace MLAgentsInference
             }
             double x = Math.Abs((double)f);
             double ulp = exponent == 0 ? Pow2(-149) : Pow2(exponent - 150);
-            double above = ulp / 2, below = mantissa == 0 && exponent > 1 ? ulp / 4 : ulp / 2; // (a power of two: narrower below)
+            double above = ulp * 0.5, below = mantissa == 0 && exponent > 1 ? ulp * 0.25 : above; // (a power of two: narrower below)
             // k = floor(log10 x): from the binary exponent (floor(e2 log10 2), by 78913 / 2^18), one short at most
             int k = exponent == 0 ? (int)Math.Floor(Math.Log10(x)) : ((exponent - 127) * 78913) >> 18;
             double y = ScaleExact(x, 8 - k);          // x with 9 digits before the point: 1e8 <= y < 1e9
