@@ -12,9 +12,11 @@ Clients, alternating on the same server, each measurement `--repeat` times (medi
   answer), one `mono` process per measurement, its warm-up rounds untimed;
 - Python raw: a socket with lines encoded before the clock starts (as bench_serve.py's clients; the same bytes the C#
   client writes), counting newlines: no client work, the floor;
-- Python json: the raw socket of docs/serve.md, json.dumps of each line and json.loads of each answer, timed.
+- Python json: the raw socket of docs/serve.md, json.dumps of each line and json.loads of each answer, timed;
+- with --before DIR: also C# built from DIR/clients/csharp (a checkout of the code before, e.g. a git worktree), in
+  the same turns, right after this tree's C#.
 
-    python tools/bench_csharp.py [--rounds 3000] [--steps 300] [--repeat 5] [--json]
+    python tools/bench_csharp.py [--rounds 3000] [--steps 300] [--repeat 5] [--before DIR] [--json]
 """
 
 import argparse
@@ -39,16 +41,17 @@ AGENTS = 64
 WARMUP = 200
 
 
-def build(out: Path) -> Path:
-    """The library and Bench.cs compiled with mcs (-optimize+); the Bench.exe path."""
+def build(out: Path, client: Path = CLIENT) -> Path:
+    """The library (client/Runtime) and client/Tests~/Bench.cs compiled with mcs (-optimize+) into out; the Bench.exe
+    path."""
     mcs = shutil.which("mcs")
     if not mcs or not shutil.which("mono"):
         raise SystemExit("mcs and mono are needed (Debian: apt-get install mono-mcs mono-runtime)")
     flags = ["-langversion:7.2", "-warnaserror", "-nologo", "-optimize+"]
     dll = out / "MLAgentsInference.Client.dll"
     for target, sources in (
-        (["-target:library", f"-out:{dll}"], sorted((CLIENT / "Runtime").glob("*.cs"))),
-        ([f"-r:{dll}", f"-out:{out / 'Bench.exe'}"], [CLIENT / "Tests~" / "Bench.cs"]),
+        (["-target:library", f"-out:{dll}"], sorted((client / "Runtime").glob("*.cs"))),
+        ([f"-r:{dll}", f"-out:{out / 'Bench.exe'}"], [client / "Tests~" / "Bench.cs"]),
     ):
         r = subprocess.run([mcs, *flags, *target, *map(str, sources)], capture_output=True, text=True)
         if r.returncode:
@@ -194,11 +197,20 @@ def main() -> None:
         default=5,
         help="each measurement this many times, the clients alternating; medians reported (default 5)",
     )
+    p.add_argument(
+        "--before",
+        type=Path,
+        help="a checkout of the code before (e.g. a git worktree of main): its C# client measured too, same turns",
+    )
     p.add_argument("--json", action="store_true", help="one JSON object instead of lines")
     a = p.parse_args()
     obs = np.random.RandomState(0).randn(64, AGENTS, 59).astype(np.float32)  # 64 steps of 64 agents, reused in turn
     with tempfile.TemporaryDirectory() as tmp:
         bench = build(Path(tmp))
+        before = None
+        if a.before:
+            (Path(tmp) / "before").mkdir()
+            before = build(Path(tmp) / "before", a.before.resolve() / "clients" / "csharp")
         obs_file = Path(tmp) / "obs.f32"
         obs_file.write_bytes(obs.astype("<f4").tobytes())
         server, port = start_serve()
@@ -217,6 +229,7 @@ def main() -> None:
                 "cs_many_cpu_ms",
                 "raw_many_cpu_ms",
                 "json_many_cpu_ms",
+                *(("before_lone_p50", "before_lone_p99", "before_many", "before_many_cpu_ms") if before else ()),
             )
         }
         try:
@@ -225,6 +238,10 @@ def main() -> None:
                 got = csharp(bench, port, obs_file, "lone", a.rounds)
                 r["cs_lone_p50"].append(got["p50_ms"])
                 r["cs_lone_p99"].append(got["p99_ms"])
+                if before:
+                    got = csharp(before, port, obs_file, "lone", a.rounds)
+                    r["before_lone_p50"].append(got["p50_ms"])
+                    r["before_lone_p99"].append(got["p99_ms"])
                 for name, fn in (("raw", python_raw_lone), ("json", python_json_lone)):
                     p50, p99 = fn(port, obs, a.rounds)
                     r[f"{name}_lone_p50"].append(p50)
@@ -232,6 +249,10 @@ def main() -> None:
                 got = csharp(bench, port, obs_file, "many", a.steps)
                 r["cs_many"].append(got["agent_steps_per_s"])
                 r["cs_many_cpu_ms"].append(got["cpu_ms_per_step"])
+                if before:
+                    got = csharp(before, port, obs_file, "many", a.steps)
+                    r["before_many"].append(got["agent_steps_per_s"])
+                    r["before_many_cpu_ms"].append(got["cpu_ms_per_step"])
                 for name, fn in (("raw", python_raw_many), ("json", python_json_many)):
                     rate, cpu_ms = fn(port, obs, a.steps)
                     r[f"{name}_many"].append(rate)
@@ -274,6 +295,18 @@ def main() -> None:
         },
         "raw": {k: [round(x, 4) for x in v] for k, v in r.items()},
     }
+    if before:
+        out["before"] = {
+            "dir": str(a.before),
+            "lone_p50_ms": round(m["before_lone_p50"], 4),
+            "lone_p99_ms": round(m["before_lone_p99"], 4),
+            "lone_p50_over_python_raw_per_repeat": paired(r["before_lone_p50"], r["raw_lone_p50"]),
+            "agent_steps_per_s": round(m["before_many"]),
+            "over_python_raw": round(m["before_many"] / m["raw_many"], 3),
+            "over_python_raw_per_repeat": paired(r["before_many"], r["raw_many"]),
+            "cs_over_before_per_repeat": paired(r["cs_many"], r["before_many"]),
+            "client_cpu_ms_per_step": round(m["before_many_cpu_ms"], 3),
+        }
     if a.json:
         print(json.dumps(out))
     else:

@@ -85,9 +85,28 @@ namespace MLAgentsInference
             1e74, 1e75, 1e76, 1e77, 1e78, 1e79, 1e80, 1e81, 1e82, 1e83, 1e84, 1e85, 1e86, 1e87, 1e88, 1e89,
         };
 
-        internal static double Scale(double value, int power)
+        // 10^-0 .. 10^-89, each the double nearest (1 ulp at most from the power)
+        internal static readonly double[] Pow10Negative =
+        {
+            1e-0, 1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10, 1e-11, 1e-12, 1e-13, 1e-14, 1e-15, 1e-16, 1e-17,
+            1e-18, 1e-19, 1e-20, 1e-21, 1e-22, 1e-23, 1e-24, 1e-25, 1e-26, 1e-27, 1e-28, 1e-29, 1e-30, 1e-31, 1e-32, 1e-33,
+            1e-34, 1e-35, 1e-36, 1e-37, 1e-38, 1e-39, 1e-40, 1e-41, 1e-42, 1e-43, 1e-44, 1e-45, 1e-46, 1e-47, 1e-48, 1e-49,
+            1e-50, 1e-51, 1e-52, 1e-53, 1e-54, 1e-55, 1e-56, 1e-57, 1e-58, 1e-59, 1e-60, 1e-61, 1e-62, 1e-63, 1e-64, 1e-65,
+            1e-66, 1e-67, 1e-68, 1e-69, 1e-70, 1e-71, 1e-72, 1e-73, 1e-74, 1e-75, 1e-76, 1e-77, 1e-78, 1e-79, 1e-80, 1e-81,
+            1e-82, 1e-83, 1e-84, 1e-85, 1e-86, 1e-87, 1e-88, 1e-89,
+        };
+
+        // the writer's scaling: one correctly rounded operation on an exact power (to 10^22) or the nearest double
+        internal static double ScaleExact(double value, int power)
         {
             return power >= 0 ? value * Pow10[power] : value / Pow10[-power];
+        }
+
+        /// <summary>value * 10^power (|power| &lt; 90) within 3e-16 relative: a product, not a division, either way (the
+        /// reader's, whose margin is 1e-11).</summary>
+        internal static double Scale(double value, int power)
+        {
+            return power >= 0 ? value * Pow10[power] : value * Pow10Negative[-power];
         }
 
         private static double Pow2(int power) // exact, for -1022 <= power <= 1023
@@ -100,10 +119,18 @@ namespace MLAgentsInference
         /// so any reader rounding correctly (or reading a double first, then rounding to float32) gets f back.</summary>
         internal static int WriteFloat(byte[] b, int p, float f)
         {
+            p = TryWriteFloat(b, p, f);
+            if (p < 0) throw new ArgumentException("NaN or infinity cannot be written as JSON");
+            return p;
+        }
+
+        /// <summary><see cref="WriteFloat"/>, but -1 (and nothing written) for NaN and infinities.</summary>
+        internal static int TryWriteFloat(byte[] b, int p, float f)
+        {
             FloatBits u = default(FloatBits);
             u.Value = f;
             int bits = u.Bits, exponent = (bits >> 23) & 0xFF, mantissa = bits & 0x7FFFFF;
-            if (exponent == 0xFF) throw new ArgumentException("NaN or infinity cannot be written as JSON");
+            if (exponent == 0xFF) return -1;
             if (bits < 0) b[p++] = (byte)'-';
             if (exponent == 0 && mantissa == 0)
             {
@@ -113,16 +140,16 @@ namespace MLAgentsInference
             }
             double x = Math.Abs((double)f);
             double ulp = exponent == 0 ? Pow2(-149) : Pow2(exponent - 150);
-            double above = ulp / 2, below = mantissa == 0 && exponent > 1 ? ulp / 4 : ulp / 2; // (a power of two: narrower below)
+            double above = ulp * 0.5, below = mantissa == 0 && exponent > 1 ? ulp * 0.25 : above; // (a power of two: narrower below)
             // k = floor(log10 x): from the binary exponent (floor(e2 log10 2), by 78913 / 2^18), one short at most
             int k = exponent == 0 ? (int)Math.Floor(Math.Log10(x)) : ((exponent - 127) * 78913) >> 18;
-            double y = Scale(x, 8 - k);          // x with 9 digits before the point: 1e8 <= y < 1e9
-            if (y >= 1e9) { k++; y = Scale(x, 8 - k); }
-            else if (y < 1e8) { k--; y = Scale(x, 8 - k); }
+            double y = ScaleExact(x, 8 - k);          // x with 9 digits before the point: 1e8 <= y < 1e9
+            if (y >= 1e9) { k++; y = ScaleExact(x, 8 - k); }
+            else if (y < 1e8) { k--; y = ScaleExact(x, 8 - k); }
             // the float's rounding interval in units of y, less a margin (y's own error is below 1e-6 units): [low, high],
             // within 1e8 - 1 .. 1e9 + 64 (an int; the casts truncate positive values: floor)
-            double lowEdge = y - Scale(below, 8 - k) + 1e-6;
-            int low = (int)lowEdge, high = (int)(y + Scale(above, 8 - k) - 1e-6);
+            double lowEdge = y - ScaleExact(below, 8 - k) + 1e-6;
+            int low = (int)lowEdge, high = (int)(y + ScaleExact(above, 8 - k) - 1e-6);
             if (low < lowEdge) low++; // (ceiling)
             // the fewest digits: the largest power of ten 10^zeros with a multiple in [low, high] (one always at 10^0: the
             // interval is wider than 1 unit), the multiples being q * 10^zeros for q in [qLow, qHigh]; then the q nearest y
@@ -245,6 +272,11 @@ namespace MLAgentsInference
                 value = -value;
             }
             if (value == 0) { b[p++] = (byte)'0'; return p; }
+            if (value < 1000000000) // (agent ids mostly: 32-bit arithmetic, whose divisions by constants are products)
+            {
+                int small = (int)value;
+                return WriteDigits(b, p, small, Length(small));
+            }
             int length = 0;
             for (long t = value; t > 0; t /= 10) length++;
             return WriteDigits(b, p, value, length);
@@ -508,27 +540,24 @@ namespace MLAgentsInference
             if (c != 0)
             {
                 mantissa = c;
-                digits = 1;
-                for (; i < end && (uint)(c = b[i] - '0') <= 9; i++)
-                {
-                    if (digits < MaxDigits) { mantissa = mantissa * 10 + c; digits++; }
-                    else e10++;
-                }
+                int first = i, limit = end - i < MaxDigits - 1 ? end : i + MaxDigits - 1;
+                for (; i < limit && (uint)(c = b[i] - '0') <= 9; i++) mantissa = mantissa * 10 + c;
+                digits = 1 + i - first;
+                int kept = i;
+                while (i < end && (uint)(b[i] - '0') <= 9) i++; // (the digits past MaxDigits: checked, dropped)
+                e10 = i - kept;
             }
             else if (i < end && (uint)(b[i] - '0') <= 9) throw Fail("leading zeros");
             if (i < end && b[i] == '.')
             {
                 i++;
                 if (i >= end || (uint)(b[i] - '0') > 9) throw Fail("a digit must follow the decimal point");
-                for (; i < end && (uint)(c = b[i] - '0') <= 9; i++)
-                {
-                    if (digits < MaxDigits)
-                    {
-                        mantissa = mantissa * 10 + c;
-                        e10--;
-                        if (mantissa != 0) digits++;
-                    }
-                }
+                int first = i;
+                if (mantissa == 0) while (i < end && b[i] == '0') i++; // (zeros before the first significant digit)
+                int limit = end - i < MaxDigits - digits ? end : i + MaxDigits - digits;
+                for (; i < limit && (uint)(c = b[i] - '0') <= 9; i++) mantissa = mantissa * 10 + c;
+                e10 -= i - first;
+                while (i < end && (uint)(b[i] - '0') <= 9) i++;
             }
             if (i < end && (b[i] | 0x20) == 'e')
             {
@@ -545,21 +574,25 @@ namespace MLAgentsInference
             double value;
             if (mantissa == 0) value = 0;
             else if (e10 > -Numbers.Pow10.Length && e10 < Numbers.Pow10.Length) value = Numbers.Scale(mantissa, e10);
-            else
-            {
-                try
-                {
-                    value = double.Parse(Encoding.ASCII.GetString(b, start, i - start), NumberStyles.Float, CultureInfo.InvariantCulture);
-                }
-                catch (OverflowException)
-                {
-                    value = double.PositiveInfinity;
-                }
-                value = Math.Abs(value);
-            }
+            else value = ParseAbs(start, i);
             float result = (float)(negative ? -value : value);
-            if (float.IsInfinity(result)) throw Fail("number beyond float32");
+            if (result > float.MaxValue || result < -float.MaxValue) throw Fail("number beyond float32");
             return result;
+        }
+
+        // (apart: a method holding a try block keeps its locals in memory under Mono's JIT, which would slow ReadFloat)
+        private double ParseAbs(int start, int end)
+        {
+            double value;
+            try
+            {
+                value = double.Parse(Encoding.ASCII.GetString(_b, start, end - start), NumberStyles.Float, CultureInfo.InvariantCulture);
+            }
+            catch (OverflowException)
+            {
+                value = double.PositiveInfinity;
+            }
+            return Math.Abs(value);
         }
 
         internal long ReadLong()
@@ -720,11 +753,13 @@ namespace MLAgentsInference
         internal bool TrySkipCopy(int start, int end)
         {
             SkipSpace();
-            int length = end - start;
-            if (length <= 0 || _p + length > _end) return false;
-            for (int i = 0; i < length; i++)
-                if (_b[_p + i] != _b[start + i]) return false;
-            _p += length;
+            int length = end - start, p = _p;
+            if (length <= 0 || p + length > _end) return false;
+            byte[] b = _b;
+            int shift = p - start;
+            for (int i = start; i < end; i++)
+                if (b[i + shift] != b[i]) return false;
+            _p = p + length;
             return true;
         }
 

@@ -506,14 +506,13 @@ namespace MLAgentsInference
             byte[] b = _out;
             int p = _outLength;
             b[p++] = (byte)'[';
-            for (int i = 0; i < count; i++)
+            for (int i = start, end = start + count; i < end; i++)
             {
-                float v = values[start + i];
-                if (float.IsNaN(v) || float.IsInfinity(v))
-                    throw new ArgumentException(What(input) + "[" + (start + i).ToString(CultureInfo.InvariantCulture) + "] is NaN or infinite", "observations");
-                if (i > 0) b[p++] = (byte)',';
-                p = Numbers.WriteFloat(b, p, v);
+                p = Numbers.TryWriteFloat(b, p, values[i]);
+                if (p < 0) throw new ArgumentException(What(input) + "[" + i.ToString(CultureInfo.InvariantCulture) + "] is NaN or infinite", "observations");
+                b[p++] = (byte)',';
             }
+            if (count > 0) p--; // (the last comma)
             b[p++] = (byte)']';
             _outLength = p;
         }

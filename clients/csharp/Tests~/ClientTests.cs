@@ -19,7 +19,7 @@ internal static class ClientTests
     {
         if (args.Length < 1)
         {
-            Console.Error.WriteLine("usage: ClientTests.exe policy|faults|goaway|floats|json|refs ARGS...");
+            Console.Error.WriteLine("usage: ClientTests.exe policy|faults|goaway|floats|answers|json|refs ARGS...");
             return 2;
         }
         try
@@ -30,6 +30,7 @@ internal static class ClientTests
                 case "faults": Faults(Load(args[1])); break;
                 case "goaway": GoAway(args[1]); break;
                 case "floats": return Floats(args[1], args[2]);
+                case "answers": return Answers(args[1], int.Parse(args[2], CultureInfo.InvariantCulture));
                 case "json": JsonCases(Load(args[1])); break;
                 case "refs": // the assemblies the library references: .NET Standard 2.0's own only
                     foreach (var name in System.Reflection.Assembly.LoadFrom(args[1]).GetReferencedAssemblies()) Console.WriteLine("REF " + name.Name);
@@ -335,7 +336,18 @@ internal static class ClientTests
         ExpectArgument(() => client.Act(1, tooShort), tag + ": a wrong observation size", first.Kind == "entities" ? "at most" : "expected");
         ExpectArgument(() => client.Act(1, new object[good.Length + 1]), tag + ": one observation too many", "input(s)");
         if (client.Info.Inputs[good.Length - 1].Kind != "entities")
-            ExpectArgument(() => client.Act(1, notFinite), tag + ": NaN", "NaN");
+        {
+            ExpectArgument(() => client.Act(1, notFinite), tag + ": NaN", "[0] is NaN or infinite");
+            int last = client.Info.Inputs[good.Length - 1].Size - 1;
+            foreach (float infinite in new[] { float.PositiveInfinity, float.NegativeInfinity })
+            {
+                var far = (object[])good.Clone();
+                far[good.Length - 1] = new float[last + 1];
+                ((float[])far[good.Length - 1])[last] = infinite;
+                ExpectArgument(() => client.Act(1, far), tag + ": " + infinite.ToString(CultureInfo.InvariantCulture) + " last",
+                               "[" + last.ToString(CultureInfo.InvariantCulture) + "] is NaN or infinite");
+            }
+        }
         ExpectArgument(() => client.Act(1L << 54, good), tag + ": an id beyond 2^53", "2^53");
         if (client.Info.MaskWidth > 0)
         {
@@ -478,12 +490,38 @@ internal static class ClientTests
             foreach (string line in File.ReadAllLines(path))
             {
                 var bits = new FloatBits { Bits = int.Parse(line, CultureInfo.InvariantCulture) };
-                output.Append(Json.Number(bits.Value)).Append('\n');
+                try
+                {
+                    output.Append(Json.Number(bits.Value)).Append('\n');
+                }
+                catch (ArgumentException) // NaN and infinities: JSON has no text for them
+                {
+                    output.Append("refused\n");
+                }
             }
             Console.Out.Write(output.ToString());
         });
         if (_failed > 0) code = 1;
         return code;
+    }
+
+    // -- answers: the continuous actions of `count` Act calls, each float as its int32 bits, a line per answer
+
+    private static int Answers(string address, int count)
+    {
+        var output = new StringBuilder();
+        using (PolicyClient client = PolicyClient.Open(address))
+        {
+            for (int k = 0; k < count; k++)
+            {
+                PolicyAction action = client.Act(k, new float[client.Info.Inputs[0].Size]);
+                for (int i = 0; i < action.ContinuousActions.Length; i++)
+                    output.Append(i == 0 ? "" : " ").Append(new FloatBits { Value = action.ContinuousActions[i] }.Bits.ToString(CultureInfo.InvariantCulture));
+                output.Append('\n');
+            }
+        }
+        Console.Out.Write(output.ToString());
+        return 0;
     }
 
     [System.Runtime.InteropServices.StructLayout(System.Runtime.InteropServices.LayoutKind.Explicit)]
