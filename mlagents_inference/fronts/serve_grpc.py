@@ -31,6 +31,7 @@ __all__ = [
     "V2Service",
     "Stream",
     "add_service",
+    "GenericOnly",
     "grpc_job",
     "grpc_answer",
     "parameters",
@@ -413,5 +414,23 @@ def add_service(grpc_server, server: Server) -> V2Service:
     from tritonclient.grpc import service_pb2_grpc
 
     service = type("Service", (V2Service, service_pb2_grpc.GRPCInferenceServiceServicer), {})(server)
-    service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(service, grpc_server)
+    handlers = GenericOnly()
+    service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(service, handlers)
+    grpc_server.add_generic_rpc_handlers(tuple(handlers.generic))
     return service
+
+
+class GenericOnly:
+    """What the generated add_GRPCInferenceServiceServicer_to_server gives a server, keeping its generic handler and
+    leaving out its registered methods (grpcio >= 1.62, tritonclient >= 2.4x registers all 22): grpc.aio's server
+    then waits for a call of each registered method apart, one asyncio.wait over 23 futures (and a new task) for
+    every call it takes, which at 64 clients cost more than the rest of a request. One generic handler: one future."""
+
+    def __init__(self):
+        self.generic: list = []
+
+    def add_generic_rpc_handlers(self, handlers) -> None:
+        self.generic.extend(handlers)
+
+    def add_registered_method_handlers(self, service: str, handlers: dict) -> None:
+        pass
