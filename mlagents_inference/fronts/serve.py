@@ -61,6 +61,7 @@ __all__ = [
     "serving",
     "PASS_ANSWER_BYTES",
     "GATHER_TURNS",
+    "GATHER_MOST",
     "RECENT_S",
     "AWAITED_S",
     "GATHER_S",
@@ -87,9 +88,12 @@ UNFINISHED_BOUND = 64 << 20  # the unfinished lines past READ_BOUND, every conne
 LINE_COST = 64  # what a waiting line costs beside its bytes (its object and its place in the list)
 
 
-RECENT_S, GATHER_TURNS = 0.002, 16  # with --max-wait-us 0, a V2 request that comes within RECENT_S of the one before
-# is answered after GATHER_TURNS turns of the loop: grpcio hands the loop one request at a time, and without them 64
-# clients' requests went one engine call each (1.08 rows a call measured; 3 with them, and a lone client's p50 unmoved)
+RECENT_S, GATHER_TURNS, GATHER_MOST = 0.002, 16, 1024  # with --max-wait-us 0, a V2 request that comes within
+# RECENT_S of the one before is answered once GATHER_TURNS turns of the loop have passed with no other V2 request
+# coming (at most GATHER_MOST turns in all, or --max-batch rows waiting): grpcio hands the loop one request at a time,
+# a few turns apart. Without the turns 64 clients' requests went one engine call each (1.08 rows a call measured);
+# 16 turns counted from the first request, 3; 16 turns counted from the last one, about 10 (and 1.5x the requests a
+# second: perf_analyzer at 64, docs/performance.md). A lone client's request finds none within RECENT_S: at once.
 
 
 AWAITED_S, GATHER_S = 0.005, 0.002  # with --max-wait-us 0, a line that finds other connections "awaited" (answered
@@ -336,7 +340,7 @@ class Server:
         self.slots, self.slots_wanted = max(1, UNFINISHED_BOUND // self.limit), deque()  # (unfinished long lines)
         self.started = None  # (called once every front listens: serving())
         self.view, self.jobs = ModelView(policy), 0  # (V2: the model as it sees it; its requests waiting)
-        self.last_job = 0.0  # the last V2 request's arrival (gather)
+        self.last_job, self.jobs_taken = 0.0, 0  # the last V2 request's arrival, how many were taken (gather)
         self.awaited: dict = {}  # connections answered, none of their lines back since: {conn: when}, oldest first
         self.bounds = {**self.memories.bounds(), "max_line_bytes": self.limit}
         s, self.info = policy.settings, policy.info  # (an answer's bytes: 24 a number; an info answer's, as it is)
@@ -401,7 +405,7 @@ class Server:
             if self.max_wait and not full:
                 self.timer = self.loop.call_later(self.max_wait, self.answer_pass)
             elif self.jobs and not full and owner.arrived - self.last_job < RECENT_S:
-                self.loop.call_soon(self.gather, GATHER_TURNS)
+                self.loop.call_soon(self.gather, GATHER_TURNS, self.jobs_taken, GATHER_MOST)
             elif awaited and not full:
                 self.timer = self.loop.call_later(GATHER_S, self.answer_pass)
             else:
@@ -420,11 +424,16 @@ class Server:
             del awaited[conn]
         return len(awaited)
 
-    def gather(self, turns: int) -> None:
-        """The answering pass after `turns` more turns of the loop (each polls the sockets): V2 requests that grpcio
-        hands over one at a time join the same engine call, with no timer (the loop's timers are whole ms)."""
-        if turns > 0:
-            self.loop.call_soon(self.gather, turns - 1)
+    def gather(self, turns: int, seen: int, most: int) -> None:
+        """The answering pass once `turns` turns of the loop (each polls the sockets) pass with no V2 request coming
+        (`seen`: the count of those taken when this one was called; at most `most` turns in all, or --max-batch
+        rows waiting): V2 requests that grpcio hands over one at a time, a few turns apart, join the same engine
+        call, with no timer (the loop's timers are whole ms)."""
+        if self.jobs_taken != seen:
+            turns, seen = GATHER_TURNS, self.jobs_taken
+        full = self.max_batch is not None and self.waiting_lines >= self.max_batch
+        if turns > 0 and most > 0 and not full:
+            self.loop.call_soon(self.gather, turns - 1, seen, most - 1)
         else:
             self.answer_pass()
 
@@ -432,6 +441,7 @@ class Server:
         """A V2 request's Job through the next answering pass: the Job, its outputs or error set."""
         owner = TensorRequest(job, self.loop.create_future())
         self.jobs += 1
+        self.jobs_taken += 1
         self.waiting(owner, 1)
         self.last_job = owner.arrived
         return await owner.future
