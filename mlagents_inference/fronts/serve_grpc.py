@@ -149,7 +149,6 @@ class GrpcFront(Front):
         self.sock.close()  # (bound first so that a taken port is one line before anything runs; grpc binds it again)
         limit = server.limit + (1 << 16)
         self.grpc = grpc.aio.server(
-            interceptors=[metadata_bound()],
             options=[
                 ("grpc.so_reuseport", 0),
                 ("grpc.max_receive_message_length", limit),
@@ -198,10 +197,12 @@ class GrpcFront(Front):
                 )
 
 
-def metadata_bound():
-    """A server interceptor: a call whose metadata passes METADATA_BYTES is refused with RESOURCE_EXHAUSTED and a
-    message saying so (grpcio's own refusal, past its far larger bound, has none), and one line at most once a
-    second on stderr."""
+def metadata_bound(handlers: list):
+    """The generic handler grpcio asks for every call's method: `handlers`' (the service's), except that a call whose
+    metadata passes METADATA_BYTES is refused with RESOURCE_EXHAUSTED and a message saying so (grpcio's own refusal,
+    past its far larger bound, has none), and one line at most once a second on stderr. (A generic handler, not a
+    grpc.aio interceptor: grpcio calls it as a plain function, where an interceptor costs a chain of coroutines on
+    every call.)"""
     import grpc
 
     def refusing(handler, text: str):
@@ -224,11 +225,11 @@ def metadata_bound():
             response_serializer=handler.response_serializer,
         )
 
-    class MetadataBound(grpc.aio.ServerInterceptor):
-        async def intercept_service(self, continuation, details):
+    class MetadataBound(grpc.GenericRpcHandler):
+        def service(self, details):
             metadata = details.invocation_metadata or ()
             size = sum(len(key) + len(value) + 32 for key, value in metadata)
-            handler = await continuation(details)
+            handler = next((h for h in (each.service(details) for each in handlers) if h is not None), None)
             if size <= METADATA_BYTES or handler is None:
                 return handler
             tell_limited(f"grpc: a call refused: {len(metadata)} metadata entries, {size} bytes")
@@ -416,7 +417,7 @@ def add_service(grpc_server, server: Server) -> V2Service:
     service = type("Service", (V2Service, service_pb2_grpc.GRPCInferenceServiceServicer), {})(server)
     handlers = GenericOnly()
     service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(service, handlers)
-    grpc_server.add_generic_rpc_handlers(tuple(handlers.generic))
+    grpc_server.add_generic_rpc_handlers((metadata_bound(handlers.generic),))
     return service
 
 
