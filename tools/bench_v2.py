@@ -75,12 +75,12 @@ MODEL = "Huggy"
 CASES = {
     "grpc_b256_c1": ("grpc", 256, 1, ("obs_per_s",)),
     "http_b256_c1": ("http", 256, 1, ("obs_per_s",)),
-    "grpc_c64": ("grpc", 1, 64, ("obs_per_s", "p99_ms", "rows_per_call")),
-    "http_c64": ("http", 1, 64, ("obs_per_s", "p99_ms", "rows_per_call")),
+    "grpc_c64": ("grpc", 1, 64, ("obs_per_s", "p99_ms", "rows_per_call", "cpu_us_per_obs")),
+    "http_c64": ("http", 1, 64, ("obs_per_s", "p99_ms", "rows_per_call", "cpu_us_per_obs")),
     "grpc_c1": ("grpc", 1, 1, ("p50_ms",)),
     "http_c1": ("http", 1, 1, ("p50_ms",)),
 }
-HIGHER_IS_BETTER = {"obs_per_s": True, "p50_ms": False, "p99_ms": False, "rows_per_call": True}
+HIGHER_IS_BETTER = {"obs_per_s": True, "p50_ms": False, "p99_ms": False, "rows_per_call": True, "cpu_us_per_obs": False}
 ONNX_TYPES = {1: np.float32, 6: np.int32, 7: np.int64, 10: np.float16, 11: np.float64}
 
 
@@ -336,6 +336,23 @@ def parse_perf_analyzer(csv_text: str, stdout: str) -> dict:
     return out
 
 
+def cpu_seconds(server: Server) -> float:
+    """The CPU time (user + system) of the server's processes so far: every process of its session (PyTriton's
+    tritonserver and Python stubs with it), read from /proc."""
+    ticks, total = os.sysconf("SC_CLK_TCK"), 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as f:
+                fields = f.read().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if int(fields[3]) == server.proc.pid:  # (its session: start_new_session made the server its leader)
+            total += int(fields[11]) + int(fields[12])
+    return total / ticks
+
+
 def engine_counts(server: Server) -> Optional[tuple]:
     """(inference_count, execution_count) of the model's statistics (rows answered, engine calls), or None."""
     try:
@@ -348,14 +365,16 @@ def engine_counts(server: Server) -> Optional[tuple]:
 
 def run_case(a: argparse.Namespace, server: Server, case: str, workdir: Path) -> dict:
     """One perf_analyzer run; one more with windows twice as long where it found no stable measurement (a loaded
-    machine). Where the case reports it, the rows per engine call across the run."""
-    before = engine_counts(server)
+    machine). Where the case reports them, the rows per engine call across the run and the server's CPU time per
+    observation answered (its processes' user + system time over the statistics' inference_count)."""
+    before, cpu = engine_counts(server), cpu_seconds(server)
     result = run_perf_analyzer(a, server, case, workdir, a.interval)
     if "stable measurement" in result.get("error", ""):
         result = run_perf_analyzer(a, server, case, workdir, 2 * a.interval)
-    after = engine_counts(server)
+    after, cpu = engine_counts(server), cpu_seconds(server) - cpu
     if "rows_per_call" in CASES[case][3] and before and after and after[1] > before[1]:
         result["rows_per_call"] = (after[0] - before[0]) / (after[1] - before[1])
+        result["cpu_us_per_obs"] = cpu / (after[0] - before[0]) * 1e6
     return result
 
 
@@ -550,10 +569,10 @@ def print_table(a: argparse.Namespace, out: dict) -> None:
     answers = out["answers"]
     print(f"answers of {', '.join(answers['servers'])}: deterministic outputs within {answers['max_abs_diff']:.2g}")
     names = a.names
-    print(f"{'case':<14}{'metric':<14}" + "".join(f"{n:>11}" for n in names) + "".join(f"{r:>16}" for r in ratios))
+    print(f"{'case':<14}{'metric':<16}" + "".join(f"{n:>11}" for n in names) + "".join(f"{r:>16}" for r in ratios))
     for case in a.case_list:
         for metric in CASES[case][3]:
-            digits = 0 if metric == "obs_per_s" else 1 if metric == "rows_per_call" else 3
+            digits = 0 if metric in ("obs_per_s", "cpu_us_per_obs") else 1 if metric == "rows_per_call" else 3
             values = [figures[n].get(case, {}).get(metric) for n in names]
             cells = "".join(f"{v:>11.{digits}f}" if v is not None else f"{'-':>11}" for v in values)
             tail = ""
@@ -561,7 +580,7 @@ def print_table(a: argparse.Namespace, out: dict) -> None:
                 ratio = pair.get(case, {}).get(metric)
                 tail += f"{ratio:>16.3f}" if ratio is not None else f"{'-':>16}"
             print(
-                f"{case:<14}{metric:<14}{cells}{tail}   ({'higher' if HIGHER_IS_BETTER[metric] else 'lower'} is better)"
+                f"{case:<14}{metric:<16}{cells}{tail}   ({'higher' if HIGHER_IS_BETTER[metric] else 'lower'} is better)"
             )
     for name, why in out["skipped"].items():
         for protocol, text in why.items():
