@@ -90,10 +90,11 @@ LINE_COST = 64  # what a waiting line costs beside its bytes (its object and its
 
 RECENT_S, GATHER_TURNS, GATHER_MOST = 0.002, 16, 1024  # with --max-wait-us 0, a V2 request that comes within
 # RECENT_S of the one before is answered once GATHER_TURNS turns of the loop have passed with no other V2 request
-# coming (at most GATHER_MOST turns in all, or --max-batch rows waiting): grpcio hands the loop one request at a time,
-# a few turns apart. Without the turns 64 clients' requests went one engine call each (1.08 rows a call measured);
-# 16 turns counted from the first request, 3; 16 turns counted from the last one, about 10 (and 1.5x the requests a
-# second: perf_analyzer at 64, docs/performance.md). A lone client's request finds none within RECENT_S: at once.
+# coming (at most GATHER_MOST turns in all, or --max-batch lines and requests waiting): grpcio hands the loop one
+# request at a time, a few turns apart. Without the turns 64 clients' requests went one engine call each (1.08 rows a
+# call measured); 16 turns counted from the first request, 3.5-3.9; counted from the last one, about 19 (and 1.4-1.5x
+# the requests a second: perf_analyzer at 64, docs/performance.md). A lone client's request finds none within
+# RECENT_S: answered at once.
 
 
 AWAITED_S, GATHER_S = 0.005, 0.002  # with --max-wait-us 0, a line that finds other connections "awaited" (answered
@@ -427,8 +428,8 @@ class Server:
     def gather(self, turns: int, seen: int, most: int) -> None:
         """The answering pass once `turns` turns of the loop (each polls the sockets) pass with no V2 request coming
         (`seen`: the count of those taken when this one was called; at most `most` turns in all, or --max-batch
-        rows waiting): V2 requests that grpcio hands over one at a time, a few turns apart, join the same engine
-        call, with no timer (the loop's timers are whole ms)."""
+        lines and requests waiting): V2 requests that grpcio hands over one at a time, a few turns apart, join the
+        same engine call, with no timer (the loop's timers are whole ms)."""
         if self.jobs_taken != seen:
             turns, seen = GATHER_TURNS, self.jobs_taken
         full = self.max_batch is not None and self.waiting_lines >= self.max_batch

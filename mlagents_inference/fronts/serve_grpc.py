@@ -423,9 +423,9 @@ def add_service(grpc_server, server: Server) -> V2Service:
 
 class GenericOnly:
     """What the generated add_GRPCInferenceServiceServicer_to_server gives a server, keeping its generic handler and
-    leaving out its registered methods (grpcio >= 1.62, tritonclient >= 2.4x registers all 22): grpc.aio's server
-    then waits for a call of each registered method apart, one asyncio.wait over 23 futures (and a new task) for
-    every call it takes, which at 64 clients cost more than the rest of a request. One generic handler: one future."""
+    leaving out its registered methods (tritonclient 2.73's generated code registers all 22): grpc.aio's server keeps
+    a request-call task for each registered method and waits on all of them with asyncio.wait for every call it takes
+    (grpcio's aio server.pyx.pxi, _server_main_loop). With one generic handler, it waits on one."""
 
     def __init__(self):
         self.generic: list = []
