@@ -1418,6 +1418,33 @@ def test_v2_requests_and_json_lines_share_one_engine_call():
     assert status == 200 and b"mlagents_serve_batch_lines_bucket" in metrics
 
 
+def test_grpc_requests_sent_at_once_share_engine_calls():
+    """64 ModelInfer calls in flight at once (--max-wait-us 0): grpcio hands them to the loop one at a time, a few
+    turns apart, and the pass waits until a few turns bring none, so they ride in a handful of engine calls (counted
+    by the statistics, ModelStatistics' execution_count; not a timing). Every answer is its own row's."""
+    policy, ref = I.load(EXAMPLES / "vector"), Reference("vector")
+    obs = np.random.RandomState(71).standard_normal((64, 8)).astype(np.float32)
+    with (
+        serving(policy, ServeOptions(), grpc="127.0.0.1:0") as said,
+        grpc.insecure_channel(said["grpc"], options=GRPC_OPTIONS) as channel,
+    ):
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        stats = pb.ModelStatisticsRequest(name="Vector")
+        requests = [grpc_request("Vector", [("obs_0", "FP32", obs[i : i + 1])]) for i in range(64)]
+        stub.ModelInfer(requests[0], timeout=60)
+        calls = []
+        for _ in range(5):
+            before = stub.ModelStatistics(stats, timeout=60).model_stats[0]
+            answers = [f.result(timeout=60) for f in [stub.ModelInfer.future(r, timeout=60) for r in requests]]
+            after = stub.ModelStatistics(stats, timeout=60).model_stats[0]
+            assert after.inference_count - before.inference_count == 64
+            calls.append(after.execution_count - before.execution_count)
+            got = np.concatenate([grpc_outputs(a)["deterministic_continuous_actions"] for a in answers])
+            np.testing.assert_allclose(got, ref([obs])["deterministic_continuous_actions"], rtol=0, atol=1e-5)
+    # (16 loop turns counted from the first request took 16-32 calls a round; counted from the last one, 4-11)
+    assert min(calls) <= 12, f"64 requests at once took {calls} engine calls a round"
+
+
 def test_listen_http_and_grpc_given_twice_on_the_command_line_listen_on_each():
     model = EXAMPLES / "vector"
     extra = ["--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--http", "127.0.0.1:0"]

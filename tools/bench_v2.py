@@ -4,8 +4,9 @@ Huggy (a benchmark, not a test; docs/serve.md). Needs the venv of tools/v2_tools
 
     bash tools/v2_tools.sh /work/v2venv
     /work/v2venv/bin/python tools/bench_v2.py [--quick] [--only pytriton|ours] [--repeat 3] [--json]
+        [--before DIR] [--serve-python PYTHON] [--perf-analyzer PATH]
 
-The two servers, each up for the whole run on its own loopback ports, one loaded at a time:
+The servers, each up for the whole run on its own loopback ports, one loaded at a time:
   pytriton  PyTriton (Triton 2.41's server, its Python backend) with a @batch callable that runs onnxruntime on
             Huggy.onnx: model "Huggy", the ONNX's input and batched output names, dynamic batching, max batch
             --max-batch (256), queue delay --max-wait-us (0); onnxruntime: every graph optimisation, intra-op
@@ -13,15 +14,23 @@ The two servers, each up for the whole run on its own loopback ports, one loaded
   ours      python inference.py --mode serve --model-dir assets/ppo-Huggy-sample --http H --grpc G --spin off
             --max-batch (256) --max-wait-us (0). A serve that refuses --grpc is started without it and its gRPC
             cases are skipped; one without the V2 REST routes (GET /v2/health/ready 404) has its cases skipped.
+  before    --before DIR: the same serve from another checkout (DIR/inference.py: a git worktree of the code
+            before a change), measured in the same run, interleaved with the others.
+serve runs under --serve-python (default: this Python), so that PyTriton's venv (numpy<2) need not be serve's.
+Before the cases, the same 64 rows go to every server over HTTP (JSON): their deterministic actions must agree
+within 1e-5 (answers_max_abs_diff; the run ends with exit 1 where they do not).
 
-The cases, each run for both servers in turn (ABBA order over the repetitions; medians reported):
+The cases, each run for every server in turn (ABBA order over the repetitions; medians reported):
   grpc_b256_c1  gRPC, batch 256, concurrency 1: observations/s
-  grpc_c64      gRPC, batch 1, concurrency 64 (--async): observations/s, p99
-  http_c64      HTTP, batch 1, concurrency 64 (--async): observations/s, p99
+  http_b256_c1  HTTP, batch 256, concurrency 1: observations/s
+  grpc_c64      gRPC, batch 1, concurrency 64 (--async): observations/s, p99, rows per engine call
+  http_c64      HTTP, batch 1, concurrency 64 (--async): observations/s, p99, rows per engine call
   grpc_c1       gRPC, batch 1, concurrency 1: p50
   http_c1       HTTP, batch 1, concurrency 1: p50
 perf_analyzer's "Inferences/Second" already counts batch x requests, so it is the observations/s. Its inputs are
-real floats (a --input-data JSON file of N(0,1) rows), not its default random bytes (NaNs among them).
+real floats (a --input-data JSON file of N(0,1) rows), not its default random bytes (NaNs among them). Rows per
+engine call: the model statistics' inference_count over execution_count (GET /v2/models/Huggy/stats, Triton's and
+serve's alike), their growth across the perf_analyzer run.
 
 What perf_analyzer 2.41 asks of a server (seen in Triton's verbose log and through a logging proxy; no -x given):
   HTTP  GET /v2/models/Huggy, GET /v2/models/Huggy/config, GET /v2 (server metadata), then GET
@@ -65,12 +74,13 @@ MODEL = "Huggy"
 # name: (protocol, batch, concurrency, the metrics reported)
 CASES = {
     "grpc_b256_c1": ("grpc", 256, 1, ("obs_per_s",)),
-    "grpc_c64": ("grpc", 1, 64, ("obs_per_s", "p99_ms")),
-    "http_c64": ("http", 1, 64, ("obs_per_s", "p99_ms")),
+    "http_b256_c1": ("http", 256, 1, ("obs_per_s",)),
+    "grpc_c64": ("grpc", 1, 64, ("obs_per_s", "p99_ms", "rows_per_call", "cpu_us_per_obs")),
+    "http_c64": ("http", 1, 64, ("obs_per_s", "p99_ms", "rows_per_call", "cpu_us_per_obs")),
     "grpc_c1": ("grpc", 1, 1, ("p50_ms",)),
     "http_c1": ("http", 1, 1, ("p50_ms",)),
 }
-HIGHER_IS_BETTER = {"obs_per_s": True, "p50_ms": False, "p99_ms": False}
+HIGHER_IS_BETTER = {"obs_per_s": True, "p50_ms": False, "p99_ms": False, "rows_per_call": True, "cpu_us_per_obs": False}
 ONNX_TYPES = {1: np.float32, 6: np.int32, 7: np.int64, 10: np.float16, 11: np.float64}
 
 
@@ -147,7 +157,13 @@ def serve_pytriton(a: argparse.Namespace) -> None:
         metrics_port=a.metrics_port,
         exit_on_error=True,
     )
-    with Triton(config=config) as triton:
+    try:  # PyTriton >= 0.7 restricts the statistics perf_analyzer reads to a token of its own: none restricted here
+        from pytriton.triton import TritonSecurityConfig
+
+        security = {"security_config": TritonSecurityConfig(restricted_endpoints=[])}
+    except ImportError:
+        security = {}
+    with Triton(config=config, **security) as triton:
         triton.bind(
             model_name=MODEL,
             infer_func=infer,
@@ -242,13 +258,15 @@ def start_pytriton(a: argparse.Namespace) -> Server:
     return server
 
 
-def start_ours(a: argparse.Namespace) -> Server:
+def start_ours(a: argparse.Namespace, name: str = "ours") -> Server:
+    inference = a.inference if name == "ours" else a.before / "inference.py"
     http, grpc = free_port(), free_port()
-    base = [sys.executable, str(a.inference), "--mode", "serve", "--model-dir", str(HUGGY), "--spin", "off"]
+    base = [a.serve_python, str(inference), "--mode", "serve", "--model-dir", str(HUGGY), "--spin", "off"]
     base += ["--max-batch", str(a.max_batch), "--max-wait-us", str(a.max_wait_us), "--http", f"127.0.0.1:{http}"]
     ready = f"http://127.0.0.1:{http}/v2/health/ready"
     healthz = f"http://127.0.0.1:{http}/healthz"
-    server = Server("ours", base + ["--grpc", f"127.0.0.1:{grpc}"], dict(os.environ), ready)
+    env = dict(os.environ, PYTHONPATH=str(inference.parent))  # (its own checkout's package, not an installed one)
+    server = Server(name, base + ["--grpc", f"127.0.0.1:{grpc}"], env, ready)
     server.ports = {"http": http, "grpc": grpc}
     server.start()
     why = server.wait_ready(120, healthz)
@@ -318,13 +336,78 @@ def parse_perf_analyzer(csv_text: str, stdout: str) -> dict:
     return out
 
 
+def cpu_seconds(server: Server) -> float:
+    """The CPU time (user + system) of the server's processes so far: every process of its session (PyTriton's
+    tritonserver and Python stubs with it), read from /proc."""
+    ticks, total = os.sysconf("SC_CLK_TCK"), 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as f:
+                fields = f.read().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if int(fields[3]) == server.proc.pid:  # (its session: start_new_session made the server its leader)
+            total += int(fields[11]) + int(fields[12])
+    return total / ticks
+
+
+def engine_counts(server: Server) -> Optional[tuple]:
+    """(inference_count, execution_count) of the model's statistics (rows answered, engine calls), or None."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.ports['http']}/v2/models/{MODEL}/stats", timeout=5) as r:
+            stats = json.loads(r.read())["model_stats"][0]
+        return int(stats["inference_count"]), int(stats["execution_count"])
+    except (OSError, ValueError, KeyError, IndexError):
+        return None
+
+
 def run_case(a: argparse.Namespace, server: Server, case: str, workdir: Path) -> dict:
     """One perf_analyzer run; one more with windows twice as long where it found no stable measurement (a loaded
-    machine)."""
+    machine). Where the case reports them, the rows per engine call across the run and the server's CPU time per
+    observation answered (its processes' user + system time over the statistics' inference_count)."""
+    before, cpu = engine_counts(server), cpu_seconds(server)
     result = run_perf_analyzer(a, server, case, workdir, a.interval)
     if "stable measurement" in result.get("error", ""):
         result = run_perf_analyzer(a, server, case, workdir, 2 * a.interval)
+    after, cpu = engine_counts(server), cpu_seconds(server) - cpu
+    if "rows_per_call" in CASES[case][3] and before and after and after[1] > before[1]:
+        result["rows_per_call"] = (after[0] - before[0]) / (after[1] - before[1])
+        result["cpu_us_per_obs"] = cpu / (after[0] - before[0]) * 1e6
     return result
+
+
+def check_answers(servers: dict, workdir: Path) -> dict:
+    """The data file's rows (one request, JSON over HTTP) sent to every server: {"max_abs_diff": the largest
+    difference of any deterministic output from the first server's, "outputs": the names compared}."""
+    rows = json.loads((workdir / "data.json").read_text())["data"]
+    inputs = []
+    for name in rows[0]:
+        shape = [len(rows), *rows[0][name]["shape"]]
+        data = [v for row in rows for v in row[name]["content"]]
+        inputs.append({"name": name, "datatype": "FP32", "shape": shape, "data": data})
+    _, outputs = onnx_io(HUGGY / f"{MODEL}.onnx")
+    wanted = [n for n, _, _ in outputs if n.startswith("deterministic")]
+    body = json.dumps({"inputs": inputs, "outputs": [{"name": n} for n in wanted]}).encode()
+    got = {}
+    for name, server in servers.items():
+        if "all" in server.skip:
+            continue
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{server.ports['http']}/v2/models/{MODEL}/infer",
+            body,
+            {"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=30) as r:
+            answer = json.loads(r.read())
+        got[name] = {o["name"]: np.asarray(o["data"], np.float64) for o in answer["outputs"]}
+    first = next(iter(got.values()), {})
+    diff = max(
+        (float(np.abs(out[n] - first[n]).max()) for out in got.values() for n in wanted),
+        default=float("nan"),
+    )
+    return {"servers": list(got), "outputs": wanted, "max_abs_diff": diff}
 
 
 def run_perf_analyzer(a: argparse.Namespace, server: Server, case: str, workdir: Path, interval: int) -> dict:
@@ -368,10 +451,26 @@ def versions() -> dict:
     return out
 
 
+def commit_of(checkout: Path) -> Optional[str]:
+    """The checkout's commit (short), "+" where its files differ from it; None outside git."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        )
+        dirty = subprocess.run(
+            ["git", "-C", str(checkout), "status", "--porcelain", "-uno"], capture_output=True, text=True
+        )
+    except OSError:
+        return None
+    return head.stdout.strip() + ("+" if dirty.stdout.strip() else "") if head.returncode == 0 else None
+
+
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="1 s measurement windows, one repetition")
     p.add_argument("--only", choices=("pytriton", "ours"), help="measure one server only")
+    p.add_argument("--before", type=Path, help="a checkout of the code before (a git worktree): its serve measured too")
+    p.add_argument("--serve-python", default=sys.executable, help="the Python serve runs under (default: this one)")
     p.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, of {', '.join(CASES)}")
     p.add_argument("--repeat", type=int, help="each case this many times per server, ABBA order (default 3; --quick 1)")
     p.add_argument("--interval", type=int, help="perf_analyzer --measurement-interval, ms (default 3000; --quick 1000)")
@@ -401,6 +500,10 @@ def parse_args() -> argparse.Namespace:
     if unknown := [c for c in a.case_list if c not in CASES]:
         raise SystemExit(f"bench_v2: unknown cases {unknown}; known: {', '.join(CASES)}")
     a.names = [a.only] if a.only else ["ours", "pytriton"]
+    if a.before:
+        if not (a.before / "inference.py").exists():
+            raise SystemExit(f"bench_v2: --before {a.before}: no inference.py there")
+        a.names.insert(1, "before")
     return a
 
 
@@ -411,10 +514,11 @@ def measure(a: argparse.Namespace) -> tuple:
     errors: dict = {n: {} for n in a.names}
     try:
         for name in a.names:
-            servers[name] = start_pytriton(a) if name == "pytriton" else start_ours(a)
-        with tempfile.TemporaryDirectory() as tmp:
+            servers[name] = start_pytriton(a) if name == "pytriton" else start_ours(a, name)
+        with tempfile.TemporaryDirectory(prefix="bench_v2-") as tmp:
             workdir = Path(tmp)
             input_data(workdir / "data.json")
+            answers = check_answers(servers, workdir)
             for case in a.case_list:
                 for rep in range(a.repeat):
                     for name in a.names if rep % 2 == 0 else a.names[::-1]:
@@ -429,7 +533,8 @@ def measure(a: argparse.Namespace) -> tuple:
     finally:
         for server in servers.values():
             server.stop()
-    return raw, {n: e for n, e in errors.items() if e}, {n: s.skip for n, s in servers.items() if s.skip}
+    skipped = {n: s.skip for n, s in servers.items() if s.skip}
+    return raw, {n: e for n, e in errors.items() if e}, skipped, answers
 
 
 def summarise(a: argparse.Namespace, raw: dict) -> tuple:
@@ -441,30 +546,41 @@ def summarise(a: argparse.Namespace, raw: dict) -> tuple:
             if results:
                 keys = {k for r in results for k in r}
                 figures[name][case] = {k: float(np.median([r[k] for r in results if k in r])) for k in sorted(keys)}
-    ratios: dict = {}
-    if len(a.names) == 2:
+    ratios: dict = {}  # {"ours/pytriton": {case: {metric: ratio}}, "before/pytriton": ..., "ours/before": ...}
+    pairs = [
+        (x, y) for x, y in (("ours", "pytriton"), ("before", "pytriton"), ("ours", "before")) if {x, y} <= set(a.names)
+    ]
+    for x, y in pairs:
+        ratios[f"{x}/{y}"] = {}
         for case in a.case_list:
-            ours, theirs = figures["ours"].get(case, {}), figures["pytriton"].get(case, {})
-            ratios[case] = {k: round(ours[k] / theirs[k], 3) for k in CASES[case][3] if k in ours and theirs.get(k)}
+            mine, theirs = figures[x].get(case, {}), figures[y].get(case, {})
+            ratios[f"{x}/{y}"][case] = {
+                k: round(mine[k] / theirs[k], 3) for k in CASES[case][3] if k in mine and theirs.get(k)
+            }
     return figures, ratios
 
 
 def print_table(a: argparse.Namespace, out: dict) -> None:
-    figures, ratios = out["figures"], out["ratio_ours_to_pytriton"]
+    figures, ratios = out["figures"], out["ratios"]
     print(f"cpus {out['cpus']}, load average before {out['load_average_before']}, after {out['load_average_after']}")
     print(f"repeat {a.repeat}, windows {a.interval} ms, max batch {a.max_batch}, max wait {a.max_wait_us} us")
-    print(", ".join(f"{k} {v}" for k, v in out["versions"].items()))
+    print(", ".join(f"{k} {v}" for k, v in out["versions"].items()) + f"; serve under {out['serve_python']}")
+    print("commits " + ", ".join(f"{k} {v}" for k, v in out["commits"].items()))
+    answers = out["answers"]
+    print(f"answers of {', '.join(answers['servers'])}: deterministic outputs within {answers['max_abs_diff']:.2g}")
     names = a.names
-    print(f"{'case':<14}{'metric':<11}" + "".join(f"{n:>12}" for n in names) + (f"{'ours/pt':>10}" if ratios else ""))
+    print(f"{'case':<14}{'metric':<16}" + "".join(f"{n:>11}" for n in names) + "".join(f"{r:>16}" for r in ratios))
     for case in a.case_list:
         for metric in CASES[case][3]:
-            digits = 0 if metric == "obs_per_s" else 3
+            digits = 0 if metric in ("obs_per_s", "cpu_us_per_obs") else 1 if metric == "rows_per_call" else 3
             values = [figures[n].get(case, {}).get(metric) for n in names]
-            cells = "".join(f"{v:>12.{digits}f}" if v is not None else f"{'-':>12}" for v in values)
-            ratio = ratios.get(case, {}).get(metric)
-            tail = f"{ratio:>10.3f}" if ratio is not None else (f"{'-':>10}" if ratios else "")
+            cells = "".join(f"{v:>11.{digits}f}" if v is not None else f"{'-':>11}" for v in values)
+            tail = ""
+            for pair in ratios.values():
+                ratio = pair.get(case, {}).get(metric)
+                tail += f"{ratio:>16.3f}" if ratio is not None else f"{'-':>16}"
             print(
-                f"{case:<14}{metric:<11}{cells}{tail}   ({'higher' if HIGHER_IS_BETTER[metric] else 'lower'} is better)"
+                f"{case:<14}{metric:<16}{cells}{tail}   ({'higher' if HIGHER_IS_BETTER[metric] else 'lower'} is better)"
             )
     for name, why in out["skipped"].items():
         for protocol, text in why.items():
@@ -479,7 +595,7 @@ def main() -> None:
     if a.serve_pytriton:
         return serve_pytriton(a)
     load_before = os.getloadavg()
-    raw, errors, skipped = measure(a)
+    raw, errors, skipped, answers = measure(a)
     load_after = os.getloadavg()
     figures, ratios = summarise(a, raw)
     out = {
@@ -491,8 +607,11 @@ def main() -> None:
         "max_batch": a.max_batch,
         "max_wait_us": a.max_wait_us,
         "versions": versions(),
+        "serve_python": a.serve_python,
+        "commits": {n: commit_of(d) for n, d in (("ours", a.inference.parent), ("before", a.before)) if d},
         "figures": figures,
-        "ratio_ours_to_pytriton": ratios,
+        "ratios": ratios,
+        "answers": answers,
         "skipped": skipped,
         "errors": errors,
         "raw": raw,
@@ -501,6 +620,8 @@ def main() -> None:
         print(json.dumps(out))
     else:
         print_table(a, out)
+    if not answers["max_abs_diff"] <= 1e-5:
+        raise SystemExit(f"bench_v2: the servers' answers differ by {answers['max_abs_diff']:.3g} (more than 1e-5)")
     return None
 
 

@@ -18,6 +18,10 @@
 #    tritonclient~=2.50 and would replace 2.41.0, so they need a venv of their own. 0.5.0 bundles its tritonserver
 #    (a manylinux_2_35 build; runs on glibc 2.36) and wants numpy<2.
 #  - numpy<2 (PyTriton) means pyarrow<26 (pyarrow 26 needs numpy 2; requirements.txt says so too).
+#  - PyTriton 0.7.0 (issue 43's figures, docs/performance.md): a venv of its own beside this one, made with
+#    --system-site-packages and `pip install "nvidia-pytriton==0.7.0" nvidia-cuda-runtime-cu12`; bench_v2.py runs
+#    in it with --perf-analyzer pointing at this venv's perf_analyzer 2.41.0 and --serve-python at the interpreter
+#    that has requirements.txt (0.7 pins numpy<2 in its venv; serve keeps its own).
 set -euo pipefail
 
 VENV=${1:-/work/v2venv}

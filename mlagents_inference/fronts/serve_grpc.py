@@ -30,6 +30,7 @@ __all__ = [
     "V2Service",
     "Stream",
     "add_service",
+    "GenericOnly",
 ]
 
 
@@ -77,7 +78,6 @@ class GrpcFront(Front):
         self.sock.close()  # (bound first so that a taken port is one line before anything runs; grpc binds it again)
         limit = server.limit + (1 << 16)
         self.grpc = grpc.aio.server(
-            interceptors=[metadata_bound()],
             options=[
                 ("grpc.so_reuseport", 0),
                 ("grpc.max_receive_message_length", limit),
@@ -126,10 +126,12 @@ class GrpcFront(Front):
                 )
 
 
-def metadata_bound():
-    """A server interceptor: a call whose metadata passes METADATA_BYTES is refused with RESOURCE_EXHAUSTED and a
-    message saying so (grpcio's own refusal, past its far larger bound, has none), and one line at most once a
-    second on stderr."""
+def metadata_bound(handlers: list):
+    """The generic handler grpcio asks for every call's method: `handlers`' (the service's), except that a call whose
+    metadata passes METADATA_BYTES is refused with RESOURCE_EXHAUSTED and a message saying so (grpcio's own refusal,
+    past its far larger bound, has none), and one line at most once a second on stderr. (A generic handler, not a
+    grpc.aio interceptor: grpcio calls it as a plain function, where an interceptor costs a chain of coroutines on
+    every call.)"""
     import grpc
 
     def refusing(handler, text: str):
@@ -152,11 +154,11 @@ def metadata_bound():
             response_serializer=handler.response_serializer,
         )
 
-    class MetadataBound(grpc.aio.ServerInterceptor):
-        async def intercept_service(self, continuation, details):
+    class MetadataBound(grpc.GenericRpcHandler):
+        def service(self, details):
             metadata = details.invocation_metadata or ()
             size = sum(len(key) + len(value) + 32 for key, value in metadata)
-            handler = await continuation(details)
+            handler = next((h for h in (each.service(details) for each in handlers) if h is not None), None)
             if size <= METADATA_BYTES or handler is None:
                 return handler
             tell_limited(f"grpc: a call refused: {len(metadata)} metadata entries, {size} bytes")
@@ -326,5 +328,23 @@ def add_service(grpc_server, server: Batcher) -> V2Service:
     from tritonclient.grpc import service_pb2_grpc
 
     service = type("Service", (V2Service, service_pb2_grpc.GRPCInferenceServiceServicer), {})(server)
-    service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(service, grpc_server)
+    handlers = GenericOnly()
+    service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(service, handlers)
+    grpc_server.add_generic_rpc_handlers((metadata_bound(handlers.generic),))
     return service
+
+
+class GenericOnly:
+    """What the generated add_GRPCInferenceServiceServicer_to_server gives a server, keeping its generic handler and
+    leaving out its registered methods (tritonclient 2.73's generated code registers all 22): grpc.aio's server keeps
+    a request-call task for each registered method and waits on all of them with asyncio.wait for every call it takes
+    (grpcio's aio server.pyx.pxi, _server_main_loop). With one generic handler, it waits on one."""
+
+    def __init__(self):
+        self.generic: list = []
+
+    def add_generic_rpc_handlers(self, handlers) -> None:
+        self.generic.extend(handlers)
+
+    def add_registered_method_handlers(self, service: str, handlers: dict) -> None:
+        pass

@@ -29,6 +29,7 @@ from .serve_common import (
 __all__ = [
     "RECENT_S",
     "GATHER_TURNS",
+    "GATHER_MOST",
     "AWAITED_S",
     "GATHER_S",
     "PASS_ANSWER_BYTES",
@@ -43,9 +44,13 @@ __all__ = [
 ]
 
 
-RECENT_S, GATHER_TURNS = 0.002, 16  # with --max-wait-us 0, a V2 request that comes within RECENT_S of the one before
-# is answered after GATHER_TURNS turns of the loop: grpcio hands the loop one request at a time, and without them 64
-# clients' requests went one engine call each (1.08 rows a call measured; 3 with them, and a lone client's p50 unmoved)
+RECENT_S, GATHER_TURNS, GATHER_MOST = 0.002, 16, 1024  # with --max-wait-us 0, a V2 request that comes within
+# RECENT_S of the one before is answered once GATHER_TURNS turns of the loop have passed with no other V2 request
+# coming (at most GATHER_MOST turns in all, or --max-batch lines and requests waiting): grpcio hands the loop one
+# request at a time, a few turns apart. Without the turns 64 clients' requests went one engine call each (1.08 rows a
+# call measured); 16 turns counted from the first request, 3.5-3.9; counted from the last one, about 19 (and 1.4-1.5x
+# the requests a second: perf_analyzer at 64, docs/performance.md). A lone client's request finds none within
+# RECENT_S: answered at once.
 
 
 AWAITED_S, GATHER_S = 0.005, 0.002  # with --max-wait-us 0, a line that finds other connections "awaited" (answered
@@ -167,7 +172,7 @@ class Batcher:
         self.latencies: list = []
         self.latency, self.batches = Histogram(LATENCY_BUCKETS_S), Histogram(BATCH_BUCKETS)
         self.view, self.jobs = ModelView(policy), 0  # (V2: the model as it sees it; its requests waiting)
-        self.last_job = 0.0  # the last V2 request's arrival (gather)
+        self.last_job, self.jobs_taken = 0.0, 0  # the last V2 request's arrival, how many were taken (gather)
         self.awaited: dict = {}  # lock-step owners answered, none of their lines back since: {owner: when}, oldest 1st
         self.bounds = {**self.memories.bounds(), "max_line_bytes": self.limit}
         s, self.info = policy.settings, policy.info  # (an answer's bytes: 24 a number; an info answer's, as it is)
@@ -195,7 +200,7 @@ class Batcher:
             if self.max_wait and not full:
                 self.timer = self.loop.call_later(self.max_wait, self.answer_pass)
             elif self.jobs and not full and owner.arrived - self.last_job < RECENT_S:
-                self.loop.call_soon(self.gather, GATHER_TURNS)
+                self.loop.call_soon(self.gather, GATHER_TURNS, self.jobs_taken, GATHER_MOST)
             elif awaited and not full:
                 self.timer = self.loop.call_later(GATHER_S, self.answer_pass)
             else:
@@ -214,11 +219,16 @@ class Batcher:
             del awaited[conn]
         return len(awaited)
 
-    def gather(self, turns: int) -> None:
-        """The answering pass after `turns` more turns of the loop (each polls the sockets): V2 requests that grpcio
-        hands over one at a time join the same engine call, with no timer (the loop's timers are whole ms)."""
-        if turns > 0:
-            self.loop.call_soon(self.gather, turns - 1)
+    def gather(self, turns: int, seen: int, most: int) -> None:
+        """The answering pass once `turns` turns of the loop (each polls the sockets) pass with no V2 request coming
+        (`seen`: the count of those taken when this one was called; at most `most` turns in all, or --max-batch
+        lines and requests waiting): V2 requests that grpcio hands over one at a time, a few turns apart, join the
+        same engine call, with no timer (the loop's timers are whole ms)."""
+        if self.jobs_taken != seen:
+            turns, seen = GATHER_TURNS, self.jobs_taken
+        full = self.max_batch is not None and self.waiting_lines >= self.max_batch
+        if turns > 0 and most > 0 and not full:
+            self.loop.call_soon(self.gather, turns - 1, seen, most - 1)
         else:
             self.answer_pass()
 
@@ -226,6 +236,7 @@ class Batcher:
         """A V2 request's Job through the next answering pass: the Job, its outputs or error set."""
         owner = TensorRequest(job, self.loop.create_future())
         self.jobs += 1
+        self.jobs_taken += 1
         self.waiting(owner, 1)
         self.last_job = owner.arrived
         return await owner.future
