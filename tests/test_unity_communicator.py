@@ -7,6 +7,7 @@ it), and a silent, late or killed server never blocks a step.
 
 Without `mcs`/`mono` the tests skip on a developer's machine and fail where CI is set (as test_csharp_client.py)."""
 
+import collections
 import contextlib
 import importlib.util
 import socket
@@ -209,6 +210,29 @@ def stall_mid_line(dst, data: bytes, lines: int, stalled: threading.Event, stop:
     stalled.set()
     while not stop.is_set():
         time.sleep(0.05)
+
+
+def test_two_behaviours_in_one_scene_are_each_answered_by_their_own_server_through_the_same_step(harness):
+    """Agents of two behaviour names (examples/vector as "Served", examples/discrete-multi with masks as "Discrete"),
+    stepped by the same Academy.EnvironmentStep, each behaviour sent to its own address (the sample's
+    --policy-server NAME=ADDRESS mapping): every action applied equals its own policy's."""
+    with server("vector") as (_, vector), server("discrete-multi") as (_, discrete):
+        also = ("Discrete", discrete, "v20,v6", 0, [3, 2, 5], True, 3)
+        got = drive(harness, vector, "v8", 2, agents=3, steps=30, wait_ms=2, also=also)
+    by_name = {"Served": ("vector", 2, []), "Discrete": ("discrete-multi", 0, [3, 2, 5])}
+    assert sorted(collections.Counter(got["behaviour"].values()).items()) == [("Discrete", 3), ("Served", 3)]
+    for behaviour, (name, continuous, branches) in by_name.items():
+        agents = {agent for agent, b in got["behaviour"].items() if b == behaviour}
+        own = {
+            "sent": {agent: lines for agent, lines in got["sent"].items() if agent in agents},
+            "applied": [a for a in got["applied"] if a[1] in agents],
+        }
+        assert check_actions(name, own, continuous, branches) >= 10, behaviour
+    # one step: both behaviours' agents acted in each step
+    steps = collections.defaultdict(set)
+    for step, agent, _, _, _ in got["applied"]:
+        steps[step].add(got["behaviour"][agent])
+    assert all(names == {"Served", "Discrete"} for names in steps.values()) and len(steps) == 30
 
 
 @contextlib.contextmanager
