@@ -212,6 +212,22 @@ def stall_mid_line(dst, data: bytes, lines: int, stalled: threading.Event, stop:
         time.sleep(0.05)
 
 
+@pytest.mark.parametrize("camera", ["c", "g"])
+def test_a_cameras_pixels_go_to_the_client_as_bytes_and_other_shades_as_floats(harness, camera):
+    """A frame whose every value is byte / 255f (what ML-Agents' ObservationWriter.WriteTexture writes for a colour
+    camera) is handed to the client as its bytes (the client's uint8 path: the server reads them as pixels, x / 255); a
+    frame of other values in [0, 1] (a grayscale camera's (r + g + b) / 3f / 255f, a float render texture) keeps its
+    floats. Either way the actions equal the local policy's on what was sent."""
+    with server("visual-simple") as (_, address):
+        got = drive(harness, address, camera + "3x36x36,v5", 2, agents=3, steps=20, wait_ms=2)
+    frames = [arrays[0] for lines in got["sent"].values() for _, _, arrays, _ in lines]
+    assert frames and all(f.dtype == (np.uint8 if camera == "c" else np.float32) for f in frames)
+    for agent, lines in got["sent"].items():
+        for seq, _, arrays, _ in lines:
+            assert all(same_pixels(a, w) for a, w in zip(arrays, got["wrote"][seq, agent]))
+    assert check_actions("visual-simple", got, 2, []) >= 10
+
+
 def test_two_behaviours_in_one_scene_are_each_answered_by_their_own_server_through_the_same_step(harness):
     """Agents of two behaviour names (examples/vector as "Served", examples/discrete-multi with masks as "Discrete"),
     stepped by the same Academy.EnvironmentStep, each behaviour sent to its own address (the sample's

@@ -9,7 +9,7 @@
 //
 // SENSORS: comma-separated, in the policy's input order: vN (the last: CollectObservations' N floats; another: a
 // VectorSensor of the agent's own), cCxHxW (a pixel sensor, written through ObservationWriter[c, h, w] as a camera
-// writes), bNxF (ML-Agents' BufferSensorComponent, 0..N rows of F appended each step). Sensor names are chosen so that
+// writes), gCxHxW (the same writing shades in [0, 1] that are no pixels), bNxF (ML-Agents' BufferSensorComponent, 0..N rows of F appended each step). Sensor names are chosen so that
 // ML-Agents' sort by name keeps the given order. BRANCHES: comma-separated or "-". MASKS: 1 masks a random action of
 // each branch each step. EPISODE: steps per episode (0: one episode). CHURN: 1 destroys the oldest agent and adds one
 // every 7 steps. WAIT_MS: ServedCommunicator's wait. --also: a second behaviour NAME with agents of its own, served from
@@ -41,6 +41,7 @@ public sealed class PixelSensor : ISensor
     public readonly string Name;
     public float[] Chw; // what was written last, channel-first
     public System.Random Rng;
+    public bool Shades;
 
     readonly ObservationSpec m_Spec; // made once: GetObservationSpec is asked every step, and its allocations would count as ours
 
@@ -58,7 +59,9 @@ public sealed class PixelSensor : ISensor
             for (int h = 0; h < H; h++)
                 for (int w = 0; w < W; w++)
                 {
-                    float v = Rng.Next(256) / 255f;
+                    // a pixel as ML-Agents' WriteTexture writes one (byte / 255f), or (Shades) a shade in [0, 1] that
+                    // is no pixel, as a grayscale camera's (r + g + b) / 3f / 255f mostly is
+                    float v = Shades ? (float)Rng.NextDouble() : Rng.Next(256) / 255f;
                     Chw[(c * H + h) * W + w] = v;
                     writer[c, h, w] = v;
                 }
@@ -86,7 +89,8 @@ public sealed class HarnessSensors : SensorComponent
             string name = "S" + (char)('a' + i) + "_"; // sorts by position, before CollectObservations' "VectorSensor_..."
             int[] dims = Array.ConvertAll(Specs[i].Substring(1).Split('x'), int.Parse);
             if (Specs[i][0] == 'v') Made.Add(new VectorSensor(dims[0], name + "vector"));
-            else if (Specs[i][0] == 'c') Made.Add(new PixelSensor(name + "camera", dims[0], dims[1], dims[2]) { Rng = Rng });
+            else if (Specs[i][0] == 'c' || Specs[i][0] == 'g')
+                Made.Add(new PixelSensor(name + "camera", dims[0], dims[1], dims[2]) { Rng = Rng, Shades = Specs[i][0] == 'g' });
             else Made.Add(null); // a BufferSensorComponent of its own (below)
         }
         return Made.FindAll(s => s != null).ToArray();
@@ -123,7 +127,7 @@ public sealed class HarnessAgent : ServedHeuristicAgent
                 ((VectorSensor)own.Made[i]).AddObservation(v);
                 Written.Add(v);
             }
-            else if (own.Specs[i][0] == 'c')
+            else if (own.Specs[i][0] == 'c' || own.Specs[i][0] == 'g')
                 Written.Add(null); // filled from the sensor after it wrote (below)
             else
             {
@@ -164,7 +168,7 @@ public sealed class HarnessAgent : ServedHeuristicAgent
         // collects once more: the step's record is taken first
         var own = GetComponent<HarnessSensors>();
         for (int i = 0; i < own.Specs.Length; i++)
-            if (own.Specs[i][0] == 'c') Written[i] = (float[])((PixelSensor)own.Made[i]).Chw.Clone();
+            if (own.Specs[i][0] == 'c' || own.Specs[i][0] == 'g') Written[i] = (float[])((PixelSensor)own.Made[i]).Chw.Clone();
         Wrote(this);
         Applied(this, actions);
         m_Steps++;
@@ -293,6 +297,7 @@ public static class Harness
         });
 
         var live = new List<GameObject>();
+        var later = new List<Func<string>>();
         int made = 0, step = 0, answeredCount = 0;
         Action<Kind> add = kind =>
         {
@@ -327,10 +332,12 @@ public static class Harness
             agent.Rng = rng;
             agent.Bare = bare;
             agent.Buffers = buffers;
+            // what an agent wrote and applied is kept as it is and formatted after the step, outside its timing
             agent.Wrote = who =>
             {
-                lock (output)
-                    output.WriteLine("WROTE " + step + " " + who.Id + " " + string.Join(";", who.Written.ConvertAll(v => Flat(v)).ToArray()));
+                int at = step, id = who.Id;
+                object[] written = who.Written.ToArray(); // (the step's own arrays: the next step writes new ones)
+                later.Add(() => "WROTE " + at + " " + id + " " + string.Join(";", Array.ConvertAll(written, Flat)));
             };
             agent.Applied = (who, actions) =>
             {
@@ -338,13 +345,15 @@ public static class Harness
                 // the fallback's answers are not numbered: an answer is a first continuous action that is not zero
                 if (seq >= 0 || (communicator == null && actions.ContinuousActions.Length > 0 && actions.ContinuousActions[0] != 0f))
                     answeredCount++;
-                var c = new string[actions.ContinuousActions.Length];
-                for (int i = 0; i < c.Length; i++) c[i] = F(actions.ContinuousActions[i]);
-                var d = new string[actions.DiscreteActions.Length];
-                for (int i = 0; i < d.Length; i++) d[i] = actions.DiscreteActions[i].ToString(CultureInfo.InvariantCulture);
-                lock (output)
-                    output.WriteLine("APPLIED " + step + " " + who.Id + " " + seq + " " + (c.Length == 0 ? "-" : string.Join(",", c)) +
-                        " " + (d.Length == 0 ? "-" : string.Join(",", d)) + " " + kind.Name);
+                int at = step, id = who.Id;
+                float[] c = actions.ContinuousActions.Array == null ? new float[0] : new float[actions.ContinuousActions.Length];
+                for (int i = 0; i < c.Length; i++) c[i] = actions.ContinuousActions[i];
+                int[] d = actions.DiscreteActions.Array == null ? new int[0] : new int[actions.DiscreteActions.Length];
+                for (int i = 0; i < d.Length; i++) d[i] = actions.DiscreteActions[i];
+                later.Add(() => "APPLIED " + at + " " + id + " " + seq + " " +
+                    (c.Length == 0 ? "-" : string.Join(",", Array.ConvertAll(c, F))) + " " +
+                    (d.Length == 0 ? "-" : string.Join(",", Array.ConvertAll(d, v => v.ToString(CultureInfo.InvariantCulture)))) +
+                    " " + kind.Name);
             };
             var requester = go.AddComponent<DecisionRequester>();
             requester.DecisionPeriod = 1;
@@ -372,6 +381,8 @@ public static class Harness
             lock (output)
             {
                 output.WriteLine("STEP " + step + " " + Ms(clock.Elapsed.Ticks));
+                foreach (Func<string> format in later) output.WriteLine(format());
+                later.Clear();
                 if (timed != null) output.WriteLine("COMM " + step + " " + Ms(timed.Ticks) + " " + timed.Bytes + " " + Ms(timed.LongestTicks));
                 string line;
                 while (reported.TryDequeue(out line)) output.WriteLine(line);
