@@ -178,7 +178,7 @@ def test_actions_applied_through_the_real_step_loop_equal_the_local_policys(harn
         )
     # what was sent is what the agents' sensors wrote, in the policy's input order (cameras channel-first); the
     # communicator numbers the batches it hands over, one per step
-    assert got["sent"]
+    assert got["sent"], got["logged"]  # (nothing sent: the connection, e.g. its 1 s timeout on a loaded machine)
     for agent, lines in got["sent"].items():
         for seq, _, arrays, _ in lines:
             wrote = got["wrote"][seq, agent]

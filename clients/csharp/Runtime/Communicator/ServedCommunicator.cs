@@ -296,7 +296,7 @@ namespace MLAgentsInference
             private readonly List<int> _ended = new List<int>(); // episodes ended since the last hand-over
             private float[] _scratch = new float[0];
             private Batch _building = new Batch();
-            private long _nextSeq, _collected = -1;
+            private long _nextSeq, _collected = -1, _sentAt;
             private bool _refresh; // a batch was handed over (or tried): the step's first GetActions takes new answers
             // under _lock
             private Batch _ready; // handed to the thread (newest wins)
@@ -344,6 +344,7 @@ namespace MLAgentsInference
                 _refresh = true;
                 Batch next = null;
                 _building.Seq = _nextSeq++; // one number per step, handed over or not
+                _sentAt = Stopwatch.GetTimestamp();
                 if (!Monitor.TryEnter(_lock, HandOverMs))
                 {
                     // the background thread holds the lock (only ever for a few microseconds, never during socket
@@ -391,14 +392,14 @@ namespace MLAgentsInference
                 long step = _nextSeq - 1;
                 long done = Volatile.Read(ref _doneSeq);
                 if (done == _collected && (waitMs == 0 || done >= step)) return;
-                long start = Stopwatch.GetTimestamp();
-                if (!Monitor.TryEnter(_lock, waitMs)) return; // busy this instant: the next step takes them
+                // the budget counts from the hand-over: handing over and waiting together stay within waitMs
+                if (!Monitor.TryEnter(_lock, Math.Max(0, waitMs - ElapsedMs(_sentAt)))) return; // the next step takes them
                 try
                 {
                     while (waitMs > 0 && _doneSeq < step)
                     {
                         // this step's answer may be on its way: wait for it, never past the budget
-                        int left = waitMs - (int)((Stopwatch.GetTimestamp() - start) * 1000 / Stopwatch.Frequency);
+                        int left = waitMs - ElapsedMs(_sentAt);
                         if (left <= 0 || !Monitor.Wait(_lock, left)) break;
                     }
                     if (_doneSeq == _collected) return;
@@ -416,6 +417,11 @@ namespace MLAgentsInference
                 {
                     Monitor.Exit(_lock);
                 }
+            }
+
+            private static int ElapsedMs(long since)
+            {
+                return (int)((Stopwatch.GetTimestamp() - since) * 1000 / Stopwatch.Frequency);
             }
 
             public long AnsweredSeq(int agentId)
