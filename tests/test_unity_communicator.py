@@ -111,7 +111,7 @@ def drive(harness, address, sensors, continuous=0, branches=(), masks=False, age
         elif kind == "STEP":
             got["step_ms"].append(float(rest.split(" ")[1]))
         elif kind == "COMM":
-            _, ms, allocated, longest = rest.split(" ")
+            _, ms, allocated, longest, _ = rest.split(" ")
             got["comm"].append((float(ms), int(allocated), float(longest)))
         elif kind == "LOGGED":
             got["logged"].append(rest)
@@ -243,7 +243,7 @@ def test_two_behaviours_in_one_scene_are_each_answered_by_their_own_server_throu
             "sent": {agent: lines for agent, lines in got["sent"].items() if agent in agents},
             "applied": [a for a in got["applied"] if a[1] in agents],
         }
-        assert check_actions(name, own, continuous, branches) >= 10, behaviour
+        assert check_actions(name, own, continuous, branches) >= 10, (behaviour, got["logged"])
     # one step: both behaviours' agents acted in each step
     steps = collections.defaultdict(set)
     for step, agent, _, _, _ in got["applied"]:

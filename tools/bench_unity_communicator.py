@@ -14,7 +14,8 @@ with 20 ms of "rest of the frame" between steps, against:
 
 Per scenario, per round (ROUNDS rounds, the scenarios interleaved): each step's wall time in ms, and the
 communicator's own part of it (the harness' TimedCommunicator: its calls on the main thread, the sensors' writes
-included); reported: p50, p99 and max, and the step's p50 as a ratio to bare's p50 in the same round. The first 5
+included; how many of its steps took over 1 ms, and in how many of those a garbage collection ran); reported: p50,
+p99 and max, and the step's p50 as a ratio to bare's p50 in the same round. The first 5
 steps (Mono's JIT of ML-Agents' code) are left out. --before REV: ServedCommunicator as it was at that git revision
 runs too, built with the same harness, its scenarios taking turns with today's in each round.
 
@@ -162,11 +163,13 @@ def run(mono, exe, head, agents, steps, out: Path, wait_ms: int = 0) -> dict:
     r = subprocess.run([mono, str(exe), *head, *map(str, args)], capture_output=True, text=True, timeout=600)
     if r.returncode != 0:
         raise RuntimeError(r.stderr[-3000:])
-    got: dict = {"step": [], "comm": []}
+    got: dict = {"step": [], "comm": [], "gc": []}
     for line in out.read_text().splitlines():
         kind, _, rest = line.partition(" ")
         if kind in ("STEP", "COMM"):
             got[kind.lower()].append(float(rest.split()[1]))
+        if kind == "COMM":
+            got["gc"].append(int(rest.split()[4]))
     return got
 
 
@@ -232,6 +235,9 @@ def main() -> None:
             for suffix, exe in builds.items():  # the builds take turns within each round
                 for name, got in scenarios(mono, exe, a.agents, a.steps, out).items():
                     row = {"step": stats(got["step"], bare_p50), "comm": stats(got["comm"])}
+                    # the communicator's slow steps (over 1 ms), and how many of them had a garbage collection inside
+                    slow = [gc for ms, gc in zip(got["comm"][WARMUP:], got["gc"][WARMUP:]) if ms > 1.0]
+                    row["comm"].update(over_1ms=len(slow), over_1ms_with_gc=sum(1 for gc in slow if gc))
                     results.setdefault(name + suffix, []).append(row)
     if a.json:
         print(json.dumps({"agents": a.agents, "steps": a.steps, "results": results}, indent=2))
@@ -239,7 +245,7 @@ def main() -> None:
     print(f"Academy.EnvironmentStep, {a.agents} agents, examples/vector, {a.steps} steps (first {WARMUP} left out);")
     print("comm: the communicator's own calls on the main thread in each step (the sensors' writes included)")
     head = f"{'scenario':26} {'round':>5} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'p50/bare':>9}"
-    print(head + f" {'comm p50':>9} {'comm p99':>9} {'comm max':>9}")
+    print(head + f" {'comm p50':>9} {'comm p99':>9} {'comm max':>9} {'>1ms':>5} {'w/ GC':>5}")
     for name, rows in results.items():
         for i, r in enumerate(rows):
             step, comm = r["step"], r.get("comm")
@@ -247,6 +253,7 @@ def main() -> None:
             line += f" {step['x_bare']:9.2f}"
             if comm:
                 line += f" {comm['p50']:9.3f} {comm['p99']:9.3f} {comm['max']:9.3f}"
+                line += f" {comm['over_1ms']:5d} {comm['over_1ms_with_gc']:5d}"
             print(line)
 
 

@@ -16,8 +16,8 @@
 // ADDRESS2 (the first behaviour is "Served"; the addresses go through the sample's ServePolicies.AddressFor).
 // OUT gets, per line sent, SENT seq agent reset|- observations masks behaviour; per agent and step, WROTE step agent
 // observations (what the harness itself wrote, channel-first); per action applied, APPLIED step agent seq continuous
-// discrete behaviour; per step, STEP step ms (Academy.EnvironmentStep) and COMM step ms bytes longest-call-ms (the
-// communicator's own calls on the main thread, apart: TimedCommunicator). Observations: inputs joined by ';', each
+// discrete behaviour; per step, STEP step ms (Academy.EnvironmentStep) and COMM step ms bytes longest-call-ms
+// collections (the communicator's own calls on the main thread, apart: TimedCommunicator). Observations: inputs joined by ';', each
 // flat; a camera frame handed over as its bytes is 'u' and the bytes.
 using System;
 using System.Collections.Concurrent;
@@ -184,18 +184,21 @@ public sealed class TimedCommunicator : ICommunicator
     readonly ICommunicator m_Inner;
     readonly Stopwatch m_Clock = new Stopwatch();
     long m_Bytes;
+    int m_Collections;
     public long Ticks, Bytes, LongestTicks;
+    public int Collections; // garbage collections (any thread's) that ran during the calls
 
     public TimedCommunicator(ICommunicator inner) { m_Inner = inner; }
 
-    public void Restart() { Ticks = Bytes = LongestTicks = 0; }
+    public void Restart() { Ticks = Bytes = LongestTicks = 0; Collections = 0; }
 
-    void Start() { m_Bytes = GC.GetAllocatedBytesForCurrentThread(); m_Clock.Restart(); }
+    void Start() { m_Collections = GC.CollectionCount(0); m_Bytes = GC.GetAllocatedBytesForCurrentThread(); m_Clock.Restart(); }
 
     void Stop()
     {
         m_Clock.Stop();
         Bytes += GC.GetAllocatedBytesForCurrentThread() - m_Bytes;
+        Collections += GC.CollectionCount(0) - m_Collections;
         Ticks += m_Clock.ElapsedTicks;
         LongestTicks = Math.Max(LongestTicks, m_Clock.ElapsedTicks);
     }
@@ -283,6 +286,9 @@ public static class Harness
         CommunicatorFactory.Register(() =>
         {
             communicator = new ServedCommunicator(behaviour => ServePolicies.AddressFor(addresses, behaviour), waitMs);
+            // a first connection on a loaded machine (Mono compiling the client, the server's first answer) can take
+            // more than the default 1 s; the main thread never waits on it either way
+            communicator.ConnectTimeoutMs = 5000;
             communicator.Log = message => reported.Enqueue("LOGGED " + message.Replace('\n', ' '));
             communicator.Sent = (behaviour, seq, batch, reset) =>
             {
@@ -383,7 +389,7 @@ public static class Harness
                 output.WriteLine("STEP " + step + " " + Ms(clock.Elapsed.Ticks));
                 foreach (Func<string> format in later) output.WriteLine(format());
                 later.Clear();
-                if (timed != null) output.WriteLine("COMM " + step + " " + Ms(timed.Ticks) + " " + timed.Bytes + " " + Ms(timed.LongestTicks));
+                if (timed != null) output.WriteLine("COMM " + step + " " + Ms(timed.Ticks) + " " + timed.Bytes + " " + Ms(timed.LongestTicks) + " " + timed.Collections);
                 string line;
                 while (reported.TryDequeue(out line)) output.WriteLine(line);
             }
