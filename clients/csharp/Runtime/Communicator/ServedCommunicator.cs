@@ -419,9 +419,10 @@ namespace MLAgentsInference
                 }
             }
 
+            // Whole milliseconds since `since`, rounded up: a budget less this is never more than what is left of it.
             private static int ElapsedMs(long since)
             {
-                return (int)((Stopwatch.GetTimestamp() - since) * 1000 / Stopwatch.Frequency);
+                return (int)(((Stopwatch.GetTimestamp() - since) * 1000 + Stopwatch.Frequency - 1) / Stopwatch.Frequency);
             }
 
             public long AnsweredSeq(int agentId)
