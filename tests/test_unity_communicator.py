@@ -7,6 +7,7 @@ it), and a silent, late or killed server never blocks a step.
 
 Without `mcs`/`mono` the tests skip on a developer's machine and fail where CI is set (as test_csharp_client.py)."""
 
+import collections
 import contextlib
 import importlib.util
 import socket
@@ -55,14 +56,31 @@ def server(name: str):
         proc.stderr.close()
 
 
+def flat(text: str) -> list:
+    """The harness' observations: inputs joined by ';', each flat; a camera frame handed over as its bytes is 'u'
+    and the bytes (uint8, as the server reads them: pixels)."""
+    return [
+        np.array([int(v) for v in part[1:].split(",")], np.uint8)
+        if part.startswith("u")
+        else np.array([float(v) for v in part.split(",") if v], np.float32)
+        for part in text.split(";")
+    ]
+
+
 def drive(harness, address, sensors, continuous=0, branches=(), masks=False, agents=3, steps=30, **kw) -> dict:
     """Runs the harness; its OUT file parsed: {"sent": {agent: [(seq, reset, [flat arrays], mask)]}, "wrote":
     {(step, agent): [flat arrays]}, "applied": [(step, agent, seq, continuous, discrete)], "step_ms": [...],
-    "logged": [...]}."""
+    "comm": [(ms, bytes, longest call ms)] per step (the communicator's own calls on the main thread), "behaviour":
+    {agent: name}, "logged": [...]}. kw: episode, churn, wait_ms, fallback, warm, also (a second behaviour: name,
+    address, sensors, continuous, branches, masks, agents)."""
     out = harness["dir"] / "run.txt"
     args = [sensors, continuous, ",".join(map(str, branches)) or "-", int(masks), agents, steps]
     args += [kw.get("episode", 0), int(kw.get("churn", False)), kw.get("wait_ms", 0), out]
     args += ["warm"] if kw.get("warm") else []
+    if kw.get("also"):
+        name, address2, sensors2, continuous2, branches2, masks2, agents2 = kw["also"]
+        args += ["--also", name, address2, sensors2, continuous2, ",".join(map(str, branches2)) or "-"]
+        args += [int(masks2), agents2]
     r = subprocess.run(
         [
             harness["mono"],
@@ -75,25 +93,37 @@ def drive(harness, address, sensors, continuous=0, branches=(), masks=False, age
         timeout=300,
     )
     assert r.returncode == 0 and "DONE" in r.stdout, (r.stdout[-2000:], r.stderr[-3000:])
-    flat = lambda text: [np.array([float(v) for v in part.split(",") if v], np.float32) for part in text.split(";")]  # noqa: E731
-    got = {"sent": {}, "wrote": {}, "applied": [], "step_ms": [], "logged": []}
+    got = {"sent": {}, "wrote": {}, "applied": [], "step_ms": [], "comm": [], "behaviour": {}, "logged": []}
     for line in out.read_text().splitlines():
         kind, _, rest = line.partition(" ")
         if kind == "SENT":
-            seq, agent, reset, obs, mask = rest.split(" ")
+            seq, agent, reset, obs, mask, behaviour = rest.split(" ")
             masks_ = None if mask == "-" else [int(v) for v in mask.split(",")]
             got["sent"].setdefault(int(agent), []).append((int(seq), reset == "reset", flat(obs), masks_))
+            got["behaviour"][int(agent)] = behaviour
         elif kind == "WROTE":
             step, agent, obs = rest.split(" ")
             got["wrote"][int(step), int(agent)] = flat(obs)
         elif kind == "APPLIED":
-            step, agent, seq, cont, disc = rest.split(" ")
+            step, agent, seq, cont, disc, behaviour = rest.split(" ")
             got["applied"].append((int(step), int(agent), int(seq), cont, disc))
+            got["behaviour"][int(agent)] = behaviour
         elif kind == "STEP":
             got["step_ms"].append(float(rest.split(" ")[1]))
+        elif kind == "COMM":
+            _, ms, allocated, longest, _ = rest.split(" ")
+            got["comm"].append((float(ms), int(allocated), float(longest)))
         elif kind == "LOGGED":
             got["logged"].append(rest)
     return got
+
+
+def same_pixels(sent: np.ndarray, wrote: np.ndarray) -> bool:
+    """What was sent is what the sensor wrote: the floats themselves, or a camera's bytes (a pixel written as
+    byte / 255f)."""
+    if sent.dtype == np.uint8:
+        return np.array_equal(sent.astype(np.float32) / np.float32(255), wrote)
+    return np.array_equal(sent, wrote)
 
 
 def replay(name: str, sent: dict) -> dict:
@@ -148,11 +178,11 @@ def test_actions_applied_through_the_real_step_loop_equal_the_local_policys(harn
         )
     # what was sent is what the agents' sensors wrote, in the policy's input order (cameras channel-first); the
     # communicator numbers the batches it hands over, one per step
-    assert got["sent"]
+    assert got["sent"], got["logged"]  # (nothing sent: the connection, e.g. its 1 s timeout on a loaded machine)
     for agent, lines in got["sent"].items():
         for seq, _, arrays, _ in lines:
             wrote = got["wrote"][seq, agent]
-            assert len(arrays) == len(wrote) and all(np.array_equal(a, w) for a, w in zip(arrays, wrote))
+            assert len(arrays) == len(wrote) and all(same_pixels(a, w) for a, w in zip(arrays, wrote))
     answered = check_actions(name, got, continuous, branches)
     assert answered >= 10, answered  # (how many: the machine's load decides; every one is checked)
     if masks:  # no masked action was taken
@@ -170,16 +200,68 @@ def test_actions_applied_through_the_real_step_loop_equal_the_local_policys(harn
     assert max(got["step_ms"]) < NOT_BLOCKED_MS
 
 
+def stall_mid_line(dst, data: bytes, lines: int, stalled: threading.Event, stop: threading.Event) -> None:
+    """Sends `lines` whole lines of `data` and half of the next, then nothing until `stop`, the connection open."""
+    cut = 0
+    for _ in range(lines):
+        cut = data.index(b"\n", cut) + 1
+    end = data.find(b"\n", cut)
+    dst.sendall(data[: cut + max((end - cut) // 2, 1) if end > cut else cut + 1])
+    stalled.set()
+    while not stop.is_set():
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("camera", ["c", "g"])
+def test_a_cameras_pixels_go_to_the_client_as_bytes_and_other_shades_as_floats(harness, camera):
+    """A frame whose every value is byte / 255f (what ML-Agents' ObservationWriter.WriteTexture writes for a colour
+    camera) is handed to the client as its bytes (the client's uint8 path: the server reads them as pixels, x / 255); a
+    frame of other values in [0, 1] (a grayscale camera's (r + g + b) / 3f / 255f, a float render texture) keeps its
+    floats. Either way the actions equal the local policy's on what was sent."""
+    with server("visual-simple") as (_, address):
+        got = drive(harness, address, camera + "3x36x36,v5", 2, agents=3, steps=20, wait_ms=2)
+    frames = [arrays[0] for lines in got["sent"].values() for _, _, arrays, _ in lines]
+    assert frames and all(f.dtype == (np.uint8 if camera == "c" else np.float32) for f in frames)
+    for agent, lines in got["sent"].items():
+        for seq, _, arrays, _ in lines:
+            assert all(same_pixels(a, w) for a, w in zip(arrays, got["wrote"][seq, agent]))
+    assert check_actions("visual-simple", got, 2, []) >= 10
+
+
+def test_two_behaviours_in_one_scene_are_each_answered_by_their_own_server_through_the_same_step(harness):
+    """Agents of two behaviour names (examples/vector as "Served", examples/discrete-multi with masks as "Discrete"),
+    stepped by the same Academy.EnvironmentStep, each behaviour sent to its own address (the sample's
+    --policy-server NAME=ADDRESS mapping): every action applied equals its own policy's."""
+    with server("vector") as (_, vector), server("discrete-multi") as (_, discrete):
+        also = ("Discrete", discrete, "v20,v6", 0, [3, 2, 5], True, 3)
+        got = drive(harness, vector, "v8", 2, agents=3, steps=30, wait_ms=2, also=also)
+    by_name = {"Served": ("vector", 2, []), "Discrete": ("discrete-multi", 0, [3, 2, 5])}
+    assert sorted(collections.Counter(got["behaviour"].values()).items()) == [("Discrete", 3), ("Served", 3)]
+    for behaviour, (name, continuous, branches) in by_name.items():
+        agents = {agent for agent, b in got["behaviour"].items() if b == behaviour}
+        own = {
+            "sent": {agent: lines for agent, lines in got["sent"].items() if agent in agents},
+            "applied": [a for a in got["applied"] if a[1] in agents],
+        }
+        assert check_actions(name, own, continuous, branches) >= 10, (behaviour, got["logged"])
+    # one step: both behaviours' agents acted in each step
+    steps = collections.defaultdict(set)
+    for step, agent, _, _, _ in got["applied"]:
+        steps[step].add(got["behaviour"][agent])
+    assert all(names == {"Served", "Discrete"} for names in steps.values()) and len(steps) == 30
+
+
 @contextlib.contextmanager
-def fake_server(answer_delay_s=None, die_after=None):
+def fake_server(answer_delay_s=None, die_after=None, stall_after=None):
     """A TCP server on 127.0.0.1:0: None accepts and never answers; else a proxy to `upstream` (set later) that holds
     each answer `answer_delay_s` seconds and, after `die_after` answers, goes away as a killed server does (its
-    connections closed, its port refusing)."""
+    connections closed, its port refusing), or after `stall_after` answer lines (the info line counted) sends half of
+    the next line and then nothing, its connection open (state["stalled"] is set then)."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(8)
     listener.settimeout(0.2)
-    state = {"upstream": None, "held": [], "answers": 0}
+    state = {"upstream": None, "held": [], "answers": 0, "stalled": threading.Event()}
     stop, dead = threading.Event(), threading.Event()
 
     def die():
@@ -196,13 +278,15 @@ def fake_server(answer_delay_s=None, die_after=None):
                 data = src.recv(1 << 16)
                 if not data:
                     break
-                if delay:
-                    time.sleep(delay)
+                time.sleep(delay)
+                lines = data.count(b"\n") if answers else 0
+                if lines and state["answers"] + lines >= (stall_after or float("inf")):
+                    stall_mid_line(dst, data, stall_after - state["answers"], state["stalled"], stop)
+                    break
                 dst.sendall(data)
-                if answers and die_after is not None:
-                    state["answers"] += data.count(b"\n")
-                    if state["answers"] >= die_after:
-                        die()
+                state["answers"] += lines
+                if lines and state["answers"] >= (die_after or float("inf")):
+                    die()
         except OSError:
             pass
 
@@ -256,9 +340,53 @@ def test_a_server_that_goes_away_is_logged_once_and_retried_without_blocking(har
         got = drive(harness, address, "v8", 2, agents=3, steps=120)
     assert max(got["step_ms"]) < NOT_BLOCKED_MS, max(got["step_ms"])
     seqs = [seq for _, _, seq, _, _ in got["applied"]]
-    assert 0 <= max(seqs) < 40 and got["applied"][-1][0] == 119  # answered, then no more answers, steps went on
+    # answered (20 batches at most: a step's batch may be replaced by the next while the thread is busy), then no more
+    # answers, and the steps went on
+    assert 0 < len({s for s in seqs if s >= 0}) <= 20 and got["applied"][-1][0] == 119
+    assert min(step for step, _, seq, _, _ in got["applied"] if seq == max(seqs)) < 119 - 40
     failures = [line for line in got["logged"] if "retrying" in line]
     assert len(failures) == 1, got["logged"]  # once, not per step nor per retry
+    assert check_actions("vector", got, 2, []) == len([s for s in seqs if s >= 0])
+
+
+# What a steady step may allocate on the main thread, in all (bytes over the steps after the first 5): the buffer pool
+# filling up once. Every step's requests, masks and action buffers are reused; today's 16 agents alone would be tens of
+# KB a step.
+STEADY_BYTES = 16 * 1024
+# The communicator's own part of one step (its calls on the main thread, the sensors' writes included), not a speed
+# target (that is the benchmark's): a call that waited on the stalled socket would take the read timeout (10 s).
+NOT_STALLED_MS = 50.0
+
+
+@pytest.mark.parametrize("name", ["vector", "visual-simple", "discrete-multi"])
+def test_the_communicators_main_thread_allocates_nothing_in_a_steady_step(harness, name):
+    """GC.GetAllocatedBytesForCurrentThread around each ICommunicator call the Academy makes (the harness'
+    TimedCommunicator): no per-step garbage for the collector to stop the game for. (Attention is left out: ML-Agents'
+    own ObservationWriter.SetTarget makes an int[] for a 2-D sensor, as it does for a trainer.)"""
+    sensors, continuous, branches, masks, _, _ = CASES[name]
+    with server(name) as (_, address):
+        got = drive(harness, address, sensors, continuous, branches, masks, agents=16, steps=40)
+    assert len(got["comm"]) == 40 and check_actions(name, got, continuous, branches) >= 10
+    steady = [allocated for _, allocated, _ in got["comm"][5:]]
+    assert sum(steady) < STEADY_BYTES, steady
+
+
+def test_a_server_stalled_mid_line_holds_neither_a_step_nor_the_main_thread(harness):
+    """The server answers 10 steps, then sends half a line and nothing more, its connection open: the background thread
+    sits in a read for the rest of the run (seconds); the communicator's calls on the main thread never wait for it and
+    allocate nothing meanwhile."""
+    with server("vector") as (_, upstream), fake_server(answer_delay_s=0, stall_after=1 + 3 * 10) as (address, state):
+        state["upstream"] = upstream
+        got = drive(harness, address, "v8", 2, agents=3, steps=80)
+        assert state["stalled"].is_set()
+    seqs = [seq for _, _, seq, _, _ in got["applied"]]
+    # answered (10 batches at most: a step's batch may be replaced by the next while the thread is busy), stalled, and
+    # the steps went on: 40+ steps (20 ms of "frame" each) after the last answer arrived, the I/O thread in its read
+    assert 0 < len({s for s in seqs if s >= 0}) <= 10 and got["applied"][-1][0] == 79
+    last_answer_at = min(step for step, _, seq, _, _ in got["applied"] if seq == max(seqs))
+    assert last_answer_at < 79 - 40, last_answer_at
+    assert max(ms for ms, _, _ in got["comm"]) < NOT_STALLED_MS, got["comm"]
+    assert sum(allocated for _, allocated, _ in got["comm"][5:]) < STEADY_BYTES
     assert check_actions("vector", got, 2, []) == len([s for s in seqs if s >= 0])
 
 

@@ -12,11 +12,15 @@ with 20 ms of "rest of the frame" between steps, against:
 - late: the live server behind a proxy that holds each answer 30 ms;
 - killed: the live server, killed after a third of the steps.
 
-Per scenario, per round (ROUNDS rounds, the scenarios interleaved): each step's wall time in ms; reported: p50, p99
-and max, and p50 as a ratio to bare's p50 in the same round. The first 5 steps (Mono's JIT of ML-Agents' code) are
-left out.
+Per scenario, per round (ROUNDS rounds, the scenarios interleaved): each step's wall time in ms, and the
+communicator's own part of it (the harness' TimedCommunicator: its calls on the main thread, the sensors' writes
+included; how many of its steps took over 1 ms, and in how many of those a garbage collection ran); reported: p50,
+p99 and max, and the step's p50 as a ratio to bare's p50 in the same round. The first 5
+steps (Mono's JIT of ML-Agents' code) are left out. --before REV: ServedCommunicator as it was at that git revision
+runs too, built with the same harness, its scenarios taking turns with today's in each round.
 
-    flock /tmp/bench.lock python tools/bench_unity_communicator.py [--agents 16] [--steps 300] [--rounds 2] [--json]
+    flock /tmp/bench.lock python tools/bench_unity_communicator.py [--agents 16] [--steps 300] [--rounds 2]
+        [--before REV] [--json]
 """
 
 import argparse
@@ -48,10 +52,11 @@ class BuildError(Exception):
     pass
 
 
-def build(mcs: str, out: Path) -> dict:
+def build(mcs: str, out: Path, communicator: Path | None = None) -> dict:
     """Compiles, into `out`: ML-Agents' pinned runtime (its own code as it is, its warnings not ours) against the
-    UnityEngine and Sentis stand-ins; the client library; ServedCommunicator; the sample; the harness (ours: warnings
-    as errors). {"exe": the harness, "said": what mcs said about our code}."""
+    UnityEngine and Sentis stand-ins; the client library; ServedCommunicator (from `communicator`, a folder, when
+    given: another version of it); the sample; the harness (ours: warnings as errors). {"exe": the harness, "said":
+    what mcs said about our code}."""
 
     def mcs_run(dll, sources, *extra, ours=True):
         flags = MCS_FLAGS if ours else ["-nologo", "-nowarn:1591", "-langversion:7.2"]
@@ -62,6 +67,7 @@ def build(mcs: str, out: Path) -> dict:
             raise BuildError(f"mcs failed on {Path(dll).name}:\n{(r.stdout + r.stderr)[-5000:]}")
         return (r.stdout + r.stderr).strip() if ours else ""
 
+    out.mkdir(parents=True, exist_ok=True)
     protobuf = out / "Google.Protobuf_Packed.dll"
     shutil.copyfile(PINNED / "Plugins" / protobuf.name, protobuf)
     messages = out / "Unity.ML-Agents.CommunicatorObjects.dll"
@@ -80,7 +86,8 @@ def build(mcs: str, out: Path) -> dict:
     said += mcs_run(client, sorted((CLIENT / "Runtime").glob("*.cs")), "-target:library")
     served = out / "MLAgentsInference.Communicator.dll"
     refs = [f"-r:{p}" for p in (client, mla, engine)]
-    said += mcs_run(served, sorted((CLIENT / "Runtime" / "Communicator").glob("*.cs")), "-target:library", *refs)
+    sources = sorted((communicator or CLIENT / "Runtime" / "Communicator").glob("*.cs"))
+    said += mcs_run(served, sources, "-target:library", *refs)
     sample = out / "Sample.dll"
     sources = sorted((CLIENT / "Samples~" / "ServedPolicy").glob("*.cs"))
     said += mcs_run(sample, sources, "-target:library", *refs, f"-r:{served}")
@@ -150,12 +157,51 @@ def fake(upstream=None, delay_s=0.0):
         listener.close()
 
 
-def run(mono, exe, head, agents, steps, out: Path, wait_ms: int = 0) -> list:
+def run(mono, exe, head, agents, steps, out: Path, wait_ms: int = 0) -> dict:
+    """{"step": each EnvironmentStep's ms, "comm": the communicator's own calls' ms in each (absent for bare)}."""
     args = ["v8", 2, "-", 0, agents, steps, 0, 0, wait_ms, out]
     r = subprocess.run([mono, str(exe), *head, *map(str, args)], capture_output=True, text=True, timeout=600)
     if r.returncode != 0:
         raise RuntimeError(r.stderr[-3000:])
-    return [float(line.split()[2]) for line in out.read_text().splitlines() if line.startswith("STEP ")]
+    got: dict = {"step": [], "comm": [], "gc": []}
+    for line in out.read_text().splitlines():
+        kind, _, rest = line.partition(" ")
+        if kind in ("STEP", "COMM"):
+            got[kind.lower()].append(float(rest.split()[1]))
+        if kind == "COMM":
+            got["gc"].append(int(rest.split()[4]))
+    return got
+
+
+def scenarios(mono, exe, agents, steps, out: Path) -> dict:
+    """One build's scenarios, one server of its own (killed in the last)."""
+    proc, address = serve(ROOT / "examples" / "vector")
+    times = {}
+    try:
+        times["live"] = run(mono, exe, ["--mlagents-port", "1", address], agents, steps, out)
+        times["live wait 2"] = run(mono, exe, ["--mlagents-port", "1", address], agents, steps, out, wait_ms=2)
+        with fake() as silent:
+            times["silent"] = run(mono, exe, ["--mlagents-port", "1", silent], agents, steps, out)
+            times["silent wait 2"] = run(mono, exe, ["--mlagents-port", "1", silent], agents, steps, out, wait_ms=2)
+        with fake(address, 0.03) as late:
+            times["late"] = run(mono, exe, ["--mlagents-port", "1", late], agents, steps, out)
+        # the kill lands about a third of the way: steps take ~20 ms of rest plus their own time
+        timer = threading.Timer(steps * 0.022 / 3 + 1.0, proc.kill)
+        timer.start()
+        times["killed"] = run(mono, exe, ["--mlagents-port", "1", address], agents, steps, out)
+        timer.cancel()
+    finally:
+        proc.kill()
+        proc.wait()
+    return times
+
+
+def stats(ms: list, bare_p50: float | None = None) -> dict:
+    ms = np.array(ms[WARMUP:])
+    row = {"p50": float(np.percentile(ms, 50)), "p99": float(np.percentile(ms, 99)), "max": float(ms.max())}
+    if bare_p50:
+        row["x_bare"] = row["p50"] / bare_p50
+    return row
 
 
 def main() -> None:
@@ -163,6 +209,7 @@ def main() -> None:
     p.add_argument("--agents", type=int, default=16)
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--before", metavar="REV", help="also run ServedCommunicator as it was at this git revision")
     p.add_argument("--json", action="store_true")
     a = p.parse_args()
     mcs, mono = shutil.which("mcs"), shutil.which("mono")
@@ -170,45 +217,44 @@ def main() -> None:
         sys.exit("error: needs Mono's mcs and mono (Debian: apt-get install mono-mcs mono-runtime)")
     results: dict = {}
     with tempfile.TemporaryDirectory(prefix="bench-unity-") as tmp:
-        built = build(mcs, Path(tmp))
+        builds = {"": build(mcs, Path(tmp) / "now")["exe"]}
+        if a.before:
+            old = Path(tmp) / "before-src"
+            old.mkdir()
+            path = "clients/csharp/Runtime/Communicator/ServedCommunicator.cs"
+            shown = subprocess.run(["git", "-C", str(ROOT), "show", f"{a.before}:{path}"], capture_output=True)
+            if shown.returncode != 0:
+                sys.exit(f"error: git show {a.before}:{path}: {shown.stderr.decode(errors='replace').strip()}")
+            (old / "ServedCommunicator.cs").write_bytes(shown.stdout)
+            builds[f" ({a.before})"] = build(mcs, Path(tmp) / "before", communicator=old)["exe"]
         out = Path(tmp) / "steps.txt"
         for _ in range(a.rounds):
-            proc, address = serve(ROOT / "examples" / "vector")
-            try:
-                times = {"bare": run(mono, built["exe"], ["--bare", "-", "-"], a.agents, a.steps, out)}
-                times["live"] = run(mono, built["exe"], ["--mlagents-port", "1", address], a.agents, a.steps, out)
-                head = ["--mlagents-port", "1", address]
-                times["live wait 2"] = run(mono, built["exe"], head, a.agents, a.steps, out, wait_ms=2)
-                with fake() as silent:
-                    times["silent"] = run(mono, built["exe"], ["--mlagents-port", "1", silent], a.agents, a.steps, out)
-                    head = ["--mlagents-port", "1", silent]
-                    times["silent wait 2"] = run(mono, built["exe"], head, a.agents, a.steps, out, wait_ms=2)
-                with fake(address, 0.03) as late:
-                    times["late"] = run(mono, built["exe"], ["--mlagents-port", "1", late], a.agents, a.steps, out)
-                # the kill lands about a third of the way: steps take ~20 ms of rest plus their own time
-                timer = threading.Timer(a.steps * 0.022 / 3 + 1.0, proc.kill)
-                timer.start()
-                times["killed"] = run(mono, built["exe"], ["--mlagents-port", "1", address], a.agents, a.steps, out)
-                timer.cancel()
-            finally:
-                proc.kill()
-                proc.wait()
-            bare_p50 = float(np.percentile(times["bare"][WARMUP:], 50))
-            for name, ms in times.items():
-                ms = np.array(ms[WARMUP:])
-                row = results.setdefault(name, [])
-                p50 = float(np.percentile(ms, 50))
-                row.append(
-                    {"p50": p50, "p99": float(np.percentile(ms, 99)), "max": float(ms.max()), "x_bare": p50 / bare_p50}
-                )
+            bare = run(mono, builds[""], ["--bare", "-", "-"], a.agents, a.steps, out)
+            bare_p50 = stats(bare["step"])["p50"]
+            results.setdefault("bare", []).append({"step": stats(bare["step"], bare_p50)})
+            for suffix, exe in builds.items():  # the builds take turns within each round
+                for name, got in scenarios(mono, exe, a.agents, a.steps, out).items():
+                    row = {"step": stats(got["step"], bare_p50), "comm": stats(got["comm"])}
+                    # the communicator's slow steps (over 1 ms), and how many of them had a garbage collection inside
+                    slow = [gc for ms, gc in zip(got["comm"][WARMUP:], got["gc"][WARMUP:]) if ms > 1.0]
+                    row["comm"].update(over_1ms=len(slow), over_1ms_with_gc=sum(1 for gc in slow if gc))
+                    results.setdefault(name + suffix, []).append(row)
     if a.json:
         print(json.dumps({"agents": a.agents, "steps": a.steps, "results": results}, indent=2))
         return
-    print(f"Academy.EnvironmentStep, {a.agents} agents, examples/vector, {a.steps} steps (first {WARMUP} left out)")
-    print(f"{'scenario':14} {'round':>5} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'p50/bare':>9}")
+    print(f"Academy.EnvironmentStep, {a.agents} agents, examples/vector, {a.steps} steps (first {WARMUP} left out);")
+    print("comm: the communicator's own calls on the main thread in each step (the sensors' writes included)")
+    head = f"{'scenario':26} {'round':>5} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'p50/bare':>9}"
+    print(head + f" {'comm p50':>9} {'comm p99':>9} {'comm max':>9} {'>1ms':>5} {'w/ GC':>5}")
     for name, rows in results.items():
         for i, r in enumerate(rows):
-            print(f"{name:14} {i + 1:5d} {r['p50']:8.3f} {r['p99']:8.3f} {r['max']:8.3f} {r['x_bare']:9.2f}")
+            step, comm = r["step"], r.get("comm")
+            line = f"{name:26} {i + 1:5d} {step['p50']:8.3f} {step['p99']:8.3f} {step['max']:8.3f}"
+            line += f" {step['x_bare']:9.2f}"
+            if comm:
+                line += f" {comm['p50']:9.3f} {comm['p99']:9.3f} {comm['max']:9.3f}"
+                line += f" {comm['over_1ms']:5d} {comm['over_1ms_with_gc']:5d}"
+            print(line)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
 // CommunicatorFactory, ObservationWriter and AgentInfo are used as that version defines them).
 using System;
 using System.Collections.Generic;
+using System.Diagnostics;
 using System.Reflection;
 using System.Threading;
 using Unity.MLAgents;
@@ -60,7 +61,7 @@ namespace MLAgentsInference
 
         /// <summary>Called on a background thread with every batch as it is sent: behaviour name, sequence number (one
         /// per batch handed over), the requests, the agent ids whose memory starts over on this line. For tests and
-        /// logs; keep it short.</summary>
+        /// logs; keep it short, and copy what you keep: the requests' buffers are reused once the batch is answered.</summary>
         public Action<string, long, IList<AgentRequest>, ICollection<long>> Sent;
 
         /// <summary>Where log lines go (default: UnityEngine.Debug.LogWarning). Each failure is logged once, not per step.</summary>
@@ -91,18 +92,7 @@ namespace MLAgentsInference
                 b.EndEpisode(info.episodeId);
                 return;
             }
-            var observations = new object[sensors.Count];
-            for (int i = 0; i < sensors.Count; i++)
-            {
-                ObservationSpec spec = sensors[i].GetObservationSpec();
-                int size = 1;
-                for (int d = 0; d < spec.Shape.Length; d++) size *= spec.Shape[d];
-                var values = new float[size];
-                SetTarget(_writer, values, spec, 0);
-                sensors[i].Write(_writer);
-                observations[i] = Layout(values, spec);
-            }
-            b.Put(info.episodeId, observations, Masks(info.discreteActionMasks));
+            b.Put(info.episodeId, sensors, info.discreteActionMasks, _writer);
             _pending = true;
         }
 
@@ -133,43 +123,6 @@ namespace MLAgentsInference
             _behaviours.Clear();
         }
 
-        // ML-Agents writes a [C, H, W] observation at (h * W + w) * C + c; the server takes it channel-first. A
-        // [N, F] buffer (attention) is N rows of F.
-        private static object Layout(float[] values, ObservationSpec spec)
-        {
-            var shape = spec.Shape;
-            if (shape.Length == 3)
-            {
-                int c = shape[0], h = shape[1], w = shape[2];
-                var chw = new float[values.Length];
-                for (int y = 0; y < h; y++)
-                    for (int x = 0; x < w; x++)
-                        for (int k = 0; k < c; k++)
-                            chw[(k * h + y) * w + x] = values[(y * w + x) * c + k];
-                return chw;
-            }
-            if (shape.Length == 2)
-            {
-                var rows = new float[shape[0]][];
-                for (int r = 0; r < rows.Length; r++)
-                {
-                    rows[r] = new float[shape[1]];
-                    Array.Copy(values, r * shape[1], rows[r], 0, shape[1]);
-                }
-                return rows;
-            }
-            return values;
-        }
-
-        // ML-Agents: true = masked; the server: 1 = allowed, 0 = masked.
-        private static int[] Masks(bool[] masked)
-        {
-            if (masked == null) return null;
-            var allowed = new int[masked.Length];
-            for (int i = 0; i < masked.Length; i++) allowed[i] = masked[i] ? 0 : 1;
-            return allowed;
-        }
-
         private static Action<ObservationWriter, IList<float>, ObservationSpec, int> FindSetTarget()
         {
             MethodInfo m = typeof(ObservationWriter).GetMethod(
@@ -182,22 +135,177 @@ namespace MLAgentsInference
                 typeof(Action<ObservationWriter, IList<float>, ObservationSpec, int>), m);
         }
 
-        /// <summary>One behaviour: its connection, its thread, the requests of the step being built, the answers.</summary>
+        /// <summary>One request's buffers, reused step after step: a request is in one batch at a time (the one being
+        /// built, the one handed over, or the one being sent), and goes back to its agent's free ones when that batch is
+        /// taken up again by the main thread.</summary>
+        private sealed class Request
+        {
+            public readonly Slot Owner;
+            public readonly AgentRequest Wire;
+            private float[][] _values = new float[0][]; // per sensor: as written; a [C, H, W] one channel-first
+            private byte[][] _pixels = new byte[0][];
+            private float[][][] _rows = new float[0][][];
+            private int[] _masks;
+
+            public Request(Slot owner)
+            {
+                Owner = owner;
+                Wire = new AgentRequest(owner.AgentId, new object[0]);
+            }
+
+            public void Fill(List<ISensor> sensors, bool[] masked, ObservationWriter writer, ref float[] scratch)
+            {
+                int n = sensors.Count;
+                if (_values.Length != n)
+                {
+                    _values = new float[n][];
+                    _pixels = new byte[n][];
+                    _rows = new float[n][][];
+                    Wire.Observations = new object[n];
+                }
+                for (int i = 0; i < n; i++)
+                {
+                    ObservationSpec spec = sensors[i].GetObservationSpec();
+                    var shape = spec.Shape;
+                    int size = 1;
+                    for (int d = 0; d < shape.Length; d++) size *= shape[d];
+                    if (_values[i] == null || _values[i].Length != size) _values[i] = new float[size];
+                    float[] values = _values[i];
+                    if (shape.Length == 3)
+                    {
+                        // ML-Agents writes a [C, H, W] observation at (h * W + w) * C + c; the server takes it
+                        // channel-first
+                        if (scratch.Length < size) scratch = new float[size];
+                        SetTarget(writer, scratch, spec, 0);
+                        sensors[i].Write(writer);
+                        int c = shape[0], h = shape[1], w = shape[2];
+                        for (int y = 0; y < h; y++)
+                            for (int x = 0; x < w; x++)
+                                for (int k = 0; k < c; k++)
+                                    values[(k * h + y) * w + x] = scratch[(y * w + x) * c + k];
+                        Wire.Observations[i] = Pixels(i, values) ? (object)_pixels[i] : values;
+                        continue;
+                    }
+                    SetTarget(writer, values, spec, 0);
+                    sensors[i].Write(writer);
+                    if (shape.Length == 2) // an [N, F] buffer (attention): N rows of F
+                    {
+                        float[][] rows = _rows[i];
+                        if (rows == null || rows.Length != shape[0] || rows[0].Length != shape[1])
+                        {
+                            rows = _rows[i] = new float[shape[0]][];
+                            for (int r = 0; r < rows.Length; r++) rows[r] = new float[shape[1]];
+                        }
+                        for (int r = 0; r < rows.Length; r++) Array.Copy(values, r * shape[1], rows[r], 0, shape[1]);
+                        Wire.Observations[i] = rows;
+                    }
+                    else Wire.Observations[i] = values;
+                }
+                if (masked == null) Wire.ActionMasks = null;
+                else
+                {
+                    // ML-Agents: true = masked; the server: 1 = allowed, 0 = masked
+                    if (_masks == null || _masks.Length != masked.Length) _masks = new int[masked.Length];
+                    for (int i = 0; i < masked.Length; i++) _masks[i] = masked[i] ? 0 : 1;
+                    Wire.ActionMasks = _masks;
+                }
+            }
+
+            // A camera writes each pixel as byte / 255f (ML-Agents' ObservationWriter.WriteTexture): such a frame goes
+            // to the client as its bytes (the same numbers on the line, written from a table instead of formatted);
+            // any other value (a float render texture, a depth map) keeps the floats.
+            private bool Pixels(int i, float[] values)
+            {
+                if (_pixels[i] == null || _pixels[i].Length != values.Length) _pixels[i] = new byte[values.Length];
+                byte[] pixels = _pixels[i];
+                for (int j = 0; j < values.Length; j++)
+                {
+                    float v = values[j];
+                    if (!(v >= 0f && v <= 1f)) return false;
+                    int k = (int)(v * 255f + 0.5f);
+                    if ((float)(k / 255f) != v) return false;
+                    pixels[j] = (byte)k;
+                }
+                return true;
+            }
+        }
+
+        /// <summary>One agent (ML-Agents' agent id): its free requests, and the actions GetActions hands out (the agent
+        /// copies them at once, in Agent.DecideAction).</summary>
+        private sealed class Slot
+        {
+            public readonly int AgentId;
+            public readonly long FirstSeq; // answers to earlier batches belong to its previous episode
+            public long Seq = -1; // the batch whose answer Continuous and Discrete hold (-1: none yet, zeros)
+            public readonly Stack<Request> Free = new Stack<Request>(3);
+            public readonly float[] Continuous;
+            public readonly int[] Discrete;
+
+            public Slot(int agentId, long firstSeq, ActionSpec spec)
+            {
+                AgentId = agentId;
+                FirstSeq = firstSeq;
+                Continuous = new float[spec.NumContinuousActions];
+                Discrete = new int[spec.NumDiscreteActions];
+            }
+        }
+
+        /// <summary>One step's requests of one behaviour, and the agents whose episode ended before it. Owned by the
+        /// main thread while built, by the lock while handed over, by the background thread while sent; the main thread
+        /// alone gives its requests back.</summary>
+        private sealed class Batch
+        {
+            public readonly List<AgentRequest> Wire = new List<AgentRequest>();
+            public readonly List<Request> Requests = new List<Request>();
+            public readonly List<int> Ended = new List<int>();
+            public long Seq;
+
+            public void Add(Request r)
+            {
+                Requests.Add(r);
+                Wire.Add(r.Wire);
+            }
+
+            public void Release()
+            {
+                foreach (Request r in Requests) r.Owner.Free.Push(r);
+                Requests.Clear();
+                Wire.Clear();
+                Ended.Clear();
+            }
+        }
+
+        /// <summary>One behaviour: its connection, its thread, the requests of the step being built, the answers.
+        /// The main thread never waits for the background thread's socket work: it only tries the lock (Monitor.TryEnter,
+        /// at most HandOverMs; when the lock is busy, the step's observations are dropped or the new answers wait for the
+        /// next step), and the background thread holds it only to take a batch or store answers, never while it
+        /// connects, writes or reads. In a steady step the main thread
+        /// allocates nothing (every buffer is reused), so it adds no garbage for the collector to stop the game for.</summary>
         private sealed class Behaviour
         {
+            // The longest the main thread tries the lock to hand a step over (answers are only ever taken when it is
+            // free at once).
+            private const int HandOverMs = 1;
             private readonly ServedCommunicator _owner;
             private readonly string _name, _address;
             private readonly ActionSpec _spec;
             private readonly object _lock = new object();
             private readonly Thread _thread;
-            private List<AgentRequest> _building = new List<AgentRequest>(); // main thread only
-            private List<AgentRequest> _ready; // handed to the thread (newest wins)
-            private long _readySeq, _nextSeq;
+            // main thread only
+            private readonly Dictionary<int, Slot> _slots = new Dictionary<int, Slot>();
+            private readonly List<int> _ended = new List<int>(); // episodes ended since the last hand-over
+            private float[] _scratch = new float[0];
+            private Batch _building = new Batch();
+            private long _nextSeq, _collected = -1, _sentAt;
+            private bool _refresh; // a batch was handed over (or tried): the step's first GetActions takes new answers
+            // under _lock
+            private Batch _ready; // handed to the thread (newest wins)
+            private readonly Stack<Batch> _spare = new Stack<Batch>(); // sent or dropped, not yet given back
             private readonly Dictionary<int, Answer> _answers = new Dictionary<int, Answer>();
-            private readonly HashSet<int> _resets = new HashSet<int>();
-            private readonly Dictionary<int, long> _applied = new Dictionary<int, long>();
             private bool _stop;
-            private long _doneSeq = -1, _waitedFor = -1;
+            private long _doneSeq = -1; // (also read without the lock, through Volatile.Read)
+            // background thread only
+            private readonly HashSet<int> _resets = new HashSet<int>(); // whose next line starts from zero memory
 
             private struct Answer
             {
@@ -215,65 +323,112 @@ namespace MLAgentsInference
                 _thread.Start();
             }
 
-            public void Put(int agentId, object[] observations, int[] masks)
+            public void Put(int agentId, List<ISensor> sensors, bool[] masked, ObservationWriter writer)
             {
-                _building.Add(new AgentRequest(agentId, observations, masks));
+                Slot slot;
+                if (!_slots.TryGetValue(agentId, out slot)) _slots[agentId] = slot = new Slot(agentId, _nextSeq, _spec);
+                Request r = slot.Free.Count > 0 ? slot.Free.Pop() : new Request(slot);
+                r.Fill(sensors, masked, writer, ref _scratch);
+                _building.Add(r);
             }
 
             public void EndEpisode(int agentId)
             {
-                lock (_lock)
-                {
-                    _resets.Add(agentId); // the agent's next line starts from zero memory
-                    _answers.Remove(agentId);
-                }
-                _applied.Remove(agentId);
+                _ended.Add(agentId); // sent with the next batch: the agent's next line starts from zero memory
+                _slots.Remove(agentId); // its next episode starts with zero actions and takes no older answer
             }
 
             public void Send()
             {
-                if (_building.Count == 0) return;
-                lock (_lock)
+                if (_building.Requests.Count == 0) return;
+                _refresh = true;
+                Batch next = null;
+                _building.Seq = _nextSeq++; // one number per step, handed over or not
+                _sentAt = Stopwatch.GetTimestamp();
+                if (!Monitor.TryEnter(_lock, HandOverMs))
                 {
-                    _ready = _building; // an older batch not yet taken is dropped: only the newest observations matter
-                    _readySeq = _nextSeq++;
+                    // the background thread holds the lock (only ever for a few microseconds, never during socket
+                    // work, but it may have lost its CPU meanwhile): this step's observations are dropped rather than
+                    // waited for; the next step's go
+                    _building.Release();
+                    return;
+                }
+                try
+                {
+                    Batch dropped = _ready; // an older batch not yet taken is dropped: only the newest observations matter
+                    if (dropped != null) _building.Ended.AddRange(dropped.Ended);
+                    _building.Ended.AddRange(_ended);
+                    _ready = _building;
+                    next = dropped ?? (_spare.Count > 0 ? _spare.Pop() : null);
                     Monitor.Pulse(_lock);
                 }
-                _building = new List<AgentRequest>();
+                finally
+                {
+                    Monitor.Exit(_lock);
+                }
+                _ended.Clear();
+                if (next == null) next = new Batch(); // only while the first batches are alive
+                next.Release();
+                _building = next;
             }
 
             public ActionBuffers Actions(int agentId, int waitMs)
             {
-                Answer a;
-                lock (_lock)
+                if (_refresh)
                 {
-                    if (waitMs > 0 && _waitedFor != _nextSeq - 1 && _doneSeq < _nextSeq - 1)
-                    {
-                        // this step's answer may be on its way: wait for it, never past the budget
-                        var until = DateTime.UtcNow.AddMilliseconds(waitMs);
-                        while (_doneSeq < _nextSeq - 1)
-                        {
-                            var left = until - DateTime.UtcNow;
-                            if (left <= TimeSpan.Zero || !Monitor.Wait(_lock, left)) break;
-                        }
-                        _waitedFor = _nextSeq - 1; // the step's other agents don't wait again
-                    }
-                    if (!_answers.TryGetValue(agentId, out a)) a.Seq = -1;
+                    _refresh = false;
+                    Collect(waitMs);
                 }
-                _applied[agentId] = a.Seq;
-                if (a.Action == null) return new ActionBuffers(new float[_spec.NumContinuousActions], new int[_spec.NumDiscreteActions]);
-                var continuous = new float[_spec.NumContinuousActions];
-                Array.Copy(a.Action.ContinuousActions, continuous, Math.Min(continuous.Length, a.Action.ContinuousActions.Length));
-                var discrete = new int[_spec.NumDiscreteActions];
-                Array.Copy(a.Action.DiscreteActions, discrete, Math.Min(discrete.Length, a.Action.DiscreteActions.Length));
-                return new ActionBuffers(continuous, discrete);
+                Slot slot;
+                if (!_slots.TryGetValue(agentId, out slot)) // (asked for an agent that put no observations)
+                    return new ActionBuffers(new float[_spec.NumContinuousActions], new int[_spec.NumDiscreteActions]);
+                return new ActionBuffers(slot.Continuous, slot.Discrete);
             }
 
+            // Once per step, at its first GetActions: the answers that arrived since the last step, into the agents'
+            // action buffers. With waitMs > 0, first waits that long at most for this step's answer.
+            private void Collect(int waitMs)
+            {
+                long step = _nextSeq - 1;
+                long done = Volatile.Read(ref _doneSeq);
+                if (done == _collected && (waitMs == 0 || done >= step)) return;
+                // the budget counts from the hand-over: handing over and waiting together stay within waitMs
+                if (!Monitor.TryEnter(_lock, Math.Max(0, waitMs - ElapsedMs(_sentAt)))) return; // the next step takes them
+                try
+                {
+                    while (waitMs > 0 && _doneSeq < step)
+                    {
+                        // this step's answer may be on its way: wait for it, never past the budget
+                        int left = waitMs - ElapsedMs(_sentAt);
+                        if (left <= 0 || !Monitor.Wait(_lock, left)) break;
+                    }
+                    if (_doneSeq == _collected) return;
+                    foreach (Slot slot in _slots.Values)
+                    {
+                        Answer a;
+                        if (!_answers.TryGetValue(slot.AgentId, out a) || a.Seq < slot.FirstSeq || a.Seq <= slot.Seq) continue;
+                        Array.Copy(a.Action.ContinuousActions, slot.Continuous, Math.Min(slot.Continuous.Length, a.Action.ContinuousActions.Length));
+                        Array.Copy(a.Action.DiscreteActions, slot.Discrete, Math.Min(slot.Discrete.Length, a.Action.DiscreteActions.Length));
+                        slot.Seq = a.Seq;
+                    }
+                    _collected = _doneSeq;
+                }
+                finally
+                {
+                    Monitor.Exit(_lock);
+                }
+            }
+
+            // Whole milliseconds since `since`, rounded up: a budget less this is never more than what is left of it.
+            private static int ElapsedMs(long since)
+            {
+                return (int)(((Stopwatch.GetTimestamp() - since) * 1000 + Stopwatch.Frequency - 1) / Stopwatch.Frequency);
+            }
 
             public long AnsweredSeq(int agentId)
             {
-                long seq;
-                return _applied.TryGetValue(agentId, out seq) ? seq : -1;
+                Slot slot;
+                return _slots.TryGetValue(agentId, out slot) ? slot.Seq : -1;
             }
 
             public void Dispose()
@@ -290,57 +445,44 @@ namespace MLAgentsInference
                 PolicyClient client = null;
                 int retryMs = 0;
                 bool failing = false;
+                var reset = new List<long>();
+                Batch batch = null;
                 try
                 {
                     while (true)
                     {
-                        List<AgentRequest> batch;
-                        long seq;
                         lock (_lock)
                         {
+                            if (batch != null) _spare.Push(batch); // the main thread gives its requests back when it takes it up
                             while (_ready == null && !_stop) Monitor.Wait(_lock);
                             if (_stop) return;
                             batch = _ready;
-                            seq = _readySeq;
                             _ready = null;
+                            foreach (int id in batch.Ended) _answers.Remove(id);
                         }
-                        if (retryMs > 0) Thread.Sleep(retryMs);
+                        foreach (int id in batch.Ended) _resets.Add(id);
                         try
                         {
-                            if (client == null || !client.IsOpen)
-                            {
-                                if (client != null) client.Dispose();
-                                client = PolicyClient.Open(_address, _owner.ConnectTimeoutMs, _owner.ReadTimeoutMs);
-                            }
-                            var reset = new List<long>();
-                            lock (_lock)
-                            {
-                                foreach (AgentRequest r in batch)
-                                    if (_resets.Remove((int)r.AgentId)) reset.Add(r.AgentId);
-                            }
-                            foreach (long id in reset) client.Reset(id);
-                            var sent = _owner.Sent;
-                            if (sent != null) sent(_name, seq, batch, reset);
-                            PolicyAction[] actions = client.ActMany(batch);
-                            Store(batch, actions, seq);
-                            if (failing) _owner.Log("policy server " + _address + " (" + _name + "): answering again");
-                            failing = false;
+                            if (retryMs > 0) Thread.Sleep(retryMs);
+                            Exchange(ref client, batch, reset, ref failing);
                             retryMs = 0;
                         }
                         catch (PolicyException e)
                         {
-                            if (e.Actions != null) Store(batch, e.Actions, seq); // the other agents' answers survive
-                            if (client != null && client.IsOpen && e.Actions != null) continue;
-                            if (client != null) client.Dispose();
-                            client = null;
-                            if (!failing)
-                                _owner.Log("policy server " + _address + " (" + _name + "): " + e.Message +
-                                    "; agents keep their last actions, retrying with back-off");
-                            failing = true;
-                            retryMs = retryMs == 0 ? _owner.FirstRetryMs : Math.Min(retryMs * 2, _owner.LastRetryMs);
+                            if (e.Actions != null) Store(batch, e.Actions); // the other agents' answers survive
+                            if (!(client != null && client.IsOpen && e.Actions != null))
+                            {
+                                if (client != null) client.Dispose();
+                                client = null;
+                                if (!failing)
+                                    _owner.Log("policy server " + _address + " (" + _name + "): " + e.Message +
+                                        "; agents keep their last actions, retrying with back-off");
+                                failing = true;
+                                retryMs = retryMs == 0 ? _owner.FirstRetryMs : Math.Min(retryMs * 2, _owner.LastRetryMs);
+                            }
                             lock (_lock)
                             {
-                                _doneSeq = seq; // nothing more will come for this batch: don't make GetActions wait
+                                _doneSeq = batch.Seq; // nothing more will come for this batch: don't make GetActions wait
                                 Monitor.PulseAll(_lock);
                             }
                         }
@@ -352,14 +494,35 @@ namespace MLAgentsInference
                 }
             }
 
-            private void Store(List<AgentRequest> batch, PolicyAction[] actions, long seq)
+            // Connects when needed and sends the batch: the socket work, with no lock held.
+            private void Exchange(ref PolicyClient client, Batch batch, List<long> reset, ref bool failing)
+            {
+                if (client == null || !client.IsOpen)
+                {
+                    if (client != null) client.Dispose();
+                    client = PolicyClient.Open(_address, _owner.ConnectTimeoutMs, _owner.ReadTimeoutMs);
+                }
+                reset.Clear();
+                foreach (AgentRequest r in batch.Wire)
+                    if (_resets.Remove((int)r.AgentId)) reset.Add(r.AgentId);
+                foreach (long id in reset) client.Reset(id);
+                var sent = _owner.Sent;
+                if (sent != null) sent(_name, batch.Seq, batch.Wire, reset);
+                PolicyAction[] actions = client.ActMany(batch.Wire);
+                Store(batch, actions);
+                if (failing) _owner.Log("policy server " + _address + " (" + _name + "): answering again");
+                failing = false;
+            }
+
+            private void Store(Batch batch, PolicyAction[] actions)
             {
                 lock (_lock)
                 {
-                    for (int i = 0; i < batch.Count && i < actions.Length; i++)
-                        if (actions[i] != null && !_resets.Contains((int)batch[i].AgentId))
-                            _answers[(int)batch[i].AgentId] = new Answer { Action = actions[i], Seq = seq };
-                    _doneSeq = seq;
+                    List<AgentRequest> wire = batch.Wire;
+                    for (int i = 0; i < wire.Count && i < actions.Length; i++)
+                        if (actions[i] != null)
+                            _answers[(int)wire[i].AgentId] = new Answer { Action = actions[i], Seq = batch.Seq };
+                    _doneSeq = batch.Seq;
                     Monitor.PulseAll(_lock);
                 }
             }

@@ -3,21 +3,24 @@
 // the real Academy.EnvironmentStep, with ServedCommunicator in the trainer's place, against a live `--mode serve`.
 //
 //   mono Harness.exe --mlagents-port 1 ADDRESS SENSORS CONTINUOUS BRANCHES MASKS AGENTS STEPS EPISODE CHURN WAIT_MS OUT
+//       [warm] [--also NAME ADDRESS2 SENSORS CONTINUOUS BRANCHES MASKS AGENTS]
 //   mono Harness.exe --policy-server ADDRESS - SENSORS ... (the sample's Heuristic-Only fallback: no communicator)
 //   mono Harness.exe --bare - - SENSORS ... (no communicator, no server: ML-Agents' own step, Heuristic doing nothing)
 //
-// (the first form:)
-//   mono Harness.exe --mlagents-port 1 ADDRESS SENSORS CONTINUOUS BRANCHES MASKS AGENTS STEPS EPISODE CHURN WAIT_MS OUT
-//
 // SENSORS: comma-separated, in the policy's input order: vN (the last: CollectObservations' N floats; another: a
 // VectorSensor of the agent's own), cCxHxW (a pixel sensor, written through ObservationWriter[c, h, w] as a camera
-// writes), bNxF (ML-Agents' BufferSensorComponent, 0..N rows of F appended each step). Sensor names are chosen so that
+// writes), gCxHxW (the same writing shades in [0, 1] that are no pixels), bNxF (ML-Agents' BufferSensorComponent, 0..N rows of F appended each step). Sensor names are chosen so that
 // ML-Agents' sort by name keeps the given order. BRANCHES: comma-separated or "-". MASKS: 1 masks a random action of
 // each branch each step. EPISODE: steps per episode (0: one episode). CHURN: 1 destroys the oldest agent and adds one
-// every 7 steps. WAIT_MS: ServedCommunicator's wait. OUT gets, per line sent, SENT seq agent reset|- observations masks;
-// per agent and step, WROTE step agent observations (what the harness itself wrote, channel-first); per action applied,
-// APPLIED step agent seq continuous discrete; per step, STEP step ms. Observations: inputs joined by ';', each flat.
+// every 7 steps. WAIT_MS: ServedCommunicator's wait. --also: a second behaviour NAME with agents of its own, served from
+// ADDRESS2 (the first behaviour is "Served"; the addresses go through the sample's ServePolicies.AddressFor).
+// OUT gets, per line sent, SENT seq agent reset|- observations masks behaviour; per agent and step, WROTE step agent
+// observations (what the harness itself wrote, channel-first); per action applied, APPLIED step agent seq continuous
+// discrete behaviour; per step, STEP step ms (Academy.EnvironmentStep) and COMM step ms bytes longest-call-ms
+// collections (the communicator's own calls on the main thread, apart: TimedCommunicator). Observations: inputs joined by ';', each
+// flat; a camera frame handed over as its bytes is 'u' and the bytes.
 using System;
+using System.Collections.Concurrent;
 using System.Collections.Generic;
 using System.Diagnostics;
 using System.Globalization;
@@ -38,9 +41,17 @@ public sealed class PixelSensor : ISensor
     public readonly string Name;
     public float[] Chw; // what was written last, channel-first
     public System.Random Rng;
+    public bool Shades;
 
-    public PixelSensor(string name, int c, int h, int w) { Name = name; C = c; H = h; W = w; Chw = new float[c * h * w]; }
-    public ObservationSpec GetObservationSpec() { return ObservationSpec.Visual(C, H, W); }
+    readonly ObservationSpec m_Spec; // made once: GetObservationSpec is asked every step, and its allocations would count as ours
+
+    public PixelSensor(string name, int c, int h, int w)
+    {
+        Name = name; C = c; H = h; W = w; Chw = new float[c * h * w];
+        m_Spec = ObservationSpec.Visual(c, h, w);
+    }
+
+    public ObservationSpec GetObservationSpec() { return m_Spec; }
 
     public int Write(ObservationWriter writer)
     {
@@ -48,7 +59,9 @@ public sealed class PixelSensor : ISensor
             for (int h = 0; h < H; h++)
                 for (int w = 0; w < W; w++)
                 {
-                    float v = Rng.Next(256) / 255f;
+                    // a pixel as ML-Agents' WriteTexture writes one (byte / 255f), or (Shades) a shade in [0, 1] that
+                    // is no pixel, as a grayscale camera's (r + g + b) / 3f / 255f mostly is
+                    float v = Shades ? (float)Rng.NextDouble() : Rng.Next(256) / 255f;
                     Chw[(c * H + h) * W + w] = v;
                     writer[c, h, w] = v;
                 }
@@ -76,7 +89,8 @@ public sealed class HarnessSensors : SensorComponent
             string name = "S" + (char)('a' + i) + "_"; // sorts by position, before CollectObservations' "VectorSensor_..."
             int[] dims = Array.ConvertAll(Specs[i].Substring(1).Split('x'), int.Parse);
             if (Specs[i][0] == 'v') Made.Add(new VectorSensor(dims[0], name + "vector"));
-            else if (Specs[i][0] == 'c') Made.Add(new PixelSensor(name + "camera", dims[0], dims[1], dims[2]) { Rng = Rng });
+            else if (Specs[i][0] == 'c' || Specs[i][0] == 'g')
+                Made.Add(new PixelSensor(name + "camera", dims[0], dims[1], dims[2]) { Rng = Rng, Shades = Specs[i][0] == 'g' });
             else Made.Add(null); // a BufferSensorComponent of its own (below)
         }
         return Made.FindAll(s => s != null).ToArray();
@@ -113,7 +127,7 @@ public sealed class HarnessAgent : ServedHeuristicAgent
                 ((VectorSensor)own.Made[i]).AddObservation(v);
                 Written.Add(v);
             }
-            else if (own.Specs[i][0] == 'c')
+            else if (own.Specs[i][0] == 'c' || own.Specs[i][0] == 'g')
                 Written.Add(null); // filled from the sensor after it wrote (below)
             else
             {
@@ -154,7 +168,7 @@ public sealed class HarnessAgent : ServedHeuristicAgent
         // collects once more: the step's record is taken first
         var own = GetComponent<HarnessSensors>();
         for (int i = 0; i < own.Specs.Length; i++)
-            if (own.Specs[i][0] == 'c') Written[i] = (float[])((PixelSensor)own.Made[i]).Chw.Clone();
+            if (own.Specs[i][0] == 'c' || own.Specs[i][0] == 'g') Written[i] = (float[])((PixelSensor)own.Made[i]).Chw.Clone();
         Wrote(this);
         Applied(this, actions);
         m_Steps++;
@@ -162,17 +176,85 @@ public sealed class HarnessAgent : ServedHeuristicAgent
     }
 }
 
+/// <summary>ServedCommunicator as the Academy sees it, each call timed on the main thread: the communicator's own part
+/// of a step (the sensors' writes included, which a trainer's communicator makes too), apart from ML-Agents' step, and
+/// what it allocated there (GC.GetAllocatedBytesForCurrentThread: the main thread's allocations only).</summary>
+public sealed class TimedCommunicator : ICommunicator
+{
+    readonly ICommunicator m_Inner;
+    readonly Stopwatch m_Clock = new Stopwatch();
+    long m_Bytes;
+    int m_Collections;
+    public long Ticks, Bytes, LongestTicks;
+    public int Collections; // garbage collections (any thread's) that ran during the calls
+
+    public TimedCommunicator(ICommunicator inner) { m_Inner = inner; }
+
+    public void Restart() { Ticks = Bytes = LongestTicks = 0; Collections = 0; }
+
+    void Start() { m_Collections = GC.CollectionCount(0); m_Bytes = GC.GetAllocatedBytesForCurrentThread(); m_Clock.Restart(); }
+
+    void Stop()
+    {
+        m_Clock.Stop();
+        Bytes += GC.GetAllocatedBytesForCurrentThread() - m_Bytes;
+        Collections += GC.CollectionCount(0) - m_Collections;
+        Ticks += m_Clock.ElapsedTicks;
+        LongestTicks = Math.Max(LongestTicks, m_Clock.ElapsedTicks);
+    }
+
+    public event QuitCommandHandler QuitCommandReceived { add { m_Inner.QuitCommandReceived += value; } remove { m_Inner.QuitCommandReceived -= value; } }
+    public event ResetCommandHandler ResetCommandReceived { add { m_Inner.ResetCommandReceived += value; } remove { m_Inner.ResetCommandReceived -= value; } }
+    public bool Initialize(CommunicatorInitParameters p, out UnityRLInitParameters o) { return m_Inner.Initialize(p, out o); }
+    public void SubscribeBrain(string name, ActionSpec spec) { m_Inner.SubscribeBrain(name, spec); }
+    public void PutObservations(string key, AgentInfo info, List<ISensor> sensors) { Start(); m_Inner.PutObservations(key, info, sensors); Stop(); }
+    public void DecideBatch() { Start(); m_Inner.DecideBatch(); Stop(); }
+    public ActionBuffers GetActions(string key, int agentId) { Start(); var r = m_Inner.GetActions(key, agentId); Stop(); return r; }
+    public void Dispose() { m_Inner.Dispose(); }
+}
+
 public static class Harness
 {
     static string F(float v) { return v.ToString("R", CultureInfo.InvariantCulture); }
 
+    static string Ms(long ticks) { return (ticks * 1000.0 / Stopwatch.Frequency).ToString("F3", CultureInfo.InvariantCulture); }
+
     static string Flat(object o)
     {
+        var pixels = o as byte[];
+        if (pixels != null) return "u" + string.Join(",", pixels); // a camera's frame handed over as its bytes
         var rows = o as float[][];
         if (rows == null) return string.Join(",", Array.ConvertAll((float[])o, F));
         var parts = new List<string>();
         foreach (float[] row in rows) parts.Add(string.Join(",", Array.ConvertAll(row, F)));
         return string.Join(",", parts);
+    }
+
+    /// <summary>One behaviour's agents: their sensors, actions and masks.</summary>
+    sealed class Kind
+    {
+        public string Name;
+        public string[] Own; // the harness' sensors (the policy's inputs but the last)
+        public int CollectSize, Continuous, Agents;
+        public int[] Branches;
+        public bool Masks;
+
+        public Kind(string name, string sensors, string continuous, string branches, string masks, string agents)
+        {
+            Name = name;
+            string[] specs = sensors.Split(',');
+            // the policy's order: CollectObservations' sensor ("VectorSensor_size...") sorts after the harness' own ("Sa_...")
+            int collectAt = specs.Length - 1;
+            if (specs[collectAt][0] != 'v') throw new ArgumentException("the policy's last input must be a vector here");
+            var own = new List<string>(specs);
+            own.RemoveAt(collectAt);
+            Own = own.ToArray();
+            CollectSize = int.Parse(specs[collectAt].Substring(1));
+            Continuous = int.Parse(continuous);
+            Branches = branches == "-" ? new int[0] : Ints(branches);
+            Masks = masks == "1";
+            Agents = int.Parse(agents);
+        }
     }
 
     public static int Main(string[] args)
@@ -181,57 +263,66 @@ public static class Harness
         bool fallback = !bare && Array.IndexOf(args, "--mlagents-port") < 0; // the Academy reads the flag itself
         int a = Array.IndexOf(args, bare ? "--bare" : fallback ? "--policy-server" : "--mlagents-port") + 2;
         string address = fallback ? args[a - 1] : args[a];
-        string[] specs = args[a + 1].Split(',');
-        int continuous = int.Parse(args[a + 2]);
-        int[] branches = args[a + 3] == "-" ? new int[0] : Ints(args[a + 3]);
-        bool masks = args[a + 4] == "1";
-        int agents = int.Parse(args[a + 5]), steps = int.Parse(args[a + 6]), episode = int.Parse(args[a + 7]);
+        var kinds = new List<Kind> { new Kind("Served", args[a + 1], args[a + 2], args[a + 3], args[a + 4], args[a + 5]) };
+        int steps = int.Parse(args[a + 6]), episode = int.Parse(args[a + 7]);
         bool churn = args[a + 8] == "1";
         int waitMs = int.Parse(args[a + 9]);
         var output = new StreamWriter(args[a + 10]);
-        // the policy's order: CollectObservations' sensor ("VectorSensor_size...") sorts after the harness' own ("Sa_...")
-        int collectAt = specs.Length - 1;
-        if (specs[collectAt][0] != 'v') throw new ArgumentException("the policy's last input must be a vector here");
-        var own = new List<string>(specs);
-        own.RemoveAt(collectAt);
-        int collectSize = int.Parse(specs[collectAt].Substring(1));
+        // --also NAME ADDRESS SENSORS CONTINUOUS BRANCHES MASKS AGENTS: a second behaviour, served from its own address
+        // (the sample's --policy-server NAME=ADDRESS)
+        var addresses = new Dictionary<string, string> { { "", address } };
+        int also = Array.IndexOf(args, "--also");
+        if (also >= 0)
+        {
+            kinds.Add(new Kind(args[also + 1], args[also + 3], args[also + 4], args[also + 5], args[also + 6], args[also + 7]));
+            addresses[args[also + 1]] = args[also + 2];
+        }
+        // what the background thread reports is queued and written between steps, so that the main thread never waits
+        // on it for the file
+        var reported = new ConcurrentQueue<string>();
 
         ServedCommunicator communicator = null;
+        TimedCommunicator timed = null;
         CommunicatorFactory.Register(() =>
         {
-            communicator = new ServedCommunicator(name => address, waitMs);
-            communicator.Log = message => { lock (output) output.WriteLine("LOGGED " + message.Replace('\n', ' ')); };
+            communicator = new ServedCommunicator(behaviour => ServePolicies.AddressFor(addresses, behaviour), waitMs);
+            // a first connection on a loaded machine (Mono compiling the client, the server's first answer) can take
+            // more than the default 1 s; the main thread never waits on it either way
+            communicator.ConnectTimeoutMs = 5000;
+            communicator.Log = message => reported.Enqueue("LOGGED " + message.Replace('\n', ' '));
             communicator.Sent = (behaviour, seq, batch, reset) =>
             {
-                lock (output)
-                    foreach (AgentRequest r in batch)
-                        output.WriteLine("SENT " + seq + " " + r.AgentId + (reset.Contains(r.AgentId) ? " reset " : " - ") +
-                            string.Join(";", Array.ConvertAll(r.Observations, Flat)) + " " +
-                            (r.ActionMasks == null ? "-" : string.Join(",", r.ActionMasks)));
+                int q = behaviour.IndexOf('?');
+                string name = q < 0 ? behaviour : behaviour.Substring(0, q);
+                foreach (AgentRequest r in batch) // (formatted now: the buffers are reused once the batch is answered)
+                    reported.Enqueue("SENT " + seq + " " + r.AgentId + (reset.Contains(r.AgentId) ? " reset " : " - ") +
+                        string.Join(";", Array.ConvertAll(r.Observations, Flat)) + " " +
+                        (r.ActionMasks == null ? "-" : string.Join(",", r.ActionMasks)) + " " + name);
             };
-            return communicator;
+            return timed = new TimedCommunicator(communicator);
         });
 
         var live = new List<GameObject>();
+        var later = new List<Func<string>>();
         int made = 0, step = 0, answeredCount = 0;
-        Action add = () =>
+        Action<Kind> add = kind =>
         {
             var go = new GameObject("agent" + made);
             go.SetActive(false); // fields are set before OnEnable, as the Inspector sets them
             var bp = go.AddComponent<BehaviorParameters>();
-            bp.BehaviorName = "Served";
+            bp.BehaviorName = kind.Name;
             if (fallback || bare) bp.BehaviorType = BehaviorType.HeuristicOnly;
-            bp.BrainParameters.VectorObservationSize = collectSize;
-            bp.BrainParameters.ActionSpec = new ActionSpec(continuous, branches);
+            bp.BrainParameters.VectorObservationSize = kind.CollectSize;
+            bp.BrainParameters.ActionSpec = new ActionSpec(kind.Continuous, kind.Branches);
             var rng = new System.Random(1000 + made);
             var sensors = go.AddComponent<HarnessSensors>();
-            sensors.Specs = own.ToArray();
+            sensors.Specs = kind.Own;
             sensors.Rng = rng;
             var buffers = new List<BufferSensorComponent>();
-            for (int i = 0; i < own.Count; i++)
+            for (int i = 0; i < kind.Own.Length; i++)
             {
-                if (own[i][0] != 'b') continue;
-                int[] dims = Array.ConvertAll(own[i].Substring(1).Split('x'), int.Parse);
+                if (kind.Own[i][0] != 'b') continue;
+                int[] dims = Array.ConvertAll(kind.Own[i].Substring(1).Split('x'), int.Parse);
                 var buffer = go.AddComponent<BufferSensorComponent>();
                 buffer.SensorName = "S" + (char)('a' + i) + "_buffer";
                 buffer.MaxNumObservables = dims[0];
@@ -240,17 +331,19 @@ public static class Harness
             }
             var agent = go.AddComponent<HarnessAgent>();
             agent.Id = made;
-            agent.CollectSize = collectSize;
-            agent.Masks = masks;
-            agent.Branches = branches;
+            agent.CollectSize = kind.CollectSize;
+            agent.Masks = kind.Masks;
+            agent.Branches = kind.Branches;
             agent.EpisodeSteps = episode;
             agent.Rng = rng;
             agent.Bare = bare;
             agent.Buffers = buffers;
+            // what an agent wrote and applied is kept as it is and formatted after the step, outside its timing
             agent.Wrote = who =>
             {
-                lock (output)
-                    output.WriteLine("WROTE " + step + " " + who.Id + " " + string.Join(";", who.Written.ConvertAll(v => Flat(v)).ToArray()));
+                int at = step, id = who.Id;
+                object[] written = who.Written.ToArray(); // (the step's own arrays: the next step writes new ones)
+                later.Add(() => "WROTE " + at + " " + id + " " + string.Join(";", Array.ConvertAll(written, Flat)));
             };
             agent.Applied = (who, actions) =>
             {
@@ -258,13 +351,15 @@ public static class Harness
                 // the fallback's answers are not numbered: an answer is a first continuous action that is not zero
                 if (seq >= 0 || (communicator == null && actions.ContinuousActions.Length > 0 && actions.ContinuousActions[0] != 0f))
                     answeredCount++;
-                var c = new string[actions.ContinuousActions.Length];
-                for (int i = 0; i < c.Length; i++) c[i] = F(actions.ContinuousActions[i]);
-                var d = new string[actions.DiscreteActions.Length];
-                for (int i = 0; i < d.Length; i++) d[i] = actions.DiscreteActions[i].ToString(CultureInfo.InvariantCulture);
-                lock (output)
-                    output.WriteLine("APPLIED " + step + " " + who.Id + " " + seq + " " + (c.Length == 0 ? "-" : string.Join(",", c)) +
-                        " " + (d.Length == 0 ? "-" : string.Join(",", d)));
+                int at = step, id = who.Id;
+                float[] c = actions.ContinuousActions.Array == null ? new float[0] : new float[actions.ContinuousActions.Length];
+                for (int i = 0; i < c.Length; i++) c[i] = actions.ContinuousActions[i];
+                int[] d = actions.DiscreteActions.Array == null ? new int[0] : new int[actions.DiscreteActions.Length];
+                for (int i = 0; i < d.Length; i++) d[i] = actions.DiscreteActions[i];
+                later.Add(() => "APPLIED " + at + " " + id + " " + seq + " " +
+                    (c.Length == 0 ? "-" : string.Join(",", Array.ConvertAll(c, F))) + " " +
+                    (d.Length == 0 ? "-" : string.Join(",", Array.ConvertAll(d, v => v.ToString(CultureInfo.InvariantCulture)))) +
+                    " " + kind.Name);
             };
             var requester = go.AddComponent<DecisionRequester>();
             requester.DecisionPeriod = 1;
@@ -272,7 +367,8 @@ public static class Harness
             live.Add(go);
             made++;
         };
-        for (int i = 0; i < agents; i++) add();
+        foreach (Kind kind in kinds)
+            for (int i = 0; i < kind.Agents; i++) add(kind);
 
         bool warm = args.Length > a + 11 && args[a + 11] == "warm";
         var clock = new Stopwatch();
@@ -282,16 +378,30 @@ public static class Harness
             {
                 UnityEngine.Object.Destroy(live[0]);
                 live.RemoveAt(0);
-                add();
+                add(kinds[0]);
             }
+            if (timed != null) timed.Restart();
             clock.Restart();
             Academy.Instance.EnvironmentStep();
             clock.Stop();
-            lock (output) output.WriteLine("STEP " + step + " " + clock.Elapsed.TotalMilliseconds.ToString("F3", CultureInfo.InvariantCulture));
+            lock (output)
+            {
+                output.WriteLine("STEP " + step + " " + Ms(clock.Elapsed.Ticks));
+                foreach (Func<string> format in later) output.WriteLine(format());
+                later.Clear();
+                if (timed != null) output.WriteLine("COMM " + step + " " + Ms(timed.Ticks) + " " + timed.Bytes + " " + Ms(timed.LongestTicks) + " " + timed.Collections);
+                string line;
+                while (reported.TryDequeue(out line)) output.WriteLine(line);
+            }
             System.Threading.Thread.Sleep(20); // the rest of a frame: answers arrive between steps
         }
         Academy.Instance.Dispose();
-        lock (output) output.Close();
+        lock (output)
+        {
+            string line;
+            while (reported.TryDequeue(out line)) output.WriteLine(line);
+            output.Close();
+        }
         Console.WriteLine("DONE agents=" + made + " communicator=" + (communicator != null));
         return communicator != null || fallback || bare ? 0 : 1;
     }

@@ -11,19 +11,48 @@ namespace Unity.Sentis
     public enum BackendType { GPUCompute, GPUPixel, CPU }
     public enum DeviceType { GPU, CPU }
 
+    /// <summary>Up to 4 dimensions in fields, as Sentis' own struct keeps its dimensions: making one allocates nothing
+    /// (ML-Agents' ObservationWriter.SetTarget makes one per sensor and step).</summary>
     public struct TensorShape
     {
-        readonly int[] m_Dims;
+        readonly int m_Rank, m_D0, m_D1, m_D2, m_D3;
 
-        public TensorShape(params int[] dims) { m_Dims = (int[])dims.Clone(); }
-        public int rank { get { return m_Dims == null ? 0 : m_Dims.Length; } }
+        public TensorShape(int d0, int d1) : this(2, d0, d1, 0, 0) { }
+        public TensorShape(int d0, int d1, int d2, int d3) : this(4, d0, d1, d2, d3) { }
+
+        public TensorShape(params int[] dims)
+            : this(dims.Length, At(dims, 0), At(dims, 1), At(dims, 2), At(dims, 3))
+        {
+            if (dims.Length > 4) throw new ArgumentException("rank " + dims.Length + ": this stand-in keeps 4 dimensions");
+        }
+
+        TensorShape(int rank, int d0, int d1, int d2, int d3)
+        {
+            m_Rank = rank;
+            m_D0 = d0;
+            m_D1 = d1;
+            m_D2 = d2;
+            m_D3 = d3;
+        }
+
+        static int At(int[] dims, int i) { return i < dims.Length ? dims[i] : 0; }
+
+        public int rank { get { return m_Rank; } }
 
         public int length
         {
-            get { int n = 1; for (int i = 0; i < rank; i++) n *= m_Dims[i]; return n; }
+            get { int n = 1; for (int i = 0; i < rank; i++) n *= this[i]; return n; }
         }
 
-        public int this[int axis] { get { return m_Dims[axis < 0 ? rank + axis : axis]; } }
+        public int this[int axis]
+        {
+            get
+            {
+                int i = axis < 0 ? rank + axis : axis;
+                if (i < 0 || i >= rank) throw new IndexOutOfRangeException("axis " + axis + " of rank " + rank);
+                return i == 0 ? m_D0 : i == 1 ? m_D1 : i == 2 ? m_D2 : m_D3;
+            }
+        }
     }
 
     public interface ITensorData { BackendType backendType { get; } }
