@@ -406,3 +406,72 @@ def read_lines(sock: socket.socket, n: int, buf: bytearray = None) -> list:
 def exchange(sock: socket.socket, lines: list) -> list:
     sock.sendall(b"".join((line if isinstance(line, bytes) else json.dumps(line).encode()) + b"\n" for line in lines))
     return read_lines(sock, len(lines))
+
+
+def sensor_inputs(path, rows: int, seed: int) -> dict:
+    """Random observations for every sensor input of the file, by the rank its graph declares."""
+    import onnx
+    from mlagents_reference import entity_obs, image_obs, vector_obs
+
+    rng, out = np.random.RandomState(seed), {}
+    model = onnx.load(str(path), load_external_data=False)
+    weights = {i.name for i in model.graph.initializer}
+    for value in model.graph.input:
+        if value.name in weights or value.name in ("action_masks", "recurrent_in"):
+            continue
+        shape = [d.dim_value for d in value.type.tensor_type.shape.dim][1:]
+        out[value.name] = (
+            vector_obs(rng, rows, shape[0])
+            if len(shape) == 1
+            else entity_obs(rng, rows, *shape)[0]
+            if len(shape) == 2
+            else image_obs(rng, rows, shape)
+        )
+    return out
+
+
+def acts_as_the_file(policy, ref, ours_feed: dict, ref_obs: list, seed: int, sac: bool) -> None:
+    """Deterministic actions (random masks) and a 3-step memory rollout against the file's own outputs."""
+    from mlagents_reference import discrete_mismatches, max_err, max_rel_err, random_masks
+
+    rng = np.random.RandomState(seed + 1)
+    s = policy.settings
+    rows = len(next(iter(ours_feed.values())))
+    masks = random_masks(rng, rows, s.discrete_branches) if s.discrete_branches else None
+    ours_mem = theirs_mem = random_memories(rng, rows, s.memory_size) if s.memory_size else None
+    for step in range(3 if s.memory_size else 1):
+        ours = policy.act(ours_feed, action_masks=masks, memory=ours_mem)
+        theirs = ref.run(ref_obs, masks, theirs_mem)
+        if "continuous" in theirs:
+            assert (max_rel_err if sac else max_err)(ours["continuous_actions"], theirs["continuous"]) < 1e-5
+        else:
+            assert "continuous_actions" not in ours
+        if "discrete" in theirs:
+            assert [len(l[0]) for l in theirs["logits"]] == s.discrete_branches
+            assert discrete_mismatches(ours["discrete_actions"], theirs)[0] == 0
+        if "memory" in theirs:
+            assert max_rel_err(ours["memory"], theirs["memory"]) < 3e-5
+            ours_mem, theirs_mem = ours["memory"], theirs["memory"]
+
+
+def wider_outputs(tmp_path: Path) -> Path:
+    """The vector example's ONNX, its deterministic actions concatenated with themselves: [batch, 4]."""
+    import onnx
+    from onnx import helper
+
+    model = onnx.load(str(EXAMPLES / "vector" / "Vector.onnx"))
+    name = "deterministic_continuous_actions"
+    for node in model.graph.node:
+        node.output[:] = ["inner" if o == name else o for o in node.output]
+    model.graph.node.append(helper.make_node("Concat", ["inner", "inner"], [name], axis=1))
+    onnx.save(model, str(tmp_path / "wide.onnx"))
+    return tmp_path / "wide.onnx"
+
+
+@pytest.fixture()
+def two_node_cluster():
+    """A head and a worker Ray node on 127.0.0.1 (tests/ray_cluster.py), its address; stopped afterwards."""
+    from ray_cluster import loopback_cluster
+
+    with loopback_cluster() as address:
+        yield address

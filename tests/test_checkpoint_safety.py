@@ -65,6 +65,8 @@ def test_pickle_that_runs_code_is_refused_and_never_runs(capsys, tmp_path):
 def broken_files(tmp_path):
     whole = BUNDLED_PT.read_bytes()
     (tmp_path / "truncated.pt").write_bytes(whole[: len(whole) // 3])
+    small = (EXAMPLES / "vector" / "Vector" / "Vector-50000.pt").read_bytes()
+    (tmp_path / "truncated_half.pt").write_bytes(small[: len(small) // 2])  # (torch's reader: EINVAL)
     (tmp_path / "random.pt").write_bytes(np.random.RandomState(0).bytes(4096))
     (tmp_path / "empty.pt").write_bytes(b"")
     torch.save({"weights": torch.zeros(3)}, tmp_path / "not_mlagents.pt")
@@ -80,6 +82,7 @@ def broken_files(tmp_path):
     torch.save({"Policy": inf}, tmp_path / "inf_mu.pt")
     return {
         "truncated.pt": "damaged",
+        "truncated_half.pt": "damaged/truncated",
         "random.pt": "refused",
         "empty.pt": "refused",
         "not_mlagents.pt": "not an ML-Agents checkpoint",

@@ -12,10 +12,9 @@ import sys
 import numpy as np
 import onnx
 import pytest
-from conftest import EXAMPLES, ROOT, call, child_env, refused, run
+from conftest import EXAMPLES, ROOT, acts_as_the_file, call, child_env, refused, run, sensor_inputs
 from mlagents_reference import OnnxReference, with_legacy_inputs
 from onnx import TensorProto, helper
-from test_onnx_only import check_against, sensor_inputs
 
 import inference
 
@@ -97,7 +96,7 @@ def test_same_shaped_heads_in_another_node_order_act_as_the_file(tmp_path, kind,
     path = edited(kind, tmp_path, edit)
     policy = inference.load(path, engine="torch")
     ref, feed = OnnxReference(path), sensor_inputs(path, 64, seed=11)
-    check_against(policy, ref, feed, list(feed.values()), 11, sac="log_sigma" in ref.extra)
+    acts_as_the_file(policy, ref, feed, list(feed.values()), 11, sac="log_sigma" in ref.extra)
 
 
 # --- 2. the graph after the action heads is held to the rebuilt modules ----------------------------
@@ -297,7 +296,7 @@ def test_a_1x_file_that_reads_its_inputs_directly_keeps_their_names(tmp_path):
     ]
     obs = sensor_inputs(original, 64, seed=12)
     feed = {"visual_observation_0": obs["obs_0"], "vector_observation": obs["obs_1"]}
-    check_against(policy, OnnxReference(original), feed, list(obs.values()), 12, sac=False)
+    acts_as_the_file(policy, OnnxReference(original), feed, list(obs.values()), 12, sac=False)
 
 
 def test_exp_of_the_log_sigma_parameter_is_read(tmp_path):
@@ -308,6 +307,6 @@ def test_exp_of_the_log_sigma_parameter_is_read(tmp_path):
     obs = sensor_inputs(original, 64, seed=13)
     feed = {"vector_observation": obs["obs_1"], "visual_observation_0": obs["obs_0"].transpose(0, 2, 3, 1)}
     ref = OnnxReference(original)
-    check_against(policy, ref, feed, list(obs.values()), 13, sac=False)
+    acts_as_the_file(policy, ref, feed, list(obs.values()), 13, sac=False)
     log_sigma = policy.checkpoint.actor.action_model._continuous_distribution.log_sigma
     np.testing.assert_array_equal(log_sigma.detach().numpy(), ref.log_sigma_param)  # sampling reads the file's

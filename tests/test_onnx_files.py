@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import BUNDLED, EXAMPLES, call, copy_run, refused, run
+from conftest import BUNDLED, EXAMPLES, call, copy_run, refused, run, wider_outputs
 
 import inference as I
 
@@ -63,20 +63,6 @@ def test_crafted_entity_counts_are_one_line(capsys, tmp_path, entities):
 def test_an_entity_count_of_a_billion_is_refused_before_anything_is_allocated(tmp_path):
     with pytest.raises(I.UsageError, match="more than 4096 entities"):
         I.load(crafted_attention(tmp_path, 10**9), engine="torch")
-
-
-def wider_outputs(tmp_path: Path) -> Path:
-    """The vector example's ONNX, its deterministic actions concatenated with themselves: [batch, 4]."""
-    import onnx
-    from onnx import helper
-
-    model = onnx.load(str(EXAMPLES / "vector" / "Vector.onnx"))
-    name = "deterministic_continuous_actions"
-    for node in model.graph.node:
-        node.output[:] = ["inner" if o == name else o for o in node.output]
-    model.graph.node.append(helper.make_node("Concat", ["inner", "inner"], [name], axis=1))
-    onnx.save(model, str(tmp_path / "wide.onnx"))
-    return tmp_path / "wide.onnx"
 
 
 def test_a_reference_with_wider_outputs_is_not_this_policy(capsys, tmp_path):

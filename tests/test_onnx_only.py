@@ -8,15 +8,11 @@ import shutil
 import numpy as np
 import onnx
 import pytest
-from conftest import BUNDLED, EXAMPLES, TRAINED, call, random_memories, refused, run
+from conftest import BUNDLED, EXAMPLES, TRAINED, acts_as_the_file, call, refused, run, sensor_inputs
 from mlagents_reference import (
     TRAINED_SPLITS,
     OnnxReference,
     discrete_mismatches,
-    entity_obs,
-    image_obs,
-    max_err,
-    max_rel_err,
     random_masks,
     vector_obs,
     with_legacy_inputs,
@@ -31,46 +27,6 @@ INTERFACES = EXAMPLES / "onnx-interfaces"  # the older interfaces, one file each
 ROWS = 64
 
 
-def sensor_inputs(path, rows: int, seed: int) -> dict:
-    """Random observations for every sensor input of the file, by the rank its graph declares."""
-    rng, out = np.random.RandomState(seed), {}
-    model = onnx.load(str(path), load_external_data=False)
-    weights = {i.name for i in model.graph.initializer}
-    for value in model.graph.input:
-        if value.name in weights or value.name in ("action_masks", "recurrent_in"):
-            continue
-        shape = [d.dim_value for d in value.type.tensor_type.shape.dim][1:]
-        out[value.name] = (
-            vector_obs(rng, rows, shape[0])
-            if len(shape) == 1
-            else entity_obs(rng, rows, *shape)[0]
-            if len(shape) == 2
-            else image_obs(rng, rows, shape)
-        )
-    return out
-
-
-def check_against(policy, ref: OnnxReference, ours_feed: dict, ref_obs: list, seed: int, sac: bool) -> None:
-    """Deterministic actions (random masks) and a 3-step memory rollout against the file's own outputs."""
-    rng = np.random.RandomState(seed + 1)
-    s = policy.settings
-    masks = random_masks(rng, ROWS, s.discrete_branches) if s.discrete_branches else None
-    ours_mem = theirs_mem = random_memories(rng, ROWS, s.memory_size) if s.memory_size else None
-    for step in range(3 if s.memory_size else 1):
-        ours = policy.act(ours_feed, action_masks=masks, memory=ours_mem)
-        theirs = ref.run(ref_obs, masks, theirs_mem)
-        if "continuous" in theirs:
-            assert (max_rel_err if sac else max_err)(ours["continuous_actions"], theirs["continuous"]) < 1e-5
-        else:
-            assert "continuous_actions" not in ours
-        if "discrete" in theirs:
-            assert [len(l[0]) for l in theirs["logits"]] == s.discrete_branches
-            assert discrete_mismatches(ours["discrete_actions"], theirs)[0] == 0
-        if "memory" in theirs:
-            assert max_rel_err(ours["memory"], theirs["memory"]) < 3e-5
-            ours_mem, theirs_mem = ours["memory"], theirs["memory"]
-
-
 @pytest.mark.parametrize("engine", ["torch", "onnxruntime"])
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.parent.name)
 def test_every_example_onnx_alone_acts_as_the_file(path, engine):
@@ -80,7 +36,7 @@ def test_every_example_onnx_alone_acts_as_the_file(path, engine):
     assert policy.info["settings_source"] == ONNX_ONLY and policy.info["behavior"] == path.stem
     assert [i.name for i in policy.settings.inputs] == list(feed)  # named and ordered as the file's inputs
     assert bool(policy.settings.memory_size) == ref.recurrent
-    check_against(policy, ref, feed, list(feed.values()), len(path.name), sac="log_sigma" in ref.extra)
+    acts_as_the_file(policy, ref, feed, list(feed.values()), len(path.name), sac="log_sigma" in ref.extra)
     if "log_sigma" not in ref.extra and ref.log_sigma_param is not None:  # sampling reads the file's log_sigma
         log_sigma = policy.checkpoint.actor.action_model._continuous_distribution.log_sigma
         np.testing.assert_array_equal(log_sigma.detach().numpy(), ref.log_sigma_param)
@@ -115,7 +71,7 @@ def test_the_older_interface_takes_vector_observation_as_the_file_has_it(kind, t
     assert [i.name for i in policy.settings.inputs] == wanted
     assert sorted(feed) == sorted(wanted)
     ref = OnnxReference(original)
-    check_against(policy, ref, feed, list(obs.values()), 3, sac="log_sigma" in ref.extra)
+    acts_as_the_file(policy, ref, feed, list(obs.values()), 3, sac="log_sigma" in ref.extra)
 
 
 @pytest.mark.parametrize("kind", ["hybrid", "lstm-camera-nonsquare", "attention"])
@@ -132,7 +88,7 @@ def test_a_2x_file_without_deterministic_outputs(capsys, tmp_path, kind):
     path = edited(original, tmp_path, strip)
     policy = inference.load(path, engine="torch")
     feed = sensor_inputs(path, ROWS, seed=4)
-    check_against(policy, OnnxReference(path), feed, list(feed.values()), 4, sac=False)
+    acts_as_the_file(policy, OnnxReference(path), feed, list(feed.values()), 4, sac=False)
     code, r, err = call(capsys, "--mode", "onnx-compare", "--onnx", path, "--tol", "1e-5")
     assert code == 0 and r["passed"] and r["legacy_interface"], err
 
@@ -156,7 +112,7 @@ def test_a_channels_last_image_of_the_older_interface_is_taken_as_declared(kind,
         i.name: [d.dim_value for d in i.type.tensor_type.shape.dim][1:] for i in onnx.load(str(legacy)).graph.input
     }
     assert {i.name: list(i.shape) for i in policy.settings.inputs} == {k: declared[k] for k in feed}
-    check_against(policy, OnnxReference(original), feed, list(obs.values()), 6, sac=False)
+    acts_as_the_file(policy, OnnxReference(original), feed, list(obs.values()), 6, sac=False)
 
 
 @pytest.mark.parametrize(
@@ -187,7 +143,7 @@ def test_unity_trained_files_alone(name):
     for engine in ("torch", "onnxruntime"):
         policy = inference.load(path, engine=engine)
         assert [i.name for i in policy.settings.inputs] == ["vector_observation"]
-        check_against(policy, ref, {"vector_observation": np.concatenate(obs, axis=1)}, obs, 5, sac=False)
+        acts_as_the_file(policy, ref, {"vector_observation": np.concatenate(obs, axis=1)}, obs, 5, sac=False)
 
 
 def test_info_describes_the_given_onnx_not_the_bundled_sample(capsys):

@@ -9,25 +9,21 @@ python -m pytest -q -m ray."""
 import ipaddress
 import json
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import BUNDLED, BUNDLED_ONNX, EXAMPLES, child_env, cli, fixed, ort_deterministic
+from ray_cluster import cluster_env, family, free_port, gone
 
 pytestmark = pytest.mark.ray
 ray = pytest.importorskip("ray", reason="the ray group needs: pip install -r requirements-ray.txt")
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
-
-RAY_BIN = Path(sys.executable).parent / "ray"
 
 
 def huggy_dataset(folder: Path, rows=6000, files=3) -> np.ndarray:
@@ -156,137 +152,6 @@ def test_ray_refusals(tmp_path):
     assert f"--ray 127.0.0.1:{port}: no Ray cluster there" in result.stderr
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def ray_start(*args, log=None) -> subprocess.Popen:
-    """`ray start ... --block` in its own session: ending that session ends the node (no `ray stop`,
-    which would stop every Ray node of this user on the machine); its output goes to the file log."""
-    ports = [
-        "--node-manager-port",
-        free_port(),
-        "--object-manager-port",
-        free_port(),
-        "--dashboard-agent-listen-port",
-        free_port(),
-        "--dashboard-agent-grpc-port",
-        free_port(),
-        "--runtime-env-agent-port",
-        free_port(),
-        "--metrics-export-port",
-        free_port(),
-        "--min-worker-port",
-        0,
-        "--max-worker-port",
-        0,
-    ]
-    return subprocess.Popen(
-        [
-            str(RAY_BIN),
-            "start",
-            "--block",
-            "--node-ip-address",
-            "127.0.0.1",
-            "--num-cpus",
-            "1",
-            "--disable-usage-stats",
-            *map(str, ports),
-            *map(str, args),
-        ],
-        stdout=log or subprocess.DEVNULL,
-        stderr=subprocess.STDOUT if log else subprocess.DEVNULL,
-        start_new_session=True,
-        env=cluster_env(),
-    )
-
-
-def cluster_env() -> dict:
-    """A loopback test cluster without Ray's token authentication (on by default for `ray start`
-    since Ray 2.5x; a real cluster keeps it and its drivers get the token: see README)."""
-    return child_env(RAY_AUTH_MODE="disabled", RAY_ADDRESS="")
-
-
-def end_session(proc: subprocess.Popen) -> None:
-    for sig, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, 10)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-        except subprocess.TimeoutExpired:
-            continue
-        time.sleep(1)  # the children of the session, after their parent
-    with_pgid = subprocess.run(["ps", "-eo", "pgid="], capture_output=True, text=True).stdout.split()
-    if str(proc.pid) in with_pgid:
-        os.killpg(proc.pid, signal.SIGKILL)
-
-
-def ray_status(address: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(RAY_BIN), "status", "--address", address], capture_output=True, text=True, env=cluster_env()
-    )
-
-
-def active_nodes(status: str) -> int:
-    """The nodes `ray status` lists as Active (a node that died is listed under failures)."""
-    active = status.partition("Active:")[2].partition("Pending:")[0]
-    return active.count("node_")
-
-
-@pytest.fixture()
-def two_node_cluster():
-    """A head and a worker node on 127.0.0.1, one CPU each, stopped afterwards within a minute.
-    Each node has its own 180 s to come up on a busy machine, and a node whose `ray start` died
-    (a port that free_port() handed out, taken by then) is started again, twice at most; the
-    nodes' own output is in the assertion's message."""
-    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # (short: Ray's socket paths must fit in 107 bytes)
-    nodes: list = []
-    logs: list = []
-
-    def start(*args) -> subprocess.Popen:
-        logs.append(open(os.path.join(temp, f"node{len(logs)}.log"), "wb"))
-        nodes.append(ray_start(*args, log=logs[-1]))
-        return nodes[-1]
-
-    def told() -> str:
-        return "\n".join(Path(f.name).read_text(errors="replace")[-3000:] for f in logs)
-
-    try:
-        for attempt in range(3):
-            port = free_port()
-            address = f"127.0.0.1:{port}"
-            head = start("--head", "--port", port, "--include-dashboard", "false", "--temp-dir", temp)
-            deadline = time.time() + 180
-            while ray_status(address).returncode != 0 and head.poll() is None:
-                assert time.time() < deadline, f"the head node did not start:\n{told()}"
-                time.sleep(2)
-            if head.poll() is None:
-                break
-        assert head.poll() is None, f"the head node did not start:\n{told()}"
-        for attempt in range(3):
-            worker = start("--address", address)
-            deadline = time.time() + 180
-            while active_nodes(status := ray_status(address).stdout) < 2:
-                if worker.poll() is not None:
-                    break
-                assert time.time() < deadline, f"the worker node did not join:\n{status}\n{told()}"
-                time.sleep(2)
-            else:
-                break
-        assert worker.poll() is None, f"the worker node did not join:\n{told()}"
-        yield address
-    finally:
-        for node in reversed(nodes):
-            end_session(node)
-        for f in logs:
-            f.close()
-        shutil.rmtree(temp, ignore_errors=True)
-
-
 def test_two_node_loopback_cluster(tmp_path, two_node_cluster):
     obs = huggy_dataset(tmp_path / "data", rows=4000, files=4)
     common = ["--obs-file", tmp_path / "data", "--keep-columns", "id", "--chunk", "800", "--model-dir", BUNDLED]
@@ -306,31 +171,6 @@ def test_two_node_loopback_cluster(tmp_path, two_node_cluster):
     assert a.equals(b)
     actions = np.stack(b.column("continuous_actions").to_numpy(zero_copy_only=False))
     assert np.abs(actions - ort_deterministic(BUNDLED_ONNX, obs)).max() <= 1e-5
-
-
-def command_line(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def family(pid: int) -> dict:
-    """{pid: command line} of the processes below pid (Ray's gcs_server, raylet, workers), from /proc."""
-    children: dict = {}
-    for entry in Path("/proc").iterdir():
-        try:
-            children.setdefault(int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]), []).append(
-                int(entry.name)
-            )
-        except (OSError, ValueError, IndexError):
-            continue
-    found, todo = {}, [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found[child] = command_line(child)
-            todo.append(child)
-    return found
 
 
 def listening(pids) -> set:
@@ -373,16 +213,6 @@ def start_and_wait_for_actors(*args) -> tuple:
         assert proc.poll() is None and time.time() < deadline, proc.communicate()
         time.sleep(0.2)
     return proc, below
-
-
-def gone(processes: dict, within: float = 60) -> bool:
-    """Whether these processes (pid: command line) have all ended; the ones left are stopped."""
-    deadline = time.time() + within
-    while (left := [p for p, c in processes.items() if command_line(p) == c]) and time.time() < deadline:
-        time.sleep(0.5)
-    for pid in left:
-        os.kill(pid, signal.SIGKILL)
-    return not left
 
 
 def test_local_ray_listens_on_loopback_alone_and_stops_cleanly_on_sigterm(tmp_path):

@@ -29,7 +29,7 @@ from conftest import EXAMPLES, ROOT, child_env, cli
 
 pytestmark = pytest.mark.ray
 pytest.importorskip("ray.serve", reason="serve --ray needs Ray Serve: pip install -r requirements-ray.txt")
-from test_ray import cluster_env, family, free_port, gone, two_node_cluster  # noqa: E402,F401 (a fixture)
+from ray_cluster import cluster_env, family, free_port, gone  # noqa: E402
 
 LIMIT = 4096  # --max-line-bytes on both sides: a longer line is answered with an error
 REQUEST_BYTES, REQUEST_LINES, IN_FLIGHT_BYTES = 16 << 20, 16_384, 64 << 20  # (fronts/ray_serve.py's bounds)
@@ -559,7 +559,7 @@ def test_local_ray_lstm_server_ends_cleanly_on_sigterm(lstm_server):
     lstm_server.log_is_one_liners()
 
 
-def test_two_node_loopback_cluster_gives_the_same_answers(tmp_path, two_node_cluster):  # noqa: F811
+def test_two_node_loopback_cluster_gives_the_same_answers(tmp_path, two_node_cluster):
     """--replicas 2 on a head and a worker of one CPU each: a replica on each node, and the answers are the stream's,
     the LSTM's memories travelling with the lines from one replica to the other."""
     server = Server(

@@ -15,8 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import BUNDLED, BUNDLED_PT, EXAMPLES, ROOT, child_env, cli, leftovers, one_line, refused
-from test_onnx_files import wider_outputs
+from conftest import BUNDLED, BUNDLED_PT, EXAMPLES, ROOT, child_env, cli, leftovers, one_line, refused, wider_outputs
 
 import inference as I
 from mlagents_inference.core.files import Interrupted, atomic_write, install_signal_handlers, restore_signal_handlers

@@ -1,6 +1,7 @@
 """The checkpoint reader: read (weights_only), validate, infer the settings (the ONNX or
 configuration.yaml where the checkpoint is silent) and build the actor with one strict load."""
 
+import errno
 import itertools
 import os
 import pickle
@@ -58,6 +59,11 @@ def read_checkpoint(path: Path) -> dict:
     except IsADirectoryError:
         raise UsageError(f"{path}: is a folder, not a checkpoint file")
     except OSError as exc:
+        if exc.errno == errno.EINVAL and os.path.isfile(path):  # torch's reader on a file cut short (not a zip)
+            raise UsageError(
+                f"{path}: refused, nothing in it was run (not a PyTorch checkpoint file, or a damaged/truncated one); "
+                f"expected an ML-Agents .pt written by mlagents-learn"
+            )
         raise UsageError(f"{path}: cannot read ({exc.strerror or exc})")
     except (
         pickle.UnpicklingError,
