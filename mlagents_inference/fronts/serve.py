@@ -15,13 +15,14 @@ import gc
 import signal
 import sys
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 from ..core.errors import UsageError
 from ..core.files import Interrupted
 from ..core.report import latency_text, percentiles
 from ..services.batcher import Batcher, ServeOptions
 from ..services.dataplane import DataPlane, local_model
+from ..services.errors import NotFound
 from ..services.serve_common import STOP_GRACE_S, Front, loop_error
 
 if TYPE_CHECKING:  # (annotations only)
@@ -199,15 +200,43 @@ class Server(Batcher):
     """serve's server: its model's batcher (services.batcher) with the socket connections (Connection: --listen's
     owners), their bounds, the data plane the V2 fronts answer on, and the stop."""
 
-    def __init__(self, policy, options: ServeOptions = ServeOptions()):
-        super().__init__(policy, options)
+    def __init__(self, policy, options: ServeOptions = ServeOptions(), models: Optional[dict] = None):
+        super().__init__(policy, options, models)
         self.conns: set = set()
         self.serial = self.opened_total = 0
         self.read_view = memoryview(bytearray(READ_SIZE))
         self.slots, self.slots_wanted = max(1, UNFINISHED_BOUND // self.limit), deque()  # (unfinished long lines)
         self.started = None  # (called once every front listens: serving())
-        model = local_model(self.view, self.submit, self.max_batch)  # (V2's data plane: this server's one model)
-        self.plane = DataPlane({self.view.name: model}, lambda: bool(self.stopping), self.view.server_metadata())
+        self.plane = DataPlane(
+            {}, lambda: bool(self.stopping), self.view.server_metadata(), self.model_at, self.every_model
+        )  # (V2's data plane: every lane, a Model each)
+        for lane in self.every_lane():
+            self.lane_added([lane])
+
+    def lane_added(self, lanes) -> None:
+        for lane in lanes:
+            if lane.model_entry is None:
+                lane.model_entry = local_model(lane.view, self.submit, self.max_batch)
+
+    def model_at(self, name: str, version: Optional[str] = None):
+        """V2's model `name` at `version` (None or "": the version serving): its dataplane Model, or NotFound."""
+        held = self.lanes.get(name) if isinstance(name, str) else None
+        served = ", ".join(repr(n) for n in sorted(self.lanes))[:200]
+        if held is None:
+            raise NotFound(f"unknown model {str(name)[:120]!r}: this server serves {served}")
+        if version in (None, ""):
+            lane = self.serving.get(name)
+            if lane is None:
+                raise NotFound(f"model {name!r}: no verified version loaded yet")
+        else:
+            lane = held.get(str(version))
+            if lane is None:
+                loaded = ", ".join(held)[:200]
+                raise NotFound(f"unknown version {str(version)[:40]!r} of model {name!r}: loaded {loaded}")
+        return lane.model_entry
+
+    def every_model(self) -> list:
+        return [lane.model_entry for lane in self.every_lane()]
 
     # -- connections
     def opened(self, conn: Connection) -> None:
@@ -245,7 +274,8 @@ class Server(Batcher):
         self.ready.pop(conn, None)
         self.waiting_lines -= len(conn.lines)
         conn.lines = []
-        self.memories.forget_scope(conn.scope)  # its agents' memories go with it
+        for lane in self.every_lane():
+            lane.memories.forget_scope(conn.scope)  # its agents' memories go with it
         if self.stopping:
             self.check_drained()
 

@@ -36,11 +36,20 @@ def local_model(view: ModelView, submit: Callable, max_batch: Optional[int] = No
 
 
 class DataPlane:
-    """The V2 routes over `models` (name -> Model; one today); `stopping()`: whether the server is stopping (ready
-    false, inference Unavailable); `server`: the server metadata."""
+    """The V2 routes over `models` (name -> Model); `stopping()`: whether the server is stopping (ready false,
+    inference Unavailable); `server`: the server metadata. `lookup(name, version)` (serve's several models and
+    versions): the Model that answers, or NotFound naming what is served; `every()`: every Model (each version)."""
 
-    def __init__(self, models: dict, stopping: Callable[[], bool], server: dict):
+    def __init__(
+        self,
+        models: dict,
+        stopping: Callable[[], bool],
+        server: dict,
+        lookup: Optional[Callable] = None,
+        every: Optional[Callable] = None,
+    ):
         self.models, self.stopping, self.server = models, stopping, server
+        self.lookup, self.every = lookup, every
 
     def live(self) -> bool:
         return True
@@ -53,6 +62,8 @@ class DataPlane:
 
     def model(self, name: str, version: Optional[str] = None) -> Model:
         """The model `name` (at `version`, where given): NotFound, naming what is served, for any other."""
+        if self.lookup is not None:
+            return self.lookup(name, version)
         model = self.models.get(name)
         (model or next(iter(self.models.values()))).view.check(name, version)
         return model
@@ -69,7 +80,8 @@ class DataPlane:
 
     def model_statistics(self, name: str = "", version: Optional[str] = None) -> dict:
         """Triton's statistics of `name` (every model where "")."""
-        models = [self.model(name, version)] if name else list(self.models.values())
+        every = self.every() if self.every is not None else list(self.models.values())
+        models = [self.model(name, version)] if name else every
         return {"model_stats": [model.stats() for model in models]}
 
     async def infer(self, name: str, version: Optional[str], decode: Callable, encode: Callable):
@@ -79,7 +91,14 @@ class DataPlane:
         engine's failure (EngineFailed). Counted in the model's statistics."""
         if self.stopping():
             raise Unavailable("the server is stopping")
-        stats = (self.models.get(name) or next(iter(self.models.values()))).view.stats
+        if self.lookup is not None:
+            try:
+                model = self.model(name, version)
+            except UsageError as exc:
+                raise typed(exc) from None
+            stats = model.view.stats
+        else:
+            stats = (self.models.get(name) or next(iter(self.models.values()))).view.stats
         try:
             model = self.model(name, version)
             job = decode(model.view)
