@@ -277,6 +277,22 @@ def copy_run(src: Path, tmp_path: Path, name: str = "run") -> Path:
     return Path(shutil.copytree(src, tmp_path / name))
 
 
+def two_behaviour_run(tmp_path: Path, name: str = "two") -> Path:
+    """A run folder of two behaviours, as mlagents-learn leaves one that trained two (a striker and a goalie, say):
+    examples/vector's Vector (50000 with its ONNX, 100000 final) and examples/hybrid's Hybrid (40000 final), their
+    records merged into one run_logs/training_status.json."""
+    import shutil
+
+    run = copy_run(EXAMPLES / "vector", tmp_path, name)
+    shutil.copytree(EXAMPLES / "hybrid" / "Hybrid", run / "Hybrid")
+    shutil.copyfile(EXAMPLES / "hybrid" / "Hybrid.onnx", run / "Hybrid.onnx")
+    status_file = run / "run_logs" / "training_status.json"
+    status = json.loads(status_file.read_text())
+    status["Hybrid"] = json.loads((EXAMPLES / "hybrid" / "run_logs" / "training_status.json").read_text())["Hybrid"]
+    status_file.write_text(json.dumps(status, indent=4))
+    return run
+
+
 def leftovers(folder) -> list:
     """The temporary files an interrupted or failed write would leave (".<name>.<random>.tmp<suffix>"), anywhere
     under `folder`."""

@@ -238,6 +238,29 @@ class Server(Batcher):
     def every_model(self) -> list:
         return [lane.model_entry for lane in self.every_lane()]
 
+    # -- the model repository
+    def follow(self, repository, thread: bool) -> None:
+        """Answer from `repository` (services.repository): each change of what serves a model (its follower thread, a
+        pin, a rollback, an unload) swaps that model's lanes in the loop, between two passes (swap)."""
+        self.repository, self.follower = repository, thread
+        repository.on_change = self.changed
+
+    def changed(self, model: str, version) -> None:
+        """The repository's on_change (any thread): the swap is made in the loop."""
+        loop = self.loop
+        if loop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # (the loop closing meanwhile)
+                loop.call_soon_threadsafe(self.refresh)
+
+    def refresh(self) -> None:
+        """Every model's lanes as the repository holds them now (one read of its index; a model gone: no lanes)."""
+        models = repository_models(self.repository)
+        for name in list(self.lanes):
+            if name not in models:
+                self.swap(name, [], None)
+        for name, (versions, serving) in models.items():
+            self.swap(name, versions, serving)
+
     # -- connections
     def opened(self, conn: Connection) -> None:
         self.serial += 1
@@ -328,6 +351,11 @@ class Server(Batcher):
         thread), else stop() called in this loop (loop.call_soon_threadsafe)."""
         loop = self.loop = asyncio.get_running_loop()
         self.done, self.fronts = loop.create_future(), fronts
+        repository = getattr(self, "repository", None)
+        if repository is not None:
+            self.refresh()  # (what changed before the loop ran)
+            if self.follower:
+                repository.start_following()
         loop.set_exception_handler(loop_error)
         for front in fronts:
             await front.start(self)
@@ -398,7 +426,12 @@ def mode_serve(ctx: Context):
     for front in fronts:
         front.check()
     server_options = ServeOptions.from_args(a)
-    server = Server(ctx.policy, server_options)  # (the policy is loaded here, before any socket is opened)
+    repository = model_repository(ctx)
+    if repository is None:
+        server = Server(ctx.policy, server_options)  # (the policy is loaded here, before any socket is opened)
+    else:
+        server = Server(None, server_options, repository_models(repository))
+        server.follow(repository, a.follow)
     gc.freeze()  # (as the stream: what is loaded stays, a full collection need not walk it again and again)
     _raise_open_files_limit()
     loop = None
@@ -409,6 +442,8 @@ def mode_serve(ctx: Context):
         loop = asyncio.new_event_loop()
         loop.run_until_complete(server.run(fronts))
     finally:
+        if repository is not None:
+            repository.stop()
         if loop is not None:
             loop.close()
         for signum, handler in before.items():
@@ -422,10 +457,10 @@ def mode_serve(ctx: Context):
         from ..engines.factory import graph_calls_text
 
         p = latency_text(percentiles(server.latencies)) if server.latencies else {"p50_ms": "n/a", "p99_ms": "n/a"}
-        graphs = graph_calls_text(ctx.policy.engine)  # (the torch engine on a card: captures, replays, eager calls)
+        graphs = graph_calls_text(server.policy.engine)  # (the torch engine on a card: captures, replays, eager calls)
         print(
             f"[serve] lines={server.lines} errors={server.errors} p50={p['p50_ms']} p99={p['p99_ms']} "
-            f"connections={server.opened_total} engine={ctx.engine_name} device={ctx.device}"
+            f"connections={server.opened_total} engine={server.policy.engine_name} device={ctx.device}"
             + (f" graphs={graphs}" if graphs else ""),
             file=sys.stderr,
             flush=True,
@@ -435,18 +470,84 @@ def mode_serve(ctx: Context):
     return None, True
 
 
+def several_models(folder) -> bool:
+    """Whether one --model-dir holds more than one model: a run folder of several behaviours, a folder of run
+    folders."""
+    from pathlib import Path
+
+    from ..loaders.run_folder import discover, run_folders
+
+    try:
+        runs = run_folders([Path(folder)])
+        return len(discover([Path(folder)])) > 1 or runs != [Path(folder)]
+    except UsageError:
+        return False
+
+
+def model_repository(ctx: Context):
+    """The model repository serve answers from (services.repository: versions are checkpoints' steps), or None where
+    one policy is served as before (version "1"): --model-dir given more than once, a folder of several models, or
+    --follow, --versions, --pin or --allow-model-control given. Its first scan is made here (its versions loaded and
+    verified before any socket is opened); a folder where no version verifies is refused in one line."""
+    a = ctx.args
+    dirs = list(getattr(a, "model_dirs", None) or ([a.model_dir] if a.model_dir else []))
+    wanted = a.follow or a.versions is not None or a.pin or a.allow_model_control
+    if not (wanted or len(dirs) > 1 or (len(dirs) == 1 and several_models(dirs[0]))):
+        return None
+    if not dirs:
+        raise UsageError("--follow, --versions, --pin and --allow-model-control serve run folders: give --model-dir")
+    from ..services.repository import Repository
+
+    options = {
+        "device": ctx.device,
+        "dtype": a.dtype,
+        "engine": a.engine,
+        "graphs": a.graphs == "on",
+        "providers": a.providers,
+        "spin": a.spin == "on",
+        "compile": a.compile == "on",
+        "threads": a.threads,
+    }
+    repository = Repository(
+        dirs, a.versions or 1, a.pin or (), poll_s=getattr(a, "follow_poll_s", 2.0), policy_options=options
+    )
+    repository.poll()
+    index = repository.models()
+    if not any(entry["versions"] for entry in index):
+        raise UsageError(f"--model-dir {', '.join(map(str, dirs))[:300]}: no checkpoint there passed verification")
+    return repository
+
+
+def repository_models(repository) -> dict:
+    """The repository's models as the batcher takes them: {model: ([(version, policy)], serving version)}."""
+    models = {}
+    for entry in repository.models():
+        versions = []
+        for step in entry["versions"]:
+            with contextlib.suppress(UsageError):  # (swapped out since the index was read: the next change tells)
+                versions.append((str(step), repository.lookup(entry["name"], step).policy))
+        serving = entry["serving"]
+        models[entry["name"]] = (versions, None if serving is None else str(serving))
+    return models
+
+
 @contextlib.contextmanager
-def serving(policy, options: ServeOptions = ServeOptions(), **addresses):
+def serving(policy, options: ServeOptions = ServeOptions(), repository=None, follow: bool = False, **addresses):
     """The server in this process, on a thread of its own (tests, or an application embedding it): serving(policy,
     listen="127.0.0.1:0", http="127.0.0.1:0", grpc=...) yields {"listen": "HOST:PORT", "http": ...} as bound (a list
-    given: a list); leaving the block
-    stops it as SIGTERM does (every line received answered) and closes its sockets."""
+    given: a list); leaving the block stops it as SIGTERM does (every line received answered) and closes its sockets.
+    `repository` (services.repository.Repository, scanned once already; policy None): its models, followed by its
+    thread where `follow` (stopped when the block is left)."""
     import threading
 
     fronts = fronts_given(addresses)
     for front in fronts:
         front.check()
-    server = Server(policy, options)
+    if repository is None:
+        server = Server(policy, options)
+    else:
+        server = Server(None, options, repository_models(repository))
+        server.follow(repository, follow)
     loop, started = asyncio.new_event_loop(), threading.Event()
     try:
         for front in fronts:
@@ -474,6 +575,8 @@ def serving(policy, options: ServeOptions = ServeOptions(), **addresses):
         loop.call_soon_threadsafe(server.stop, signal.SIGTERM)
         thread.join(STOP_GRACE_S + 5)
     finally:
+        if repository is not None:
+            repository.stop()
         if not loop.is_running():
             _close_loop(loop)
         for front in fronts:

@@ -433,6 +433,10 @@ class Repository:
     def start(self) -> "Repository":
         """The first scan here (a folder's existing checkpoints), then a daemon thread scanning every `poll_s`."""
         self.poll()
+        return self.start_following()
+
+    def start_following(self) -> "Repository":
+        """The daemon thread alone (serve made the first scan before it opened its sockets)."""
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="model-repository", daemon=True)
         self._thread.start()
