@@ -1,0 +1,200 @@
+"""serve holding several models (issue 44): the behaviours of run folders, each a model named by its behaviour name,
+its versions its checkpoints' steps (services.repository), answered over JSON lines, V2 REST and V2 gRPC side by side.
+Every answer names its model and version and equals `inference.load(<that checkpoint>).act()` within 1e-5 (a
+reference this code does not compute: the checkpoint loaded on its own). Passes are shared between models by count:
+a flooded model does not starve another. The servers are real (fronts.serve.serving on real sockets, or the batcher
+with the real owners of POST /v1/act in a real event loop); nothing is mocked; nothing is timed."""
+
+import asyncio
+import http.client
+import json
+
+import numpy as np
+import pytest
+from conftest import EXAMPLES, dial, exchange, two_behaviour_run
+
+import inference as I
+from mlagents_inference.fronts.serve import Server, serving
+from mlagents_inference.services.batcher import HttpLine, ServeOptions
+from mlagents_inference.services.repository import Repository
+
+grpc = pytest.importorskip("grpc")
+pytest.importorskip("aiohttp")
+pytest.importorskip("prometheus_client")
+pb = pytest.importorskip("tritonclient.grpc.service_pb2")
+service_pb2_grpc = pytest.importorskip("tritonclient.grpc.service_pb2_grpc")
+
+TOL = 1e-5
+GRPC_OPTIONS = [("grpc.enable_http_proxy", 0)]
+
+
+def vector_obs(rows: int, seed: int) -> np.ndarray:
+    return np.random.RandomState(seed).uniform(-1, 1, (rows, 8)).astype(np.float32)
+
+
+def hybrid_obs(rows: int, seed: int) -> np.ndarray:
+    return np.random.RandomState(seed).uniform(-1, 1, (rows, 12)).astype(np.float32)
+
+
+def rest(where: str, method: str, path: str, body=None) -> tuple:
+    host, port = where.rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=60)
+    try:
+        conn.request(method, path, body=None if body is None else json.dumps(body).encode())
+        answer = conn.getresponse()
+        return answer.status, json.loads(answer.read() or b"null")
+    finally:
+        conn.close()
+
+
+def rest_infer(where: str, model: str, obs: np.ndarray, version: str = "") -> tuple:
+    path = f"/v2/models/{model}" + (f"/versions/{version}" if version else "") + "/infer"
+    body = {"inputs": [{"name": "obs_0", "datatype": "FP32", "shape": list(obs.shape), "data": obs.ravel().tolist()}]}
+    return rest(where, "POST", path, body)
+
+
+def rest_output(answer: dict, name: str) -> np.ndarray:
+    out = next(o for o in answer["outputs"] if o["name"] == name)
+    return np.asarray(out["data"], np.float64).reshape(out["shape"])
+
+
+def grpc_infer(stub, model: str, obs: np.ndarray, version: str = ""):
+    request = pb.ModelInferRequest(model_name=model, model_version=version)
+    request.inputs.add(name="obs_0", datatype="FP32", shape=list(obs.shape))
+    request.raw_input_contents.append(np.ascontiguousarray(obs, "<f4").tobytes())
+    return stub.ModelInfer(request, timeout=60)
+
+
+def grpc_output(response, name: str) -> np.ndarray:
+    n = [o.name for o in response.outputs].index(name)
+    tensor = response.outputs[n]
+    dtype = np.dtype("<f4") if tensor.datatype == "FP32" else np.dtype("<i8")
+    return np.frombuffer(response.raw_output_contents[n], dtype).reshape(list(tensor.shape))
+
+
+@pytest.fixture(scope="module")
+def two_run(tmp_path_factory):
+    return two_behaviour_run(tmp_path_factory.mktemp("models"))
+
+
+def test_two_behaviours_of_one_run_answer_side_by_side_over_lines_rest_and_grpc(two_run):
+    vector = I.load(two_run / "Vector" / "Vector-100000.pt")  # (the newest of each: what serves)
+    hybrid = I.load(two_run / "Hybrid" / "Hybrid-40000.pt")
+    vo, ho = vector_obs(6, 1), hybrid_obs(6, 2)
+    want_v, want_h = vector.act(vo), hybrid.act(ho)
+    repo = Repository([two_run])
+    repo.poll()
+    with serving(None, ServeOptions(), repo, listen="127.0.0.1:0", http="127.0.0.1:0", grpc="127.0.0.1:0") as said:
+        lines = []
+        for i in range(6):  # interleaved on one connection: answered in order, each by its own model
+            lines.append({"id": f"v{i}", "model": "Vector", "obs": vo[i].tolist()})
+            lines.append({"id": f"h{i}", "model": "Hybrid", "obs": ho[i].tolist()})
+        lines += [{"id": "none", "obs": vo[0].tolist()}, {"id": "other", "model": "Keeper", "obs": vo[0].tolist()}]
+        lines.append({"id": "last", "model": "Vector", "obs": vo[5].tolist()})
+        with dial(said["listen"]) as sock:
+            got = exchange(sock, lines)
+        status_v, rest_v = rest_infer(said["http"], "Vector", vo)
+        status_h, rest_h = rest_infer(said["http"], "Hybrid", ho, "40000")
+        with grpc.insecure_channel(said["grpc"], options=GRPC_OPTIONS) as channel:
+            stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+            grpc_v, grpc_h = grpc_infer(stub, "Vector", vo), grpc_infer(stub, "Hybrid", ho)
+    assert [a["id"] for a in got] == [line["id"] for line in lines]
+    for i in range(6):
+        v, h = got[2 * i], got[2 * i + 1]
+        assert (v["model"], v["version"], h["model"], h["version"]) == ("Vector", "100000", "Hybrid", "40000")
+        assert np.abs(np.asarray(v["continuous_actions"]) - want_v["continuous_actions"][i]).max() <= TOL
+        assert np.abs(np.asarray(h["continuous_actions"]) - want_h["continuous_actions"][i]).max() <= TOL
+        assert h["discrete_actions"] == want_h["discrete_actions"][i].tolist()
+    assert got[12] == {"id": "none", "error": "name the model: 2 are served (Hybrid, Vector)"}
+    assert got[13]["error"].startswith("model Keeper: not served (served: Hybrid, Vector)") and "model" not in got[13]
+    assert got[14]["model"] == "Vector" and "error" not in got[14]  # (the connection goes on)
+    assert status_v == status_h == 200
+    assert (rest_v["model_name"], rest_v["model_version"]) == ("Vector", "100000")
+    assert (rest_h["model_name"], rest_h["model_version"]) == ("Hybrid", "40000")
+    assert np.abs(rest_output(rest_v, "deterministic_continuous_actions") - want_v["continuous_actions"]).max() <= TOL
+    assert np.abs(rest_output(rest_h, "deterministic_continuous_actions") - want_h["continuous_actions"]).max() <= TOL
+    assert (grpc_v.model_name, grpc_v.model_version, grpc_h.model_name, grpc_h.model_version) == (
+        "Vector",
+        "100000",
+        "Hybrid",
+        "40000",
+    )
+    assert np.abs(grpc_output(grpc_v, "deterministic_continuous_actions") - want_v["continuous_actions"]).max() <= TOL
+    assert (grpc_output(grpc_h, "deterministic_discrete_actions") == want_h["discrete_actions"]).all()
+
+
+def test_a_request_may_name_a_loaded_version_and_each_answer_says_which(two_run):
+    old, new = I.load(two_run / "Vector" / "Vector-50000.pt"), I.load(two_run / "Vector" / "Vector-100000.pt")
+    obs = vector_obs(4, 3)
+    want_old, want_new = old.act(obs)["continuous_actions"], new.act(obs)["continuous_actions"]
+    assert np.abs(want_old - want_new).max() > 1e-3  # (two versions that answer apart)
+    repo = Repository([two_run], versions=2)
+    repo.poll()
+    with serving(None, ServeOptions(), repo, listen="127.0.0.1:0", http="127.0.0.1:0") as said:
+        lines = [{"id": 0, "model": "Vector", "version": 50000, "obs": obs[0].tolist()}]
+        lines += [{"id": 1, "model": "Vector", "version": "100000", "obs": obs[1].tolist()}]
+        lines += [{"id": 2, "model": "Vector", "obs": obs[2].tolist()}]
+        lines += [{"id": 3, "model": "Vector", "version": 70000, "obs": obs[3].tolist()}]
+        with dial(said["listen"]) as sock:
+            got = exchange(sock, lines)
+        _, by_rest = rest_infer(said["http"], "Vector", obs, "50000")
+        status, meta = rest(said["http"], "GET", "/v2/models/Vector/versions/50000")
+        missing, refusal = rest(said["http"], "GET", "/v2/models/Vector/versions/70000")
+        stats = rest(said["http"], "GET", "/v2/models/stats")[1]
+    assert [(a["model"], a["version"]) for a in got[:3]] == [("Vector", "50000"), ("Vector", "100000")] + [
+        ("Vector", "100000")
+    ]
+    assert np.abs(np.asarray(got[0]["continuous_actions"]) - want_old[0]).max() <= TOL
+    assert np.abs(np.asarray(got[1]["continuous_actions"]) - want_new[1]).max() <= TOL
+    assert np.abs(np.asarray(got[2]["continuous_actions"]) - want_new[2]).max() <= TOL
+    assert got[3] == {"id": 3, "error": "model Vector: version 70000 is not loaded (loaded: 50000, 100000)"}
+    assert by_rest["model_version"] == "50000"
+    assert np.abs(rest_output(by_rest, "deterministic_continuous_actions") - want_old).max() <= TOL
+    assert status == 200 and meta["name"] == "Vector"
+    assert missing == 404 and "70000" in refusal["error"]
+    rows = {(m["name"], m["version"]): m for m in stats["model_stats"]}
+    assert set(rows) == {("Vector", "50000"), ("Vector", "100000"), ("Hybrid", "40000")}
+    assert rows[("Vector", "50000")]["inference_count"] == 4 and rows[("Vector", "100000")]["inference_count"] == 0
+
+
+def test_a_flooded_model_does_not_starve_another():
+    """Model A is sent 400 lines at once (--max-batch 4: 100 passes of its own); one line of model B, sent after
+    them, is answered within the first two passes, and every pass runs at most --max-batch lines of each model."""
+    a, b = I.load(EXAMPLES / "vector"), I.load(EXAMPLES / "hybrid")
+    server = Server(None, ServeOptions(max_batch=4), {"A": ([("1", a)], "1"), "B": ([("1", b)], "1")})
+    loop = asyncio.new_event_loop()
+    server.loop, server.done = loop, loop.create_future()
+    answered_at: dict = {}
+    seen: list = []
+    pass_lines = server._answers  # (counted as each pass runs: its lines per model)
+
+    def counting(lines, scopes, info):
+        answers = pass_lines(lines, scopes, info)
+        per = {}
+        for answer in answers:
+            per[answer.get("model")] = per.get(answer.get("model"), 0) + 1
+        seen.append(per)
+        return answers
+
+    server._answers = counting
+
+    def send(model: str, obs, key):
+        line = HttpLine(json.dumps({"id": key, "model": model, "obs": obs}).encode(), loop.create_future())
+        line.future.add_done_callback(lambda _: answered_at.setdefault(key, server.passes))
+        server.waiting(line, 1)
+        return line
+
+    async def flood():
+        lines = [send("A", [0.1 * (i % 7)] * 8, f"a{i}") for i in range(400)]
+        lines.append(send("B", [0.2] * 12, "b"))
+        return [await line.future for line in lines]
+
+    try:
+        got = loop.run_until_complete(flood())
+    finally:
+        loop.close()
+    assert all("error" not in answer for _, answer in got)
+    assert answered_at["b"] <= 2  # (within two passes, while A takes 100)
+    assert max(answered_at[f"a{i}"] for i in range(400)) >= 100
+    assert all(n <= 4 for per in seen for n in per.values())
+    assert [answer["model"] for _, answer in got] == ["A"] * 400 + ["B"]
