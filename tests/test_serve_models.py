@@ -11,7 +11,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, dial, exchange, two_behaviour_run
+from conftest import EXAMPLES, copy_run, dial, exchange, list_checkpoint, two_behaviour_run, write_checkpoint
 
 import inference as I
 from mlagents_inference.fronts.serve import Server, serving
@@ -198,3 +198,129 @@ def test_a_flooded_model_does_not_starve_another():
     assert max(answered_at[f"a{i}"] for i in range(400)) >= 100
     assert all(n <= 4 for per in seen for n in per.values())
     assert [answer["model"] for _, answer in got] == ["A"] * 400 + ["B"]
+
+
+def without_newest(tmp_path, example: str, behavior: str, step: int):
+    """A copy of examples/<example> as a run still training: its checkpoint `step` held back (moved aside, its
+    record taken out of training_status.json), to be written into it later as mlagents-learn would."""
+    import shutil
+
+    run = copy_run(EXAMPLES / example, tmp_path, "run")
+    held = tmp_path / f"{behavior}-{step}.pt"
+    shutil.move(run / behavior / f"{behavior}-{step}.pt", held)
+    status_file = run / "run_logs" / "training_status.json"
+    status = json.loads(status_file.read_text())
+    status[behavior]["checkpoints"] = [c for c in status[behavior]["checkpoints"] if c["steps"] != step]
+    status_file.write_text(json.dumps(status, indent=4))
+    return run, held
+
+
+def keep_asking(kind: str, said: dict, obs: np.ndarray, answers: dict, stop) -> None:
+    """One client asking Vector again and again (JSON lines, REST or gRPC) until `stop`: (version, actions or error)
+    appended to answers[kind]."""
+    if kind == "lines":
+        sock = dial(said["listen"])
+    elif kind == "grpc":
+        channel = grpc.insecure_channel(said["grpc"], options=GRPC_OPTIONS)
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+    try:
+        for i in range(20000):  # (bounded; stopped once the last version has answered)
+            if stop.is_set() and i % 10 == 0:
+                return
+            if kind == "lines":
+                a = exchange(sock, [{"id": i, "model": "Vector", "obs": obs[0].tolist()}])[0]
+                answers[kind].append((a.get("version"), a.get("error") or np.asarray(a["continuous_actions"])[None]))
+            elif kind == "rest":
+                status, a = rest_infer(said["http"], "Vector", obs)
+                answers[kind].append(
+                    (a.get("model_version"), a.get("error") or rest_output(a, "deterministic_continuous_actions"))
+                )
+            else:
+                r = grpc_infer(stub, "Vector", obs)
+                answers[kind].append((r.model_version, grpc_output(r, "deterministic_continuous_actions")))
+    finally:
+        if kind == "lines":
+            sock.close()
+        elif kind == "grpc":
+            channel.close()
+
+
+class Lines(list):
+    def __call__(self, line: str) -> None:
+        assert "\n" not in line
+        self.append(line)
+
+
+def test_following_a_run_swaps_in_each_finished_checkpoint_while_clients_keep_asking(tmp_path):
+    """mlagents-learn's way: the .pt (and .onnx) first, training_status.json after. Three clients (JSON lines, REST,
+    gRPC) keep asking throughout: every answer equals load(<the checkpoint it names>).act(), none is refused. Then a
+    truncated .pt, a corrupt .onnx and a checkpoint that fails onnx-compare each leave the version serving, with one
+    log line each."""
+    import shutil
+    import threading
+
+    run, held = without_newest(tmp_path, "vector", "Vector", 100000)
+    obs = vector_obs(1, 5)
+    scaled_source = EXAMPLES / "vector" / "Vector" / "Vector-100000.pt"
+    log = Lines()
+    repo = Repository([run], poll_s=0.05, log=log)
+    repo.poll()
+    answers = {"lines": [], "rest": [], "grpc": []}
+    stop = threading.Event()
+
+    def seen(version: str) -> bool:
+        return all(any(v == version for v, _ in got[-5:]) for got in answers.values())
+
+    def wait_for(version: str) -> None:
+        for _ in range(6000):  # (bounded: at most about a minute)
+            if seen(version):
+                return
+            stop.wait(0.01)
+        raise AssertionError(f"version {version} never answered every client: {log}")
+
+    with serving(
+        None, ServeOptions(), repo, follow=True, listen="127.0.0.1:0", http="127.0.0.1:0", grpc="127.0.0.1:0"
+    ) as said:
+        clients = [threading.Thread(target=keep_asking, args=(k, said, obs, answers, stop)) for k in answers]
+        for client in clients:
+            client.start()
+        try:
+            wait_for("50000")
+            shutil.copyfile(held, run / "Vector" / "Vector-100000.pt")  # (the final one: Vector.onnx is its ONNX)
+            list_checkpoint(run, "Vector", 100000)
+            wait_for("100000")
+            write_checkpoint(run, "Vector", 150000, scaled_source, scale=1.5)
+            wait_for("150000")
+        finally:
+            stop.set()
+            for client in clients:
+                client.join(120)
+        (run / "Vector" / "Vector-200000.pt").write_bytes(held.read_bytes()[:5000])  # truncated
+        list_checkpoint(run, "Vector", 200000)
+        write_checkpoint(run, "Vector", 250000, scaled_source, scale=1.2)
+        (run / "Vector" / "Vector-250000.onnx").write_bytes(b"not an onnx file")  # corrupt ONNX beside it
+        onnx_50000 = run / "Vector" / "Vector-50000.onnx"
+        write_checkpoint(run, "Vector", 300000, scaled_source, scale=2.0, onnx=onnx_50000)  # fails onnx-compare
+        for _ in range(3):
+            repo.poll()
+        with dial(said["listen"]) as sock:
+            after = exchange(sock, [{"id": "after", "model": "Vector", "obs": obs[0].tolist()}])[0]
+    want = {
+        "50000": I.load(run / "Vector" / "Vector-50000.pt").act(obs)["continuous_actions"],
+        "100000": I.load(run / "Vector" / "Vector-100000.pt").act(obs)["continuous_actions"],
+        "150000": I.load(run / "Vector" / "Vector-150000.pt").act(obs)["continuous_actions"],
+    }
+    assert np.abs(want["150000"] - want["100000"]).max() > 1e-3 and np.abs(want["100000"] - want["50000"]).max() > 1e-3
+    for kind, got in answers.items():
+        assert got and all(version in want for version, _ in got), (kind, [v for v, _ in got if v not in want][:3])
+        for version, actions in got:
+            assert np.abs(np.asarray(actions) - want[version]).max() <= TOL, (kind, version)
+        versions = [v for v, _ in got]
+        assert sorted(set(versions), key=int) == ["50000", "100000", "150000"]
+        assert versions == sorted(versions, key=int)  # (a client never goes back to an older version)
+    refused = [line for line in log if "not served" in line]
+    assert len(refused) == 3, log
+    for step, why in (("200000", ""), ("250000", ""), ("300000", "differs from Vector-300000.onnx")):
+        (line,) = [x for x in refused if f"Vector-{step}.pt" in x]
+        assert why in line and "version 150000 keeps answering" in line
+    assert after["version"] == "150000" and "error" not in after

@@ -299,6 +299,13 @@ class Server(Batcher):
         conn.lines = []
         for lane in self.every_lane():
             lane.memories.forget_scope(conn.scope)  # its agents' memories go with it
+        for model, gone in list(self.gone_lanes.items()):  # (and what was remembered of those of unloaded versions)
+            for lane in gone:
+                lane.orphans.pop(conn.scope, None)
+            if not any(lane.orphans for lane in gone):
+                del self.gone_lanes[model]
+                every = self.every_lane()
+                self.only = every[0] if len(every) == 1 and len(self.serving) == 1 and not self.gone_lanes else None
         if self.stopping:
             self.check_drained()
 

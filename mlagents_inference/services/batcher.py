@@ -8,6 +8,7 @@ docs/architecture.md draws the path of a line."""
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from dataclasses import dataclass
@@ -39,10 +40,14 @@ __all__ = [
     "HttpLine",
     "TensorRequest",
     "Taken",
+    "GONE_KEPT",
     "Routed",
     "Lane",
     "Batcher",
 ]
+
+
+GONE_KEPT = 4  # a model's last unloaded versions whose agents (and V2 sequences) are refused, not moved, until reset
 
 
 RECENT_S, GATHER_TURNS = 0.002, 16  # with --max-wait-us 0, a V2 request that comes within RECENT_S of the one before
@@ -186,7 +191,27 @@ class Lane:
         self.lines = self.errors = 0
         self.batches = Histogram(BATCH_BUCKETS)
         self.gone = False
+        self.orphans: dict = {}  # once gone: scope -> the keys of the agents and sequences whose memory it held
         self.model_entry = None  # (its services.dataplane.Model, set by the server)
+
+    def leave(self) -> None:
+        """Unloaded: its memories forgotten, the keys that held one remembered (orphans), so that their next line is
+        refused rather than continued on another version."""
+        self.gone = True
+        if self.policy.settings.memory_size:
+            self.orphans = {scope: set(held[0]) for scope, held in self.memories.scopes.items() if held[0]}
+        self.memories.clear()
+
+    def orphaned(self, key, scope: str) -> bool:
+        return key in self.orphans.get(scope, ())
+
+    def adopt(self, key, scope: str) -> None:
+        """The key's memory starts again elsewhere (a reset, a sequence start, a memory given): no longer refused."""
+        keys = self.orphans.get(scope)
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self.orphans[scope]
 
     def tag(self, answer: dict) -> dict:
         answer["model"], answer["version"] = self.model, self.version
@@ -219,6 +244,7 @@ class Batcher:
         self.lanes: dict = {}  # model -> {version: Lane}
         self.serving: dict = {}  # model -> the Lane that answers a line naming no version
         self.only: Optional[Lane] = None  # the one lane, where one model of one version is served
+        self.gone_lanes: dict = {}  # model -> its last GONE_KEPT lanes unloaded whose agents' memories are remembered
         if models is None:  # one policy, as before: version "1"
             models = {str(policy.info["behavior"]): ([("1", policy)], "1")}
         for model, (versions, serving) in models.items():
@@ -242,9 +268,15 @@ class Batcher:
                 if lane is not None and lane.policy is policy
                 else Lane(model, version, policy, self.limit, self.dumps)
             )
+        gone = self.gone_lanes.setdefault(model, [])
         for version, lane in old.items():
             if lanes.get(version) is not lane:
-                lane.gone = True
+                lane.leave()
+                if lane.orphans:
+                    gone.append(lane)
+        del gone[: -GONE_KEPT or None]  # (the agents of older ones are told "not held" instead)
+        if not gone:
+            self.gone_lanes.pop(model, None)
         if lanes:
             self.lanes[model] = lanes
         else:
@@ -254,7 +286,7 @@ class Batcher:
         else:
             self.serving.pop(model, None)
         every = [lane for held in self.lanes.values() for lane in held.values()]
-        self.only = every[0] if len(every) == 1 and len(self.serving) == 1 else None
+        self.only = every[0] if len(every) == 1 and len(self.serving) == 1 and not self.gone_lanes else None
         self.answer_bytes = max((lane.answer_bytes for lane in every), default=128)
         self.info_bytes = max((lane.info_bytes for lane in every), default=128)
         self.lane_added(lanes.values())
@@ -272,7 +304,7 @@ class Batcher:
                 return raw
             raw = raw.raw
         if type(raw) is Job:
-            return Routed(raw.view.lane, raw, raw)
+            return self.route_job(raw)
         only = self.only
         if only is not None and (raw is None or (b'"model"' not in raw and b'"version"' not in raw)):
             return Routed(only, raw, raw)
@@ -306,7 +338,16 @@ class Batcher:
             lane = self.serving.get(name)
             if lane is None:
                 return Routed(None, {"id": ident, "error": f"model {name}: no verified version loaded yet"}, raw)
+            if lane.policy.settings.memory_size and ident is not None and (len(held) > 1 or name in self.gone_lanes):
+                key = scope + (str(ident) if type(ident) is int else json.dumps(ident))
+                started = msg.get("reset") is True or msg.get("memory") is not None
+                return self.stick(name, lane, key, scope, started, msg, raw, f"agent {json.dumps(ident)[:60]}")
             return Routed(lane, msg, raw)
+        return self.named_version(name, held, version, ident, msg, raw)
+
+    @staticmethod
+    def named_version(name: str, held: dict, version, ident, msg, raw) -> Routed:
+        """The lane of a version a line names (a whole number, or its digits), or its refusal naming those loaded."""
         text = (
             str(version)
             if type(version) is int and 0 <= version < 10**18
@@ -318,9 +359,8 @@ class Batcher:
         if lane is None:
             loaded = ", ".join(held)[:200]
             shown = str(version)[:40]
-            return Routed(
-                None, {"id": ident, "error": f"model {name}: version {shown} is not loaded (loaded: {loaded})"}, raw
-            )
+            error = f"model {name}: version {shown} is not loaded (loaded: {loaded})"
+            return Routed(None, {"id": ident, "error": error}, raw)
         return Routed(lane, msg, raw)
 
     def check_drained(self) -> None:
@@ -599,6 +639,60 @@ class Batcher:
         for i, answer in [*zip(rest, got), *special.items(), *((i, lines[i]) for i in jobs)]:
             answers[i] = answer
         return answers
+
+    def stick(self, name: str, lane: Lane, key, scope: str, started: bool, payload, raw, who: str) -> Routed:
+        """An agent (or V2 sequence) of an LSTM model keeps the version its memory started on: the loaded lane that
+        holds its memory, unless it starts again (`started`: a reset, a sequence start, its own memory); one whose
+        version was unloaded is refused, never moved to another version."""
+        if started:
+            for gone in self.gone_lanes.get(name, ()):
+                gone.adopt(key, scope)
+            return Routed(lane, payload, raw)
+        if key in lane.memories:
+            return Routed(lane, payload, raw)
+        for other in self.lanes.get(name, {}).values():
+            if other is not lane and key in other.memories:
+                if other.policy.settings.memory_size != lane.policy.settings.memory_size and type(payload) is Job:
+                    break  # (its request was read for the serving version's memory size: refused below)
+                if type(payload) is Job:
+                    payload.view = other.view
+                return Routed(other, payload, raw)
+        else:
+            for gone in self.gone_lanes.get(name, ()):
+                if gone.orphaned(key, scope):
+                    gone.adopt(key, scope)  # (told once; its next line starts again or is unknown, as ever)
+                    return self.refuse(
+                        payload,
+                        f"{who}: its version {gone.version} of {name} was unloaded: send "
+                        + ('"reset": true' if type(payload) is not Job else "sequence_start")
+                        + f" to start again on version {lane.version}",
+                    )
+            return Routed(lane, payload, raw)
+        return self.refuse(
+            payload,
+            f"{who}: it started on version {other.version} of {name}, whose memory size differs from version "
+            f"{lane.version}'s: name version {other.version}, or send sequence_start to start again on {lane.version}",
+        )
+
+    def refuse(self, payload, text: str) -> Routed:
+        if type(payload) is Job:
+            payload.fail(text)
+            return Routed(None, payload, payload)
+        return Routed(None, {"id": echoed_id(payload), "error": text}, payload)
+
+    def route_job(self, job: Job) -> Routed:
+        """A V2 request's lane: its view's, or for a sequence, the version it started on (stick)."""
+        lane = job.view.lane
+        if (
+            job.key is None
+            or lane is None
+            or not lane.policy.settings.memory_size
+            or (len(self.lanes.get(lane.model, ())) < 2 and lane.model not in self.gone_lanes)
+            or lane is not self.serving.get(lane.model)
+        ):
+            return Routed(lane, job, job)
+        started = bool(job.start or job.memory_given)
+        return self.stick(lane.model, lane, job.key, job.scope, started, job, job, f"sequence {job.sequence}")
 
     def read_line(self, raw):
         """answer_waiting's `loads`: a line routed already is its object ("model" and "version" taken out)."""
