@@ -243,7 +243,7 @@ class Server(Batcher):
         """Answer from `repository` (services.repository): each change of what serves a model (its follower thread, a
         pin, a rollback, an unload) swaps that model's lanes in the loop, between two passes (swap)."""
         self.repository, self.follower = repository, thread
-        repository.on_change = self.changed
+        repository.on_change = repository.on_loaded = self.changed
 
     def changed(self, model: str, version) -> None:
         """The repository's on_change (any thread): the swap is made in the loop."""
