@@ -173,4 +173,4 @@ def v2_routes(server: Batcher, web, bodies: BodyBounds) -> list:
         headers = None if length is None else {"Inference-Header-Content-Length": str(length)}
         return web.Response(body=text, status=status, content_type=kind, headers=headers)
 
-    return rest_routes(web, plane, server.dumps, bodies.read(infer))
+    return rest_routes(web, plane, server.dumps, bodies.read(infer), bodies.read, server.loads)
