@@ -395,3 +395,149 @@ def test_lstm_agents_and_sequences_keep_their_version_across_a_swap_and_are_refu
     assert refused == {"id": 1, "error": says}
     assert seq_refused[0] == 400 and "its version 50000 of Memory was unloaded" in seq_refused[1]["error"]
     assert again["version"] == "100000" and "error" not in again
+
+
+def grpc_refusal(call) -> tuple:
+    with pytest.raises(grpc.RpcError) as exc:
+        call()
+    return exc.value.code(), exc.value.details()
+
+
+def test_the_repository_api_is_refused_in_one_line_without_allow_model_control(two_run):
+    repo = Repository([two_run])
+    repo.poll()
+    with serving(None, ServeOptions(), repo, http="127.0.0.1:0", grpc="127.0.0.1:0") as said:
+        rest_calls = [
+            rest(said["http"], "POST", "/v2/repository/index"),
+            rest(said["http"], "POST", "/v2/repository/models/Vector/load"),
+            rest(said["http"], "POST", "/v2/repository/models/Vector/unload", {"parameters": {"version": "100000"}}),
+        ]
+        with grpc.insecure_channel(said["grpc"], options=GRPC_OPTIONS) as channel:
+            stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+            grpc_calls = [
+                grpc_refusal(lambda: stub.RepositoryIndex(pb.RepositoryIndexRequest(), timeout=60)),
+                grpc_refusal(lambda: stub.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name="Vector"))),
+                grpc_refusal(lambda: stub.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="Vector"))),
+            ]
+        _, still = rest_infer(said["http"], "Vector", vector_obs(1, 0))
+    says = "the repository API is off: start serve with --allow-model-control to load and unload"
+    assert rest_calls == [(403, {"error": says})] * 3
+    assert grpc_calls == [(grpc.StatusCode.PERMISSION_DENIED, says)] * 3
+    assert still["model_version"] == "100000"  # (nothing unloaded)
+
+
+def test_repository_index_load_unload_and_rollback_over_rest_and_grpc(two_run):
+    """The index lists each loaded version; a load naming a version pins it (the rollback) and every request after
+    it gets it; a load without one follows the newest again; an unload takes the model away (UNAVAILABLE, its
+    lines refused) until it is loaded again; the same through gRPC."""
+    old, new = I.load(two_run / "Vector" / "Vector-50000.pt"), I.load(two_run / "Vector" / "Vector-100000.pt")
+    obs = vector_obs(2, 4)
+    repo = Repository([two_run])
+    repo.poll()
+    options = ServeOptions(allow_model_control=True)
+    with serving(None, options, repo, listen="127.0.0.1:0", http="127.0.0.1:0", grpc="127.0.0.1:0") as said:
+        where = said["http"]
+        first = rest(where, "POST", "/v2/repository/index")
+        pinned = rest(where, "POST", "/v2/repository/models/Vector/load", {"parameters": {"version": "50000"}})
+        _, rolled_back = rest_infer(where, "Vector", obs)
+        ready_rows = rest(where, "POST", "/v2/repository/index", {"ready": True})[1]
+        following = rest(where, "POST", "/v2/repository/models/Vector/load")
+        _, newest = rest_infer(where, "Vector", obs)
+        unloaded = rest(where, "POST", "/v2/repository/models/Hybrid/unload")
+        with dial(said["listen"]) as sock:
+            refused = exchange(sock, [{"id": 1, "model": "Hybrid", "obs": hybrid_obs(1, 0)[0].tolist()}])[0]
+        after_unload = rest(where, "POST", "/v2/repository/index")[1]
+        with grpc.insecure_channel(said["grpc"], options=GRPC_OPTIONS) as channel:
+            stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+            stub.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name="Hybrid"), timeout=120)
+            request = pb.RepositoryModelLoadRequest(model_name="Vector")
+            request.parameters["version"].string_param = "50000"
+            stub.RepositoryModelLoad(request, timeout=120)
+            by_grpc = grpc_infer(stub, "Vector", obs)
+            index = stub.RepositoryIndex(pb.RepositoryIndexRequest(ready=True), timeout=60)
+            unload = pb.RepositoryModelUnloadRequest(model_name="Vector")
+            unload.parameters["version"].int64_param = 50000  # (the serving version: back to the newest other)
+            stub.RepositoryModelUnload(unload, timeout=60)
+            back = grpc_infer(stub, "Vector", obs)
+    assert first == (
+        200,
+        [
+            {"name": "Hybrid", "version": "40000", "state": "READY", "reason": "serving"},
+            {"name": "Vector", "version": "100000", "state": "READY", "reason": "serving"},
+        ],
+    )
+    assert pinned[0] == following[0] == unloaded[0] == 200
+    assert rolled_back["model_version"] == "50000"
+    assert (
+        np.abs(rest_output(rolled_back, "deterministic_continuous_actions") - old.act(obs)["continuous_actions"]).max()
+        <= TOL
+    )
+    assert {(r["name"], r["version"], r["reason"]) for r in ready_rows} == {
+        ("Hybrid", "40000", "serving"),
+        ("Vector", "50000", "serving, pinned"),
+        ("Vector", "100000", "loaded"),
+    }
+    assert newest["model_version"] == "100000"
+    assert (
+        np.abs(rest_output(newest, "deterministic_continuous_actions") - new.act(obs)["continuous_actions"]).max()
+        <= TOL
+    )
+    assert refused == {"id": 1, "error": "model Hybrid: not served (served: Vector)"}
+    assert {"name": "Hybrid", "version": "", "state": "UNAVAILABLE", "reason": "unloaded"} in after_unload
+    assert by_grpc.model_version == "50000"
+    assert (
+        np.abs(grpc_output(by_grpc, "deterministic_continuous_actions") - old.act(obs)["continuous_actions"]).max()
+        <= TOL
+    )
+    assert {(m.name, m.version) for m in index.models} >= {("Hybrid", "40000"), ("Vector", "50000")}
+    assert back.model_version == "100000"
+
+
+def test_hostile_repository_calls_get_one_line_each(two_run, tmp_path):
+    """Paths outside the served folders, '..', a link that leaves them, unknown models and versions, bad bodies, a
+    flood of load requests: one line each (a flood's surplus 503 at once), and the server answers on."""
+    import threading
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    link = two_run / "elsewhere"
+    link.symlink_to(outside, target_is_directory=True)
+    repo = Repository([two_run])
+    repo.poll()
+    try:
+        with serving(None, ServeOptions(allow_model_control=True), repo, http="127.0.0.1:0") as said:
+            where = said["http"]
+            cases = {
+                "dotdot": rest(where, "POST", "/v2/repository/models/..%2F..%2Fetc/load"),
+                "absolute": rest(where, "POST", "/v2/repository/models/%2Fetc/load"),
+                "link": rest(where, "POST", "/v2/repository/models/elsewhere%2F/load"),
+                "unknown": rest(where, "POST", "/v2/repository/models/Keeper/load"),
+                "version": rest(where, "POST", "/v2/repository/models/Vector/load", {"parameters": {"version": "7"}}),
+                "bad version": rest(
+                    where, "POST", "/v2/repository/models/Vector/load", {"parameters": {"version": "x"}}
+                ),
+                "bad body": rest(where, "POST", "/v2/repository/models/Vector/load", [1, 2]),
+                "unload unknown": rest(where, "POST", "/v2/repository/models/Keeper/unload"),
+            }
+            flood: list = []
+
+            def load() -> None:
+                flood.append(rest(where, "POST", "/v2/repository/models/Hybrid/load"))
+
+            threads = [threading.Thread(target=load) for _ in range(40)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(300)
+            _, after = rest_infer(where, "Vector", vector_obs(1, 0))
+    finally:
+        link.unlink()
+    for name, (status, body) in cases.items():
+        assert status in (400, 404) and set(body) == {"error"} and "\n" not in body["error"], (name, body)
+    assert "'..' is refused" in cases["dotdot"][1]["error"]
+    assert "leads outside the served folders" in cases["absolute"][1]["error"]
+    assert "leads outside the served folders" in cases["link"][1]["error"]
+    assert cases["unknown"][0] == 404 and cases["version"][0] == 404
+    assert len(flood) == 40 and {status for status, _ in flood} <= {200, 503}
+    assert all(body is None or "repository calls are running already" in body["error"] for _, body in flood)
+    assert after["model_version"] == "100000"
