@@ -98,6 +98,15 @@ def test_two_behaviours_of_one_run_answer_side_by_side_over_lines_rest_and_grpc(
         with grpc.insecure_channel(said["grpc"], options=GRPC_OPTIONS) as channel:
             stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
             grpc_v, grpc_h = grpc_infer(stub, "Vector", vo), grpc_infer(stub, "Hybrid", ho)
+        host, port = said["http"].rsplit(":", 1)
+        conn = http.client.HTTPConnection(host, int(port), timeout=60)
+        conn.request("GET", "/metrics")
+        metrics = conn.getresponse().read().decode()
+        conn.close()
+    # 7 lines (the last one too) and 2 V2 requests each of Vector, 6 lines and 2 V2 requests of Hybrid
+    assert 'mlagents_serve_model_lines_total{model="Vector",version="100000"} 9.0' in metrics
+    assert 'mlagents_serve_model_lines_total{model="Hybrid",version="40000"} 8.0' in metrics
+    assert 'mlagents_serve_model_batch_lines_count{model="Hybrid",version="40000"}' in metrics
     assert [a["id"] for a in got] == [line["id"] for line in lines]
     for i in range(6):
         v, h = got[2 * i], got[2 * i + 1]
