@@ -42,6 +42,9 @@ __all__ = [
     "front_class",
     "fronts_given",
     "mode_serve",
+    "several_models",
+    "model_repository",
+    "repository_models",
     "serving",
 ]
 
