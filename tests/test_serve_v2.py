@@ -1331,12 +1331,14 @@ def test_v2_parameters_are_held_to_their_protocol_types(servers):
 
 
 def test_unknown_routes_and_methods_are_refused_without_harm(servers):
-    """Routes this server lacks under /v2 (repository, shared memory, trace, logging) and a wrong method: 404 and 405
-    with a one-line {"error"} as every V2 refusal (Triton's clients read the body as JSON)."""
+    """Routes this server lacks under /v2 (shared memory, trace, logging), the repository's without
+    --allow-model-control, and a wrong method: 404, 403 and 405 with a one-line {"error"} as every V2 refusal
+    (Triton's clients read the body as JSON)."""
     srv = servers("vector")
     for method, path, status in (
         ("GET", f"/v2/models/{srv.name}/infer", 405),
-        ("POST", "/v2/repository/index", 404),
+        ("POST", "/v2/repository/index", 403),
+        ("GET", "/v2/repository/index", 405),
         ("GET", "/v2/systemsharedmemory/status", 404),
         ("POST", "/v2/cudasharedmemory/region/x/register", 404),
         ("GET", "/v2/trace/setting", 404),
