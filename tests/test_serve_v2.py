@@ -1337,7 +1337,6 @@ def test_unknown_routes_and_methods_are_refused_without_harm(servers):
     srv = servers("vector")
     for method, path, status in (
         ("GET", f"/v2/models/{srv.name}/infer", 405),
-        ("POST", "/v2/repository/index", 403),
         ("GET", "/v2/repository/index", 405),
         ("GET", "/v2/systemsharedmemory/status", 404),
         ("POST", "/v2/cudasharedmemory/region/x/register", 404),
@@ -1350,8 +1349,13 @@ def test_unknown_routes_and_methods_are_refused_without_harm(servers):
         message = json.loads(body)
         assert list(message) == ["error"] and path in message["error"] and "\n" not in message["error"], message
         assert status == 404 or headers.get("allow")  # (a 405 says what is allowed)
-    code, _ = grpc_error(lambda: srv.stub.RepositoryIndex(pb.RepositoryIndexRequest()))
-    assert code == grpc.StatusCode.UNIMPLEMENTED
+    got, _, body = rest(srv.http, "POST", "/v2/repository/index", b"{}")
+    off = "the repository API is off: start serve with --allow-model-control to load and unload"
+    assert (got, json.loads(body)) == (403, {"error": off})
+    assert grpc_error(lambda: srv.stub.RepositoryIndex(pb.RepositoryIndexRequest())) == (
+        grpc.StatusCode.PERMISSION_DENIED,
+        off,
+    )
     assert srv.stub.ServerLive(pb.ServerLiveRequest()).live
 
 
