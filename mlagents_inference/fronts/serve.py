@@ -579,7 +579,7 @@ def several_models(folder) -> bool:
 
     try:
         runs = run_folders([Path(folder)])
-        return len(discover([Path(folder)])) > 1 or runs != [Path(folder)]
+        return len(discover([Path(folder)])) > 1 or (bool(runs) and runs != [Path(folder)])
     except UsageError:
         return False
 

@@ -561,8 +561,10 @@ class Batcher:
         if only is not None:  # (one model of one version: the lines go as they are, unless one names a model)
             for line in lines:
                 kind = type(line)
-                if (kind is bytes and (b'"model"' in line or b'"version"' in line)) or (
-                    kind is Job and line.view.lane is not only
+                if (
+                    (kind is bytes and (b'"model"' in line or b'"version"' in line))
+                    or (kind is Job and line.view.lane is not only)
+                    or kind is Routed  # (routed while several lanes were served)
                 ):
                     break
             else:
@@ -581,6 +583,7 @@ class Batcher:
             routed = route(line, scopes[i])
             if routed.lane is None:
                 answers[i] = routed.payload
+                self.jobs -= type(routed.payload) is Job  # (a V2 request refused before its lane: no longer waiting)
             else:
                 groups.setdefault(routed.lane, []).append(i)
                 lines[i] = routed.payload
