@@ -11,7 +11,18 @@ import json
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, copy_run, dial, exchange, list_checkpoint, two_behaviour_run, write_checkpoint
+from conftest import (
+    EXAMPLES,
+    copy_run,
+    dial,
+    exchange,
+    list_checkpoint,
+    refused,
+    run,
+    serve_process,
+    two_behaviour_run,
+    write_checkpoint,
+)
 
 import inference as I
 from mlagents_inference.fronts.serve import Server, serving
@@ -550,3 +561,42 @@ def test_hostile_repository_calls_get_one_line_each(two_run, tmp_path):
     assert len(flood) == 40 and {status for status, _ in flood} <= {200, 503}
     assert all(body is None or "repository calls are running already" in body["error"] for _, body in flood)
     assert after["model_version"] == "100000"
+
+
+def test_the_command_line_serves_each_model_dir_given_and_refuses_what_does_not_fit(tmp_path, capsys):
+    """`--mode serve --model-dir A --model-dir B` (two run folders) serves both behaviours, each answer naming its
+    model and its newest checkpoint's step; another mode given two folders, and --follow without one, are refused
+    in one line."""
+    import shutil
+    import signal
+
+    one = copy_run(EXAMPLES / "vector", tmp_path, "one")
+    two = copy_run(EXAMPLES / "hybrid", tmp_path, "two")
+    proc, where, _ = serve_process("--model-dir", one, "--model-dir", two, "--listen", "127.0.0.1:0")
+    try:
+        with dial(where) as sock:
+            got = exchange(
+                sock,
+                [
+                    {"id": 1, "model": "Vector", "obs": vector_obs(1, 0)[0].tolist()},
+                    {"id": 2, "model": "Hybrid", "obs": hybrid_obs(1, 0)[0].tolist()},
+                    {"id": 3, "obs": vector_obs(1, 0)[0].tolist()},
+                ],
+            )
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    assert [(a.get("model"), a.get("version")) for a in got] == [
+        ("Vector", "100000"),
+        ("Hybrid", "40000"),
+        (None, None),
+    ]
+    assert "error" not in got[0] and "error" not in got[1] and got[2]["error"].startswith("name the model")
+    refused(run(capsys, "--mode", "info", "--model-dir", one, "--model-dir", two), "only --mode serve")
+    refused(run(capsys, "--mode", "serve", "--follow", "--listen", "127.0.0.1:0"), "give --model-dir")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    shutil.copytree(one / "run_logs", empty / "run_logs")
+    refused(
+        run(capsys, "--mode", "serve", "--model-dir", empty, "--follow", "--listen", "127.0.0.1:0"), "no checkpoint"
+    )
