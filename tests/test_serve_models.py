@@ -104,6 +104,7 @@ def test_two_behaviours_of_one_run_answer_side_by_side_over_lines_rest_and_grpc(
         lines.append({"id": "last", "model": "Vector", "obs": vo[5].tolist()})
         with dial(said["listen"]) as sock:
             got = exchange(sock, lines)
+        by_v1 = rest(said["http"], "POST", "/v1/act", {"id": "p", "model": "Hybrid", "obs": ho[3].tolist()})
         status_v, rest_v = rest_infer(said["http"], "Vector", vo)
         status_h, rest_h = rest_infer(said["http"], "Hybrid", ho, "40000")
         with grpc.insecure_channel(said["grpc"], options=GRPC_OPTIONS) as channel:
@@ -114,9 +115,9 @@ def test_two_behaviours_of_one_run_answer_side_by_side_over_lines_rest_and_grpc(
         conn.request("GET", "/metrics")
         metrics = conn.getresponse().read().decode()
         conn.close()
-    # 7 lines (the last one too) and 2 V2 requests each of Vector, 6 lines and 2 V2 requests of Hybrid
+    # 7 lines (the last one too) and 2 V2 requests of Vector, 7 lines (POST /v1/act's too) and 2 of Hybrid
     assert 'mlagents_serve_model_lines_total{model="Vector",version="100000"} 9.0' in metrics
-    assert 'mlagents_serve_model_lines_total{model="Hybrid",version="40000"} 8.0' in metrics
+    assert 'mlagents_serve_model_lines_total{model="Hybrid",version="40000"} 9.0' in metrics
     assert 'mlagents_serve_model_batch_lines_count{model="Hybrid",version="40000"}' in metrics
     assert [a["id"] for a in got] == [line["id"] for line in lines]
     for i in range(6):
@@ -128,6 +129,7 @@ def test_two_behaviours_of_one_run_answer_side_by_side_over_lines_rest_and_grpc(
     assert got[12] == {"id": "none", "error": "name the model: 2 are served (Hybrid, Vector)"}
     assert got[13]["error"].startswith("model Keeper: not served (served: Hybrid, Vector)") and "model" not in got[13]
     assert got[14]["model"] == "Vector" and "error" not in got[14]  # (the connection goes on)
+    assert by_v1[0] == 200 and by_v1[1] == {**got[7], "id": "p"}  # (POST /v1/act: the line Hybrid answered)
     assert status_v == status_h == 200
     assert (rest_v["model_name"], rest_v["model_version"]) == ("Vector", "100000")
     assert (rest_h["model_name"], rest_h["model_version"]) == ("Hybrid", "40000")
