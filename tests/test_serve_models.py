@@ -181,7 +181,8 @@ def test_a_request_may_name_a_loaded_version_and_each_answer_says_which(two_run)
 
 def test_a_flooded_model_does_not_starve_another():
     """Model A is sent 400 lines at once (--max-batch 4: 100 passes of its own); one line of model B, sent after
-    them, is answered within the first two passes, and every pass runs at most --max-batch lines of each model."""
+    them, is answered within the first two passes; every pass runs at most --max-batch lines of each model, in one
+    engine call per model."""
     a, b = I.load(EXAMPLES / "vector"), I.load(EXAMPLES / "hybrid")
     server = Server(None, ServeOptions(max_batch=4), {"A": ([("1", a)], "1"), "B": ([("1", b)], "1")})
     loop = asyncio.new_event_loop()
@@ -199,6 +200,15 @@ def test_a_flooded_model_does_not_starve_another():
         return answers
 
     server._answers = counting
+    calls = {"A": 0, "B": 0}
+    for name, policy in (("A", a), ("B", b)):  # (the real engines, their calls counted)
+        engine_run = policy.engine.run
+
+        def counted(*args, name=name, engine_run=engine_run, **kwargs):
+            calls[name] += 1
+            return engine_run(*args, **kwargs)
+
+        policy.engine.run = counted
 
     def send(model: str, obs, key):
         line = HttpLine(json.dumps({"id": key, "model": model, "obs": obs}).encode(), loop.create_future())
@@ -219,6 +229,7 @@ def test_a_flooded_model_does_not_starve_another():
     assert answered_at["b"] <= 2  # (within two passes, while A takes 100)
     assert max(answered_at[f"a{i}"] for i in range(400)) >= 100
     assert all(n <= 4 for per in seen for n in per.values())
+    assert calls == {"A": sum("A" in per for per in seen), "B": 1}  # (one engine call per model per pass)
     assert [answer["model"] for _, answer in got] == ["A"] * 400 + ["B"]
 
 
