@@ -204,8 +204,11 @@ class Connection(asyncio.BufferedProtocol):
 
 
 class Server(Batcher):
-    """serve's server: its model's batcher (services.batcher) with the socket connections (Connection: --listen's
-    owners), their bounds, the data plane the V2 fronts answer on, and the stop."""
+    """serve's server: the batcher of its models (services.batcher: one policy as before, or `models` {name:
+    ([(version, policy)], serving version)} from the model repository) with the socket connections (Connection:
+    --listen's owners), their bounds, the data plane the V2 fronts answer on (every model and version), the
+    repository it follows (follow: its changes swap the lanes in the loop; the V2 repository API's calls), and the
+    stop."""
 
     def __init__(self, policy, options: ServeOptions = ServeOptions(), models: Optional[dict] = None):
         super().__init__(policy, options, models)
