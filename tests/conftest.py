@@ -277,6 +277,59 @@ def copy_run(src: Path, tmp_path: Path, name: str = "run") -> Path:
     return Path(shutil.copytree(src, tmp_path / name))
 
 
+def write_checkpoint(run: Path, behavior: str, step: int, source: Path, scale=None, onnx: Path = None, listed=True):
+    """<behavior>-<step>.pt with the tensors of `source` (the head's weights times `scale`), the ONNX `onnx` copied
+    beside it, then the step listed in run_logs/training_status.json (ML-Agents' record), in that order."""
+    import torch
+
+    obj = torch.load(source, map_location="cpu", weights_only=True)
+    if scale is not None:
+        key = next(k for k in obj["Policy"] if k.endswith(("mu.weight", "branches.0.weight")))
+        obj["Policy"][key] = obj["Policy"][key] * scale
+    obj["global_step"] = {"_GlobalSteps__global_step": torch.tensor([step])}
+    path = run / behavior / f"{behavior}-{step}.pt"
+    torch.save(obj, path)
+    if onnx is not None:
+        shutil.copyfile(onnx, path.with_suffix(".onnx"))
+    if listed:
+        list_checkpoint(run, behavior, step)
+    return path
+
+
+def list_checkpoint(run: Path, behavior: str, step: int) -> None:
+    status_file = run / "run_logs" / "training_status.json"
+    status = json.loads(status_file.read_text()) if status_file.exists() else {}
+    records = status.setdefault(behavior, {}).setdefault("checkpoints", [])
+    base = f"results/{run.name}/{behavior}/{behavior}-{step}"
+    records.append(
+        {
+            "steps": step,
+            "file_path": base + ".onnx",
+            "reward": None,
+            "creation_time": time.time(),
+            "auxillary_file_paths": [base + ".pt"],
+        }
+    )
+    status_file.parent.mkdir(exist_ok=True)
+    status_file.write_text(json.dumps(status, indent=4))
+
+
+def two_behaviour_run(tmp_path: Path, name: str = "two") -> Path:
+    """A run folder of two behaviours, as mlagents-learn leaves one that trained two (a striker and a goalie, say):
+    examples/vector's Vector (50000 with its ONNX, 100000 final) and examples/hybrid's Hybrid (40000 final), their
+    records merged into one run_logs/training_status.json."""
+    import shutil
+
+    run = copy_run(EXAMPLES / "vector", tmp_path, name)
+    shutil.copytree(EXAMPLES / "hybrid" / "Hybrid", run / "Hybrid")
+    shutil.copyfile(EXAMPLES / "hybrid" / "Hybrid.onnx", run / "Hybrid.onnx")
+    status_file = run / "run_logs" / "training_status.json"
+    status = json.loads(status_file.read_text())
+    status["Hybrid"] = json.loads((EXAMPLES / "hybrid" / "run_logs" / "training_status.json").read_text())["Hybrid"]
+    status_file.write_text(json.dumps(status, indent=4))
+    return run
+
+
 def leftovers(folder) -> list:
     """The temporary files an interrupted or failed write would leave (".<name>.<random>.tmp<suffix>"), anywhere
     under `folder`."""

@@ -12,13 +12,10 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
-from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
-from conftest import EXAMPLES, ROOT, child_env, copy_run
+from conftest import EXAMPLES, ROOT, child_env, copy_run, list_checkpoint, write_checkpoint
 
 import inference
 from mlagents_inference.core.errors import UsageError
@@ -27,41 +24,6 @@ from mlagents_inference.services.repository import ModelNotFound, Repository, pa
 
 VECTOR = EXAMPLES / "vector"  # Vector: 50000 (with its ONNX beside it), 100000 (the final: Vector.onnx)
 LSTM = EXAMPLES / "lstm"  # Memory: 50000, 100000
-
-
-def write_checkpoint(run: Path, behavior: str, step: int, source: Path, scale=None, onnx: Path = None, listed=True):
-    """<behavior>-<step>.pt with the tensors of `source` (the head's weights times `scale`), the ONNX `onnx` copied
-    beside it, then the step listed in run_logs/training_status.json (ML-Agents' record), in that order."""
-    obj = torch.load(source, map_location="cpu", weights_only=True)
-    if scale is not None:
-        key = next(k for k in obj["Policy"] if k.endswith(("mu.weight", "branches.0.weight")))
-        obj["Policy"][key] = obj["Policy"][key] * scale
-    obj["global_step"] = {"_GlobalSteps__global_step": torch.tensor([step])}
-    path = run / behavior / f"{behavior}-{step}.pt"
-    torch.save(obj, path)
-    if onnx is not None:
-        shutil.copyfile(onnx, path.with_suffix(".onnx"))
-    if listed:
-        list_checkpoint(run, behavior, step)
-    return path
-
-
-def list_checkpoint(run: Path, behavior: str, step: int) -> None:
-    status_file = run / "run_logs" / "training_status.json"
-    status = json.loads(status_file.read_text()) if status_file.exists() else {}
-    records = status.setdefault(behavior, {}).setdefault("checkpoints", [])
-    base = f"results/{run.name}/{behavior}/{behavior}-{step}"
-    records.append(
-        {
-            "steps": step,
-            "file_path": base + ".onnx",
-            "reward": None,
-            "creation_time": time.time(),
-            "auxillary_file_paths": [base + ".pt"],
-        }
-    )
-    status_file.parent.mkdir(exist_ok=True)
-    status_file.write_text(json.dumps(status, indent=4))
 
 
 def first_rows(policy_or_path, rows: int = 16) -> np.ndarray:

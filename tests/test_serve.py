@@ -63,11 +63,13 @@ def server(*args, **kwargs):
 
 
 def stream(capsys, model, lines: list, *extra) -> list:
-    """The oracle: what `--mode stream` answers to the same lines, run in this process (conftest.run)."""
+    """The oracle: what `--mode stream` answers to the same lines, run in this process (conftest.run), each answer
+    with the two fields serve adds: the model (the behaviour name) and its version ("1": one policy served)."""
     text = "".join((line.decode() if isinstance(line, bytes) else json.dumps(line)) + "\n" for line in lines)
     code, out, err = run(capsys, "--mode", "stream", "--model-dir", model, *extra, stdin=text)
     assert code == 0, err
-    return [json.loads(line) for line in out.splitlines()]
+    name = spec_of(model)["behavior"]
+    return [{**json.loads(line), "model": name, "version": "1"} for line in out.splitlines()]
 
 
 def spec_of(model) -> dict:

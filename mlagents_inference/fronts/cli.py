@@ -167,7 +167,13 @@ def build_parser() -> argparse.ArgumentParser:
         "model (first that applies: --checkpoint, --model-dir, $HUGGY_MODEL_DIR, --model on the Hub, bundled sample)"
     )
     option(src, "--checkpoint", help="an ML-Agents checkpoint file, e.g. Huggy/Huggy-2000049.pt")
-    option(src, "--model-dir", help="a Hugging Face ML-Agents folder (<Behavior>.onnx, <Behavior>/*.pt, run_logs/)")
+    option(
+        src,
+        "--model-dir",
+        action="append",
+        help="a Hugging Face ML-Agents folder (<Behavior>.onnx, <Behavior>/*.pt, run_logs/); serve: also a run folder "
+        "of several behaviours or a folder of run folders, and given several times, serves each (docs/serve.md)",
+    )
     option(
         src,
         "--model",
@@ -500,6 +506,45 @@ def build_parser() -> argparse.ArgumentParser:
         needs="ray",
         help="serve --ray: Ray Serve replicas, each loading the policy once (one GPU or NPU each on accelerators)",
     )
+    option(
+        net,
+        "--follow",
+        action="store_true",
+        modes=("serve",),
+        help="serve: follow the run folders: a checkpoint mlagents-learn finishes is verified, then swapped in",
+    )
+    option(
+        net,
+        "--versions",
+        type=_whole_number(1, 1024),
+        default=None,
+        modes=("serve",),
+        help="serve: keep the newest N verified versions of each model loaded (default 1)",
+    )
+    option(
+        net,
+        "--pin",
+        metavar="MODEL:VERSION",
+        action="append",
+        modes=("serve",),
+        help="serve: hold that version (a checkpoint's step) while newer ones arrive; given several times, each",
+    )
+    option(
+        net,
+        "--allow-model-control",
+        action="store_true",
+        modes=("serve",),
+        help="serve: answer the V2 repository API (index, load, unload: rollbacks) instead of refusing it",
+    )
+    option(
+        net,
+        "--follow-poll-s",
+        type=_positive_float,
+        default=2.0,
+        modes=("serve",),
+        needs="follow",
+        help="serve --follow: how often the run folders are looked at (default 2 s)",
+    )
     p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout instead of text")
     return p
 
@@ -515,6 +560,16 @@ def _glue_option_values(argv: list, options=("--obs", "--memory")) -> list:
 
 def _flag(dest: str) -> str:
     return "--" + dest.replace("_", "-")
+
+
+def _model_dirs(args: argparse.Namespace) -> None:
+    """--model-dir given several times: serve alone takes each (args.model_dirs); args.model_dir is the first."""
+    dirs = args.model_dir or []
+    if len(dirs) > 1 and args.mode != "serve":
+        raise UsageError(f"--model-dir is given {len(dirs)} times: only --mode serve serves several folders")
+    args.model_dirs, args.model_dir = list(dirs), dirs[0] if dirs else None
+    if any(not str(d).strip() for d in dirs):
+        raise UsageError("--model-dir: empty value")
 
 
 def parse_args(argv: list) -> argparse.Namespace:
@@ -538,6 +593,7 @@ def parse_args(argv: list) -> argparse.Namespace:
     for dest, defaults in OPTION_DEFAULTS.items():
         if getattr(args, dest) is None:
             setattr(args, dest, defaults.get(args.mode, defaults["*"]))
+    _model_dirs(args)
     if args.expect_sha256 is not None and not SHA256_HEX.fullmatch(args.expect_sha256.strip()):
         raise UsageError("--expect-sha256: expected 64 hexadecimal digits")
     if args.mode in ("stream", "serve") and args.json:

@@ -15,13 +15,14 @@ import gc
 import signal
 import sys
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 from ..core.errors import UsageError
 from ..core.files import Interrupted
 from ..core.report import latency_text, percentiles
 from ..services.batcher import Batcher, ServeOptions
 from ..services.dataplane import DataPlane, local_model
+from ..services.errors import NotFound
 from ..services.serve_common import STOP_GRACE_S, Front, loop_error
 
 if TYPE_CHECKING:  # (annotations only)
@@ -33,6 +34,7 @@ __all__ = [
     "READ_BOUND",
     "UNFINISHED_BOUND",
     "LINE_COST",
+    "CONTROL_CALLS",
     "Connection",
     "Server",
     "LineFront",
@@ -40,6 +42,9 @@ __all__ = [
     "front_class",
     "fronts_given",
     "mode_serve",
+    "several_models",
+    "model_repository",
+    "repository_models",
     "serving",
 ]
 
@@ -60,6 +65,9 @@ UNFINISHED_BOUND = 64 << 20  # the unfinished lines past READ_BOUND, every conne
 
 
 LINE_COST = 64  # what a waiting line costs beside its bytes (its object and its place in the list)
+
+
+CONTROL_CALLS = 4  # the V2 repository calls (load, unload, index) running at once; more are refused at once (503)
 
 
 def _raise_open_files_limit() -> None:
@@ -196,18 +204,158 @@ class Connection(asyncio.BufferedProtocol):
 
 
 class Server(Batcher):
-    """serve's server: its model's batcher (services.batcher) with the socket connections (Connection: --listen's
-    owners), their bounds, the data plane the V2 fronts answer on, and the stop."""
+    """serve's server: the batcher of its models (services.batcher: one policy as before, or `models` {name:
+    ([(version, policy)], serving version)} from the model repository) with the socket connections (Connection:
+    --listen's owners), their bounds, the data plane the V2 fronts answer on (every model and version), the
+    repository it follows (follow: its changes swap the lanes in the loop; the V2 repository API's calls), and the
+    stop."""
 
-    def __init__(self, policy, options: ServeOptions = ServeOptions()):
-        super().__init__(policy, options)
+    def __init__(self, policy, options: ServeOptions = ServeOptions(), models: Optional[dict] = None):
+        super().__init__(policy, options, models)
         self.conns: set = set()
         self.serial = self.opened_total = 0
         self.read_view = memoryview(bytearray(READ_SIZE))
         self.slots, self.slots_wanted = max(1, UNFINISHED_BOUND // self.limit), deque()  # (unfinished long lines)
         self.started = None  # (called once every front listens: serving())
-        model = local_model(self.view, self.submit, self.max_batch)  # (V2's data plane: this server's one model)
-        self.plane = DataPlane({self.view.name: model}, lambda: bool(self.stopping), self.view.server_metadata())
+        self.plane = DataPlane(
+            {}, lambda: bool(self.stopping), self.view.server_metadata(), self.model_at, self.every_model
+        )  # (V2's data plane: every lane, a Model each)
+        for lane in self.every_lane():
+            self.lane_added([lane])
+
+    def lane_added(self, lanes) -> None:
+        for lane in lanes:
+            if lane.model_entry is None:
+                lane.model_entry = entry = local_model(lane.view, self.submit, self.max_batch)
+                entry.metadata = lambda view=lane.view: {**view.metadata(), "versions": self.versions_of(view.name)}
+
+    def versions_of(self, model: str) -> list:
+        """A model's loaded versions, oldest first (V2 metadata's "versions")."""
+        return sorted(self.lanes.get(model, {}), key=lambda v: (len(v), v))
+
+    def model_at(self, name: str, version: Optional[str] = None):
+        """V2's model `name` at `version` (None or "": the version serving): its dataplane Model, or NotFound."""
+        held = self.lanes.get(name) if isinstance(name, str) else None
+        served = ", ".join(repr(n) for n in sorted(self.lanes))[:200]
+        if held is None:
+            raise NotFound(f"unknown model {str(name)[:120]!r}: this server serves {served}")
+        if version in (None, ""):
+            lane = self.serving.get(name)
+            if lane is None:
+                raise NotFound(f"model {name!r}: no verified version loaded yet")
+        else:
+            lane = held.get(str(version))
+            if lane is None:
+                loaded = ", ".join(held)[:200]
+                raise NotFound(f"unknown version {str(version)[:40]!r} of model {name!r}: loaded {loaded}")
+        return lane.model_entry
+
+    def every_model(self) -> list:
+        return [lane.model_entry for lane in self.every_lane()]
+
+    # -- the model repository
+    def follow(self, repository, thread: bool) -> None:
+        """Answer from `repository` (services.repository): each change of what serves a model (its follower thread, a
+        pin, a rollback, an unload) swaps that model's lanes in the loop, between two passes (swap). The V2
+        repository API (the data plane's control) answers on it where --allow-model-control was given."""
+        self.repository, self.follower = repository, thread
+        repository.on_change = repository.on_loaded = self.changed
+        self.plane.control = self
+        self.allowed = self.options.allow_model_control
+        self.calls = 0  # (repository calls in flight: at most CONTROL_CALLS)
+
+    async def index(self) -> list:
+        """The repository index: a row per loaded version (READY), per model loading (LOADING), per model of the
+        served folders with no version loaded (UNAVAILABLE, with why)."""
+        from ..loaders.run_folder import discover
+
+        found = await self.loop.run_in_executor(None, discover, self.repository.roots)
+        rows, held = [], {entry["name"]: entry for entry in self.repository.models()}
+        for name in sorted(set(found) | set(held)):
+            entry = held.get(name)
+            if name in self.plane.loading:
+                rows.append({"name": name, "version": "", "state": "LOADING", "reason": "a load is running"})
+            elif entry is None or not entry["versions"]:
+                why = "unloaded" if entry is None else "no version passed verification"
+                rows.append({"name": name, "version": "", "state": "UNAVAILABLE", "reason": why})
+            else:
+                for step in entry["versions"]:
+                    serving = "serving" if step == entry["serving"] else "loaded"
+                    pinned = ", pinned" if step == entry["pinned"] else ""
+                    rows.append({"name": name, "version": str(step), "state": "READY", "reason": serving + pinned})
+        return rows
+
+    async def load(self, name: str, version: Optional[str]) -> None:
+        await self.control_call(name, self.load_now, name, version)
+
+    async def unload(self, name: str, version: Optional[str]) -> None:
+        await self.control_call(name, self.unload_now, name, version)
+
+    async def control_call(self, name: str, call, *args) -> None:
+        """A load or unload on a thread (verification takes a while; the passes go on meanwhile), at most
+        CONTROL_CALLS at a time (the rest refused at once: a flood holds no thread), the model not ready meanwhile;
+        its change reaches the lanes before the answer goes (the repository's on_change, queued first)."""
+        from ..services.errors import Unavailable
+
+        if self.calls >= CONTROL_CALLS:
+            raise Unavailable(f"{self.calls} repository calls are running already (at most {CONTROL_CALLS}); try again")
+        self.calls += 1
+        loading = name not in self.plane.loading
+        self.plane.loading.add(name)
+        try:
+            await self.loop.run_in_executor(None, call, *args)
+        finally:
+            self.calls -= 1
+            if loading:
+                self.plane.loading.discard(name)
+
+    def load_now(self, name: str, version: Optional[str]) -> None:
+        from ..core.errors import CheckFailed
+        from ..services.errors import BadRequest, Unavailable
+        from ..services.repository import ModelNotFound
+
+        repository = self.repository
+        try:
+            if name not in {entry["name"] for entry in repository.models()}:
+                repository.load(name)  # (unloaded, or given as a path under the served folders: confined)
+            if version is not None:
+                repository.pin(name, int(version))
+            else:
+                repository.load(name)
+                repository.unpin(name)
+        except ModelNotFound as exc:
+            raise NotFound(str(exc)) from None
+        except CheckFailed as exc:
+            raise BadRequest(str(exc)) from None
+        except UsageError as exc:
+            raise (Unavailable if "still running" in str(exc) else BadRequest)(str(exc)) from None
+
+    def unload_now(self, name: str, version: Optional[str]) -> None:
+        from ..services.errors import BadRequest
+        from ..services.repository import ModelNotFound
+
+        try:
+            self.repository.unload(name, None if version is None else int(version))
+        except ModelNotFound as exc:
+            raise NotFound(str(exc)) from None
+        except UsageError as exc:
+            raise BadRequest(str(exc)) from None
+
+    def changed(self, model: str, version) -> None:
+        """The repository's on_change (any thread): the swap is made in the loop."""
+        loop = self.loop
+        if loop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # (the loop closing meanwhile)
+                loop.call_soon_threadsafe(self.refresh)
+
+    def refresh(self) -> None:
+        """Every model's lanes as the repository holds them now (one read of its index; a model gone: no lanes)."""
+        models = repository_models(self.repository)
+        for name in list(self.lanes):
+            if name not in models:
+                self.swap(name, [], None)
+        for name, (versions, serving) in models.items():
+            self.swap(name, versions, serving)
 
     # -- connections
     def opened(self, conn: Connection) -> None:
@@ -245,7 +393,15 @@ class Server(Batcher):
         self.ready.pop(conn, None)
         self.waiting_lines -= len(conn.lines)
         conn.lines = []
-        self.memories.forget_scope(conn.scope)  # its agents' memories go with it
+        for lane in self.every_lane():
+            lane.memories.forget_scope(conn.scope)  # its agents' memories go with it
+        for model, gone in list(self.gone_lanes.items()):  # (and what was remembered of those of unloaded versions)
+            for lane in gone:
+                lane.orphans.pop(conn.scope, None)
+            if not any(lane.orphans for lane in gone):
+                del self.gone_lanes[model]
+                every = self.every_lane()
+                self.only = every[0] if len(every) == 1 and len(self.serving) == 1 and not self.gone_lanes else None
         if self.stopping:
             self.check_drained()
 
@@ -298,6 +454,11 @@ class Server(Batcher):
         thread), else stop() called in this loop (loop.call_soon_threadsafe)."""
         loop = self.loop = asyncio.get_running_loop()
         self.done, self.fronts = loop.create_future(), fronts
+        repository = getattr(self, "repository", None)
+        if repository is not None:
+            self.refresh()  # (what changed before the loop ran)
+            if self.follower:
+                repository.start_following()
         loop.set_exception_handler(loop_error)
         for front in fronts:
             await front.start(self)
@@ -368,7 +529,12 @@ def mode_serve(ctx: Context):
     for front in fronts:
         front.check()
     server_options = ServeOptions.from_args(a)
-    server = Server(ctx.policy, server_options)  # (the policy is loaded here, before any socket is opened)
+    repository = model_repository(ctx)
+    if repository is None:
+        server = Server(ctx.policy, server_options)  # (the policy is loaded here, before any socket is opened)
+    else:
+        server = Server(None, server_options, repository_models(repository))
+        server.follow(repository, a.follow)
     gc.freeze()  # (as the stream: what is loaded stays, a full collection need not walk it again and again)
     _raise_open_files_limit()
     loop = None
@@ -379,6 +545,8 @@ def mode_serve(ctx: Context):
         loop = asyncio.new_event_loop()
         loop.run_until_complete(server.run(fronts))
     finally:
+        if repository is not None:
+            repository.stop()
         if loop is not None:
             loop.close()
         for signum, handler in before.items():
@@ -392,10 +560,10 @@ def mode_serve(ctx: Context):
         from ..engines.factory import graph_calls_text
 
         p = latency_text(percentiles(server.latencies)) if server.latencies else {"p50_ms": "n/a", "p99_ms": "n/a"}
-        graphs = graph_calls_text(ctx.policy.engine)  # (the torch engine on a card: captures, replays, eager calls)
+        graphs = graph_calls_text(server.policy.engine)  # (the torch engine on a card: captures, replays, eager calls)
         print(
             f"[serve] lines={server.lines} errors={server.errors} p50={p['p50_ms']} p99={p['p99_ms']} "
-            f"connections={server.opened_total} engine={ctx.engine_name} device={ctx.device}"
+            f"connections={server.opened_total} engine={server.policy.engine_name} device={ctx.device}"
             + (f" graphs={graphs}" if graphs else ""),
             file=sys.stderr,
             flush=True,
@@ -405,18 +573,84 @@ def mode_serve(ctx: Context):
     return None, True
 
 
+def several_models(folder) -> bool:
+    """Whether one --model-dir holds more than one model: a run folder of several behaviours, a folder of run
+    folders."""
+    from pathlib import Path
+
+    from ..loaders.run_folder import discover, run_folders
+
+    try:
+        runs = run_folders([Path(folder)])
+        return len(discover([Path(folder)])) > 1 or (bool(runs) and runs != [Path(folder)])
+    except UsageError:
+        return False
+
+
+def model_repository(ctx: Context):
+    """The model repository serve answers from (services.repository: versions are checkpoints' steps), or None where
+    one policy is served as before (version "1"): --model-dir given more than once, a folder of several models, or
+    --follow, --versions, --pin or --allow-model-control given. Its first scan is made here (its versions loaded and
+    verified before any socket is opened); a folder where no version verifies is refused in one line."""
+    a = ctx.args
+    dirs = list(getattr(a, "model_dirs", None) or ([a.model_dir] if a.model_dir else []))
+    wanted = a.follow or a.versions is not None or a.pin or a.allow_model_control
+    if not (wanted or len(dirs) > 1 or (len(dirs) == 1 and several_models(dirs[0]))):
+        return None
+    if not dirs:
+        raise UsageError("--follow, --versions, --pin and --allow-model-control serve run folders: give --model-dir")
+    from ..services.repository import Repository
+
+    options = {
+        "device": ctx.device,
+        "dtype": a.dtype,
+        "engine": a.engine,
+        "graphs": a.graphs == "on",
+        "providers": a.providers,
+        "spin": a.spin == "on",
+        "compile": a.compile == "on",
+        "threads": a.threads,
+    }
+    repository = Repository(
+        dirs, a.versions or 1, a.pin or (), poll_s=getattr(a, "follow_poll_s", 2.0), policy_options=options
+    )
+    repository.poll()
+    index = repository.models()
+    if not any(entry["versions"] for entry in index):
+        raise UsageError(f"--model-dir {', '.join(map(str, dirs))[:300]}: no checkpoint there passed verification")
+    return repository
+
+
+def repository_models(repository) -> dict:
+    """The repository's models as the batcher takes them: {model: ([(version, policy)], serving version)}."""
+    models = {}
+    for entry in repository.models():
+        versions = []
+        for step in entry["versions"]:
+            with contextlib.suppress(UsageError):  # (swapped out since the index was read: the next change tells)
+                versions.append((str(step), repository.lookup(entry["name"], step).policy))
+        serving = entry["serving"]
+        models[entry["name"]] = (versions, None if serving is None else str(serving))
+    return models
+
+
 @contextlib.contextmanager
-def serving(policy, options: ServeOptions = ServeOptions(), **addresses):
+def serving(policy, options: ServeOptions = ServeOptions(), repository=None, follow: bool = False, **addresses):
     """The server in this process, on a thread of its own (tests, or an application embedding it): serving(policy,
     listen="127.0.0.1:0", http="127.0.0.1:0", grpc=...) yields {"listen": "HOST:PORT", "http": ...} as bound (a list
-    given: a list); leaving the block
-    stops it as SIGTERM does (every line received answered) and closes its sockets."""
+    given: a list); leaving the block stops it as SIGTERM does (every line received answered) and closes its sockets.
+    `repository` (services.repository.Repository, scanned once already; policy None): its models, followed by its
+    thread where `follow` (stopped when the block is left)."""
     import threading
 
     fronts = fronts_given(addresses)
     for front in fronts:
         front.check()
-    server = Server(policy, options)
+    if repository is None:
+        server = Server(policy, options)
+    else:
+        server = Server(None, options, repository_models(repository))
+        server.follow(repository, follow)
     loop, started = asyncio.new_event_loop(), threading.Event()
     try:
         for front in fronts:
@@ -444,6 +678,8 @@ def serving(policy, options: ServeOptions = ServeOptions(), **addresses):
         loop.call_soon_threadsafe(server.stop, signal.SIGTERM)
         thread.join(STOP_GRACE_S + 5)
     finally:
+        if repository is not None:
+            repository.stop()
         if not loop.is_running():
             _close_loop(loop)
         for front in fronts:

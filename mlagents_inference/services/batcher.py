@@ -1,17 +1,21 @@
-"""The batcher: one model's answering pass, below every serve front. The lines and V2 requests its owners hand over
-(an Owner: a socket connection, a POST /v1/act line, a V2 request) wait together and go through one answer_waiting
-call a pass (one engine call for the plain lines, the V2 requests' rows riding in it); each owner gets its answers in
-its order. As MLServer keeps its adaptive batching in a package of its own (mlserver/batching), it knows no transport:
-fronts.serve's Server adds the connections and the socket registry, fronts.serve_http and fronts.serve_grpc hand it
-HttpLines and V2 Jobs (submit). One Batcher per model (issue 44 serves several: a table of them under the data plane).
-docs/architecture.md draws the path of a line."""
+"""The batcher: the answering pass of the models served, below every serve front. The lines and V2 requests its owners
+hand over (an Owner: a socket connection, a POST /v1/act line, a V2 request) wait together; a pass routes each to its
+model's Lane (one version of one model: its policy, memories, V2 view and counts; by the line's "model" and "version"
+keys, or a V2 request's model and version) and goes through one answer_waiting call per lane (one engine call for the
+plain lines, the V2 requests' rows riding in it), each lane with a budget of its own, so that a flooded model does not
+starve another; each owner gets its answers in its order, each tagged with the model and version that answered. As
+MLServer keeps its adaptive batching in a package of its own (mlserver/batching), it knows no transport: fronts.serve's
+Server adds the connections, the socket registry and the model repository it follows, fronts.serve_http and
+fronts.serve_grpc hand it HttpLines and V2 Jobs (submit). docs/architecture.md draws the path of a line;
+docs/serve.md says how passes are shared between models."""
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from dataclasses import dataclass
-from typing import NamedTuple, Optional, Protocol
+from typing import Callable, NamedTuple, Optional, Protocol
 
 from ..core.observations import AgentMemories
 from .open_inference import Job, ModelView, claim_memories
@@ -40,8 +44,14 @@ __all__ = [
     "HttpLine",
     "TensorRequest",
     "Taken",
+    "GONE_KEPT",
+    "Routed",
+    "Lane",
     "Batcher",
 ]
+
+
+GONE_KEPT = 4  # a model's last unloaded versions whose agents (and V2 sequences) are refused, not moved, until reset
 
 
 RECENT_S, GATHER_TURNS, GATHER_MOST = 0.002, 16, 1024  # with --max-wait-us 0, a V2 request that comes within
@@ -80,6 +90,7 @@ class ServeOptions:
     allow_remote: bool = False  # listening on an address other than loopback (0.0.0.0, a LAN address) is meant
     body_timeout_s: float = 30.0  # --http: a POST's body arrives within this, else 408
     http_in_flight_bytes: int = 64 << 20  # --http: the bodies of the POSTs being read and answered, all together
+    allow_model_control: bool = False  # the V2 repository API (load, unload) answered, not refused
 
     @classmethod
     def from_args(cls, args) -> "ServeOptions":
@@ -90,6 +101,7 @@ class ServeOptions:
             bool(getattr(args, "allow_remote", False)),
             getattr(args, "body_timeout_s", 30.0),
             getattr(args, "http_in_flight_bytes", 64 << 20),
+            bool(getattr(args, "allow_model_control", False)),
         )
 
 
@@ -155,31 +167,211 @@ class Taken(NamedTuple):
     arrived: float
 
 
-class Batcher:
-    """One model's answering pass: every owner's waiting lines (and V2 requests) through one answer_waiting call a
-    pass. The holder of the owners (fronts.serve.Server) sets `loop` and `done` and, while stopping, check_drained."""
+class Routed(NamedTuple):
+    """A line whose model is known: the lane that answers it and what it hands that lane (the raw line, or its
+    object with "model" and "version" taken out); `lane` None: refused before a model was chosen, `payload` its
+    answer. `raw`: the line as it came (routed again should its lane be unloaded before it is answered)."""
 
-    def __init__(self, policy, options: ServeOptions = ServeOptions()):
-        self.policy, self.limit = policy, options.max_line_bytes
+    lane: Optional["Lane"]
+    payload: object
+    raw: object
+
+
+class Lane:
+    """One version of one model the batcher answers: its policy, its own LSTM memories (two versions never share
+    memories, nor two models), its V2 view (name, version, statistics), its counts (/metrics' model and version
+    labels). A lane unloaded is `gone`: a line already in its engine call is answered on it, no line after."""
+
+    def __init__(self, model: str, version: str, policy, limit: int, dumps: Callable):
+        self.model, self.version, self.policy = model, str(version), policy
+        self.memories = AgentMemories(MEMORY_IDS, MEMORY_BYTES, CONNECTION_MEMORY_IDS, CONNECTION_MEMORY_BYTES)
+        self.view = ModelView(policy, model, self.version)
+        self.view.lane = self
+        self.bounds = {**self.memories.bounds(), "max_line_bytes": limit}
+        s, self.info = policy.settings, policy.info  # (an answer's bytes: 24 a number; an info answer's, as it is)
+        self.answer_bytes = (
+            96
+            + len(model)
+            + len(self.version)
+            + 24 * (s.continuous_size * 2 + len(s.discrete_branches) + s.memory_size)
+        )
+        self.info_bytes = max(
+            self.answer_bytes, len(dumps({"id": None, "info": self.info, "bounds": self.bounds})) + 64 + len(model)
+        )
+        self.lines = self.errors = 0
+        self.batches = Histogram(BATCH_BUCKETS)
+        self.gone = False
+        self.orphans: dict = {}  # once gone: scope -> the keys of the agents and sequences whose memory it held
+        self.model_entry = None  # (its services.dataplane.Model, set by the server)
+
+    def leave(self) -> None:
+        """Unloaded: its memories forgotten, the keys that held one remembered (orphans), so that their next line is
+        refused rather than continued on another version."""
+        self.gone = True
+        if self.policy.settings.memory_size:
+            self.orphans = {scope: set(held[0]) for scope, held in self.memories.scopes.items() if held[0]}
+        self.memories.clear()
+
+    def orphaned(self, key, scope: str) -> bool:
+        return key in self.orphans.get(scope, ())
+
+    def adopt(self, key, scope: str) -> None:
+        """The key's memory starts again elsewhere (a reset, a sequence start, a memory given): no longer refused."""
+        keys = self.orphans.get(scope)
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self.orphans[scope]
+
+    def tag(self, answer: dict) -> dict:
+        answer["model"], answer["version"] = self.model, self.version
+        return answer
+
+
+class Batcher:
+    """The answering pass of the models served: every owner's waiting lines (and V2 requests) routed to their model's
+    lane (a version of a model: Lane) and answered through one answer_waiting call per lane a pass: one engine call per
+    model (and per version named) a pass. Each lane has its own budget in a pass (--max-batch rows, PASS_ANSWER_BYTES
+    of answers): an owner whose next line's lane has spent its budget keeps its place and waits for the next pass, and
+    the pass goes on to the others, so that a flooded model does not starve another. With one model of one version
+    (`only`) lines are routed without being read, as before. The holder of the owners (fronts.serve.Server) sets `loop`
+    and `done` and, while stopping, check_drained."""
+
+    def __init__(self, policy, options: ServeOptions = ServeOptions(), models: Optional[dict] = None):
+        self.limit = options.max_line_bytes
         self.max_batch, self.max_wait = options.max_batch, options.max_wait_us / 1e6
         self.options = options
         self.loads, self.dumps = json_codec()
-        self.memories = AgentMemories(MEMORY_IDS, MEMORY_BYTES, CONNECTION_MEMORY_IDS, CONNECTION_MEMORY_BYTES)
         self.ready: dict = {}  # owners (connections, HTTP lines, V2 requests) with lines waiting, in arrival order
         self.waiting_lines, self.timer, self.scheduled = 0, None, False
         self.stopping, self.failure, self.loop, self.done = 0, None, None, None
-        self.lines = self.errors = 0
+        self.lines = self.errors = self.passes = 0
         self.latencies: list = []
         self.latency, self.batches = Histogram(LATENCY_BUCKETS_S), Histogram(BATCH_BUCKETS)
-        self.view, self.jobs = ModelView(policy), 0  # (V2: the model as it sees it; its requests waiting)
+        self.jobs = 0  # (V2: its requests waiting)
         self.last_job, self.jobs_taken = 0.0, 0  # the last V2 request's arrival, how many were taken (gather)
         self.awaited: dict = {}  # lock-step owners answered, none of their lines back since: {owner: when}, oldest 1st
-        self.bounds = {**self.memories.bounds(), "max_line_bytes": self.limit}
-        s, self.info = policy.settings, policy.info  # (an answer's bytes: 24 a number; an info answer's, as it is)
-        self.answer_bytes = 64 + 24 * (s.continuous_size * 2 + len(s.discrete_branches) + s.memory_size)
-        self.info_bytes = max(
-            self.answer_bytes, len(self.dumps({"id": None, "info": self.info, "bounds": self.bounds}))
+        self.lanes: dict = {}  # model -> {version: Lane}
+        self.serving: dict = {}  # model -> the Lane that answers a line naming no version
+        self.only: Optional[Lane] = None  # the one lane, where one model of one version is served
+        self.gone_lanes: dict = {}  # model -> its last GONE_KEPT lanes unloaded whose agents' memories are remembered
+        if models is None:  # one policy, as before: version "1"
+            models = {str(policy.info["behavior"]): ([("1", policy)], "1")}
+        for model, (versions, serving) in models.items():
+            self.swap(model, versions, serving)
+        first = next(iter(self.serving.values()), None) or next(iter(next(iter(self.lanes.values())).values()))
+        self.policy, self.memories, self.view = first.policy, first.memories, first.view  # (the first model's)
+        self.info, self.bounds = first.info, first.bounds
+
+    def swap(self, model: str, versions: list, serving: Optional[str]) -> None:
+        """What answers `model` now: `versions` [(version, policy)] loaded (a lane each; a lane already made for
+        the same policy is kept, with its memories), `serving` the version a line naming none gets (None: not
+        ready). Lanes no longer loaded are gone. Called in the loop (between passes): every line routed after it
+        gets the new version; a pass already taken finishes on the old."""
+        old = self.lanes.get(model, {})
+        lanes = {}
+        for version, policy in versions:
+            version = str(version)
+            lane = old.get(version)
+            lanes[version] = (
+                lane
+                if lane is not None and lane.policy is policy
+                else Lane(model, version, policy, self.limit, self.dumps)
+            )
+        gone = self.gone_lanes.setdefault(model, [])
+        for version, lane in old.items():
+            if lanes.get(version) is not lane:
+                lane.leave()
+                if lane.orphans:
+                    gone.append(lane)
+        del gone[: -GONE_KEPT or None]  # (the agents of older ones are told "not held" instead)
+        if not gone:
+            self.gone_lanes.pop(model, None)
+        if lanes:
+            self.lanes[model] = lanes
+        else:
+            self.lanes.pop(model, None)
+        if serving is not None and str(serving) in lanes:
+            self.serving[model] = lanes[str(serving)]
+        else:
+            self.serving.pop(model, None)
+        every = [lane for held in self.lanes.values() for lane in held.values()]
+        self.only = every[0] if len(every) == 1 and len(self.serving) == 1 and not self.gone_lanes else None
+        self.answer_bytes = max((lane.answer_bytes for lane in every), default=128)
+        self.info_bytes = max((lane.info_bytes for lane in every), default=128)
+        self.lane_added(lanes.values())
+
+    def lane_added(self, lanes) -> None:
+        """The server's hook: lanes (new or kept) of a model after a swap."""
+
+    def every_lane(self) -> list:
+        return [lane for held in self.lanes.values() for lane in held.values()]
+
+    def route(self, raw, scope: str = "") -> Routed:
+        """The lane that answers a line (its "model" and "version" keys, taken out), or its refusal."""
+        if type(raw) is Routed:
+            if raw.lane is None or not raw.lane.gone:
+                return raw
+            raw = raw.raw
+        if type(raw) is Job:
+            return self.route_job(raw)
+        only = self.only
+        if only is not None and (raw is None or (b'"model"' not in raw and b'"version"' not in raw)):
+            return Routed(only, raw, raw)
+        one = next(iter(self.serving.values())) if len(self.serving) == 1 and len(self.lanes) == 1 else None
+        if raw is None:
+            error = f"line longer than {self.limit} bytes (--max-line-bytes)"
+            return Routed(one, raw, raw) if one else Routed(None, {"id": None, "error": error}, raw)
+        try:
+            msg = self.loads(raw)
+        except (ValueError, RecursionError):
+            msg = None
+        if type(msg) is not dict:  # (the lane's own answer says why, where there is one lane to ask)
+            if one is not None:
+                return Routed(one, raw, raw)
+            error = "line is not JSON (or nested too deep)" if msg is None else 'expected an object like {"obs": [...]}'
+            return Routed(None, {"id": None, "error": error}, raw)
+        ident = echoed_id(msg)
+        name, version = msg.pop("model", None), msg.pop("version", None)
+        served = ", ".join(sorted(self.lanes))[:200]
+        if name is None:
+            if len(self.lanes) != 1:
+                return Routed(
+                    None, {"id": ident, "error": f"name the model: {len(self.lanes)} are served ({served})"}, raw
+                )
+            name = next(iter(self.lanes))
+        held = self.lanes.get(name) if type(name) is str else None
+        if held is None:
+            shown = name[:120] if type(name) is str else str(name)[:40]
+            return Routed(None, {"id": ident, "error": f"model {shown}: not served (served: {served})"}, raw)
+        if version is None:
+            lane = self.serving.get(name)
+            if lane is None:
+                return Routed(None, {"id": ident, "error": f"model {name}: no verified version loaded yet"}, raw)
+            if lane.policy.settings.memory_size and ident is not None and (len(held) > 1 or name in self.gone_lanes):
+                key = scope + (str(ident) if type(ident) is int else json.dumps(ident))
+                started = msg.get("reset") is True or msg.get("memory") is not None
+                return self.stick(name, lane, key, scope, started, msg, raw, f"agent {json.dumps(ident)[:60]}")
+            return Routed(lane, msg, raw)
+        return self.named_version(name, held, version, ident, msg, raw)
+
+    @staticmethod
+    def named_version(name: str, held: dict, version, ident, msg, raw) -> Routed:
+        """The lane of a version a line names (a whole number, or its digits), or its refusal naming those loaded."""
+        text = (
+            str(version)
+            if type(version) is int and 0 <= version < 10**18
+            else str(int(version))
+            if type(version) is str and version.isascii() and version.isdigit() and len(version) <= 18
+            else None
         )
+        lane = held.get(text) if text is not None else None
+        if lane is None:
+            loaded = ", ".join(held)[:200]
+            shown = str(version)[:40]
+            error = f"model {name}: version {shown} is not loaded (loaded: {loaded})"
+            return Routed(None, {"id": ident, "error": error}, raw)
+        return Routed(lane, msg, raw)
 
     def check_drained(self) -> None:
         """After a pass while stopping: the owners' holder closes what is done (fronts.serve.Server)."""
@@ -242,15 +434,18 @@ class Batcher:
         return await owner.future
 
     # -- answering
-    def control(self, raw):
-        """{"info": true} (optionally with "id"): the policy's info dict; None for any other line."""
-        try:
-            msg = self.loads(raw)
-        except (ValueError, RecursionError):
-            return None
+    def control(self, raw, lane: Lane):
+        """{"info": true} (optionally with "id"): the lane's info dict; None for any other line."""
+        if type(raw) is dict:
+            msg = raw
+        else:
+            try:
+                msg = self.loads(raw)
+            except (ValueError, RecursionError):
+                return None
         if type(msg) is not dict or msg.get("info") is not True or not set(msg) <= {"info", "id"}:
             return None
-        return {"id": echoed_id(msg), "info": self.info, "bounds": self.bounds}
+        return lane.tag({"id": echoed_id(msg), "info": lane.info, "bounds": lane.bounds})
 
     def answer_pass(self) -> None:
         self.scheduled, self.timer = False, None
@@ -264,7 +459,9 @@ class Batcher:
     def _take_lines(self) -> tuple:
         """(lines, scopes, owners, info) of this pass: each ready owner's lines up to its share (about ANSWER_BYTES of
         answers; PASS_ANSWER_BYTES for all; --max-batch), the rest waiting for the next pass, that owner last in line.
-        An owner whose answers are unsent is left out until resume_writing."""
+        An owner whose answers are unsent is left out until resume_writing. Several lanes: _take_routed."""
+        if self.only is None:
+            return self._take_routed()
         lines, scopes, owners, budget, ready = [], [], [], self.max_batch or sys.maxsize, self.ready
         info = False
         later, room = [], PASS_ANSWER_BYTES
@@ -285,6 +482,47 @@ class Batcher:
             scopes += [owner.scope] * len(take)
             owners.append(Taken(owner, len(take), owner.arrived))
             budget -= getattr(owner, "weight", len(take))  # (a V2 request: its rows)
+            info = info or owner.info
+        for owner in later:
+            ready[owner] = None
+        return lines, scopes, owners, info
+
+    def _take_routed(self) -> tuple:
+        """_take_lines with several lanes: each line routed as it is taken (Routed, kept in its owner's list should
+        it wait), each lane with a budget of its own (--max-batch rows, PASS_ANSWER_BYTES); an owner whose next line's
+        lane has spent its budget keeps its place in line, and the pass goes on to the next owner."""
+        lines, scopes, owners, ready, info = [], [], [], self.ready, False
+        budgets: dict = {}  # lane -> [rows left, answer bytes left]
+        later, spent, lanes = [], 0, sum(map(len, self.lanes.values())) + 1  # (+1: the refusals' own)
+        most = self.max_batch or sys.maxsize
+        for owner in list(ready):
+            if spent >= lanes:
+                break
+            if getattr(owner, "write_paused", False):
+                del ready[owner]
+                continue
+            each = self.info_bytes if owner.info else self.answer_bytes
+            take, n, cap = owner.lines, 0, max(1, ANSWER_BYTES // each)
+            while n < len(take) and n < cap:
+                routed = take[n] = self.route(take[n], owner.scope)
+                budget = budgets.get(routed.lane)
+                if budget is None:
+                    budget = budgets[routed.lane] = [most, PASS_ANSWER_BYTES]
+                if budget[0] <= 0 or budget[1] <= 0:
+                    break
+                budget[0] -= routed.payload.rows if type(routed.payload) is Job else 1
+                budget[1] -= each
+                spent += budget[0] <= 0 or budget[1] <= 0
+                n += 1
+            if n == 0:
+                continue  # (its place kept)
+            del ready[owner]
+            got, owner.lines = take[:n], take[n:]
+            if owner.lines:
+                later.append(owner)
+            lines += got
+            scopes += [owner.scope] * n
+            owners.append(Taken(owner, n, owner.arrived))
             info = info or owner.info
         for owner in later:
             ready[owner] = None
@@ -330,41 +568,151 @@ class Batcher:
             self.check_drained()
 
     def _answers(self, lines: list, scopes: list, info: bool) -> list:
-        """A pass's answers, in order: control lines ({"info": true}) apart; V2 requests (Jobs, checked already) riding
-        in the lines' engine call (a second request of one sequence in the next call, from the first's memory)."""
+        """A pass's answers, in order: each lane's lines through one _lane_answers call (one engine call), each answer
+        of a lane tagged with its model and version; lines refused before a model was chosen answered in place."""
+        self.passes += 1
+        only = self.only
+        if only is not None:  # (one model of one version: the lines go as they are, unless one names a model)
+            for line in lines:
+                kind = type(line)
+                if (
+                    (kind is bytes and (b'"model"' in line or b'"version"' in line))
+                    or (kind is Job and line.view.lane is not only)
+                    or kind is Routed  # (routed while several lanes were served)
+                ):
+                    break
+            else:
+                answers = self._lane_answers(only, lines, scopes, info, self.loads)
+                errors = 0
+                for answer in answers:
+                    if type(answer) is not Job:
+                        answer["model"], answer["version"] = only.model, only.version
+                        errors += "error" in answer
+                only.lines += len(lines)
+                only.errors += errors
+                only.batches.add(len(lines))
+                return answers
+        route, groups, answers = self.route, {}, [None] * len(lines)
+        for i, line in enumerate(lines):
+            routed = route(line, scopes[i])
+            if routed.lane is None:
+                answers[i] = routed.payload
+                self.jobs -= type(routed.payload) is Job  # (a V2 request refused before its lane: no longer waiting)
+            else:
+                groups.setdefault(routed.lane, []).append(i)
+                lines[i] = routed.payload
+        for lane, at in groups.items():
+            if len(at) == len(lines):
+                got = self._lane_answers(lane, lines, scopes, info, self.read_line)
+            else:
+                got = self._lane_answers(lane, [lines[i] for i in at], [scopes[i] for i in at], info, self.read_line)
+            errors = 0
+            for i, answer in zip(at, got):
+                if type(answer) is not Job:
+                    lane.tag(answer)
+                    errors += "error" in answer
+                answers[i] = answer
+            lane.lines += len(at)
+            lane.errors += errors
+            lane.batches.add(len(at))
+        return answers
+
+    def _lane_answers(self, lane: Lane, lines: list, scopes: list, info: bool, loads: Callable) -> list:
+        """One lane's answers, in order: control lines ({"info": true}) apart; V2 requests (Jobs, checked already)
+        riding in the lines' engine call (a second request of one sequence in the next call, from the first's
+        memory)."""
+        policy, memories = lane.policy, lane.memories
         jobs = [i for i, line in enumerate(lines) if type(line) is Job] if self.jobs else []
         special = (
             {
                 i: a
                 for i, raw in enumerate(lines)
-                if type(raw) is bytes and b'"info"' in raw
-                for a in [self.control(raw)]
+                if (type(raw) is bytes and b'"info"' in raw) or (type(raw) is dict and "info" in raw)
+                for a in [self.control(raw, lane)]
             }
             if info
             else {}
         )
         special = {i: a for i, a in special.items() if a is not None}
         if not jobs and not special:
-            return answer_waiting(self.policy, lines, self.memories, self.loads, self.limit, scopes)
+            return answer_waiting(policy, lines, memories, loads, self.limit, scopes)
         answers: list = [None] * len(lines)
         rest = [i for i, line in enumerate(lines) if type(line) is not Job and i not in special]
         self.jobs -= len(jobs)
         started = time.perf_counter_ns()
         for i in jobs:
             lines[i].queue_ns = max(0, started - lines[i].arrived - lines[i].read_ns)
-        riders, later = claim_memories([lines[i] for i in jobs], self.memories)
+        riders, later = claim_memories([lines[i] for i in jobs], memories)
         got = answer_waiting(
-            self.policy,
+            policy,
             [lines[i] for i in rest],
-            self.memories,
-            self.loads,
+            memories,
+            loads,
             self.limit,
             [scopes[i] for i in rest],
             riders,
         )
         while later:
-            riders, later = claim_memories(later, self.memories)
-            ride_along(self.policy, [], 0, riders)
+            riders, later = claim_memories(later, memories)
+            ride_along(policy, [], 0, riders)
         for i, answer in [*zip(rest, got), *special.items(), *((i, lines[i]) for i in jobs)]:
             answers[i] = answer
         return answers
+
+    def stick(self, name: str, lane: Lane, key, scope: str, started: bool, payload, raw, who: str) -> Routed:
+        """An agent (or V2 sequence) of an LSTM model keeps the version its memory started on: the loaded lane that
+        holds its memory, unless it starts again (`started`: a reset, a sequence start, its own memory); one whose
+        version was unloaded is refused, never moved to another version."""
+        if started:
+            for gone in self.gone_lanes.get(name, ()):
+                gone.adopt(key, scope)
+            return Routed(lane, payload, raw)
+        if key in lane.memories:
+            return Routed(lane, payload, raw)
+        for other in self.lanes.get(name, {}).values():
+            if other is not lane and key in other.memories:
+                if other.policy.settings.memory_size != lane.policy.settings.memory_size and type(payload) is Job:
+                    break  # (its request was read for the serving version's memory size: refused below)
+                if type(payload) is Job:
+                    payload.view = other.view
+                return Routed(other, payload, raw)
+        else:
+            for gone in self.gone_lanes.get(name, ()):
+                if gone.orphaned(key, scope):
+                    gone.adopt(key, scope)  # (told once; its next line starts again or is unknown, as ever)
+                    return self.refuse(
+                        payload,
+                        f"{who}: its version {gone.version} of {name} was unloaded: send "
+                        + ('"reset": true' if type(payload) is not Job else "sequence_start")
+                        + f" to start again on version {lane.version}",
+                    )
+            return Routed(lane, payload, raw)
+        return self.refuse(
+            payload,
+            f"{who}: it started on version {other.version} of {name}, whose memory size differs from version "
+            f"{lane.version}'s: name version {other.version}, or send sequence_start to start again on {lane.version}",
+        )
+
+    def refuse(self, payload, text: str) -> Routed:
+        if type(payload) is Job:
+            payload.fail(text)
+            return Routed(None, payload, payload)
+        return Routed(None, {"id": echoed_id(payload), "error": text}, payload)
+
+    def route_job(self, job: Job) -> Routed:
+        """A V2 request's lane: its view's, or for a sequence, the version it started on (stick)."""
+        lane = job.view.lane
+        if (
+            job.key is None
+            or lane is None
+            or not lane.policy.settings.memory_size
+            or (len(self.lanes.get(lane.model, ())) < 2 and lane.model not in self.gone_lanes)
+            or lane is not self.serving.get(lane.model)
+        ):
+            return Routed(lane, job, job)
+        started = bool(job.start or job.memory_given)
+        return self.stick(lane.model, lane, job.key, job.scope, started, job, job, f"sequence {job.sequence}")
+
+    def read_line(self, raw):
+        """answer_waiting's `loads`: a line routed already is its object ("model" and "version" taken out)."""
+        return raw if type(raw) is dict else self.loads(raw)

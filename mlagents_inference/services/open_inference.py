@@ -110,9 +110,12 @@ class ModelView:
 
     version = "1"
 
-    def __init__(self, policy: Policy):
+    def __init__(self, policy: Policy, name: Optional[str] = None, version: Optional[str] = None):
         s = self.settings = policy.settings
-        self.policy, self.name = policy, str(policy.info["behavior"])
+        self.policy, self.name = policy, str(policy.info["behavior"]) if name is None else name
+        if version is not None:  # (serve's model repository: the checkpoint's step)
+            self.version = str(version)
+        self.lane = None  # (serve: the batcher's lane that answers this view's requests)
         self.inputs = [(i.name, "FP32", [-1, *i.shape]) for i in s.inputs]  # (cameras also take UINT8 pixels)
         self.accepts = {i.name: ("FP32", "UINT8") if i.kind == "visual" else ("FP32",) for i in s.inputs}
         self.optional = set()
@@ -148,7 +151,7 @@ class ModelView:
         if name != self.name:
             raise NotFound(f"unknown model {_brief(name)!r}: this server serves {self.name!r}")
         if version not in (None, "", self.version):
-            raise NotFound(f"unknown version {_brief(version)!r} of model {self.name!r}: it has version 1")
+            raise NotFound(f"unknown version {_brief(version)!r} of model {self.name!r}: it has version {self.version}")
 
     def server_metadata(self) -> dict:
         return {"name": SERVER_NAME, "version": __version__, "extensions": EXTENSIONS}
