@@ -330,8 +330,9 @@ def test_following_a_run_swaps_in_each_finished_checkpoint_while_clients_keep_as
                 client.join(120)
         (run / "Vector" / "Vector-200000.pt").write_bytes(held.read_bytes()[:5000])  # truncated
         list_checkpoint(run, "Vector", 200000)
-        write_checkpoint(run, "Vector", 250000, scaled_source, scale=1.2)
+        write_checkpoint(run, "Vector", 250000, scaled_source, scale=1.2, listed=False)  # (listed once whole: the
         (run / "Vector" / "Vector-250000.onnx").write_bytes(b"not an onnx file")  # corrupt ONNX beside it
+        list_checkpoint(run, "Vector", 250000)  # follower must not see it listed without its ONNX)
         onnx_50000 = run / "Vector" / "Vector-50000.onnx"
         write_checkpoint(run, "Vector", 300000, scaled_source, scale=2.0, onnx=onnx_50000)  # fails onnx-compare
         for _ in range(3):
