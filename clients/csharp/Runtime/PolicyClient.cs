@@ -508,7 +508,7 @@ namespace MLAgentsInference
             b[p++] = (byte)'[';
             for (int i = start, end = start + count; i < end; i++)
             {
-                p = Numbers.TryWriteFloat(b, p, values[i]);
+                p = Numbers.TryWriteFloat9(b, p, values[i]);
                 if (p < 0) throw new ArgumentException(What(input) + "[" + i.ToString(CultureInfo.InvariantCulture) + "] is NaN or infinite", "observations");
                 b[p++] = (byte)',';
             }
