@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import threading
+from decimal import Decimal, localcontext
 from fractions import Fraction
 from pathlib import Path
 
@@ -757,26 +758,11 @@ def test_observations_go_out_with_nine_significant_digits_and_read_back_bit_for_
     ]
 
 
-def test_answers_floats_are_read_bit_for_bit_in_every_form_a_server_may_write(built, tmp_path):
-    """A scripted server answers with float32 values as serve writes them (json.dumps of the double: up to 17
-    digits), as numpy's shortest text (positional and scientific, "e+05") and with 9 significant digits; the client's
-    ContinuousActions hold exactly those float32s, bit for bit."""
-    rng = np.random.RandomState(11)
-    bits = rng.randint(-(2**31), 2**31, 6_000, dtype=np.int64)
-    bits = np.concatenate([bits, rng.randint(0, 2**23, 300), rng.randint(1, 255, 200) << 23])  # subnormals, 2^k
-    specials = np.array([0.0, -0.0, 1e-45, -1e-45, 3.4028235e38, -3.4028235e38, 1.1754944e-38, 0.1, 1.0], np.float32)
-    bits = np.concatenate([bits, specials.view(np.int32)]).astype(np.int64)
-    values = bits[(bits >> 23) & 0xFF != 0xFF].astype(np.int32).view(np.float32)
-    forms = [
-        lambda v: json.dumps(float(v)),
-        lambda v: np.format_float_positional(v, unique=True, trim="-"),
-        lambda v: np.format_float_scientific(v, unique=True, trim="-"),
-        lambda v: f"{float(v):.8e}",
-    ]
-    width = 250
-    texts = [form(v) for form in forms for v in values]
-    texts += ["0"] * (-len(texts) % width)
-    rows = [texts[i : i + width] for i in range(0, len(texts), width)]
+def answered(built, texts: list, width: int = 250) -> np.ndarray:
+    """A scripted server answers the C# program's Act calls with `texts` as continuous actions, `width` an answer;
+    the float32s the client read from them (ContinuousActions), as int32 bits."""
+    padded = texts + ["0"] * (-len(texts) % width)
+    rows = [padded[i : i + width] for i in range(0, len(padded), width)]
     info = FAKE_INFO | {"continuous_size": width}
     listener = socket.create_server(("127.0.0.1", 0))
     listener.settimeout(60)
@@ -801,8 +787,52 @@ def test_answers_floats_are_read_bit_for_bit_in_every_form_a_server_may_write(bu
         thread.join(timeout=30)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     got = np.array([int(x) for line in r.stdout.split("\n")[:-1] for x in line.split()], np.int64).astype(np.int32)
-    want = np.concatenate([np.tile(values.view(np.int32), len(forms)), np.zeros(len(texts) - len(forms) * len(values))])
-    assert len(got) == len(want), (len(got), len(want))
+    assert len(got) == len(padded), (len(got), len(padded))
+    return got[: len(texts)]
+
+
+def test_answers_floats_are_read_bit_for_bit_in_every_form_a_server_may_write(built, tmp_path):
+    """A scripted server answers with float32 values as serve writes them (json.dumps of the double: up to 17
+    digits), as numpy's shortest text (positional and scientific, "e+05") and with 9 significant digits; the client's
+    ContinuousActions hold exactly those float32s, bit for bit."""
+    rng = np.random.RandomState(11)
+    bits = rng.randint(-(2**31), 2**31, 6_000, dtype=np.int64)
+    bits = np.concatenate([bits, rng.randint(0, 2**23, 300), rng.randint(1, 255, 200) << 23])  # subnormals, 2^k
+    specials = np.array([0.0, -0.0, 1e-45, -1e-45, 3.4028235e38, -3.4028235e38, 1.1754944e-38, 0.1, 1.0], np.float32)
+    bits = np.concatenate([bits, specials.view(np.int32)]).astype(np.int64)
+    values = bits[(bits >> 23) & 0xFF != 0xFF].astype(np.int32).view(np.float32)
+    forms = [
+        lambda v: json.dumps(float(v)),
+        lambda v: np.format_float_positional(v, unique=True, trim="-"),
+        lambda v: np.format_float_scientific(v, unique=True, trim="-"),
+        lambda v: f"{float(v):.8e}",
+    ]
+    texts = [form(v) for form in forms for v in values]
+    got = answered(built, texts)
+    want = np.tile(values.view(np.int32), len(forms))
+    wrong = np.flatnonzero(got != want)
+    assert not len(wrong), [(texts[i], int(got[i]), int(want[i])) for i in wrong[:10]]
+
+
+def test_decimals_beside_a_rounding_midpoint_read_as_the_float32_on_their_side(built):
+    """Texts of 20 significant digits, 1e-14 (relative) beyond or short of the midpoint between a float32 and its
+    neighbour away from zero, read as the float32 on their side of it: the reader keeps 17 significant digits
+    (within 5e-16 of the text); 12 would put many of the texts beyond the midpoint on its near side."""
+    rng = np.random.RandomState(12)
+    near = (rng.rand(3000) + 0.5).astype(np.float32) * (np.float32(10) ** rng.randint(-20, 21, 3000)).astype(np.float32)
+    near *= np.where(rng.rand(3000) < 0.5, -1, 1).astype(np.float32)
+    far = np.nextafter(near, near * np.float32(2))  # the neighbour away from zero
+    texts, want = [], []
+    with localcontext() as context:
+        context.prec = 20
+        for a, b in zip(near.tolist(), far.tolist()):
+            mid = (Fraction(a) + Fraction(b)) / 2
+            for side, expected in ((1, b), (-1, a)):
+                off = mid * (1 + side * Fraction(1, 10**14))
+                texts.append(str(+(Decimal(off.numerator) / Decimal(off.denominator))))
+                want.append(expected)
+    got = answered(built, texts)
+    want = np.array(want, np.float32).view(np.int32)
     wrong = np.flatnonzero(got != want)
     assert not len(wrong), [(texts[i], int(got[i]), int(want[i])) for i in wrong[:10]]
 
