@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import threading
+from decimal import Decimal, localcontext
 from fractions import Fraction
 from pathlib import Path
 
@@ -655,26 +656,113 @@ def test_floats_are_written_shortest_and_read_back_exactly_in_any_culture(built,
     ]
 
 
-def test_answers_floats_are_read_bit_for_bit_in_every_form_a_server_may_write(built, tmp_path):
-    """A scripted server answers with float32 values as serve writes them (json.dumps of the double: up to 17
-    digits), as numpy's shortest text (positional and scientific, "e+05") and with 9 significant digits; the client's
-    ContinuousActions hold exactly those float32s, bit for bit."""
-    rng = np.random.RandomState(11)
-    bits = rng.randint(-(2**31), 2**31, 6_000, dtype=np.int64)
-    bits = np.concatenate([bits, rng.randint(0, 2**23, 300), rng.randint(1, 255, 200) << 23])  # subnormals, 2^k
-    specials = np.array([0.0, -0.0, 1e-45, -1e-45, 3.4028235e38, -3.4028235e38, 1.1754944e-38, 0.1, 1.0], np.float32)
-    bits = np.concatenate([bits, specials.view(np.int32)]).astype(np.int64)
-    values = bits[(bits >> 23) & 0xFF != 0xFF].astype(np.int32).view(np.float32)
-    forms = [
-        lambda v: json.dumps(float(v)),
-        lambda v: np.format_float_positional(v, unique=True, trim="-"),
-        lambda v: np.format_float_scientific(v, unique=True, trim="-"),
-        lambda v: f"{float(v):.8e}",
+def test_observations_go_out_with_nine_significant_digits_and_read_back_bit_for_bit(built, tmp_path):
+    """ActMany writes each observation float32 with 9 significant digits, not the shortest text (integers below 1e9
+    whole): as serve reads a line (a JSON number as a double, then float32), every float32 comes back bit for bit, and
+    each text lies within 5.1e-9 relative of its float (half a unit of the 9th digit, and the double scaling's
+    2.3e-7 units: docs/performance.md); 8 digits would miss by up to 5e-8, the shortest text by half an ulp."""
+    rng = np.random.RandomState(43)
+    parts = [
+        rng.randint(-(2**31), 2**31, 120_000, dtype=np.int64),  # any pattern...
+        rng.randint(0, 2**23, 4_000) | rng.randint(0, 2, 4_000) << 31,  # ...subnormals, either sign
+        np.arange(1, 255) << 23,  # powers of two, and beside them
+        np.array([e << 23 | m for e in range(255) for m in (1, 2, 0x7FFFFE, 0x7FFFFF)]),
+        np.arange(-2000, 2000, dtype=np.float32).view(np.int32),  # integers
+        (rng.randint(-(2**23), 2**23, 2_000).astype(np.float32) + np.float32(0.5)).view(np.int32),  # halves
+        np.array(  # edges: +-0, the least subnormal, the greatest and least normal, integers past 2^24 and 1e9
+            [
+                0.0,
+                -0.0,
+                1e-45,
+                -1e-45,
+                3.4028235e38,
+                -3.4028235e38,
+                1.1754944e-38,
+                1.1754942e-38,
+                0.1,
+                1 / 3,
+                16777216,
+                16777218,
+                123456789,
+                999999999,
+                1e9,
+                2**31,
+                4294967296,
+                1e15,
+                1e16,
+                1e-5,
+                1e-6,
+                1e-7,
+                8388607.5,
+            ],
+            np.float32,
+        ).view(np.int32),
     ]
-    width = 250
-    texts = [form(v) for form in forms for v in values]
-    texts += ["0"] * (-len(texts) % width)
-    rows = [texts[i : i + width] for i in range(0, len(texts), width)]
+    bits = np.concatenate([np.asarray(x, np.int64) for x in parts]).astype(np.int64)
+    bits = bits[(bits >> 23) & 0xFF != 0xFF]  # finite only (ActMany refuses NaN and infinities before sending)
+    size, agents = 250, 16
+    bits = np.concatenate([bits, np.zeros(-len(bits) % (size * agents), np.int64)])
+    values = bits.astype(np.uint32).view(np.int32).view(np.float32)
+    (tmp_path / "bits.txt").write_text("\n".join(map(str, values.view(np.int32).tolist())) + "\n")
+    info = FAKE_INFO | {"inputs": [{"name": "obs_0", "kind": "vector", "shape": [size]}]}
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(60)
+    lines: list = []
+
+    def play():
+        with contextlib.suppress(OSError):
+            conn, _ = listener.accept()
+            with conn, conn.makefile("rb") as reader:
+                reader.readline()
+                conn.sendall(json.dumps({"id": None, "info": info}).encode() + b"\n")
+                while line := reader.readline():
+                    lines.append(line)
+                    conn.sendall(b'{"id": %d, "continuous_actions": [0, 0]}\n' % json.loads(line)["id"])
+
+    thread = threading.Thread(target=play, daemon=True)
+    thread.start()
+    try:
+        r = run_cs(built, "sends", f"127.0.0.1:{listener.getsockname()[1]}", tmp_path / "bits.txt", agents)
+    finally:
+        listener.close()
+        thread.join(timeout=60)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert len(lines) * size == len(values)
+    texts = [t for line in lines for t in re.fullmatch(rb'\{"id":\d+,"obs":\[(.*)\]\}\n', line).group(1).split(b",")]
+    assert all(re.fullmatch(rb"-?(0|[1-9][0-9]*)(\.[0-9]+)?(e-?[0-9]+)?", t) for t in texts)  # JSON, no decimal comma
+    back = np.array([v for line in lines for v in json.loads(line)["obs"]], np.float64).astype(np.float32)
+    wrong = np.flatnonzero(back.view(np.int32) != values.view(np.int32))
+    assert not len(wrong), [(texts[i], float(values[i])) for i in wrong[:10]]
+    assert all(len(re.sub(rb"e.*|[-.]", b"", t).strip(b"0")) <= 9 for t in texts)
+    bound = Fraction(51, 10**10)
+    far = [
+        (t, v)
+        for t, v in zip(texts, values.tolist())
+        if abs(Fraction(t.decode()) - Fraction(v)) > bound * abs(Fraction(v))
+    ]
+    assert not far, far[:10]
+    text = dict(zip(values.view(np.int32).tolist(), texts))
+    shown = [
+        text[int(b)]
+        for b in np.array([0.1, -0.0, 0.0, 1e-45, 3.4028235e38, 1e-7, 16777218, 1e9], np.float32).view(np.int32)
+    ]
+    assert shown == [
+        b"0.100000001",
+        b"-0.0",
+        b"0",
+        b"1.40129846e-45",
+        b"3.40282347e38",
+        b"1.00000001e-7",
+        b"16777218",
+        b"1000000000",
+    ]
+
+
+def answered(built, texts: list, width: int = 250) -> np.ndarray:
+    """A scripted server answers the C# program's Act calls with `texts` as continuous actions, `width` an answer;
+    the float32s the client read from them (ContinuousActions), as int32 bits."""
+    padded = texts + ["0"] * (-len(texts) % width)
+    rows = [padded[i : i + width] for i in range(0, len(padded), width)]
     info = FAKE_INFO | {"continuous_size": width}
     listener = socket.create_server(("127.0.0.1", 0))
     listener.settimeout(60)
@@ -699,8 +787,52 @@ def test_answers_floats_are_read_bit_for_bit_in_every_form_a_server_may_write(bu
         thread.join(timeout=30)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     got = np.array([int(x) for line in r.stdout.split("\n")[:-1] for x in line.split()], np.int64).astype(np.int32)
-    want = np.concatenate([np.tile(values.view(np.int32), len(forms)), np.zeros(len(texts) - len(forms) * len(values))])
-    assert len(got) == len(want), (len(got), len(want))
+    assert len(got) == len(padded), (len(got), len(padded))
+    return got[: len(texts)]
+
+
+def test_answers_floats_are_read_bit_for_bit_in_every_form_a_server_may_write(built, tmp_path):
+    """A scripted server answers with float32 values as serve writes them (json.dumps of the double: up to 17
+    digits), as numpy's shortest text (positional and scientific, "e+05") and with 9 significant digits; the client's
+    ContinuousActions hold exactly those float32s, bit for bit."""
+    rng = np.random.RandomState(11)
+    bits = rng.randint(-(2**31), 2**31, 6_000, dtype=np.int64)
+    bits = np.concatenate([bits, rng.randint(0, 2**23, 300), rng.randint(1, 255, 200) << 23])  # subnormals, 2^k
+    specials = np.array([0.0, -0.0, 1e-45, -1e-45, 3.4028235e38, -3.4028235e38, 1.1754944e-38, 0.1, 1.0], np.float32)
+    bits = np.concatenate([bits, specials.view(np.int32)]).astype(np.int64)
+    values = bits[(bits >> 23) & 0xFF != 0xFF].astype(np.int32).view(np.float32)
+    forms = [
+        lambda v: json.dumps(float(v)),
+        lambda v: np.format_float_positional(v, unique=True, trim="-"),
+        lambda v: np.format_float_scientific(v, unique=True, trim="-"),
+        lambda v: f"{float(v):.8e}",
+    ]
+    texts = [form(v) for form in forms for v in values]
+    got = answered(built, texts)
+    want = np.tile(values.view(np.int32), len(forms))
+    wrong = np.flatnonzero(got != want)
+    assert not len(wrong), [(texts[i], int(got[i]), int(want[i])) for i in wrong[:10]]
+
+
+def test_decimals_beside_a_rounding_midpoint_read_as_the_float32_on_their_side(built):
+    """Texts of 20 significant digits, 1e-14 (relative) beyond or short of the midpoint between a float32 and its
+    neighbour away from zero, read as the float32 on their side of it: the reader keeps 17 significant digits
+    (within 5e-16 of the text); 12 would put many of the texts beyond the midpoint on its near side."""
+    rng = np.random.RandomState(12)
+    near = (rng.rand(3000) + 0.5).astype(np.float32) * (np.float32(10) ** rng.randint(-20, 21, 3000)).astype(np.float32)
+    near *= np.where(rng.rand(3000) < 0.5, -1, 1).astype(np.float32)
+    far = np.nextafter(near, near * np.float32(2))  # the neighbour away from zero
+    texts, want = [], []
+    with localcontext() as context:
+        context.prec = 20
+        for a, b in zip(near.tolist(), far.tolist()):
+            mid = (Fraction(a) + Fraction(b)) / 2
+            for side, expected in ((1, b), (-1, a)):
+                off = mid * (1 + side * Fraction(1, 10**14))
+                texts.append(str(+(Decimal(off.numerator) / Decimal(off.denominator))))
+                want.append(expected)
+    got = answered(built, texts)
+    want = np.array(want, np.float32).view(np.int32)
     wrong = np.flatnonzero(got != want)
     assert not len(wrong), [(texts[i], int(got[i]), int(want[i])) for i in wrong[:10]]
 

@@ -10,8 +10,8 @@ benchmark, not a test; docs/performance.md): the bundled Huggy (59 inputs, 21 co
 Clients, alternating on the same server, each measurement `--repeat` times (medians):
 - C#: PolicyClient.Act and PolicyClient.ActMany under Mono (formats the float32 observations, parses and checks every
   answer), one `mono` process per measurement, its warm-up rounds untimed;
-- Python raw: a socket with lines encoded before the clock starts (as bench_serve.py's clients; the same bytes the C#
-  client writes), counting newlines: no client work, the floor;
+- Python raw: a socket with lines encoded before the clock starts (as bench_serve.py's clients; each float32 in its
+  shortest text), counting newlines: no client work, the floor;
 - Python json: the raw socket of docs/serve.md, json.dumps of each line and json.loads of each answer, timed;
 - with --before DIR: also C# built from DIR/clients/csharp (a checkout of the code before, e.g. a git worktree), in
   the same turns, right after this tree's C#.
@@ -96,8 +96,8 @@ def percentiles(times: list) -> tuple:
 
 
 def raw_line(agent: int, values: np.ndarray) -> bytes:
-    """A line as the C# client writes it (each float32 in its shortest text), so that the server reads the same
-    bytes."""
+    """A line with each float32 in its shortest text: the bytes the C# client wrote before it took 9 fixed digits
+    (issue 43), whose lines are 11 % longer; serve's parse of either costs the same (docs/performance.md)."""
     return b'{"id":%d,"obs":[%s]}\n' % (
         agent,
         ",".join(np.format_float_positional(v, unique=True, trim="-") for v in values).encode(),

@@ -408,7 +408,7 @@ namespace MLAgentsInference
                     }
                     _out[_outLength++] = (byte)']';
                 }
-                if (_resets.Contains(agentId)) PutAscii(",\"reset\":true");
+                if (_resets.Count > 0 && _resets.Contains(agentId)) PutAscii(",\"reset\":true");
                 if (stochastic)
                 {
                     PutAscii(",\"stochastic\":true,\"seed\":");
@@ -508,7 +508,7 @@ namespace MLAgentsInference
             b[p++] = (byte)'[';
             for (int i = start, end = start + count; i < end; i++)
             {
-                p = Numbers.TryWriteFloat(b, p, values[i]);
+                p = Numbers.TryWriteFloat9(b, p, values[i]);
                 if (p < 0) throw new ArgumentException(What(input) + "[" + i.ToString(CultureInfo.InvariantCulture) + "] is NaN or infinite", "observations");
                 b[p++] = (byte)',';
             }
@@ -688,7 +688,7 @@ namespace MLAgentsInference
                     if (discrete[k] < 0 || discrete[k] >= info.DiscreteBranches[k])
                         throw new FormatException("discrete action " + discrete[k].ToString(CultureInfo.InvariantCulture) + " is outside branch " + k.ToString(CultureInfo.InvariantCulture) + Excerpt(start, end));
             }
-            _resets.Remove(expected);
+            if (_resets.Count > 0) _resets.Remove(expected);
             if (info.MemorySize > 0) _known.Add(expected);
             return new PolicyAction(expected, continuous ?? NoFloats, discrete ?? NoInts, memory ?? NoFloats);
         }

@@ -19,7 +19,7 @@ internal static class ClientTests
     {
         if (args.Length < 1)
         {
-            Console.Error.WriteLine("usage: ClientTests.exe policy|faults|goaway|floats|answers|json|refs ARGS...");
+            Console.Error.WriteLine("usage: ClientTests.exe policy|faults|goaway|floats|answers|sends|json|refs ARGS...");
             return 2;
         }
         try
@@ -31,6 +31,7 @@ internal static class ClientTests
                 case "goaway": GoAway(args[1]); break;
                 case "floats": return Floats(args[1], args[2]);
                 case "answers": return Answers(args[1], int.Parse(args[2], CultureInfo.InvariantCulture));
+                case "sends": return Sends(args[1], args[2], int.Parse(args[3], CultureInfo.InvariantCulture));
                 case "json": JsonCases(Load(args[1])); break;
                 case "refs": // the assemblies the library references: .NET Standard 2.0's own only
                     foreach (var name in System.Reflection.Assembly.LoadFrom(args[1]).GetReferencedAssemblies()) Console.WriteLine("REF " + name.Name);
@@ -521,6 +522,32 @@ internal static class ClientTests
             }
         }
         Console.Out.Write(output.ToString());
+        return 0;
+    }
+
+    // -- sends: the float32s of a file (their int32 bits, a line each) as observations through ActMany, `agents` agents
+    // a step, each agent's observation the next Info.Inputs[0].Size values (the file holds a whole number of steps)
+
+    private static int Sends(string address, string path, int agents)
+    {
+        string[] lines = File.ReadAllLines(path);
+        using (PolicyClient client = PolicyClient.Open(address))
+        {
+            int size = client.Info.Inputs[0].Size, next = 0;
+            var ids = new long[agents];
+            for (int a = 0; a < agents; a++) ids[a] = a;
+            while (next < lines.Length)
+            {
+                var observations = new float[agents][];
+                for (int a = 0; a < agents; a++)
+                {
+                    observations[a] = new float[size];
+                    for (int i = 0; i < size; i++)
+                        observations[a][i] = new FloatBits { Bits = int.Parse(lines[next++], CultureInfo.InvariantCulture) }.Value;
+                }
+                client.ActMany(ids, observations);
+            }
+        }
         return 0;
     }
 
