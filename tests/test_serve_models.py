@@ -98,6 +98,15 @@ def test_two_behaviours_of_one_run_answer_side_by_side_over_lines_rest_and_grpc(
         with grpc.insecure_channel(said["grpc"], options=GRPC_OPTIONS) as channel:
             stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
             grpc_v, grpc_h = grpc_infer(stub, "Vector", vo), grpc_infer(stub, "Hybrid", ho)
+        host, port = said["http"].rsplit(":", 1)
+        conn = http.client.HTTPConnection(host, int(port), timeout=60)
+        conn.request("GET", "/metrics")
+        metrics = conn.getresponse().read().decode()
+        conn.close()
+    # 7 lines (the last one too) and 2 V2 requests each of Vector, 6 lines and 2 V2 requests of Hybrid
+    assert 'mlagents_serve_model_lines_total{model="Vector",version="100000"} 9.0' in metrics
+    assert 'mlagents_serve_model_lines_total{model="Hybrid",version="40000"} 8.0' in metrics
+    assert 'mlagents_serve_model_batch_lines_count{model="Hybrid",version="40000"}' in metrics
     assert [a["id"] for a in got] == [line["id"] for line in lines]
     for i in range(6):
         v, h = got[2 * i], got[2 * i + 1]
@@ -324,3 +333,220 @@ def test_following_a_run_swaps_in_each_finished_checkpoint_while_clients_keep_as
         (line,) = [x for x in refused if f"Vector-{step}.pt" in x]
         assert why in line and "version 150000 keeps answering" in line
     assert after["version"] == "150000" and "error" not in after
+
+
+def rollout(policy, steps: np.ndarray, memory=None) -> tuple:
+    """A local rollout of one agent: each step's (discrete actions, next memory), from `memory` (zeros)."""
+    out = []
+    for obs in steps:
+        got = policy.act(obs[None], memory=memory)
+        memory = got["memory"]
+        out.append((got["discrete_actions"][0].tolist(), memory[0]))
+    return out
+
+
+def test_lstm_agents_and_sequences_keep_their_version_across_a_swap_and_are_refused_once_it_is_unloaded(tmp_path):
+    """Memory (an LSTM) serves 50000; 8 agents (JSON lines) and a V2 sequence start on it; 100000 is swapped in
+    (--versions 2: both loaded). The 8 go on on 50000, 8 new agents start on 100000, a reset agent moves to 100000,
+    each equal to its local rollout. Once 50000 is unloaded, an old agent's line and the old sequence's request are
+    refused in one line each, never continued on 100000."""
+    import shutil
+
+    run, held = without_newest(tmp_path, "lstm", "Memory", 100000)
+    old, new = I.load(run / "Memory" / "Memory-50000.pt"), I.load(held)
+    steps = np.random.RandomState(9).uniform(-1, 1, (24, 6, 10)).astype(np.float32)  # (agent, step, obs)
+    repo = Repository([run], versions=2)
+    repo.poll()
+
+    def line(agent: int, t: int, **extra) -> dict:
+        return {"id": agent, "model": "Memory", "obs": steps[agent % 24, t].tolist(), **extra}
+
+    def sequence(where: str, t: int, start: bool = False) -> tuple:
+        body = {
+            "parameters": {"sequence_id": 7, "sequence_start": start},
+            "inputs": [{"name": "obs_0", "datatype": "FP32", "shape": [1, 10], "data": steps[23, t].tolist()}],
+        }
+        return rest(where, "POST", "/v2/models/Memory/infer", body)
+
+    with serving(None, ServeOptions(), repo, listen="127.0.0.1:0", http="127.0.0.1:0") as said:
+        with dial(said["listen"]) as sock:
+            before = [exchange(sock, [line(a, t) for a in range(8)]) for t in range(3)]
+            seq_before = [sequence(said["http"], t, start=t == 0) for t in range(3)]
+            shutil.copyfile(held, run / "Memory" / "Memory-100000.pt")  # (the final one: Memory.onnx is its ONNX)
+            list_checkpoint(run, "Memory", 100000)
+            repo.poll()  # (its swap reaches the server's loop before any line sent after it)
+            after = [exchange(sock, [line(a, t) for a in range(8)]) for t in range(3, 6)]
+            fresh = [exchange(sock, [line(a, t) for a in range(8, 16)]) for t in range(3)]
+            reset = exchange(sock, [line(0, 0, reset=True)])[0]
+            seq_after = sequence(said["http"], 3)
+            repo.unload("Memory", 50000)
+            refused = exchange(sock, [line(1, 6 % 6)])[0]
+            seq_refused = sequence(said["http"], 4)
+            again = exchange(sock, [line(1, 0, reset=True)])[0]
+    old_runs = [rollout(old, steps[a]) for a in range(8)]
+    for t, answers in enumerate(before + after):
+        for a, answer in enumerate(answers):
+            assert (answer["model"], answer["version"]) == ("Memory", "50000"), answer
+            assert answer["discrete_actions"] == old_runs[a][t][0]
+            assert np.abs(np.asarray(answer["memory"]) - old_runs[a][t][1]).max() <= TOL
+    for t, answers in enumerate(fresh):
+        for a, answer in enumerate(answers):
+            want = rollout(new, steps[8 + a, :3])[t]
+            assert answer["version"] == "100000" and answer["discrete_actions"] == want[0]
+            assert np.abs(np.asarray(answer["memory"]) - want[1]).max() <= TOL
+    assert reset["version"] == "100000"
+    assert np.abs(np.asarray(reset["memory"]) - rollout(new, steps[0, :1])[0][1]).max() <= TOL
+    seq_want = rollout(old, steps[23, :4])
+    for t, (status, answer) in enumerate([*seq_before, seq_after]):
+        assert status == 200 and answer["model_version"] == "50000"
+        assert np.abs(rest_output(answer, "recurrent_out").reshape(-1) - seq_want[t][1]).max() <= TOL
+    says = 'agent 1: its version 50000 of Memory was unloaded: send "reset": true to start again on version 100000'
+    assert refused == {"id": 1, "error": says}
+    assert seq_refused[0] == 400 and "its version 50000 of Memory was unloaded" in seq_refused[1]["error"]
+    assert again["version"] == "100000" and "error" not in again
+
+
+def grpc_refusal(call) -> tuple:
+    with pytest.raises(grpc.RpcError) as exc:
+        call()
+    return exc.value.code(), exc.value.details()
+
+
+def test_the_repository_api_is_refused_in_one_line_without_allow_model_control(two_run):
+    repo = Repository([two_run])
+    repo.poll()
+    with serving(None, ServeOptions(), repo, http="127.0.0.1:0", grpc="127.0.0.1:0") as said:
+        rest_calls = [
+            rest(said["http"], "POST", "/v2/repository/index"),
+            rest(said["http"], "POST", "/v2/repository/models/Vector/load"),
+            rest(said["http"], "POST", "/v2/repository/models/Vector/unload", {"parameters": {"version": "100000"}}),
+        ]
+        with grpc.insecure_channel(said["grpc"], options=GRPC_OPTIONS) as channel:
+            stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+            grpc_calls = [
+                grpc_refusal(lambda: stub.RepositoryIndex(pb.RepositoryIndexRequest(), timeout=60)),
+                grpc_refusal(lambda: stub.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name="Vector"))),
+                grpc_refusal(lambda: stub.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="Vector"))),
+            ]
+        _, still = rest_infer(said["http"], "Vector", vector_obs(1, 0))
+    says = "the repository API is off: start serve with --allow-model-control to load and unload"
+    assert rest_calls == [(403, {"error": says})] * 3
+    assert grpc_calls == [(grpc.StatusCode.PERMISSION_DENIED, says)] * 3
+    assert still["model_version"] == "100000"  # (nothing unloaded)
+
+
+def test_repository_index_load_unload_and_rollback_over_rest_and_grpc(two_run):
+    """The index lists each loaded version; a load naming a version pins it (the rollback) and every request after
+    it gets it; a load without one follows the newest again; an unload takes the model away (UNAVAILABLE, its
+    lines refused) until it is loaded again; the same through gRPC."""
+    old, new = I.load(two_run / "Vector" / "Vector-50000.pt"), I.load(two_run / "Vector" / "Vector-100000.pt")
+    obs = vector_obs(2, 4)
+    repo = Repository([two_run])
+    repo.poll()
+    options = ServeOptions(allow_model_control=True)
+    with serving(None, options, repo, listen="127.0.0.1:0", http="127.0.0.1:0", grpc="127.0.0.1:0") as said:
+        where = said["http"]
+        first = rest(where, "POST", "/v2/repository/index")
+        pinned = rest(where, "POST", "/v2/repository/models/Vector/load", {"parameters": {"version": "50000"}})
+        _, rolled_back = rest_infer(where, "Vector", obs)
+        ready_rows = rest(where, "POST", "/v2/repository/index", {"ready": True})[1]
+        following = rest(where, "POST", "/v2/repository/models/Vector/load")
+        _, newest = rest_infer(where, "Vector", obs)
+        unloaded = rest(where, "POST", "/v2/repository/models/Hybrid/unload")
+        with dial(said["listen"]) as sock:
+            refused = exchange(sock, [{"id": 1, "model": "Hybrid", "obs": hybrid_obs(1, 0)[0].tolist()}])[0]
+        after_unload = rest(where, "POST", "/v2/repository/index")[1]
+        with grpc.insecure_channel(said["grpc"], options=GRPC_OPTIONS) as channel:
+            stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+            stub.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name="Hybrid"), timeout=120)
+            request = pb.RepositoryModelLoadRequest(model_name="Vector")
+            request.parameters["version"].string_param = "50000"
+            stub.RepositoryModelLoad(request, timeout=120)
+            by_grpc = grpc_infer(stub, "Vector", obs)
+            index = stub.RepositoryIndex(pb.RepositoryIndexRequest(ready=True), timeout=60)
+            unload = pb.RepositoryModelUnloadRequest(model_name="Vector")
+            unload.parameters["version"].int64_param = 50000  # (the serving version: back to the newest other)
+            stub.RepositoryModelUnload(unload, timeout=60)
+            back = grpc_infer(stub, "Vector", obs)
+    assert first == (
+        200,
+        [
+            {"name": "Hybrid", "version": "40000", "state": "READY", "reason": "serving"},
+            {"name": "Vector", "version": "100000", "state": "READY", "reason": "serving"},
+        ],
+    )
+    assert pinned[0] == following[0] == unloaded[0] == 200
+    assert rolled_back["model_version"] == "50000"
+    assert (
+        np.abs(rest_output(rolled_back, "deterministic_continuous_actions") - old.act(obs)["continuous_actions"]).max()
+        <= TOL
+    )
+    assert {(r["name"], r["version"], r["reason"]) for r in ready_rows} == {
+        ("Hybrid", "40000", "serving"),
+        ("Vector", "50000", "serving, pinned"),
+        ("Vector", "100000", "loaded"),
+    }
+    assert newest["model_version"] == "100000"
+    assert (
+        np.abs(rest_output(newest, "deterministic_continuous_actions") - new.act(obs)["continuous_actions"]).max()
+        <= TOL
+    )
+    assert refused == {"id": 1, "error": "model Hybrid: not served (served: Vector)"}
+    assert {"name": "Hybrid", "version": "", "state": "UNAVAILABLE", "reason": "unloaded"} in after_unload
+    assert by_grpc.model_version == "50000"
+    assert (
+        np.abs(grpc_output(by_grpc, "deterministic_continuous_actions") - old.act(obs)["continuous_actions"]).max()
+        <= TOL
+    )
+    assert {(m.name, m.version) for m in index.models} >= {("Hybrid", "40000"), ("Vector", "50000")}
+    assert back.model_version == "100000"
+
+
+def test_hostile_repository_calls_get_one_line_each(two_run, tmp_path):
+    """Paths outside the served folders, '..', a link that leaves them, unknown models and versions, bad bodies, a
+    flood of load requests: one line each (a flood's surplus 503 at once), and the server answers on."""
+    import threading
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    link = two_run / "elsewhere"
+    link.symlink_to(outside, target_is_directory=True)
+    repo = Repository([two_run])
+    repo.poll()
+    try:
+        with serving(None, ServeOptions(allow_model_control=True), repo, http="127.0.0.1:0") as said:
+            where = said["http"]
+            cases = {
+                "dotdot": rest(where, "POST", "/v2/repository/models/..%2F..%2Fetc/load"),
+                "absolute": rest(where, "POST", "/v2/repository/models/%2Fetc/load"),
+                "link": rest(where, "POST", "/v2/repository/models/elsewhere%2F/load"),
+                "unknown": rest(where, "POST", "/v2/repository/models/Keeper/load"),
+                "version": rest(where, "POST", "/v2/repository/models/Vector/load", {"parameters": {"version": "7"}}),
+                "bad version": rest(
+                    where, "POST", "/v2/repository/models/Vector/load", {"parameters": {"version": "x"}}
+                ),
+                "bad body": rest(where, "POST", "/v2/repository/models/Vector/load", [1, 2]),
+                "unload unknown": rest(where, "POST", "/v2/repository/models/Keeper/unload"),
+            }
+            flood: list = []
+
+            def load() -> None:
+                flood.append(rest(where, "POST", "/v2/repository/models/Hybrid/load"))
+
+            threads = [threading.Thread(target=load) for _ in range(40)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(300)
+            _, after = rest_infer(where, "Vector", vector_obs(1, 0))
+    finally:
+        link.unlink()
+    for name, (status, body) in cases.items():
+        assert status in (400, 404) and set(body) == {"error"} and "\n" not in body["error"], (name, body)
+    assert "'..' is refused" in cases["dotdot"][1]["error"]
+    assert "leads outside the served folders" in cases["absolute"][1]["error"]
+    assert "leads outside the served folders" in cases["link"][1]["error"]
+    assert cases["unknown"][0] == 404 and cases["version"][0] == 404
+    assert len(flood) == 40 and {status for status, _ in flood} <= {200, 503}
+    assert all(body is None or "repository calls are running already" in body["error"] for _, body in flood)
+    assert after["model_version"] == "100000"

@@ -557,3 +557,58 @@ def _get(where: str, path: str) -> bytes:
         return r.read()
     finally:
         conn.close()
+
+
+@pytest.mark.parametrize("client", ["http", "grpc"])
+def test_tritonclient_repository_index_load_and_unload_on_two_behaviours(v2, client, tmp_path):
+    """tritonclient's get_model_repository_index, unload_model and load_model on a run folder of two behaviours
+    (serve with --allow-model-control): the index lists both, an unloaded model is UNAVAILABLE and its inference
+    refused, loaded again it answers as load(<its checkpoint>).act() within 1e-5."""
+    from conftest import two_behaviour_run
+
+    from mlagents_inference.fronts.serve import serving
+    from mlagents_inference.services.batcher import ServeOptions
+    from mlagents_inference.services.repository import Repository
+
+    mod = getattr(v2, client)
+    run = two_behaviour_run(tmp_path)
+    repo = Repository([run])
+    repo.poll()
+    obs = np.random.RandomState(2).uniform(-1, 1, (3, 12)).astype(np.float32)
+    want = I.load(run / "Hybrid" / "Hybrid-40000.pt").act(obs)
+
+    def index(c) -> set:
+        got = c.get_model_repository_index()
+        rows = got if client == "http" else json.loads(json.dumps(_dict_index(got)))
+        return {(r["name"], r.get("version", ""), r["state"]) for r in rows}
+
+    def infer(c):
+        tensor = mod.InferInput("obs_0", list(obs.shape), "FP32")
+        tensor.set_data_from_numpy(obs)
+        return c.infer("Hybrid", [tensor])
+
+    with serving(None, ServeOptions(allow_model_control=True), repo, http="127.0.0.1:0", grpc="127.0.0.1:0") as said:
+        c = mod.InferenceServerClient(said[client])
+        before = index(c)
+        c.unload_model("Hybrid")
+        unloaded = index(c)
+        with pytest.raises(v2.utils.InferenceServerException) as refused:
+            infer(c)
+        c.load_model("Hybrid")
+        ready = c.is_model_ready("Hybrid")
+        result = infer(c)
+        c.close()
+    assert before == {("Hybrid", "40000", "READY"), ("Vector", "100000", "READY")}
+    assert ("Hybrid", "", "UNAVAILABLE") in unloaded and ("Vector", "100000", "READY") in unloaded
+    assert "Hybrid" in refused.value.message() and "\n" not in refused.value.message()
+    assert ready
+    got = result.as_numpy("deterministic_continuous_actions")
+    assert np.abs(got - want["continuous_actions"]).max() <= 1e-5
+    assert (result.as_numpy("deterministic_discrete_actions") == want["discrete_actions"]).all()
+    response = result.get_response()
+    assert (response["model_version"] if client == "http" else response.model_version) == "40000"
+
+
+def _dict_index(message) -> list:
+    """A gRPC RepositoryIndexResponse as the REST index's rows."""
+    return [{"name": m.name, "version": m.version, "state": m.state, "reason": m.reason} for m in message.models]

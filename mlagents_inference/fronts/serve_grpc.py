@@ -14,7 +14,7 @@ import sys
 
 from ..core.errors import UsageError
 from ..services.batcher import Batcher
-from ..services.dataplane import grpc_error, grpc_infer
+from ..services.dataplane import grpc_error, grpc_infer, named_version
 from ..services.open_inference import owner_of
 from ..services.serve_common import Front, tell_limited
 
@@ -171,7 +171,8 @@ def metadata_bound():
 class V2Service:
     """inference.GRPCInferenceService's methods over the server's data plane (services.dataplane: each method one of
     its calls, a refusal's status from grpc_error); add_service joins them to the generated servicer class, which
-    answers UNIMPLEMENTED for the repository, shared-memory, trace and log methods."""
+    answers UNIMPLEMENTED for the shared-memory, trace and log methods; the repository methods are answered where
+    --allow-model-control was given (else PERMISSION_DENIED, one line)."""
 
     def __init__(self, server: Batcher):
         import grpc
@@ -219,6 +220,36 @@ class V2Service:
     async def ModelStatistics(self, request, context):
         stats = await self.asked(context, self.plane.model_statistics, request.name, request.version)
         return self.parse(stats, self.pb.ModelStatisticsResponse())
+
+    async def RepositoryIndex(self, request, context):
+        rows = await self.control(context, self.plane.repository_index, request.ready)
+        return self.pb.RepositoryIndexResponse(models=[self.pb.RepositoryIndexResponse.ModelIndex(**r) for r in rows])
+
+    async def RepositoryModelLoad(self, request, context):
+        version = await self.asked(context, self.version_of, request)
+        await self.control(context, self.plane.repository_load, request.model_name, version)
+        return self.pb.RepositoryModelLoadResponse()
+
+    async def RepositoryModelUnload(self, request, context):
+        version = await self.asked(context, self.version_of, request)
+        await self.control(context, self.plane.repository_unload, request.model_name, version)
+        return self.pb.RepositoryModelUnloadResponse()
+
+    @staticmethod
+    def version_of(request):
+        """A load's or unload's "version" parameter (string_param or int64_param), or None."""
+        if "version" not in request.parameters:
+            return None
+        param = request.parameters["version"]
+        kind = param.WhichOneof("parameter_choice")
+        return named_version({"version": getattr(param, kind) if kind in ("string_param", "int64_param") else "?"})
+
+    async def control(self, context, what, *args):
+        """The data plane's repository call, or the call aborted with its refusal's status."""
+        try:
+            return await what(*args)
+        except UsageError as exc:
+            await context.abort(*grpc_error(self.codes, exc))
 
     async def ModelInfer(self, request, context):
         response = await self.answered(request, owner_of("grpc:" + str(context.peer())))

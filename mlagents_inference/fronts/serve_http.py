@@ -18,6 +18,9 @@ from ..services.serve_common import Front, OneLineLog, tell_limited, v2_route_er
 __all__ = ["NEED_HTTP", "HttpFront", "start_http", "v2_routes", "BodyBounds"]
 
 
+LABELS = ["model", "version"]  # (the per-model metrics' labels)
+
+
 NEED_HTTP = 'serve --http needs aiohttp and prometheus-client: pip install ".[serve]" (or aiohttp prometheus-client)'
 
 
@@ -61,6 +64,23 @@ async def start_http(server: Batcher, sock: socket.socket):
                 buckets=s.batches.buckets(),
                 sum_value=s.batches.sum,
             )
+            lines = CounterMetricFamily(
+                "mlagents_serve_model_lines", "lines and V2 requests answered, per model and version", labels=LABELS
+            )
+            errors = CounterMetricFamily(
+                "mlagents_serve_model_error_answers", "error answers, per model", labels=LABELS
+            )
+            batches = HistogramMetricFamily(
+                "mlagents_serve_model_batch_lines", "lines per engine call, per model and version", labels=LABELS
+            )
+            for lane in s.every_lane():
+                labels = [lane.model, lane.version]
+                lines.add_metric(labels, lane.lines)
+                errors.add_metric(labels, lane.errors)
+                batches.add_metric(labels, lane.batches.buckets(), lane.batches.sum)
+            yield lines
+            yield errors
+            yield batches
             yield HistogramMetricFamily(
                 "mlagents_serve_latency_seconds",
                 "from the read that brought a line to the write of its answer",
@@ -173,4 +193,4 @@ def v2_routes(server: Batcher, web, bodies: BodyBounds) -> list:
         headers = None if length is None else {"Inference-Header-Content-Length": str(length)}
         return web.Response(body=text, status=status, content_type=kind, headers=headers)
 
-    return rest_routes(web, plane, server.dumps, bodies.read(infer))
+    return rest_routes(web, plane, server.dumps, bodies.read(infer), bodies.read, server.loads)

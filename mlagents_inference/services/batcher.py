@@ -82,6 +82,7 @@ class ServeOptions:
     allow_remote: bool = False  # listening on an address other than loopback (0.0.0.0, a LAN address) is meant
     body_timeout_s: float = 30.0  # --http: a POST's body arrives within this, else 408
     http_in_flight_bytes: int = 64 << 20  # --http: the bodies of the POSTs being read and answered, all together
+    allow_model_control: bool = False  # the V2 repository API (load, unload) answered, not refused
 
     @classmethod
     def from_args(cls, args) -> "ServeOptions":
@@ -92,6 +93,7 @@ class ServeOptions:
             bool(getattr(args, "allow_remote", False)),
             getattr(args, "body_timeout_s", 30.0),
             getattr(args, "http_in_flight_bytes", 64 << 20),
+            bool(getattr(args, "allow_model_control", False)),
         )
 
 

@@ -13,10 +13,22 @@ import time
 from typing import Callable, Optional
 
 from ..core.errors import UsageError
-from .errors import RequestError, Unavailable, typed
+from .errors import BadRequest, Forbidden, RequestError, Unavailable, typed
 from .open_inference import ModelView, grpc_answer, grpc_request, rest_answer, rest_request
 
-__all__ = ["Model", "local_model", "DataPlane", "rest_error", "grpc_error", "rest_infer", "grpc_infer", "rest_routes"]
+__all__ = [
+    "Model",
+    "local_model",
+    "DataPlane",
+    "rest_error",
+    "grpc_error",
+    "rest_infer",
+    "grpc_infer",
+    "control_parameters",
+    "named_version",
+    "rest_routes",
+    "repository_routes",
+]
 
 
 class Model:
@@ -50,6 +62,8 @@ class DataPlane:
     ):
         self.models, self.stopping, self.server = models, stopping, server
         self.lookup, self.every = lookup, every
+        self.loading: set = set()  # models being loaded by a repository call: not ready meanwhile
+        self.control = None  # the repository API's answerer (index, load, unload: serve's Server), or None: off
 
     def live(self) -> bool:
         return True
@@ -70,7 +84,27 @@ class DataPlane:
 
     def model_ready(self, name: str, version: Optional[str] = None) -> bool:
         self.model(name, version)
-        return self.ready()
+        return self.ready() and name not in self.loading
+
+    # -- the repository API (Triton's model repository extension): off unless serve's --allow-model-control
+    def controller(self):
+        if self.control is None or not self.control.allowed:
+            raise Forbidden("the repository API is off: start serve with --allow-model-control to load and unload")
+        return self.control
+
+    async def repository_index(self, ready: bool = False) -> list:
+        """[{"name", "version", "state", "reason"}]: each loaded version, each model with none (UNAVAILABLE), each
+        model loading (LOADING); `ready`: the READY rows alone."""
+        rows = await self.controller().index()
+        return [row for row in rows if row["state"] == "READY"] if ready else rows
+
+    async def repository_load(self, name: str, version: Optional[str] = None) -> None:
+        """Load `name` (follow its newest verified version), or with `version`, pin that version (the rollback)."""
+        await self.controller().load(name, version)
+
+    async def repository_unload(self, name: str, version: Optional[str] = None) -> None:
+        """Unload `name`, or only its `version` (the version serving falls back to the newest other one)."""
+        await self.controller().unload(name, version)
 
     def model_metadata(self, name: str, version: Optional[str] = None) -> dict:
         return self.model(name, version).metadata()
@@ -176,9 +210,37 @@ async def grpc_infer(plane: DataPlane, request, pb, codes, owner: str = ""):
         return grpc_error(codes, exc)
 
 
-def rest_routes(web, plane: DataPlane, dumps, infer: Callable) -> list:
+def control_parameters(body: Optional[bytes], loads: Callable) -> dict:
+    """A repository call's JSON body ({"ready": ...} for the index, {"parameters": {...}} for load and unload): the
+    object, {} where empty; BadRequest for anything else."""
+    if body is None:
+        raise BadRequest("the request's body is longer than --max-line-bytes")
+    if not body.strip():
+        return {}
+    try:
+        obj = loads(body)
+    except (ValueError, RecursionError):
+        obj = None
+    if type(obj) is not dict or type(obj.get("parameters", {})) is not dict:
+        raise BadRequest('expected a JSON object, e.g. {"parameters": {"version": "100000"}}')
+    return obj
+
+
+def named_version(parameters: dict) -> Optional[str]:
+    """The "version" parameter of a load or unload (a checkpoint's step), or None."""
+    version = parameters.get("version")
+    if version is None or version == "":
+        return None
+    text = str(version)
+    if type(version) not in (int, str) or not text.isascii() or not text.isdigit() or len(text) > 18:
+        raise BadRequest(f'parameter "version": expected a checkpoint\'s step, not {text[:40]!r}')
+    return str(int(text))
+
+
+def rest_routes(web, plane: DataPlane, dumps, infer: Callable, read: Optional[Callable] = None, loads=None) -> list:
     """The V2 REST routes over `plane` (aiohttp's `web` handed in); `infer`: the front's handler of POST .../infer (it
-    reads the body within its own bounds, then rest_infer, or forwards it to a replica)."""
+    reads the body within its own bounds, then rest_infer, or forwards it to a replica); `read` (the front's body
+    reader, as infer's) with `loads`: the repository API's routes too."""
 
     def answer(obj, status: int = 200):
         return web.Response(body=dumps(obj), status=status, content_type="application/json")
@@ -220,10 +282,48 @@ def rest_routes(web, plane: DataPlane, dumps, infer: Callable) -> list:
             web.get(base + "/stats", about(plane.model_statistics)),
             web.post(base + "/infer", infer),
         ]
+    if read is not None:
+        routes += repository_routes(web, plane, dumps, read, loads)
     return [
         web.get("/v2/health/live", live),
         web.get("/v2/health/ready", ready),
         web.get("/v2", server_metadata),
         web.get("/v2/models/stats", all_stats),
         *routes,
+    ]
+
+
+def repository_routes(web, plane: DataPlane, dumps, read: Callable, loads: Callable) -> list:
+    """POST /v2/repository/index, /v2/repository/models/{model}/load and .../unload (Triton's model repository
+    extension), each body read by `read`."""
+
+    def answer(obj, status: int = 200):
+        return web.Response(body=dumps(obj), status=status, content_type="application/json")
+
+    def refusal(exc: UsageError):
+        status, text = rest_error(exc, dumps)
+        return web.Response(body=text, status=status, content_type="application/json")
+
+    async def index(request, body):
+        try:
+            rows = await plane.repository_index(control_parameters(body, loads).get("ready") is True)
+        except UsageError as exc:
+            return refusal(exc)
+        return answer(rows)
+
+    def change(call: Callable):
+        async def handler(request, body):
+            try:
+                version = named_version(control_parameters(body, loads).get("parameters", {}))
+                await call(request.match_info["model"], version)
+            except UsageError as exc:
+                return refusal(exc)
+            return web.Response(status=200)
+
+        return handler
+
+    return [
+        web.post("/v2/repository/index", read(index)),
+        web.post("/v2/repository/models/{model}/load", read(change(plane.repository_load))),
+        web.post("/v2/repository/models/{model}/unload", read(change(plane.repository_unload))),
     ]

@@ -5,7 +5,7 @@ every refusal of this program."""
 
 from ..core.errors import UsageError
 
-__all__ = ["RequestError", "BadRequest", "NotFound", "Unavailable", "EngineFailed", "typed"]
+__all__ = ["RequestError", "BadRequest", "Forbidden", "NotFound", "Unavailable", "EngineFailed", "typed"]
 
 
 class RequestError(UsageError):
@@ -16,6 +16,13 @@ class RequestError(UsageError):
 
 class BadRequest(RequestError):
     """What the request holds does not fit the model or the protocol: 400 / INVALID_ARGUMENT."""
+
+
+class Forbidden(RequestError):
+    """A call this server was not started to answer (the repository API without --allow-model-control): 403 /
+    PERMISSION_DENIED."""
+
+    status, code = 403, "PERMISSION_DENIED"
 
 
 class NotFound(RequestError):

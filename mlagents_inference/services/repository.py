@@ -135,7 +135,8 @@ class Repository:
 
     `versions`: the newest N verified versions kept loaded per model (a pinned one besides). `pins`: MODEL:VERSION
     held while newer ones arrive. `on_change(model, version)`: called, in order, after each change of what serves a
-    model (a newer verified version, a pin, a rollback, an unload: None). `log(line)`: one line per refused file (and
+    model (a newer verified version, a pin, a rollback, an unload: None); `on_loaded(model, version)` likewise after a
+    change of its loaded versions alone (serve answers each of them). `log(line)`: one line per refused file (and
     per change of it). `settle_s`: how long a checkpoint that training_status.json does not list must hold its size
     still. `poll_s`: the follower's interval. `policy_options`: Policy's arguments (device, engine, ...)."""
 
@@ -159,6 +160,7 @@ class Repository:
         if not self.roots:
             raise UsageError("--model-dir: give at least one folder")
         self.versions, self.on_change, self.log, self.tol = versions, on_change, log, tol
+        self.on_loaded: Optional[Callable] = None
         self.poll_s, self.busy_s, self.policy_options = poll_s, busy_s, dict(policy_options or {})
         self.watch = CheckpointWatch(settle_s, clock)
         self._pins = dict(parse_pin(p) for p in pins)
@@ -302,11 +304,23 @@ class Repository:
             table[name] = state
         self._table = table
         was, now = before.serving if before else None, state.serving if state else None
+        if (
+            was is now
+            and self.on_loaded is not None
+            and (before.loaded if before else ()) != (state.loaded if state else ())
+        ):
+            self._hook(self.on_loaded, name, now)
         if was is not now and self.on_change is not None:
             try:
                 self.on_change(name, now)
             except Exception as exc:  # the data plane's business; the repository goes on
                 self._tell(f"on_change({name}): {_reason(exc, Path())}")
+
+    def _hook(self, hook: Callable, name: str, version) -> None:
+        try:
+            hook(name, version)
+        except Exception as exc:  # the data plane's business; the repository goes on
+            self._tell(f"on_loaded({name}): {_reason(exc, Path())}")
 
     def _settled_state(self, state: ModelState) -> ModelState:
         """Keep the newest `versions` (the pinned one besides), and serve the pinned one, else the newest."""
