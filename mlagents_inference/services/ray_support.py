@@ -15,7 +15,16 @@ from ..core.files import handlers_kept
 if TYPE_CHECKING:  # (annotations only)
     from .context import Context
 
-__all__ = ["ray_model", "ray_policy", "ray_init", "copy_package", "ray_unreachable", "ray_failure"]
+__all__ = [
+    "ray_model",
+    "ray_version",
+    "ray_options",
+    "ray_policy",
+    "ray_init",
+    "copy_package",
+    "ray_unreachable",
+    "ray_failure",
+]
 
 
 def ray_model(ctx: Context) -> dict:
@@ -29,6 +38,29 @@ def ray_model(ctx: Context) -> dict:
         "model_dir": src.model_dir and str(Path(src.model_dir).resolve()),
         "behavior": src.behavior,
         "expect_sha256": args.expect_sha256,
+        **ray_options(ctx),
+    }
+
+
+def ray_version(ctx: Context, behavior: str, run, checkpoint) -> dict:
+    """ray_model for one version of a model repository's model (serve --ray of run folders): its checkpoint, the
+    ML-Agents ONNX written with it where there is one, its run folder; verified by the repository in this command."""
+    path = Path(checkpoint).resolve()
+    onnx = path.with_suffix(".onnx")
+    return {
+        "checkpoint": str(path),
+        "onnx": str(onnx) if onnx.is_file() else None,
+        "model_dir": str(Path(run).resolve()),
+        "behavior": behavior,
+        "expect_sha256": None,
+        **ray_options(ctx),
+    }
+
+
+def ray_options(ctx: Context) -> dict:
+    """How a Ray worker builds its policy (engine, device, precision...), as this command's options say."""
+    args = ctx.args
+    return {
         "goal_input": args.goal_input,
         "device": ctx.device.type,
         "dtype": args.dtype,
