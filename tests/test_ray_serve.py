@@ -25,7 +25,7 @@ from typing import Optional
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, ROOT, child_env, cli, two_behaviour_run
+from conftest import EXAMPLES, ROOT, child_env, cli, two_behaviour_run, write_checkpoint
 
 pytestmark = pytest.mark.ray
 pytest.importorskip("ray.serve", reason="serve --ray needs Ray Serve: pip install -r requirements-ray.txt")
@@ -639,9 +639,53 @@ def test_two_behaviours_of_a_run_folder_are_a_deployment_each_routed_by_model(tm
         out = next(o for o in answer["outputs"] if o["name"] == "deterministic_continuous_actions")
         assert np.abs(np.asarray(out["data"]).reshape(out["shape"]) - want["continuous_actions"]).max() <= 1e-5
     assert unknown[0] == 404 and "40000" in unknown[1]
-    follow = cli("--mode", "serve", "--model-dir", run, "--ray", "local", "--http", "127.0.0.1:0", "--follow")
-    assert follow.returncode == 2 and len(follow.stderr.strip().splitlines()) == 1, follow.stderr
-    assert "--follow: not with --ray" in follow.stderr
+    versions = cli("--mode", "serve", "--model-dir", run, "--ray", "local", "--http", "127.0.0.1:0", "--versions", 2)
+    assert versions.returncode == 2 and len(versions.stderr.strip().splitlines()) == 1, versions.stderr
+    assert "--versions: not with --ray yet" in versions.stderr
+
+
+def test_following_a_run_on_ray_rolls_a_new_version_out_by_the_deployments_update(tmp_path):
+    """serve --ray --follow: a checkpoint mlagents-learn finishes (files first, training_status.json after) is
+    verified in the command, then rolled out to its model's deployment by a new user_config (Ray Serve's lightweight
+    update: PolicyReplica.reconfigure); the other model keeps its version; every answer equals its version's
+    checkpoint and names it; one line on stderr says so."""
+    import inference as I
+
+    run = two_behaviour_run(tmp_path)
+    obs = np.random.RandomState(6).uniform(-1, 1, 8).astype(np.float32)
+    server = Server(tmp_path, "--ray", "local", "--model-dir", run, "--follow", "--follow-poll-s", "0.5")
+    try:
+        line = json.dumps({"id": 1, "model": "Vector", "obs": obs.tolist()}).encode()
+        before = json.loads(server.post(line))
+        newer = write_checkpoint(run, "Vector", 150000, run / "Vector" / "Vector-100000.pt", scale=1.5)
+        seen, deadline = [], time.monotonic() + 120
+        while time.monotonic() < deadline:  # (bounded: until an answer names the new version, or 120 s)
+            answer = json.loads(server.post(line))
+            seen.append(answer["version"])
+            if answer["version"] == "150000":
+                break
+            time.sleep(0.2)
+        after = [json.loads(server.post(line)) for _ in range(3)]
+        hybrid = json.loads(server.post(json.dumps({"id": 2, "model": "Hybrid", "obs": [0.0] * 12}).encode()))
+        for _ in range(300):  # (bounded: the rollout's line once Ray Serve says the application runs again)
+            if "rolled out" in (said := server.err.read_text()):
+                break
+            time.sleep(0.2)
+    finally:
+        code, _, _ = server.stop()
+    assert code == 0
+    assert (before["model"], before["version"]) == ("Vector", "100000")
+    want_before = I.load(run / "Vector" / "Vector-100000.pt").act(obs)["continuous_actions"]
+    want_after = I.load(newer).act(obs)["continuous_actions"]
+    assert np.abs(want_before - want_after).max() > 1e-3  # (two policies: the version shows in the actions)
+    assert np.abs(np.asarray(before["continuous_actions"]) - want_before).max() <= 1e-5
+    assert seen and seen[-1] == "150000" and set(seen) <= {"100000", "150000"}, seen
+    for answer in after:
+        assert answer["version"] == "150000"
+        assert np.abs(np.asarray(answer["continuous_actions"]) - want_after).max() <= 1e-5
+    assert hybrid["version"] == "40000"
+    assert "[serve] ray: model Vector version 150000 rolled out" in said, said
+    assert "Traceback" not in said, said[-2000:]
 
 
 def test_refusals(tmp_path):

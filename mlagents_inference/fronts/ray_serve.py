@@ -124,16 +124,13 @@ class PolicyReplica:
     ):
         from ray import serve
 
-        self.policy, self.limit = ray_policy(model), limit
+        self.limit, self.config_batch = limit, config_batch
         self.loads, self.dumps = json_codec()
         # `name`, `version`: a model of serve's model repository (run folders) at a checkpoint's step; its lines come
         # routed by the ingress (their "model" and "version" keys taken out here), its answers name both
         self.named = name is not None
-        self.line_loads = _routed_loads(self.loads) if self.named else self.loads
-        self.view, self.config_batch = view, config_batch = ModelView(self.policy, name, version), config_batch
+        self.install(ray_policy(model), name, version)
         self.answer = serve.batch(max_batch_size=max_batch, batch_wait_timeout_s=wait_s)(self.answer_requests)
-        model = Model(view, view.metadata, self.config, view.model_stats, self.submit)
-        self.plane = DataPlane({view.name: model}, lambda: False, view.server_metadata())  # (the ingress stops)
         try:
             context = serve.get_replica_context()
             self.name = str(getattr(context, "replica_id", None) or context.replica_tag)
@@ -141,6 +138,23 @@ class PolicyReplica:
             self.name = f"pid{os.getpid()}"
         self.lines = self.errors = self.seq = 0
         self.batches = Histogram(BATCH_BUCKETS)
+
+    def install(self, policy, name: Optional[str], version: Optional[str]) -> None:
+        """The policy this replica answers with (its V2 view and data plane), swapped in whole: a batch already in
+        answer_now keeps the one it started with."""
+        view = ModelView(policy, name, version)
+        model = Model(view, view.metadata, self.config, view.model_stats, self.submit)
+        plane = DataPlane({view.name: model}, lambda: False, view.server_metadata())  # (the ingress stops)
+        self.serving = (policy, view, plane)
+        self.policy, self.view, self.plane = self.serving
+
+    def reconfigure(self, config: dict) -> None:
+        """Ray Serve's user_config ({"model": ray_version's dict, "version": its step}): the version a model's
+        deployment serves, rolled out by `serve.run` of the deployment with a new user_config (a lightweight update:
+        Ray Serve calls this on each replica in turn, none restarted). The same version again: nothing to do."""
+        if not self.named or str(config.get("version")) == self.view.version:
+            return
+        self.install(ray_policy(config["model"]), self.view.name, str(config["version"]))
 
     def config(self) -> dict:
         """Triton's model configuration, as a replica serves the model: no sequence batching (SEQUENCE_REFUSED)."""
@@ -183,7 +197,14 @@ class PolicyReplica:
     async def infer(self, name: str, version: Optional[str], body: bytes, header_length: Optional[str]) -> tuple:
         """POST .../infer (the model checked by the ingress too): (status, body, content type, header length, tally)."""
         answer = await rest_infer(
-            self.plane, name, version, body, header_length, (self.loads, self.dumps), self.limit, refuse=_no_sequences
+            self.serving[2],
+            name,
+            version,
+            body,
+            header_length,
+            (self.loads, self.dumps),
+            self.limit,
+            refuse=_no_sequences,
         )
         self.seq += 1
         return (*answer, self.tally())
@@ -212,10 +233,12 @@ class PolicyReplica:
         for job in jobs:
             job.queue_ns = max(0, started - job.arrived - job.read_ns)
         with np.errstate(over="ignore"):
-            answers = answer_waiting(self.policy, lines, memories, self.line_loads, self.limit, scopes, jobs[:])
+            policy, view, _ = self.serving  # (one version for the whole batch, whatever a rollout does meanwhile)
+            loads = _routed_loads(self.loads, view.version) if self.named else self.loads
+            answers = answer_waiting(policy, lines, memories, loads, self.limit, scopes, jobs[:])
         if self.named:  # (every answer names the model and version that gave it, as serve's)
             for answer in answers:
-                answer["model"], answer["version"] = self.view.name, self.view.version
+                answer["model"], answer["version"] = view.name, view.version
         texts = answer_texts(self.dumps, answers)
         errors = sum("error" in a for a in answers) + sum(job.error is not None for job in jobs)
         self.lines += len(lines) + len(jobs)
@@ -236,15 +259,18 @@ class PolicyReplica:
         return 200, b"\n".join(texts[at : at + n]) + b"\n", "application/x-ndjson", None
 
 
-def _routed_loads(loads):
+def _routed_loads(loads, serving: str):
     """A replica's line reader where the ingress routed the lines: their "model" and "version" keys taken out (the
-    ingress checked them), as serve's batcher does."""
+    ingress checked them), as serve's batcher does; a line naming another version than this replica's (in the middle
+    of a rollout) refused in one line."""
 
     def read(raw):
         obj = loads(raw)
         if isinstance(obj, dict):
             obj.pop("model", None)
-            obj.pop("version", None)
+            version = obj.pop("version", None)
+            if version is not None and str(version) != serving:
+                raise UsageError(f"version {str(version)[:80]} is not the one this replica serves ({serving})")
         return obj
 
     return read
@@ -262,6 +288,9 @@ class Described:
     check = ModelView.check
 
     def __init__(self, described: dict):
+        self.update(described)
+
+    def update(self, described: dict) -> None:
         self.name, self.version = described["name"], described["version"]
         self.metadata, self.config, self.server = described["metadata"], described["config"], described["server"]
 
@@ -493,6 +522,33 @@ class Ingress:
             }
         return name, None
 
+    def follow(self, repository, rollout) -> None:
+        """serve --ray --follow: each change of what serves a model (the repository's follower thread) rolled out by
+        `rollout(name)` (a thread: Ray Serve's deployment update, until it runs; the version's step back), one model's
+        rollouts one after another; the ingress then routes by the new version."""
+        loop, self.rolling = asyncio.get_running_loop(), asyncio.Lock()
+
+        def changed(name: str, version) -> None:  # (the follower thread)
+            if version is not None:
+                with contextlib.suppress(RuntimeError):  # (the loop closing meanwhile)
+                    loop.call_soon_threadsafe(lambda: loop.create_task(self.roll(name, rollout)))
+
+        repository.on_change = changed
+        repository.start_following()
+
+    async def roll(self, name: str, rollout) -> None:
+        if name not in self.handles or self.stopping:
+            tell_limited(f"ray: model {name}: a new model is served after a restart of serve --ray")
+            return
+        async with self.rolling:
+            try:
+                step = await asyncio.get_running_loop().run_in_executor(None, rollout, name)
+                self.models[name].update(await self.handles[name].describe.remote())
+            except Exception as exc:  # noqa: BLE001 - the old version keeps answering: one line
+                tell_limited(f"ray: model {name}: the rollout failed ({ray_failure(exc)}); the replicas keep theirs")
+                return
+            print(f"[serve] ray: model {name} version {step} rolled out", file=sys.stderr, flush=True)
+
     def too_long(self, web):
         return self.answer(web, {"id": None, "error": f"the request body is longer than {self.body_bytes} bytes"}, 413)
 
@@ -635,7 +691,8 @@ def serve_on_ray(ctx: Context) -> tuple:
     front.close()  # (bound again once the replicas run: until then a client is refused, not kept waiting)
     # (the checkpoints read and checked before Ray starts: a bad one is one line at once; run folders: each model's
     # serving version verified by the model repository here, as serve does)
-    models = _repository_models(ctx)
+    repository = _repository(ctx)
+    models = None if repository is None else _repository_models(ctx, repository)
     model = ray_model(ctx) if models is None else None
     if args.ray == "local":  # Ray's servers listen on loopback alone where it expects no cluster (as on macOS)
         os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
@@ -647,25 +704,21 @@ def serve_on_ray(ctx: Context) -> tuple:
         raise UsageError("--ray: serve needs Ray Serve, which is not installed: pip install -r requirements-ray.txt")
     if unreachable := ray_unreachable(args.ray):
         raise UsageError(f"--ray {args.ray}: no Ray cluster there ({unreachable})")
-    return _serve(ctx, ray, serve, front, model, models)
+    return _serve(ctx, ray, serve, front, model, models, repository)
 
 
-def _repository_models(ctx: Context) -> Optional[dict]:
-    """serve's models of run folders, as Ray replicas load them: {model: (ray_version's dict, its serving step as
-    text)}; None where one policy is served as before (version "1"). The same rule as serve's model_repository:
-    --model-dir given more than once, or a folder of several models; each model's serving version verified here by
-    services.repository (a strict load, onnx-compare, a probe batch) before any replica loads it."""
+def _repository(ctx: Context):
+    """serve's model repository of run folders (services.repository), scanned once, or None where one policy is
+    served as before (version "1"). The same rule as serve's model_repository: --model-dir given more than once, a
+    folder of several models, --pin or --follow; each model's serving version verified here (a strict load,
+    onnx-compare, a probe batch) before any replica loads it."""
     from ..loaders.run_folder import discover, run_folders
 
     a = ctx.args
     dirs = [Path(d) for d in (getattr(a, "model_dirs", None) or ([a.model_dir] if a.model_dir else []))]
-    for flag, given in (
-        ("--follow", a.follow),
-        ("--versions", a.versions),
-        ("--allow-model-control", a.allow_model_control),
-    ):
+    for flag, given in (("--versions", a.versions), ("--allow-model-control", a.allow_model_control)):
         if given:
-            raise UsageError(f"{flag}: not with --ray yet (serve --ray serves each model's newest verified version)")
+            raise UsageError(f"{flag}: not with --ray yet (serve --ray serves one version of each model at a time)")
 
     def several(folder: Path) -> bool:
         try:
@@ -673,23 +726,33 @@ def _repository_models(ctx: Context) -> Optional[dict]:
         except UsageError:
             return False
 
-    if not (a.pin or len(dirs) > 1 or (len(dirs) == 1 and several(dirs[0]))):
+    if not (a.pin or a.follow or len(dirs) > 1 or (len(dirs) == 1 and several(dirs[0]))):
         return None
+    if not dirs:
+        raise UsageError("--follow and --pin serve run folders: give --model-dir")
     from ..services.repository import Repository
 
-    repository = Repository(dirs, 1, a.pin or (), policy_options={"device": "cpu"})  # (verified on this host's CPU)
+    poll_s = getattr(a, "follow_poll_s", 2.0) or 2.0
+    repository = Repository(dirs, 1, a.pin or (), poll_s=poll_s, policy_options={"device": "cpu"})  # (on this CPU)
     repository.poll()
+    return repository
+
+
+def _repository_models(ctx: Context, repository) -> dict:
+    """The repository's models as Ray replicas load them: {model: (ray_version's dict, its serving step as text)}."""
     models = {}
     for entry in repository.models():
         if entry["serving"] is not None:
             version = repository.lookup(entry["name"], entry["serving"])
             models[entry["name"]] = (ray_version(ctx, entry["name"], entry["run"], version.path), str(version.step))
     if not models:
-        raise UsageError(f"--model-dir {', '.join(map(str, dirs))[:300]}: no checkpoint there passed verification")
+        raise UsageError("--model-dir: no checkpoint there passed verification")
     return models
 
 
-def _serve(ctx: Context, ray, serve, front: RayHttp, model: Optional[dict], models: Optional[dict]) -> tuple:
+def _serve(
+    ctx: Context, ray, serve, front: RayHttp, model: Optional[dict], models: Optional[dict], repository
+) -> tuple:
     args = ctx.args
     import logging
 
@@ -746,13 +809,38 @@ def _serve(ctx: Context, ray, serve, front: RayHttp, model: Optional[dict], mode
                     max_ongoing_requests=2 * max_batch,
                 )
                 deployed = list(apps)
-                for app, (_, bound) in apps.items():
-                    serve._run(deployment.bind(*bound), _blocking=False, name=app, route_prefix=None)
+                for app, (name, bound) in apps.items():
+                    # (a model's version is its deployment's user_config: a new one is rolled out by Ray Serve's
+                    # lightweight update, PolicyReplica.reconfigure on each replica, none restarted)
+                    config = None if name is None else {"model": bound[0], "version": bound[-1]}
+                    serve._run(
+                        deployment.options(user_config=config).bind(*bound),
+                        _blocking=False,
+                        name=app,
+                        route_prefix=None,
+                    )
             deadline = time.monotonic() + READY_WITHIN_S
             for app in apps:
                 _wait_until_running(serve, deadline, app)
             names = None if models is None else {name: app for app, (name, _) in apps.items()}
-            signum = _run_ingress(ctx, serve, front, 2 * max_batch * args.replicas * len(apps), names)
+
+            def rollout(name: str) -> str:
+                """(a thread of the ingress) The model's serving version now, rolled out to its deployment."""
+                version, app = repository.lookup(name), f"{APP}-{name}"
+                run = next(e["run"] for e in repository.models() if e["name"] == name)
+                config = {"model": ray_version(ctx, name, run, version.path), "version": str(version.step)}
+                with handlers_kept():
+                    serve._run(
+                        deployment.options(user_config=config).bind(*apps[app][1]),
+                        _blocking=False,
+                        name=app,
+                        route_prefix=None,
+                    )
+                _wait_until_running(serve, time.monotonic() + READY_WITHIN_S, app)
+                return str(version.step)
+
+            follow = (repository, rollout) if repository is not None and args.follow else None
+            signum = _run_ingress(ctx, serve, front, 2 * max_batch * args.replicas * len(apps), names, follow)
         except KeyboardInterrupt as exc:
             if getattr(exc, "signum", None) != signal.SIGTERM:
                 raise  # (SIGINT, SIGHUP: 128 + N, as every mode)
@@ -772,7 +860,7 @@ def _ours(app: str) -> bool:
     return app == APP or app.startswith(APP + "-")
 
 
-def _run_ingress(ctx: Context, serve, front: RayHttp, room: int, names: Optional[dict] = None) -> int:
+def _run_ingress(ctx: Context, serve, front: RayHttp, room: int, names: Optional[dict] = None, follow=None) -> int:
     """The ingress in an event loop of its own until a signal (its number comes back). `names`: model -> its
     application, where serve's models of run folders are served."""
     args = ctx.args
@@ -801,6 +889,8 @@ def _run_ingress(ctx: Context, serve, front: RayHttp, room: int, names: Optional
         else:
             described = dict(zip(handles, await asyncio.gather(*(h.describe.remote() for h in handles.values()))))
             ingress = Ingress(handles, described, args.max_line_bytes, room, dumps, remote, loads, named=True)
+            if follow is not None:
+                ingress.follow(*follow)
         return await ingress.run(front, told)
 
     try:
