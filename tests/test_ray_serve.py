@@ -688,6 +688,33 @@ def test_following_a_run_on_ray_rolls_a_new_version_out_by_the_deployments_updat
     assert "Traceback" not in said, said[-2000:]
 
 
+def test_two_behaviours_on_the_two_node_loopback_cluster(tmp_path, two_node_cluster):
+    """A run folder of two behaviours on a head and a worker of one CPU each: a deployment per model, each model's
+    answers its checkpoint's, naming model and version."""
+    import inference as I
+
+    run = two_behaviour_run(tmp_path)
+    rng = np.random.RandomState(8)
+    vo, ho = rng.uniform(-1, 1, (3, 8)).astype(np.float32), rng.uniform(-1, 1, (3, 12)).astype(np.float32)
+    want_v = I.load(run / "Vector" / "Vector-100000.pt").act(vo)["continuous_actions"]
+    want_h = I.load(run / "Hybrid" / "Hybrid-40000.pt").act(ho)["continuous_actions"]
+    lines = [{"id": i, "model": "Vector", "obs": vo[i].tolist()} for i in range(3)]
+    lines += [{"id": 10 + i, "model": "Hybrid", "obs": ho[i].tolist()} for i in range(3)]
+    server = Server(tmp_path, "--ray", two_node_cluster, "--replicas", "1", "--model-dir", run, env=cluster_env())
+    try:
+        status, _, text = server.call("/v1/act", lines_body([json.dumps(line) for line in lines]))
+    finally:
+        code, seconds, _ = server.stop()
+    assert code == 0 and seconds < 90, (code, seconds)
+    got = [json.loads(t) for t in text.decode().splitlines()]
+    assert status == 200 and [a["id"] for a in got] == [0, 1, 2, 10, 11, 12]
+    for i in range(3):
+        v, h = got[i], got[3 + i]
+        assert (v["model"], v["version"], h["model"], h["version"]) == ("Vector", "100000", "Hybrid", "40000")
+        assert np.abs(np.asarray(v["continuous_actions"]) - want_v[i]).max() <= 1e-5
+        assert np.abs(np.asarray(h["continuous_actions"]) - want_h[i]).max() <= 1e-5
+
+
 def test_refusals(tmp_path):
     common = ["--mode", "serve", "--model-dir", EXAMPLES / "vector"]
     for args, says in (
