@@ -11,7 +11,18 @@ import json
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, copy_run, dial, exchange, list_checkpoint, two_behaviour_run, write_checkpoint
+from conftest import (
+    EXAMPLES,
+    copy_run,
+    dial,
+    exchange,
+    list_checkpoint,
+    refused,
+    run,
+    serve_process,
+    two_behaviour_run,
+    write_checkpoint,
+)
 
 import inference as I
 from mlagents_inference.fronts.serve import Server, serving
@@ -93,6 +104,7 @@ def test_two_behaviours_of_one_run_answer_side_by_side_over_lines_rest_and_grpc(
         lines.append({"id": "last", "model": "Vector", "obs": vo[5].tolist()})
         with dial(said["listen"]) as sock:
             got = exchange(sock, lines)
+        by_v1 = rest(said["http"], "POST", "/v1/act", {"id": "p", "model": "Hybrid", "obs": ho[3].tolist()})
         status_v, rest_v = rest_infer(said["http"], "Vector", vo)
         status_h, rest_h = rest_infer(said["http"], "Hybrid", ho, "40000")
         with grpc.insecure_channel(said["grpc"], options=GRPC_OPTIONS) as channel:
@@ -103,9 +115,9 @@ def test_two_behaviours_of_one_run_answer_side_by_side_over_lines_rest_and_grpc(
         conn.request("GET", "/metrics")
         metrics = conn.getresponse().read().decode()
         conn.close()
-    # 7 lines (the last one too) and 2 V2 requests each of Vector, 6 lines and 2 V2 requests of Hybrid
+    # 7 lines (the last one too) and 2 V2 requests of Vector, 7 lines (POST /v1/act's too) and 2 of Hybrid
     assert 'mlagents_serve_model_lines_total{model="Vector",version="100000"} 9.0' in metrics
-    assert 'mlagents_serve_model_lines_total{model="Hybrid",version="40000"} 8.0' in metrics
+    assert 'mlagents_serve_model_lines_total{model="Hybrid",version="40000"} 9.0' in metrics
     assert 'mlagents_serve_model_batch_lines_count{model="Hybrid",version="40000"}' in metrics
     assert [a["id"] for a in got] == [line["id"] for line in lines]
     for i in range(6):
@@ -117,6 +129,7 @@ def test_two_behaviours_of_one_run_answer_side_by_side_over_lines_rest_and_grpc(
     assert got[12] == {"id": "none", "error": "name the model: 2 are served (Hybrid, Vector)"}
     assert got[13]["error"].startswith("model Keeper: not served (served: Hybrid, Vector)") and "model" not in got[13]
     assert got[14]["model"] == "Vector" and "error" not in got[14]  # (the connection goes on)
+    assert by_v1[0] == 200 and by_v1[1] == {**got[7], "id": "p"}  # (POST /v1/act: the line Hybrid answered)
     assert status_v == status_h == 200
     assert (rest_v["model_name"], rest_v["model_version"]) == ("Vector", "100000")
     assert (rest_h["model_name"], rest_h["model_version"]) == ("Hybrid", "40000")
@@ -168,7 +181,8 @@ def test_a_request_may_name_a_loaded_version_and_each_answer_says_which(two_run)
 
 def test_a_flooded_model_does_not_starve_another():
     """Model A is sent 400 lines at once (--max-batch 4: 100 passes of its own); one line of model B, sent after
-    them, is answered within the first two passes, and every pass runs at most --max-batch lines of each model."""
+    them, is answered within the first two passes; every pass runs at most --max-batch lines of each model, in one
+    engine call per model."""
     a, b = I.load(EXAMPLES / "vector"), I.load(EXAMPLES / "hybrid")
     server = Server(None, ServeOptions(max_batch=4), {"A": ([("1", a)], "1"), "B": ([("1", b)], "1")})
     loop = asyncio.new_event_loop()
@@ -186,6 +200,15 @@ def test_a_flooded_model_does_not_starve_another():
         return answers
 
     server._answers = counting
+    calls = {"A": 0, "B": 0}
+    for name, policy in (("A", a), ("B", b)):  # (the real engines, their calls counted)
+        engine_run = policy.engine.run
+
+        def counted(*args, name=name, engine_run=engine_run, **kwargs):
+            calls[name] += 1
+            return engine_run(*args, **kwargs)
+
+        policy.engine.run = counted
 
     def send(model: str, obs, key):
         line = HttpLine(json.dumps({"id": key, "model": model, "obs": obs}).encode(), loop.create_future())
@@ -206,6 +229,7 @@ def test_a_flooded_model_does_not_starve_another():
     assert answered_at["b"] <= 2  # (within two passes, while A takes 100)
     assert max(answered_at[f"a{i}"] for i in range(400)) >= 100
     assert all(n <= 4 for per in seen for n in per.values())
+    assert calls == {"A": sum("A" in per for per in seen), "B": 1}  # (one engine call per model per pass)
     assert [answer["model"] for _, answer in got] == ["A"] * 400 + ["B"]
 
 
@@ -550,3 +574,42 @@ def test_hostile_repository_calls_get_one_line_each(two_run, tmp_path):
     assert len(flood) == 40 and {status for status, _ in flood} <= {200, 503}
     assert all(body is None or "repository calls are running already" in body["error"] for _, body in flood)
     assert after["model_version"] == "100000"
+
+
+def test_the_command_line_serves_each_model_dir_given_and_refuses_what_does_not_fit(tmp_path, capsys):
+    """`--mode serve --model-dir A --model-dir B` (two run folders) serves both behaviours, each answer naming its
+    model and its newest checkpoint's step; another mode given two folders, and --follow without one, are refused
+    in one line."""
+    import shutil
+    import signal
+
+    one = copy_run(EXAMPLES / "vector", tmp_path, "one")
+    two = copy_run(EXAMPLES / "hybrid", tmp_path, "two")
+    proc, where, _ = serve_process("--model-dir", one, "--model-dir", two, "--listen", "127.0.0.1:0")
+    try:
+        with dial(where) as sock:
+            got = exchange(
+                sock,
+                [
+                    {"id": 1, "model": "Vector", "obs": vector_obs(1, 0)[0].tolist()},
+                    {"id": 2, "model": "Hybrid", "obs": hybrid_obs(1, 0)[0].tolist()},
+                    {"id": 3, "obs": vector_obs(1, 0)[0].tolist()},
+                ],
+            )
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    assert [(a.get("model"), a.get("version")) for a in got] == [
+        ("Vector", "100000"),
+        ("Hybrid", "40000"),
+        (None, None),
+    ]
+    assert "error" not in got[0] and "error" not in got[1] and got[2]["error"].startswith("name the model")
+    refused(run(capsys, "--mode", "info", "--model-dir", one, "--model-dir", two), "only --mode serve")
+    refused(run(capsys, "--mode", "serve", "--follow", "--listen", "127.0.0.1:0"), "give --model-dir")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    shutil.copytree(one / "run_logs", empty / "run_logs")
+    refused(
+        run(capsys, "--mode", "serve", "--model-dir", empty, "--follow", "--listen", "127.0.0.1:0"), "no checkpoint"
+    )

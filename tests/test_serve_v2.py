@@ -1331,12 +1331,13 @@ def test_v2_parameters_are_held_to_their_protocol_types(servers):
 
 
 def test_unknown_routes_and_methods_are_refused_without_harm(servers):
-    """Routes this server lacks under /v2 (repository, shared memory, trace, logging) and a wrong method: 404 and 405
-    with a one-line {"error"} as every V2 refusal (Triton's clients read the body as JSON)."""
+    """Routes this server lacks under /v2 (shared memory, trace, logging), the repository's without
+    --allow-model-control, and a wrong method: 404, 403 and 405 with a one-line {"error"} as every V2 refusal
+    (Triton's clients read the body as JSON)."""
     srv = servers("vector")
     for method, path, status in (
         ("GET", f"/v2/models/{srv.name}/infer", 405),
-        ("POST", "/v2/repository/index", 404),
+        ("GET", "/v2/repository/index", 405),
         ("GET", "/v2/systemsharedmemory/status", 404),
         ("POST", "/v2/cudasharedmemory/region/x/register", 404),
         ("GET", "/v2/trace/setting", 404),
@@ -1348,8 +1349,13 @@ def test_unknown_routes_and_methods_are_refused_without_harm(servers):
         message = json.loads(body)
         assert list(message) == ["error"] and path in message["error"] and "\n" not in message["error"], message
         assert status == 404 or headers.get("allow")  # (a 405 says what is allowed)
-    code, _ = grpc_error(lambda: srv.stub.RepositoryIndex(pb.RepositoryIndexRequest()))
-    assert code == grpc.StatusCode.UNIMPLEMENTED
+    got, _, body = rest(srv.http, "POST", "/v2/repository/index", b"{}")
+    off = "the repository API is off: start serve with --allow-model-control to load and unload"
+    assert (got, json.loads(body)) == (403, {"error": off})
+    assert grpc_error(lambda: srv.stub.RepositoryIndex(pb.RepositoryIndexRequest())) == (
+        grpc.StatusCode.PERMISSION_DENIED,
+        off,
+    )
     assert srv.stub.ServerLive(pb.ServerLiveRequest()).live
 
 

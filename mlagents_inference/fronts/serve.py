@@ -42,6 +42,9 @@ __all__ = [
     "front_class",
     "fronts_given",
     "mode_serve",
+    "several_models",
+    "model_repository",
+    "repository_models",
     "serving",
 ]
 
@@ -201,8 +204,11 @@ class Connection(asyncio.BufferedProtocol):
 
 
 class Server(Batcher):
-    """serve's server: its model's batcher (services.batcher) with the socket connections (Connection: --listen's
-    owners), their bounds, the data plane the V2 fronts answer on, and the stop."""
+    """serve's server: the batcher of its models (services.batcher: one policy as before, or `models` {name:
+    ([(version, policy)], serving version)} from the model repository) with the socket connections (Connection:
+    --listen's owners), their bounds, the data plane the V2 fronts answer on (every model and version), the
+    repository it follows (follow: its changes swap the lanes in the loop; the V2 repository API's calls), and the
+    stop."""
 
     def __init__(self, policy, options: ServeOptions = ServeOptions(), models: Optional[dict] = None):
         super().__init__(policy, options, models)
@@ -576,7 +582,7 @@ def several_models(folder) -> bool:
 
     try:
         runs = run_folders([Path(folder)])
-        return len(discover([Path(folder)])) > 1 or runs != [Path(folder)]
+        return len(discover([Path(folder)])) > 1 or (bool(runs) and runs != [Path(folder)])
     except UsageError:
         return False
 

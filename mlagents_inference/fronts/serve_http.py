@@ -15,7 +15,7 @@ from ..services.dataplane import rest_infer, rest_routes
 from ..services.open_inference import owner_of
 from ..services.serve_common import Front, OneLineLog, tell_limited, v2_route_errors
 
-__all__ = ["NEED_HTTP", "HttpFront", "start_http", "v2_routes", "BodyBounds"]
+__all__ = ["LABELS", "NEED_HTTP", "HttpFront", "start_http", "v2_routes", "BodyBounds"]
 
 
 LABELS = ["model", "version"]  # (the per-model metrics' labels)

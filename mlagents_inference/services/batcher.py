@@ -1,10 +1,13 @@
-"""The batcher: one model's answering pass, below every serve front. The lines and V2 requests its owners hand over
-(an Owner: a socket connection, a POST /v1/act line, a V2 request) wait together and go through one answer_waiting
-call a pass (one engine call for the plain lines, the V2 requests' rows riding in it); each owner gets its answers in
-its order. As MLServer keeps its adaptive batching in a package of its own (mlserver/batching), it knows no transport:
-fronts.serve's Server adds the connections and the socket registry, fronts.serve_http and fronts.serve_grpc hand it
-HttpLines and V2 Jobs (submit). One Batcher per model (issue 44 serves several: a table of them under the data plane).
-docs/architecture.md draws the path of a line."""
+"""The batcher: the answering pass of the models served, below every serve front. The lines and V2 requests its owners
+hand over (an Owner: a socket connection, a POST /v1/act line, a V2 request) wait together; a pass routes each to its
+model's Lane (one version of one model: its policy, memories, V2 view and counts; by the line's "model" and "version"
+keys, or a V2 request's model and version) and goes through one answer_waiting call per lane (one engine call for the
+plain lines, the V2 requests' rows riding in it), each lane with a budget of its own, so that a flooded model does not
+starve another; each owner gets its answers in its order, each tagged with the model and version that answered. As
+MLServer keeps its adaptive batching in a package of its own (mlserver/batching), it knows no transport: fronts.serve's
+Server adds the connections, the socket registry and the model repository it follows, fronts.serve_http and
+fronts.serve_grpc hand it HttpLines and V2 Jobs (submit). docs/architecture.md draws the path of a line;
+docs/serve.md says how passes are shared between models."""
 
 from __future__ import annotations
 
@@ -561,8 +564,10 @@ class Batcher:
         if only is not None:  # (one model of one version: the lines go as they are, unless one names a model)
             for line in lines:
                 kind = type(line)
-                if (kind is bytes and (b'"model"' in line or b'"version"' in line)) or (
-                    kind is Job and line.view.lane is not only
+                if (
+                    (kind is bytes and (b'"model"' in line or b'"version"' in line))
+                    or (kind is Job and line.view.lane is not only)
+                    or kind is Routed  # (routed while several lanes were served)
                 ):
                     break
             else:
@@ -581,6 +586,7 @@ class Batcher:
             routed = route(line, scopes[i])
             if routed.lane is None:
                 answers[i] = routed.payload
+                self.jobs -= type(routed.payload) is Job  # (a V2 request refused before its lane: no longer waiting)
             else:
                 groups.setdefault(routed.lane, []).append(i)
                 lines[i] = routed.payload
