@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 import signal
 import sys
 import tempfile
@@ -33,8 +32,12 @@ from ..services.ray_support import (
     ray_init,
     ray_model,
     ray_policy,
+    ray_repository_models,
     ray_unreachable,
     ray_version,
+    routed_loads,
+    serve_running,
+    wait_until_running,
 )
 from ..services.serve_common import (
     BATCH_BUCKETS,
@@ -234,7 +237,7 @@ class PolicyReplica:
             job.queue_ns = max(0, started - job.arrived - job.read_ns)
         with np.errstate(over="ignore"):
             policy, view, _ = self.serving  # (one version for the whole batch, whatever a rollout does meanwhile)
-            loads = _routed_loads(self.loads, view.version) if self.named else self.loads
+            loads = routed_loads(self.loads, view.version) if self.named else self.loads
             answers = answer_waiting(policy, lines, memories, loads, self.limit, scopes, jobs[:])
         if self.named:  # (every answer names the model and version that gave it, as serve's)
             for answer in answers:
@@ -257,23 +260,6 @@ class PolicyReplica:
         if n == 1:  # (as serve --http: the answer, 400 for an error answer)
             return 400 if "error" in answers[at] else 200, texts[at], "application/json", None
         return 200, b"\n".join(texts[at : at + n]) + b"\n", "application/x-ndjson", None
-
-
-def _routed_loads(loads, serving: str):
-    """A replica's line reader where the ingress routed the lines: their "model" and "version" keys taken out (the
-    ingress checked them), as serve's batcher does; a line naming another version than this replica's (in the middle
-    of a rollout) refused in one line."""
-
-    def read(raw):
-        obj = loads(raw)
-        if isinstance(obj, dict):
-            obj.pop("model", None)
-            version = obj.pop("version", None)
-            if version is not None and str(version) != serving:
-                raise UsageError(f"version {str(version)[:80]} is not the one this replica serves ({serving})")
-        return obj
-
-    return read
 
 
 def _no_sequences(job: Job) -> None:
@@ -692,7 +678,7 @@ def serve_on_ray(ctx: Context) -> tuple:
     # (the checkpoints read and checked before Ray starts: a bad one is one line at once; run folders: each model's
     # serving version verified by the model repository here, as serve does)
     repository = _repository(ctx)
-    models = None if repository is None else _repository_models(ctx, repository)
+    models = None if repository is None else ray_repository_models(ctx, repository)
     model = ray_model(ctx) if models is None else None
     if args.ray == "local":  # Ray's servers listen on loopback alone where it expects no cluster (as on macOS)
         os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
@@ -738,18 +724,6 @@ def _repository(ctx: Context):
     return repository
 
 
-def _repository_models(ctx: Context, repository) -> dict:
-    """The repository's models as Ray replicas load them: {model: (ray_version's dict, its serving step as text)}."""
-    models = {}
-    for entry in repository.models():
-        if entry["serving"] is not None:
-            version = repository.lookup(entry["name"], entry["serving"])
-            models[entry["name"]] = (ray_version(ctx, entry["name"], entry["run"], version.path), str(version.step))
-    if not models:
-        raise UsageError("--model-dir: no checkpoint there passed verification")
-    return models
-
-
 def _serve(
     ctx: Context, ray, serve, front: RayHttp, model: Optional[dict], models: Optional[dict], repository
 ) -> tuple:
@@ -791,7 +765,7 @@ def _serve(
                 }
             )
             with handlers_kept():
-                started_serve = not _serve_running(serve)
+                started_serve = not serve_running(serve)
                 if not started_serve and any(_ours(app) for app in serve.status().applications):
                     raise UsageError(
                         f"--ray {args.ray}: this cluster already serves {APP} (another serve --ray); "
@@ -821,7 +795,7 @@ def _serve(
                     )
             deadline = time.monotonic() + READY_WITHIN_S
             for app in apps:
-                _wait_until_running(serve, deadline, app)
+                wait_until_running(serve, deadline, app, READY_WITHIN_S)
             names = None if models is None else {name: app for app, (name, _) in apps.items()}
 
             def rollout(name: str) -> str:
@@ -836,7 +810,7 @@ def _serve(
                         name=app,
                         route_prefix=None,
                     )
-                _wait_until_running(serve, time.monotonic() + READY_WITHIN_S, app)
+                wait_until_running(serve, time.monotonic() + READY_WITHIN_S, app, READY_WITHIN_S)
                 return str(version.step)
 
             follow = (repository, rollout) if repository is not None and args.follow else None
@@ -901,41 +875,6 @@ def _run_ingress(ctx: Context, serve, front: RayHttp, room: int, names: Optional
         for signum, handler in before.items():
             with contextlib.suppress(ValueError, OSError, TypeError):
                 signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
-
-
-def _serve_running(serve) -> bool:
-    try:
-        serve.context._get_global_client()
-        return True
-    except Exception:  # noqa: BLE001 - RayServeException: no Serve controller on this cluster
-        return False
-
-
-def _wait_until_running(serve, deadline: float, name: str = APP) -> None:
-    """Until the application runs; its failure (a replica's UsageError: a checkpoint not readable on a node, say) in
-    one line."""
-    while True:
-        status = serve.status()
-        app = status.applications.get(name)
-        state = str(getattr(app, "status", "NOT_STARTED")).rsplit(".", 1)[-1]
-        if state == "RUNNING":
-            return
-        if state in ("DEPLOY_FAILED", "UNHEALTHY"):
-            message = "\n".join(
-                [app.message, *(d.message for d in app.deployments.values())]
-            )  # (a replica's traceback: its deployment's)
-            found = re.search(r"UsageError: (.+)", message) or re.search(r"(\w+Error: .+)", message)
-            raise UsageError(
-                f"--ray: Ray Serve could not deploy the replicas: "
-                f"{found.group(1).strip() if found else message.strip().splitlines()[-1][:300]}"
-            )
-        if time.monotonic() > deadline:
-            note = (app.message.strip().splitlines() or [""])[0][:200] if app is not None else ""
-            raise UsageError(
-                f"--ray: the replicas did not start within {READY_WITHIN_S:.0f} s (not enough GPUs, NPUs or "
-                f"CPUs free on the cluster?){': ' + note if note else ''}"
-            )
-        time.sleep(0.1)
 
 
 def _stop(ray, serve, local: bool, started_serve: bool, deployed) -> None:
