@@ -523,7 +523,9 @@ class Ingress:
         repository.start_following()
 
     async def roll(self, name: str, rollout) -> None:
-        if name not in self.handles or self.stopping:
+        if self.stopping:
+            return
+        if name not in self.handles:
             tell_limited(f"ray: model {name}: a new model is served after a restart of serve --ray")
             return
         async with self.rolling:
