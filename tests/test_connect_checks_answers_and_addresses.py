@@ -99,6 +99,8 @@ def test_connect_refuses_answers_out_of_order():
         ({"id": None, "discrete_actions": [1], "memory": [1e300 * 10] * 32}, "finite float32 numbers"),
         ({"id": None, "discrete_actions": [1]}, "keys"),
         ({"id": None, "discrete_actions": [1], "memory": [0.0] * 32, "extra": 1}, "keys"),
+        ({"id": None, "discrete_actions": [1], "memory": [0.0] * 32, "model": "Other"}, 'from model "Other"'),
+        ({"id": None, "discrete_actions": [1], "memory": [0.0] * 32, "version": 5}, "version 5: expected text"),
         ([1, 2], "not a JSON object"),
     ],
 )

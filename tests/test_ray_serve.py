@@ -25,7 +25,7 @@ from typing import Optional
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, ROOT, child_env, cli
+from conftest import EXAMPLES, ROOT, child_env, cli, two_behaviour_run, write_checkpoint
 
 pytestmark = pytest.mark.ray
 pytest.importorskip("ray.serve", reason="serve --ray needs Ray Serve: pip install -r requirements-ray.txt")
@@ -576,6 +576,143 @@ def test_two_node_loopback_cluster_gives_the_same_answers(tmp_path, two_node_clu
         code, seconds, _ = server.stop()
     assert code == 0 and seconds < 90, (code, seconds)
     assert server.err.read_text() == f"[serve] ray serve listening on {server.url} (2 replicas)\n"
+
+
+def test_two_behaviours_of_a_run_folder_are_a_deployment_each_routed_by_model(tmp_path):
+    """serve --ray of a run folder of two behaviours: an application (a deployment) per model; one request's lines,
+    interleaved, each answered by its model's replica, equal to load(<that checkpoint>).act() within 1e-5 and naming
+    its model and version; no model, an unknown model and a version not loaded each one error line; V2 by name and
+    by name and version; a --follow with --ray refused in one line."""
+    import inference as I
+
+    run = two_behaviour_run(tmp_path)
+    rng = np.random.RandomState(5)
+    vo, ho = rng.uniform(-1, 1, (4, 8)).astype(np.float32), rng.uniform(-1, 1, (4, 12)).astype(np.float32)
+    want_v = I.load(run / "Vector" / "Vector-100000.pt").act(vo)  # (the newest of each: what serves)
+    want_h = I.load(run / "Hybrid" / "Hybrid-40000.pt").act(ho)
+    lines = []
+    for i in range(4):
+        lines.append({"id": f"v{i}", "model": "Vector", "obs": vo[i].tolist()})
+        lines.append({"id": f"h{i}", "model": "Hybrid", "version": 40000, "obs": ho[i].tolist()})
+    lines += [
+        {"id": "none", "obs": vo[0].tolist()},
+        {"id": "other", "model": "Keeper", "obs": vo[0].tolist()},
+        {"id": "old", "model": "Vector", "version": 50000, "obs": vo[0].tolist()},
+    ]
+    server = Server(tmp_path, "--ray", "local", "--replicas", "1", "--model-dir", run)
+    try:
+        status, heads, text = server.call("/v1/act", lines_body([json.dumps(line) for line in lines]))
+        one = json.loads(server.post(json.dumps(lines[1]).encode()))
+        v2 = {}
+        for path, obs in (("Vector", vo), ("Hybrid/versions/40000", ho)):
+            body = {
+                "inputs": [
+                    {"name": "obs_0", "datatype": "FP32", "shape": list(obs.shape), "data": obs.ravel().tolist()}
+                ]
+            }
+            v2[path] = server.call(f"/v2/models/{path}/infer", json.dumps(body).encode())
+        unknown = server.one_line_error("/v2/models/Hybrid/versions/3/infer", b"{}")
+        said = server.err.read_text()
+    finally:
+        code, _, _ = server.stop()
+    assert code == 0 and "(1 replica for each of 2 models (Hybrid, Vector))" in said, said
+    assert status == 200 and heads["Content-Type"] == "application/x-ndjson"
+    got = [json.loads(t) for t in text.decode().splitlines()]
+    assert [a["id"] for a in got] == [line["id"] for line in lines]
+    for i in range(4):
+        v, h = got[2 * i], got[2 * i + 1]
+        assert (v["model"], v["version"], h["model"], h["version"]) == ("Vector", "100000", "Hybrid", "40000")
+        assert np.abs(np.asarray(v["continuous_actions"]) - want_v["continuous_actions"][i]).max() <= 1e-5
+        assert np.abs(np.asarray(h["continuous_actions"]) - want_h["continuous_actions"][i]).max() <= 1e-5
+        assert h["discrete_actions"] == want_h["discrete_actions"][i].tolist()
+    assert got[8] == {"id": "none", "error": "name the model: 2 are served (Hybrid, Vector)"}
+    assert got[9] == {"id": "other", "error": "model Keeper: not served (served: Hybrid, Vector)"}
+    assert got[10] == {"id": "old", "error": "model Vector: version 50000 is not loaded (loaded: 100000)"}
+    assert one["model"] == "Hybrid" and one["discrete_actions"] == want_h["discrete_actions"][0].tolist()
+    for path, want in (("Vector", want_v), ("Hybrid/versions/40000", want_h)):
+        status, _, body = v2[path]
+        answer = json.loads(body)
+        assert status == 200 and (answer["model_name"], answer["model_version"]) == (
+            path.split("/")[0],
+            "100000" if path == "Vector" else "40000",
+        )
+        out = next(o for o in answer["outputs"] if o["name"] == "deterministic_continuous_actions")
+        assert np.abs(np.asarray(out["data"]).reshape(out["shape"]) - want["continuous_actions"]).max() <= 1e-5
+    assert unknown[0] == 404 and "40000" in unknown[1]
+    versions = cli("--mode", "serve", "--model-dir", run, "--ray", "local", "--http", "127.0.0.1:0", "--versions", 2)
+    assert versions.returncode == 2 and len(versions.stderr.strip().splitlines()) == 1, versions.stderr
+    assert "--versions: not with --ray yet" in versions.stderr
+
+
+def test_following_a_run_on_ray_rolls_a_new_version_out_by_the_deployments_update(tmp_path):
+    """serve --ray --follow: a checkpoint mlagents-learn finishes (files first, training_status.json after) is
+    verified in the command, then rolled out to its model's deployment by a new user_config (Ray Serve's lightweight
+    update: PolicyReplica.reconfigure); the other model keeps its version; every answer equals its version's
+    checkpoint and names it; one line on stderr says so."""
+    import inference as I
+
+    run = two_behaviour_run(tmp_path)
+    obs = np.random.RandomState(6).uniform(-1, 1, 8).astype(np.float32)
+    server = Server(tmp_path, "--ray", "local", "--model-dir", run, "--follow", "--follow-poll-s", "0.5")
+    try:
+        line = json.dumps({"id": 1, "model": "Vector", "obs": obs.tolist()}).encode()
+        before = json.loads(server.post(line))
+        newer = write_checkpoint(run, "Vector", 150000, run / "Vector" / "Vector-100000.pt", scale=1.5)
+        seen, deadline = [], time.monotonic() + 120
+        while time.monotonic() < deadline:  # (bounded: until an answer names the new version, or 120 s)
+            answer = json.loads(server.post(line))
+            seen.append(answer["version"])
+            if answer["version"] == "150000":
+                break
+            time.sleep(0.2)
+        after = [json.loads(server.post(line)) for _ in range(3)]
+        hybrid = json.loads(server.post(json.dumps({"id": 2, "model": "Hybrid", "obs": [0.0] * 12}).encode()))
+        for _ in range(300):  # (bounded: the rollout's line once Ray Serve says the application runs again)
+            if "rolled out" in (said := server.err.read_text()):
+                break
+            time.sleep(0.2)
+    finally:
+        code, _, _ = server.stop()
+    assert code == 0
+    assert (before["model"], before["version"]) == ("Vector", "100000")
+    want_before = I.load(run / "Vector" / "Vector-100000.pt").act(obs)["continuous_actions"]
+    want_after = I.load(newer).act(obs)["continuous_actions"]
+    assert np.abs(want_before - want_after).max() > 1e-3  # (two policies: the version shows in the actions)
+    assert np.abs(np.asarray(before["continuous_actions"]) - want_before).max() <= 1e-5
+    assert seen and seen[-1] == "150000" and set(seen) <= {"100000", "150000"}, seen
+    for answer in after:
+        assert answer["version"] == "150000"
+        assert np.abs(np.asarray(answer["continuous_actions"]) - want_after).max() <= 1e-5
+    assert hybrid["version"] == "40000"
+    assert "[serve] ray: model Vector version 150000 rolled out" in said, said
+    assert "Traceback" not in said, said[-2000:]
+
+
+def test_two_behaviours_on_the_two_node_loopback_cluster(tmp_path, two_node_cluster):
+    """A run folder of two behaviours on a head and a worker of one CPU each: a deployment per model, each model's
+    answers its checkpoint's, naming model and version."""
+    import inference as I
+
+    run = two_behaviour_run(tmp_path)
+    rng = np.random.RandomState(8)
+    vo, ho = rng.uniform(-1, 1, (3, 8)).astype(np.float32), rng.uniform(-1, 1, (3, 12)).astype(np.float32)
+    want_v = I.load(run / "Vector" / "Vector-100000.pt").act(vo)["continuous_actions"]
+    want_h = I.load(run / "Hybrid" / "Hybrid-40000.pt").act(ho)["continuous_actions"]
+    lines = [{"id": i, "model": "Vector", "obs": vo[i].tolist()} for i in range(3)]
+    lines += [{"id": 10 + i, "model": "Hybrid", "obs": ho[i].tolist()} for i in range(3)]
+    server = Server(tmp_path, "--ray", two_node_cluster, "--replicas", "1", "--model-dir", run, env=cluster_env())
+    try:
+        status, _, text = server.call("/v1/act", lines_body([json.dumps(line) for line in lines]))
+    finally:
+        code, seconds, _ = server.stop()
+    assert code == 0 and seconds < 90, (code, seconds)
+    got = [json.loads(t) for t in text.decode().splitlines()]
+    assert status == 200 and [a["id"] for a in got] == [0, 1, 2, 10, 11, 12]
+    for i in range(3):
+        v, h = got[i], got[3 + i]
+        assert (v["model"], v["version"], h["model"], h["version"]) == ("Vector", "100000", "Hybrid", "40000")
+        assert np.abs(np.asarray(v["continuous_actions"]) - want_v[i]).max() <= 1e-5
+        assert np.abs(np.asarray(h["continuous_actions"]) - want_h[i]).max() <= 1e-5
 
 
 def test_refusals(tmp_path):

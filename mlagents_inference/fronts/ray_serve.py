@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 import signal
 import sys
 import tempfile
@@ -27,7 +26,19 @@ from ..core.observations import AgentMemories
 from ..services.dataplane import DataPlane, Model, rest_error, rest_infer, rest_routes
 from ..services.open_inference import Job, ModelView, Statistics
 from ..services.protocol import answer_texts, answer_waiting, json_codec
-from ..services.ray_support import copy_package, ray_failure, ray_init, ray_model, ray_policy, ray_unreachable
+from ..services.ray_support import (
+    copy_package,
+    ray_failure,
+    ray_init,
+    ray_model,
+    ray_policy,
+    ray_repository_models,
+    ray_unreachable,
+    ray_version,
+    routed_loads,
+    serve_running,
+    wait_until_running,
+)
 from ..services.serve_common import (
     BATCH_BUCKETS,
     CONNECTION_MEMORY_BYTES,
@@ -104,15 +115,25 @@ class PolicyReplica:
     Memories live for one call, each request in a scope of its own, within serve's bounds: no id keeps a memory between
     two requests, or across two clients'."""
 
-    def __init__(self, model: dict, limit: int, max_batch: int, wait_s: float, config_batch: Optional[int] = None):
+    def __init__(
+        self,
+        model: dict,
+        limit: int,
+        max_batch: int,
+        wait_s: float,
+        config_batch: Optional[int] = None,
+        name: Optional[str] = None,
+        version: Optional[str] = None,
+    ):
         from ray import serve
 
-        self.policy, self.limit = ray_policy(model), limit
+        self.limit, self.config_batch = limit, config_batch
         self.loads, self.dumps = json_codec()
-        self.view, self.config_batch = view, config_batch = ModelView(self.policy), config_batch
+        # `name`, `version`: a model of serve's model repository (run folders) at a checkpoint's step; its lines come
+        # routed by the ingress (their "model" and "version" keys taken out here), its answers name both
+        self.named = name is not None
+        self.install(ray_policy(model), name, version)
         self.answer = serve.batch(max_batch_size=max_batch, batch_wait_timeout_s=wait_s)(self.answer_requests)
-        model = Model(view, view.metadata, self.config, view.model_stats, self.submit)
-        self.plane = DataPlane({view.name: model}, lambda: False, view.server_metadata())  # (the ingress stops)
         try:
             context = serve.get_replica_context()
             self.name = str(getattr(context, "replica_id", None) or context.replica_tag)
@@ -120,6 +141,23 @@ class PolicyReplica:
             self.name = f"pid{os.getpid()}"
         self.lines = self.errors = self.seq = 0
         self.batches = Histogram(BATCH_BUCKETS)
+
+    def install(self, policy, name: Optional[str], version: Optional[str]) -> None:
+        """The policy this replica answers with (its V2 view and data plane), swapped in whole: a batch already in
+        answer_now keeps the one it started with."""
+        view = ModelView(policy, name, version)
+        model = Model(view, view.metadata, self.config, view.model_stats, self.submit)
+        plane = DataPlane({view.name: model}, lambda: False, view.server_metadata())  # (the ingress stops)
+        self.serving = (policy, view, plane)
+        self.policy, self.view, self.plane = self.serving
+
+    def reconfigure(self, config: dict) -> None:
+        """Ray Serve's user_config ({"model": ray_version's dict, "version": its step}): the version a model's
+        deployment serves, rolled out by `serve.run` of the deployment with a new user_config (a lightweight update:
+        Ray Serve calls this on each replica in turn, none restarted). The same version again: nothing to do."""
+        if not self.named or str(config.get("version")) == self.view.version:
+            return
+        self.install(ray_policy(config["model"]), self.view.name, str(config["version"]))
 
     def config(self) -> dict:
         """Triton's model configuration, as a replica serves the model: no sequence batching (SEQUENCE_REFUSED)."""
@@ -145,6 +183,8 @@ class PolicyReplica:
         s = self.view.stats
         return {
             "replica": self.name,
+            "model": self.view.name,
+            "version": self.view.version,
             "seq": self.seq,
             "lines": self.lines,
             "errors": self.errors,
@@ -160,7 +200,14 @@ class PolicyReplica:
     async def infer(self, name: str, version: Optional[str], body: bytes, header_length: Optional[str]) -> tuple:
         """POST .../infer (the model checked by the ingress too): (status, body, content type, header length, tally)."""
         answer = await rest_infer(
-            self.plane, name, version, body, header_length, (self.loads, self.dumps), self.limit, refuse=_no_sequences
+            self.serving[2],
+            name,
+            version,
+            body,
+            header_length,
+            (self.loads, self.dumps),
+            self.limit,
+            refuse=_no_sequences,
         )
         self.seq += 1
         return (*answer, self.tally())
@@ -189,7 +236,12 @@ class PolicyReplica:
         for job in jobs:
             job.queue_ns = max(0, started - job.arrived - job.read_ns)
         with np.errstate(over="ignore"):
-            answers = answer_waiting(self.policy, lines, memories, self.loads, self.limit, scopes, jobs[:])
+            policy, view, _ = self.serving  # (one version for the whole batch, whatever a rollout does meanwhile)
+            loads = routed_loads(self.loads, view.version) if self.named else self.loads
+            answers = answer_waiting(policy, lines, memories, loads, self.limit, scopes, jobs[:])
+        if self.named:  # (every answer names the model and version that gave it, as serve's)
+            for answer in answers:
+                answer["model"], answer["version"] = view.name, view.version
         texts = answer_texts(self.dumps, answers)
         errors = sum("error" in a for a in answers) + sum(job.error is not None for job in jobs)
         self.lines += len(lines) + len(jobs)
@@ -222,6 +274,9 @@ class Described:
     check = ModelView.check
 
     def __init__(self, described: dict):
+        self.update(described)
+
+    def update(self, described: dict) -> None:
         self.name, self.version = described["name"], described["version"]
         self.metadata, self.config, self.server = described["metadata"], described["config"], described["server"]
 
@@ -232,16 +287,33 @@ class Ingress:
     clients that do not read hold their room), answered by a replica through `handle`; every failure one JSON line
     (and, for the replicas' own, one line on stderr a second at most)."""
 
-    def __init__(self, handle, described: dict, limit: int, room: int, dumps, allow_remote: bool = False):
-        self.handle, self.model, self.dumps, self.allow_remote = handle, Described(described), dumps, allow_remote
-        model = self.model
-        stats = Model(model, lambda: model.metadata, lambda: model.config, lambda: self.totals()[3].model_stats(model))
-        self.plane = DataPlane({model.name: stats}, lambda: bool(self.stopping), model.server)
+    def __init__(
+        self, handle, described, limit: int, room: int, dumps, allow_remote: bool = False, loads=None, named=False
+    ):
+        """`handle`, `described`: the one policy's (a replica's describe()), or with `named` (serve's model repository)
+        a dict of each: model name -> its deployment's handle, its replica's description."""
+        handles, descriptions = (handle, described) if named else ({described["name"]: handle}, {0: described})
+        self.named, self.dumps, self.allow_remote = named, dumps, allow_remote
+        self.loads = loads or json_codec()[0]
+        self.models = {d["name"]: Described(d) for d in descriptions.values()}
+        self.handles = {d["name"]: handles[d["name"]] for d in descriptions.values()}
+        self.handle = next(iter(self.handles.values()))
+        self.model = next(iter(self.models.values()))
+
+        def entry(model: Described) -> Model:
+            stats = lambda: self.totals(model.name if named else None)[3].model_stats(model)  # noqa: E731
+            return Model(model, lambda: model.metadata, lambda: model.config, stats)
+
+        self.plane = DataPlane(
+            {name: entry(m) for name, m in self.models.items()}, lambda: bool(self.stopping), self.model.server
+        )
         self.body_bytes, self.limit, self.room = max(REQUEST_BYTES, limit + 1), limit, room
         self.in_flight = self.held = self.refused = self.requests = 0
+        self.lines_refused = 0  # lines the ingress answered with an error itself (no model chosen)
         self.stopping, self.tallies = 0, {}
         self.latency = Histogram(LATENCY_BUCKETS_S)
-        self.keep(described["tally"])
+        for d in descriptions.values():
+            self.keep(d["tally"])
         self.drained: Optional[asyncio.Event] = None
 
     def keep(self, tally: dict) -> None:
@@ -252,11 +324,14 @@ class Ingress:
     def answer(self, web, obj, status: int = 200):
         return web.Response(body=self.dumps(obj), status=status, content_type="application/json")
 
-    def totals(self) -> tuple:
-        """(lines, errors, batch histogram, V2 Statistics) summed over every replica's latest counts."""
+    def totals(self, model: Optional[str] = None) -> tuple:
+        """(lines, errors, batch histogram, V2 Statistics) summed over every replica's latest counts (of `model`'s
+        replicas alone, where given)."""
         lines = errors = 0
         batches, stats = Histogram(BATCH_BUCKETS), Statistics()
         for t in self.tallies.values():
+            if model is not None and t.get("model") != model:
+                continue
             lines, errors = lines + t["lines"], errors + t["errors"]
             counts, total, n = t["batch"]
             batches.counts = [a + b for a, b in zip(batches.counts, counts)]
@@ -271,6 +346,8 @@ class Ingress:
             stats.inference_count += inferences
             stats.execution_count += executions
             stats.last_inference = max(stats.last_inference, last)
+        if model is None:  # (the lines refused before a model was chosen count once, in the totals)
+            lines, errors = lines + self.lines_refused, errors + self.lines_refused
         return lines, errors, batches, stats
 
     def collect(self):
@@ -342,8 +419,12 @@ class Ingress:
                 return refused
             self.requests += 1
             try:
-                args = (body,) if method == "act" else (*more[:2], body, *more[2:])  # (infer: name, version, body, ...)
-                status, text, kind, header, tally = await getattr(self.handle, method).remote(*args)
+                if method == "act" and self.named:
+                    status, text, kind, header, tally = await self.routed(body)
+                else:
+                    handle = self.handles[more[0]] if method == "infer" else self.handle
+                    args = (body,) if method == "act" else (*more[:2], body, *more[2:])  # (name, version, body..)
+                    status, text, kind, header, tally = await getattr(handle, method).remote(*args)
             except Exception as exc:  # noqa: BLE001 - a replica that died or failed: one line, never a traceback
                 why = ray_failure(exc)
                 tell_limited(f"ray: a replica failed on a request: {why}")
@@ -366,6 +447,95 @@ class Ingress:
             self.latency.add(time.perf_counter() - started)
             if self.stopping and not self.in_flight:
                 self.drained.set()
+
+    async def routed(self, body: bytes) -> tuple:
+        """POST /v1/act where several models are served: each line to its model's replicas by its "model" key (left
+        out: the one model served), its "version" checked against the one they serve; the lines of one model in one
+        request, every model's at once; the answers back in the order of the lines (a line refused here: its error
+        answer, naming no model). As a replica's answer: (status, body, content type, None, a tally)."""
+        lines = body_lines(body, self.limit)
+        texts: list = [None] * len(lines)
+        groups: dict = {}
+        for k, raw in enumerate(lines):
+            name, refusal = self.route(raw)
+            if refusal is not None:
+                texts[k] = self.dumps(refusal)
+                self.lines_refused += 1
+            else:
+                groups.setdefault(name, []).append(k)
+        if not lines:
+            groups[self.model.name] = []
+        calls = [self.handles[name].act.remote(b"\n".join(lines[k] for k in ks)) for name, ks in groups.items()]
+        status, tally = 200, None
+        for (name, ks), answer in zip(groups.items(), await asyncio.gather(*calls)):
+            status, text, kind, _, tally = answer
+            self.keep(tally)
+            if not ks:  # (an empty body: the replica's one error line)
+                return answer
+            for k, line in zip(ks, [text] if len(ks) == 1 else text.split(b"\n")[: len(ks)]):
+                texts[k] = line
+        tally = tally if tally is not None else next(iter(self.tallies.values()))
+        if len(lines) == 1:
+            return (status if groups else 400), texts[0], "application/json", None, tally
+        return 200, b"\n".join(texts) + b"\n", "application/x-ndjson", None, tally
+
+    def route(self, raw) -> tuple:
+        """(the model a line goes to, None) or (None, its error answer)."""
+        served = ", ".join(sorted(self.models))
+        if raw is None:
+            return None, {"id": None, "error": f"the line is longer than {self.limit} bytes (--max-line-bytes)"}
+        try:
+            obj = self.loads(raw)
+        except (ValueError, RecursionError):
+            obj = None
+        if not isinstance(obj, dict):
+            if len(self.models) == 1:  # (the replica answers it as the stream does)
+                return self.model.name, None
+            return None, {"id": None, "error": "not a JSON object: expected a stream line naming its model"}
+        ident = obj.get("id") if isinstance(obj.get("id"), (str, int, type(None))) else None
+        name, version = obj.get("model"), obj.get("version")
+        if name is None:
+            if len(self.models) > 1:
+                return None, {"id": ident, "error": f"name the model: {len(self.models)} are served ({served})"}
+            name = self.model.name
+        if not isinstance(name, str) or name not in self.models:
+            return None, {"id": ident, "error": f"model {str(name)[:80]}: not served (served: {served})"}
+        serving = self.models[name].version
+        if version is not None and str(version) != serving:
+            return None, {
+                "id": ident,
+                "error": f"model {name}: version {str(version)[:80]} is not loaded (loaded: {serving})",
+            }
+        return name, None
+
+    def follow(self, repository, rollout) -> None:
+        """serve --ray --follow: each change of what serves a model (the repository's follower thread) rolled out by
+        `rollout(name)` (a thread: Ray Serve's deployment update, until it runs; the version's step back), one model's
+        rollouts one after another; the ingress then routes by the new version."""
+        loop, self.rolling = asyncio.get_running_loop(), asyncio.Lock()
+
+        def changed(name: str, version) -> None:  # (the follower thread)
+            if version is not None:
+                with contextlib.suppress(RuntimeError):  # (the loop closing meanwhile)
+                    loop.call_soon_threadsafe(lambda: loop.create_task(self.roll(name, rollout)))
+
+        repository.on_change = changed
+        repository.start_following()
+
+    async def roll(self, name: str, rollout) -> None:
+        if self.stopping:
+            return
+        if name not in self.handles:
+            tell_limited(f"ray: model {name}: a new model is served after a restart of serve --ray")
+            return
+        async with self.rolling:
+            try:
+                step = await asyncio.get_running_loop().run_in_executor(None, rollout, name)
+                self.models[name].update(await self.handles[name].describe.remote())
+            except Exception as exc:  # noqa: BLE001 - the old version keeps answering: one line
+                tell_limited(f"ray: model {name}: the rollout failed ({ray_failure(exc)}); the replicas keep theirs")
+                return
+            print(f"[serve] ray: model {name} version {step} rolled out", file=sys.stderr, flush=True)
 
     def too_long(self, web):
         return self.answer(web, {"id": None, "error": f"the request body is longer than {self.body_bytes} bytes"}, 413)
@@ -507,7 +677,11 @@ def serve_on_ray(ctx: Context) -> tuple:
         raise UsageError(NEED_HTTP) from None
     front.bind(bool(getattr(args, "allow_remote", False)))  # (a taken port, or one not meant to be open: one line now)
     front.close()  # (bound again once the replicas run: until then a client is refused, not kept waiting)
-    model = ray_model(ctx)  # (the checkpoint read and checked before Ray starts: a bad one is one line at once)
+    # (the checkpoints read and checked before Ray starts: a bad one is one line at once; run folders: each model's
+    # serving version verified by the model repository here, as serve does)
+    repository = _repository(ctx)
+    models = None if repository is None else ray_repository_models(ctx, repository)
+    model = ray_model(ctx) if models is None else None
     if args.ray == "local":  # Ray's servers listen on loopback alone where it expects no cluster (as on macOS)
         os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
         os.environ.setdefault("RAY_prestart_worker_first_driver", "0")  # (idle workers would slow the start)
@@ -518,10 +692,43 @@ def serve_on_ray(ctx: Context) -> tuple:
         raise UsageError("--ray: serve needs Ray Serve, which is not installed: pip install -r requirements-ray.txt")
     if unreachable := ray_unreachable(args.ray):
         raise UsageError(f"--ray {args.ray}: no Ray cluster there ({unreachable})")
-    return _serve(ctx, ray, serve, front, model)
+    return _serve(ctx, ray, serve, front, model, models, repository)
 
 
-def _serve(ctx: Context, ray, serve, front: RayHttp, model: dict) -> tuple:
+def _repository(ctx: Context):
+    """serve's model repository of run folders (services.repository), scanned once, or None where one policy is
+    served as before (version "1"). The same rule as serve's model_repository: --model-dir given more than once, a
+    folder of several models, --pin or --follow; each model's serving version verified here (a strict load,
+    onnx-compare, a probe batch) before any replica loads it."""
+    from ..loaders.run_folder import discover, run_folders
+
+    a = ctx.args
+    dirs = [Path(d) for d in (getattr(a, "model_dirs", None) or ([a.model_dir] if a.model_dir else []))]
+    for flag, given in (("--versions", a.versions), ("--allow-model-control", a.allow_model_control)):
+        if given:
+            raise UsageError(f"{flag}: not with --ray yet (serve --ray serves one version of each model at a time)")
+
+    def several(folder: Path) -> bool:
+        try:
+            return len(discover([folder])) > 1 or run_folders([folder]) != [folder]
+        except UsageError:
+            return False
+
+    if not (a.pin or a.follow or len(dirs) > 1 or (len(dirs) == 1 and several(dirs[0]))):
+        return None
+    if not dirs:
+        raise UsageError("--follow and --pin serve run folders: give --model-dir")
+    from ..services.repository import Repository
+
+    poll_s = getattr(a, "follow_poll_s", 2.0) or 2.0
+    repository = Repository(dirs, 1, a.pin or (), poll_s=poll_s, policy_options={"device": "cpu"})  # (on this CPU)
+    repository.poll()
+    return repository
+
+
+def _serve(
+    ctx: Context, ray, serve, front: RayHttp, model: Optional[dict], models: Optional[dict], repository
+) -> tuple:
     args = ctx.args
     import logging
 
@@ -549,9 +756,19 @@ def _serve(ctx: Context, ray, serve, front: RayHttp, model: dict) -> tuple:
                 if device.type == "npu"
                 else {"num_cpus": 1}
             )  # (Ray Serve's own actors reserve none; 0 here left replicas side by side)
+            # one Ray Serve application (a deployment) per model: --replicas replicas each, rolled out on its own
+            wait_s = args.max_wait_us / 1e6
+            apps = (
+                {APP: (None, (model, args.max_line_bytes, max_batch, wait_s, args.max_batch))}
+                if models is None
+                else {
+                    f"{APP}-{name}": (name, (m, args.max_line_bytes, max_batch, wait_s, args.max_batch, name, step))
+                    for name, (m, step) in models.items()
+                }
+            )
             with handlers_kept():
-                started_serve = not _serve_running(serve)
-                if not started_serve and APP in serve.status().applications:
+                started_serve = not serve_running(serve)
+                if not started_serve and any(_ours(app) for app in serve.status().applications):
                     raise UsageError(
                         f"--ray {args.ray}: this cluster already serves {APP} (another serve --ray); "
                         "stop that one first"
@@ -567,15 +784,39 @@ def _serve(ctx: Context, ray, serve, front: RayHttp, model: dict) -> tuple:
                     ray_actor_options=resources,
                     max_ongoing_requests=2 * max_batch,
                 )
-                deployed = True
-                serve._run(
-                    deployment.bind(model, args.max_line_bytes, max_batch, args.max_wait_us / 1e6, args.max_batch),
-                    _blocking=False,
-                    name=APP,
-                    route_prefix=None,
-                )
-            _wait_until_running(serve, time.monotonic() + READY_WITHIN_S)
-            signum = _run_ingress(ctx, serve, front, 2 * max_batch * args.replicas)
+                deployed = list(apps)
+                for app, (name, bound) in apps.items():
+                    # (a model's version is its deployment's user_config: a new one is rolled out by Ray Serve's
+                    # lightweight update, PolicyReplica.reconfigure on each replica, none restarted)
+                    config = None if name is None else {"model": bound[0], "version": bound[-1]}
+                    serve._run(
+                        deployment.options(user_config=config).bind(*bound),
+                        _blocking=False,
+                        name=app,
+                        route_prefix=None,
+                    )
+            deadline = time.monotonic() + READY_WITHIN_S
+            for app in apps:
+                wait_until_running(serve, deadline, app, READY_WITHIN_S)
+            names = None if models is None else {name: app for app, (name, _) in apps.items()}
+
+            def rollout(name: str) -> str:
+                """(a thread of the ingress) The model's serving version now, rolled out to its deployment."""
+                version, app = repository.lookup(name), f"{APP}-{name}"
+                run = next(e["run"] for e in repository.models() if e["name"] == name)
+                config = {"model": ray_version(ctx, name, run, version.path), "version": str(version.step)}
+                with handlers_kept():
+                    serve._run(
+                        deployment.options(user_config=config).bind(*apps[app][1]),
+                        _blocking=False,
+                        name=app,
+                        route_prefix=None,
+                    )
+                wait_until_running(serve, time.monotonic() + READY_WITHIN_S, app, READY_WITHIN_S)
+                return str(version.step)
+
+            follow = (repository, rollout) if repository is not None and args.follow else None
+            signum = _run_ingress(ctx, serve, front, 2 * max_batch * args.replicas * len(apps), names, follow)
         except KeyboardInterrupt as exc:
             if getattr(exc, "signum", None) != signal.SIGTERM:
                 raise  # (SIGINT, SIGHUP: 128 + N, as every mode)
@@ -591,10 +832,16 @@ def _serve(ctx: Context, ray, serve, front: RayHttp, model: dict) -> tuple:
     return None, True
 
 
-def _run_ingress(ctx: Context, serve, front: RayHttp, room: int) -> int:
-    """The ingress in an event loop of its own until a signal (its number comes back)."""
+def _ours(app: str) -> bool:
+    return app == APP or app.startswith(APP + "-")
+
+
+def _run_ingress(ctx: Context, serve, front: RayHttp, room: int, names: Optional[dict] = None, follow=None) -> int:
+    """The ingress in an event loop of its own until a signal (its number comes back). `names`: model -> its
+    application, where serve's models of run folders are served."""
     args = ctx.args
-    handle = serve.get_app_handle(APP)
+    handle = serve.get_app_handle(APP) if names is None else None
+    handles = {} if names is None else {name: serve.get_app_handle(app) for name, app in names.items()}
     loads, dumps = json_codec()
     before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     loop = asyncio.new_event_loop()
@@ -603,15 +850,23 @@ def _run_ingress(ctx: Context, serve, front: RayHttp, room: int) -> int:
         shown = front.shown()
         note = front.told()[len(shown) :]
         n = args.replicas
+        each = "" if names is None else f" for each of {len(names)} models ({', '.join(sorted(names))[:300]})"
         print(
-            f"[serve] ray serve listening on http://{shown}{ROUTE} ({n} replica{'s' if n > 1 else ''}){note}",
+            f"[serve] ray serve listening on http://{shown}{ROUTE} ({n} replica{'s' if n > 1 else ''}{each}){note}",
             file=sys.stderr,
             flush=True,
         )
 
     async def main() -> int:
-        described = await handle.describe.remote()
-        ingress = Ingress(handle, described, args.max_line_bytes, room, dumps, bool(getattr(args, "allow_remote", 0)))
+        remote = bool(getattr(args, "allow_remote", 0))
+        if names is None:
+            described = await handle.describe.remote()
+            ingress = Ingress(handle, described, args.max_line_bytes, room, dumps, remote, loads)
+        else:
+            described = dict(zip(handles, await asyncio.gather(*(h.describe.remote() for h in handles.values()))))
+            ingress = Ingress(handles, described, args.max_line_bytes, room, dumps, remote, loads, named=True)
+            if follow is not None:
+                ingress.follow(*follow)
         return await ingress.run(front, told)
 
     try:
@@ -624,48 +879,14 @@ def _run_ingress(ctx: Context, serve, front: RayHttp, room: int) -> int:
                 signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
-def _serve_running(serve) -> bool:
-    try:
-        serve.context._get_global_client()
-        return True
-    except Exception:  # noqa: BLE001 - RayServeException: no Serve controller on this cluster
-        return False
-
-
-def _wait_until_running(serve, deadline: float) -> None:
-    """Until the application runs; its failure (a replica's UsageError: a checkpoint not readable on a node, say) in
-    one line."""
-    while True:
-        status = serve.status()
-        app = status.applications.get(APP)
-        state = str(getattr(app, "status", "NOT_STARTED")).rsplit(".", 1)[-1]
-        if state == "RUNNING":
-            return
-        if state in ("DEPLOY_FAILED", "UNHEALTHY"):
-            message = "\n".join(
-                [app.message, *(d.message for d in app.deployments.values())]
-            )  # (a replica's traceback: its deployment's)
-            found = re.search(r"UsageError: (.+)", message) or re.search(r"(\w+Error: .+)", message)
-            raise UsageError(
-                f"--ray: Ray Serve could not deploy the replicas: "
-                f"{found.group(1).strip() if found else message.strip().splitlines()[-1][:300]}"
-            )
-        if time.monotonic() > deadline:
-            note = (app.message.strip().splitlines() or [""])[0][:200] if app is not None else ""
-            raise UsageError(
-                f"--ray: the replicas did not start within {READY_WITHIN_S:.0f} s (not enough GPUs, NPUs or "
-                f"CPUs free on the cluster?){': ' + note if note else ''}"
-            )
-        time.sleep(0.1)
-
-
-def _stop(ray, serve, local: bool, started_serve: bool, deployed: bool) -> None:
-    """What this command deployed is deleted: Serve with it where this command started Serve on a cluster (a local Ray
-    instance ends with everything in it)."""
+def _stop(ray, serve, local: bool, started_serve: bool, deployed) -> None:
+    """What this command deployed (`deployed`: its applications) is deleted: Serve with it where this command started
+    Serve on a cluster (a local Ray instance ends with everything in it)."""
     with contextlib.suppress(Exception), handlers_kept():
         if ray.is_initialized() and not local and started_serve:
             serve.shutdown()
         elif ray.is_initialized() and not local and deployed:
-            serve.delete(APP)
+            for app in deployed:
+                serve.delete(app)
     with contextlib.suppress(Exception):
         ray.shutdown()

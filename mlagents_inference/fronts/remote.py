@@ -26,7 +26,7 @@ from ..core.observations import observation_arrays, shape_masks, shape_memory
 from ..core.spec import InputSpec, PolicySettings, action_tuple, continuous_only, no_actions
 from ..services.protocol import parse_address
 
-__all__ = ["connect", "RemotePolicy", "INFO_LINE_BYTES", "ANSWER_NUMBER_BYTES", "FLOAT32_MAX"]
+__all__ = ["connect", "RemotePolicy", "Answer", "INFO_LINE_BYTES", "ANSWER_NUMBER_BYTES", "FLOAT32_MAX"]
 
 
 def _codec() -> tuple:
@@ -75,12 +75,38 @@ def _settings(info: dict) -> PolicySettings:
     )
 
 
-def connect(address: str, timeout: float = 60.0) -> "RemotePolicy":
+def connect(address: str, timeout: float = 60.0, model: Optional[str] = None, version=None) -> "RemotePolicy":
     """A policy served by `python inference.py --mode serve --listen ADDRESS` ("HOST:PORT" or "unix:PATH"): info, act,
-    get_action, check_spec, reset as inference.load()'s, close() (or `with`). UsageError (one line) when it cannot."""
+    get_action, check_spec, reset as inference.load()'s, close() (or `with`). `model`: the served model (behaviour
+    name) every line names, required when the server serves several; `version`: a loaded version (a checkpoint's
+    step) every line names, else the one serving at each line. UsageError (one line) when it cannot."""
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
         raise UsageError(f"timeout={timeout!r}: expected a positive number of seconds")
-    return RemotePolicy(address, float(timeout))
+    if model is not None and (not isinstance(model, str) or not model.strip()):
+        raise UsageError(f"model={_brief(model)}: expected a served model's name (text), or None")
+    return RemotePolicy(address, float(timeout), model, _version_text(version))
+
+
+def _version_text(version) -> Optional[str]:
+    """connect()'s version as serve's answers write it (the digits of a whole number), or None."""
+    if version is None:
+        return None
+    if isinstance(version, str) and version.strip().isascii() and version.strip().isdigit():
+        return str(int(version.strip()))
+    if isinstance(version, (int, np.integer)) and not isinstance(version, bool) and version >= 0:
+        return str(int(version))
+    raise UsageError(f"version={_brief(version)}: expected a loaded version (a whole number, or its digits as text)")
+
+
+class Answer(dict):
+    """act()'s result: the dict inference.load()'s act() returns, and which model and version answered (serve's
+    answer keys "model" and "version", as attributes; None from a server that does not say)."""
+
+    __slots__ = ("model", "version")
+
+    def __init__(self, arrays: dict, model: Optional[str], version: Optional[str]):
+        super().__init__(arrays)
+        self.model, self.version = model, version
 
 
 INFO_LINE_BYTES = 1 << 20  # the longest info answer read (a serve policy's is a few kB)
@@ -117,6 +143,9 @@ class _Call:
             pass
 
 
+_NAMING_KEYS = frozenset({"model", "version"})  # which model and version answered (serve's answers carry them)
+_ERROR_KEYS = frozenset({"id", "error"}) | _NAMING_KEYS
+
 _FORK_LOCK = threading.Lock()  # a child's first call opens its own connection under it (made anew in every child)
 
 
@@ -139,9 +168,13 @@ class RemotePolicy:
     Every answer is checked against the policy's info (its id, keys, shapes, types, ranges, finiteness) and read
     within a bound (its longest possible line): a peer that is not serve, or misbehaves, is a one-line UsageError."""
 
-    def __init__(self, address: str, timeout: float):
+    def __init__(self, address: str, timeout: float, model: Optional[str] = None, version: Optional[str] = None):
         self._where = parse_address("connect()", address, listening=False)
         self.address, self.timeout, self._sock, self._closed = address.strip(), timeout, None, None
+        # every line names them (serve's "model" and "version" keys); left out, the server's one model, and the
+        # version serving at each line
+        self._route = {k: v for k, v in (("model", model), ("version", version)) if v is not None}
+        self._answered = threading.local()  # which version answered this thread's latest call
         self._loads, self._dumps = _codec()
         self._state = threading.Lock()  # get_action's memory bookkeeping
         self._known: set = set()  # get_action's agent ids the server may hold a memory of
@@ -150,7 +183,15 @@ class RemotePolicy:
         self._fresh_connection()
         self._sock = self._open()
         self._limit = INFO_LINE_BYTES
-        answer = self._ask([{"info": True}])[0]
+        try:
+            answer = self._ask([{"info": True, **self._route}])[0]
+        except UsageError as exc:
+            self.close()
+            said = str(exc)
+            if said.startswith(f"connect({self.address!r})"):
+                raise
+            hint = " (connect(..., model=NAME))" if "model" not in self._route and "name the model" in said else ""
+            raise UsageError(f"connect({self.address!r}): {said}{hint}") from None
         try:
             self.settings = _settings(answer["info"])
         except (KeyError, TypeError, ValueError, IndexError, AttributeError):
@@ -162,13 +203,30 @@ class RemotePolicy:
             ) from None
         self.info = answer["info"]
         self.bounds = answer.get("bounds") if isinstance(answer.get("bounds"), dict) else {}
+        # the model answering (the server's name for it; a server before models: the behaviour's name), and the
+        # version that answered the info line
+        self.model = answer["model"] if isinstance(answer.get("model"), str) else model or self.info.get("behavior")
+        self._first_version = answer["version"] if isinstance(answer.get("version"), str) else None
         s = self.settings
         self._width = s.continuous_size * (2 if continuous_only(s) else 1) + len(s.discrete_branches) + s.memory_size
         self._ids = itertools.count(1)  # act()'s line ids where no memory is kept by id
 
     def __repr__(self) -> str:
         state = "closed" if self._closed is not None or self._sock is None else "open"
-        return f"<connect({self.address!r}): {self.info.get('behavior')}, {state}>"
+        return f"<connect({self.address!r}): {self.model}, version {self.version}, {state}>"
+
+    @property
+    def version(self) -> Optional[str]:
+        """The version (text, a checkpoint's step; "1" for one policy served as before) that answered this thread's
+        latest act() or get_action() (for get_action, its last agent's; `versions` has each agent's), or the info line
+        before any."""
+        return getattr(self._answered, "version", self._first_version)
+
+    @property
+    def versions(self) -> dict:
+        """This thread's latest get_action(): each agent id's answering version (an LSTM agent keeps the version its
+        memory started on while that stays loaded, so they may differ)."""
+        return dict(getattr(self._answered, "versions", {}))
 
     # -- the connection
     def _fresh_connection(self) -> None:
@@ -457,7 +515,7 @@ class RemotePolicy:
         for answer in answers:
             if "error" in answer:
                 error = answer["error"]
-                if not isinstance(error, str) or set(answer) != {"id", "error"}:
+                if not isinstance(error, str) or not {"id", "error"} <= set(answer) <= _ERROR_KEYS:
                     raise self._bad('an error answer that is not {"id": ..., "error": "..."}')
                 raise UsageError(error.splitlines()[0] if error.strip() else "the server answered an empty error")
 
@@ -510,6 +568,7 @@ class RemotePolicy:
             if len(s.inputs) == 1
             else {spec.name: array.tolist() for spec, array in zip(s.inputs, arrays)}
         )
+        line.update(self._route)
         if masks is not None:
             line["action_masks"] = masks.astype(np.int8).tolist()
         if memory is not None:
@@ -522,7 +581,8 @@ class RemotePolicy:
         return line
 
     def _outputs(self, answer: dict, rows: int, batched: bool) -> dict:
-        """An answer's arrays, checked against the policy's info: its keys, shapes, types, ranges and finiteness."""
+        """An answer's arrays, checked against the policy's info: its keys, shapes, types, ranges and finiteness; its
+        model and version (where it names them: serve's answers do) the ones connected to."""
         s, out = self.settings, {}
         expected = (
             {"id"}
@@ -531,8 +591,12 @@ class RemotePolicy:
             | ({"discrete_actions"} if s.discrete_branches else set())
             | ({"memory"} if s.memory_size else set())
         )
-        if set(answer) != expected:
-            raise self._bad(f"an answer with keys {sorted(answer)[:8]}; this policy's answers hold {sorted(expected)}")
+        if not expected <= set(answer) <= expected | _NAMING_KEYS:
+            raise self._bad(
+                f"an answer with keys {sorted(answer)[:8]}; this policy's answers hold {sorted(expected)} "
+                f"(and the model and version)"
+            )
+        self._check_naming(answer)
         lead = (rows,) if batched else ()
         if s.continuous_size:
             out["continuous_actions"] = self._numbers(answer, "continuous_actions", lead + (s.continuous_size,), False)
@@ -546,6 +610,18 @@ class RemotePolicy:
         if s.memory_size:
             out["memory"] = self._numbers(answer, "memory", lead + (s.memory_size,), False)
         return out
+
+    def _check_naming(self, answer: dict) -> None:
+        """An answer's "model" is the model connected to, its "version" text (the version asked for, where one was)."""
+        if "model" in answer and answer["model"] != self.model:
+            raise self._bad(f"an answer from model {_brief(answer['model'])} to a line for model {_brief(self.model)}")
+        if "version" in answer:
+            version, asked = answer["version"], self._route.get("version")
+            if not isinstance(version, str) or (asked is not None and version != asked):
+                raise self._bad(
+                    f"an answer from version {_brief(version)}"
+                    + (f" to a line for version {asked}" if asked is not None else ": expected text (a step)")
+                )
 
     def _numbers(self, answer: dict, name: str, shape: tuple, whole: bool) -> np.ndarray:
         try:
@@ -576,13 +652,15 @@ class RemotePolicy:
         if memory is not None:
             memory = shape_memory(memory, s.memory_size, rows, batched)[:, 0]
         if not rows:
-            return self._no_actions()
+            return Answer(self._no_actions(), self.model, None)
         one = (lambda x: x) if batched else (lambda x: None if x is None else x[0])
         line = self._line([one(a) for a in arrays], one(masks), one(memory), bool(deterministic), seed)
         if not s.memory_size:  # (an id of its own, checked on its answer; with a memory an id would be kept)
             line["id"] = next(self._ids)
         answer = self._ask([line], rows)[0]
-        return self._outputs(answer, rows, batched)
+        out = self._outputs(answer, rows, batched)
+        self._answered.version = answer.get("version")
+        return Answer(out, answer.get("model", self.model), answer.get("version"))
 
     def _no_actions(self) -> dict:
         return no_actions(self.settings)
@@ -613,12 +691,15 @@ class RemotePolicy:
             if agent in resets:
                 line["reset"] = True
         try:
-            answers = [self._outputs(answer, 1, False) for answer in self._ask(lines)]
+            said = self._ask(lines)
+            answers = [self._outputs(answer, 1, False) for answer in said]
         except UsageError:
             if resets:
                 with self._state:  # (their memories were not started over: on their next line, then)
                     self._stale.update(resets)
             raise
+        self._answered.versions = {agent: answer.get("version") for agent, answer in zip(ids, said)}
+        self._answered.version = said[-1].get("version")
         out = {}
         if s.continuous_size:
             out["continuous_actions"] = np.stack([a["continuous_actions"] for a in answers])

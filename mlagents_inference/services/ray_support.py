@@ -4,6 +4,7 @@ shipped to its workers, the policy a Ray worker loads, Ray's failures in one lin
 from __future__ import annotations
 
 import re
+import time
 import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
@@ -15,7 +16,20 @@ from ..core.files import handlers_kept
 if TYPE_CHECKING:  # (annotations only)
     from .context import Context
 
-__all__ = ["ray_model", "ray_policy", "ray_init", "copy_package", "ray_unreachable", "ray_failure"]
+__all__ = [
+    "ray_model",
+    "ray_version",
+    "ray_repository_models",
+    "routed_loads",
+    "ray_options",
+    "ray_policy",
+    "ray_init",
+    "copy_package",
+    "ray_unreachable",
+    "ray_failure",
+    "serve_running",
+    "wait_until_running",
+]
 
 
 def ray_model(ctx: Context) -> dict:
@@ -29,6 +43,58 @@ def ray_model(ctx: Context) -> dict:
         "model_dir": src.model_dir and str(Path(src.model_dir).resolve()),
         "behavior": src.behavior,
         "expect_sha256": args.expect_sha256,
+        **ray_options(ctx),
+    }
+
+
+def ray_version(ctx: Context, behavior: str, run, checkpoint) -> dict:
+    """ray_model for one version of a model repository's model (serve --ray of run folders): its checkpoint, the
+    ML-Agents ONNX written with it where there is one, its run folder; verified by the repository in this command."""
+    path = Path(checkpoint).resolve()
+    onnx = path.with_suffix(".onnx")
+    return {
+        "checkpoint": str(path),
+        "onnx": str(onnx) if onnx.is_file() else None,
+        "model_dir": str(Path(run).resolve()),
+        "behavior": behavior,
+        "expect_sha256": None,
+        **ray_options(ctx),
+    }
+
+
+def ray_repository_models(ctx: Context, repository) -> dict:
+    """The repository's models as Ray replicas load them: {model: (ray_version's dict, its serving step as text)}."""
+    models = {}
+    for entry in repository.models():
+        if entry["serving"] is not None:
+            version = repository.lookup(entry["name"], entry["serving"])
+            models[entry["name"]] = (ray_version(ctx, entry["name"], entry["run"], version.path), str(version.step))
+    if not models:
+        raise UsageError("--model-dir: no checkpoint there passed verification")
+    return models
+
+
+def routed_loads(loads, serving: str):
+    """A replica's line reader where the ingress routed the lines: their "model" and "version" keys taken out (the
+    ingress checked them), as serve's batcher does; a line naming another version than this replica's (in the middle
+    of a rollout) refused in one line."""
+
+    def read(raw):
+        obj = loads(raw)
+        if isinstance(obj, dict):
+            obj.pop("model", None)
+            version = obj.pop("version", None)
+            if version is not None and str(version) != serving:
+                raise UsageError(f"version {str(version)[:80]} is not the one this replica serves ({serving})")
+        return obj
+
+    return read
+
+
+def ray_options(ctx: Context) -> dict:
+    """How a Ray worker builds its policy (engine, device, precision...), as this command's options say."""
+    args = ctx.args
+    return {
         "goal_input": args.goal_input,
         "device": ctx.device.type,
         "dtype": args.dtype,
@@ -128,3 +194,38 @@ def ray_failure(exc: BaseException) -> str:
         return "a Ray worker process died (killed, out of memory or crashed; Ray's logs on its node tell which)"
     lines = [l for l in texts[0].splitlines() if l.strip()]
     return (lines[-1] if lines else type(exc).__name__)[:300]
+
+
+def serve_running(serve) -> bool:
+    try:
+        serve.context._get_global_client()
+        return True
+    except Exception:  # noqa: BLE001 - RayServeException: no Serve controller on this cluster
+        return False
+
+
+def wait_until_running(serve, deadline: float, name: str, within: float) -> None:
+    """Until the application runs; its failure (a replica's UsageError: a checkpoint not readable on a node, say) in
+    one line."""
+    while True:
+        status = serve.status()
+        app = status.applications.get(name)
+        state = str(getattr(app, "status", "NOT_STARTED")).rsplit(".", 1)[-1]
+        if state == "RUNNING":
+            return
+        if state in ("DEPLOY_FAILED", "UNHEALTHY"):
+            message = "\n".join(
+                [app.message, *(d.message for d in app.deployments.values())]
+            )  # (a replica's traceback: its deployment's)
+            found = re.search(r"UsageError: (.+)", message) or re.search(r"(\w+Error: .+)", message)
+            raise UsageError(
+                f"--ray: Ray Serve could not deploy the replicas: "
+                f"{found.group(1).strip() if found else message.strip().splitlines()[-1][:300]}"
+            )
+        if time.monotonic() > deadline:
+            note = (app.message.strip().splitlines() or [""])[0][:200] if app is not None else ""
+            raise UsageError(
+                f"--ray: the replicas did not start within {within:.0f} s (not enough GPUs, NPUs or "
+                f"CPUs free on the cluster?){': ' + note if note else ''}"
+            )
+        time.sleep(0.1)

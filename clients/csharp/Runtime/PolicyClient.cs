@@ -33,7 +33,7 @@ namespace MLAgentsInference
         private static readonly float[] NoFloats = new float[0];
         private static readonly int[] NoInts = new int[0];
         private static readonly byte[][] AnswerKeys = Array.ConvertAll(
-            new[] { "id", "error", "continuous_actions", "discrete_actions", "memory", "actions" }, key => Encoding.ASCII.GetBytes(key));
+            new[] { "id", "error", "continuous_actions", "discrete_actions", "memory", "actions", "model", "version" }, key => Encoding.ASCII.GetBytes(key));
 
         private readonly string _address;
         private readonly HashSet<long> _resets = new HashSet<long>();
@@ -51,13 +51,20 @@ namespace MLAgentsInference
         private int _outLength, _outSent;
         private long[] _ids = new long[64];
         private byte[][] _inputKeys; // ,"obs": or ,"obs_0": ... per input
+        private byte[] _route = new byte[0]; // ,"model":"NAME" and ,"version":STEP, as asked for: written into every line
+        private string _askedModel;
         private int _readTimeoutMs;
 
-        private PolicyClient(Socket socket, string address, int readTimeoutMs)
+        private PolicyClient(Socket socket, string address, int readTimeoutMs, string model, long? version)
         {
             _socket = socket;
             _address = address;
             ReadTimeoutMs = readTimeoutMs;
+            _askedModel = model;
+            Version = version;
+            string route = (model == null ? "" : ",\"model\":" + Json.Quote(model)) +
+                           (version.HasValue ? ",\"version\":" + version.Value.ToString(CultureInfo.InvariantCulture) : "");
+            _route = Encoding.UTF8.GetBytes(route);
         }
 
         /// <summary>"HOST:PORT" or "unix:PATH", as connected.</summary>
@@ -65,6 +72,19 @@ namespace MLAgentsInference
 
         /// <summary>The policy's inputs and action sizes (the server's <c>{"info": true}</c> answer, read at connect).</summary>
         public PolicyInfo Info { get; private set; }
+
+        /// <summary>The model this client's lines go to, as the server names it (the behaviour name; the one model served
+        /// where none was given at connect). Every line names it where one was given.</summary>
+        public string Model { get; private set; }
+
+        /// <summary>The version every line asks for (a loaded checkpoint's step), as given at connect; null: the version
+        /// serving at each line.</summary>
+        public long? Version { get; private set; }
+
+        /// <summary>The version that answered the latest line (text: a checkpoint's step, "1" for one policy served as
+        /// before), the info line's at first; null from a server that does not say. Each <see cref="PolicyAction"/>
+        /// carries its own.</summary>
+        public string AnsweredVersion { get; private set; }
 
         /// <summary>False once disposed, or closed after a broken connection, a bad answer or a timeout.</summary>
         public bool IsOpen { get { return _socket != null; } }
@@ -83,8 +103,9 @@ namespace MLAgentsInference
         /// <summary>Connects over TCP (TCP_NODELAY) and reads the policy's info. PolicyException (Connect) when nothing
         /// answers; every address the host resolves to is tried in turn.</summary>
         public static PolicyClient Connect(string host, int port, int connectTimeoutMs = DefaultConnectTimeoutMs,
-                                           int readTimeoutMs = DefaultReadTimeoutMs)
+                                           int readTimeoutMs = DefaultReadTimeoutMs, string model = null, long? version = null)
         {
+            CheckRoute(model, version);
             if (string.IsNullOrEmpty(host)) throw new ArgumentException("a host name or address is needed", "host");
             if (port < 1 || port > 65535) throw new ArgumentOutOfRangeException("port", "a port from 1 to 65535");
             CheckTimeout(connectTimeoutMs, "connectTimeoutMs");
@@ -119,7 +140,7 @@ namespace MLAgentsInference
                     last = e;
                     continue;
                 }
-                return Start(socket, address, readTimeoutMs);
+                return Start(socket, address, readTimeoutMs, model, version);
             }
             throw last;
         }
@@ -128,8 +149,9 @@ namespace MLAgentsInference
         /// opens AF_UNIX stream sockets through a plain EndPoint (.NET Standard 2.0 has no UnixDomainSocketEndPoint).
         /// Tested on Mono 6.8 on Linux only; a platform that refuses it makes this a PolicyException (Connect).</summary>
         public static PolicyClient ConnectUnix(string path, int connectTimeoutMs = DefaultConnectTimeoutMs,
-                                               int readTimeoutMs = DefaultReadTimeoutMs)
+                                               int readTimeoutMs = DefaultReadTimeoutMs, string model = null, long? version = null)
         {
+            CheckRoute(model, version);
             if (string.IsNullOrEmpty(path)) throw new ArgumentException("a socket path is needed", "path");
             CheckTimeout(connectTimeoutMs, "connectTimeoutMs");
             CheckTimeout(readTimeoutMs, "readTimeoutMs");
@@ -152,23 +174,31 @@ namespace MLAgentsInference
                 socket.Close();
                 throw;
             }
-            return Start(socket, address, readTimeoutMs);
+            return Start(socket, address, readTimeoutMs, model, version);
         }
 
-        /// <summary>Connects to "HOST:PORT", "[IPv6]:PORT" or "unix:PATH" (the server's --listen text).</summary>
+        /// <summary>Connects to "HOST:PORT", "[IPv6]:PORT" or "unix:PATH" (the server's --listen text). <paramref name="model"/>:
+        /// the served model (behaviour name) every line names, needed where the server serves several; <paramref name="version"/>:
+        /// a loaded version (checkpoint step) every line asks for, null for the one serving at each line.</summary>
         public static PolicyClient Open(string address, int connectTimeoutMs = DefaultConnectTimeoutMs,
-                                        int readTimeoutMs = DefaultReadTimeoutMs)
+                                        int readTimeoutMs = DefaultReadTimeoutMs, string model = null, long? version = null)
         {
             if (address == null) throw new ArgumentNullException("address");
             address = address.Trim();
-            if (address.StartsWith("unix:", StringComparison.Ordinal)) return ConnectUnix(address.Substring(5), connectTimeoutMs, readTimeoutMs);
+            if (address.StartsWith("unix:", StringComparison.Ordinal)) return ConnectUnix(address.Substring(5), connectTimeoutMs, readTimeoutMs, model, version);
             int colon = address.LastIndexOf(':');
             int port;
             if (colon <= 0 || !int.TryParse(address.Substring(colon + 1), NumberStyles.None, CultureInfo.InvariantCulture, out port))
                 throw new ArgumentException("expected HOST:PORT or unix:PATH, got \"" + address + "\"", "address");
             string host = address.Substring(0, colon);
             if (host.StartsWith("[", StringComparison.Ordinal) && host.EndsWith("]", StringComparison.Ordinal)) host = host.Substring(1, host.Length - 2);
-            return Connect(host, port, connectTimeoutMs, readTimeoutMs);
+            return Connect(host, port, connectTimeoutMs, readTimeoutMs, model, version);
+        }
+
+        private static void CheckRoute(string model, long? version)
+        {
+            if (model != null && model.Trim().Length == 0) throw new ArgumentException("a served model's name, or null", "model");
+            if (version.HasValue && version.Value < 0) throw new ArgumentOutOfRangeException("version", "a loaded version (a checkpoint's step, 0 or more), or null");
         }
 
         private static void CheckTimeout(int ms, string name)
@@ -207,9 +237,9 @@ namespace MLAgentsInference
             }
         }
 
-        private static PolicyClient Start(Socket socket, string address, int readTimeoutMs)
+        private static PolicyClient Start(Socket socket, string address, int readTimeoutMs, string model, long? version)
         {
-            var client = new PolicyClient(socket, address, readTimeoutMs);
+            var client = new PolicyClient(socket, address, readTimeoutMs, model, version);
             try
             {
                 client.ReadInfo();
@@ -225,9 +255,11 @@ namespace MLAgentsInference
         private void ReadInfo()
         {
             _outLength = 0;
-            PutAscii("{\"info\":true}\n");
+            PutAscii("{\"info\":true");
+            PutBytes(_route);
+            PutAscii("}\n");
             Dictionary<string, object> info = null;
-            string error = null;
+            string error = null, model = null, version = null;
             Exchange(0, () =>
             {
                 int start, end;
@@ -245,16 +277,24 @@ namespace MLAgentsInference
                     else if (key == "info" && info == null) { info = r.ReadValue() as Dictionary<string, object>; if (info == null) throw r.Fail("\"info\" is not an object"); }
                     else if (key == "error" && error == null) error = r.ReadString();
                     else if (key == "bounds") r.ReadValue();  // (the server's memory bounds: read, not needed here)
+                    else if (key == "model" && model == null) model = r.ReadString();
+                    else if (key == "version" && version == null) version = r.ReadString();
                     else throw r.Fail("unexpected key \"" + key + "\"");
                 }
                 r.End();
             });
+            if (error != null && (_route.Length > 0 || error.StartsWith("name the model", StringComparison.Ordinal)))  // (which model or version)
+                throw Fail(PolicyFailure.ErrorAnswer, Address + ": " + error + (_askedModel == null ? " (PolicyClient.Open(address, model: NAME))" : ""));
             if (error != null)
                 throw Fail(PolicyFailure.BadAnswer, Address + " answered {\"info\": true} with an error (is it python inference.py --mode serve?): " + error);
+            if (model != null && _askedModel != null && model != _askedModel)
+                throw Fail(PolicyFailure.BadAnswer, "bad answer from " + Address + ": the info of model " + Json.Quote(model) + " for model " + Json.Quote(_askedModel));
             if (info == null) throw Fail(PolicyFailure.BadAnswer, "bad answer from " + Address + ": no \"info\" in the info answer");
             try
             {
                 Info = new PolicyInfo(info);
+                Model = model ?? _askedModel ?? Info.Behavior;
+                AnsweredVersion = version;
                 _inputKeys = Array.ConvertAll(Info.Inputs, input => Encoding.UTF8.GetBytes(
                     Info.Inputs.Length == 1 ? ",\"obs\":" : "," + Json.Quote(input.Name) + ":"));
             }
@@ -387,6 +427,7 @@ namespace MLAgentsInference
                 PutAscii("{\"id\":");
                 Ensure(24);
                 _outLength = Numbers.WriteLong(_out, _outLength, agentId);
+                PutBytes(_route);
                 for (int i = 0; i < inputs.Length; i++)
                 {
                     PutBytes(_inputKeys[i]);
@@ -622,6 +663,7 @@ namespace MLAgentsInference
             error = null;
             float[] continuous = null, memory = null;
             int[] discrete = null;
+            string model = null, version = null;
             bool haveId = false, seenActions = false;
             int continuousStart = 0, continuousEnd = 0;
             HashSet<string> others = null;
@@ -664,6 +706,14 @@ namespace MLAgentsInference
                         seenActions = true;
                         if (!r.TrySkipCopy(continuousStart, continuousEnd)) r.SkipValue();
                         break;
+                    case 6: // "model": which model answered
+                        if (model != null) throw r.Fail("duplicate key \"model\"");
+                        model = r.ReadString();
+                        break;
+                    case 7: // "version": which of its versions answered (text)
+                        if (version != null) throw r.Fail("duplicate key \"version\"");
+                        version = r.ReadString();
+                        break;
                     default: // keys a later server may add
                         if (others == null) others = new HashSet<string>();
                         if (!others.Add(other)) throw r.Fail("duplicate key \"" + other + "\"");
@@ -675,6 +725,11 @@ namespace MLAgentsInference
             if (!haveId) throw new FormatException("the answer has no \"id\"" + Excerpt(start, end));
             if (id != expected) throw new FormatException("the answer is for id " + id.ToString(CultureInfo.InvariantCulture) + ", the line was agent " +
                                                           expected.ToString(CultureInfo.InvariantCulture) + "'s" + Excerpt(start, end));
+            if (model != null && model != Model)
+                throw new FormatException("an answer from model " + Json.Quote(model) + " to a line for model " + Json.Quote(Model) + Excerpt(start, end));
+            if (version != null && Version.HasValue && version != Version.Value.ToString(CultureInfo.InvariantCulture))
+                throw new FormatException("an answer from version " + Json.Quote(version) + " to a line for version " +
+                                          Version.Value.ToString(CultureInfo.InvariantCulture) + Excerpt(start, end));
             if (error != null) return null;
             CheckSize(continuous, info.ContinuousSize, "continuous_actions", start, end);
             CheckSize(memory, info.MemorySize, "memory", start, end);
@@ -690,7 +745,8 @@ namespace MLAgentsInference
             }
             if (_resets.Count > 0) _resets.Remove(expected);
             if (info.MemorySize > 0) _known.Add(expected);
-            return new PolicyAction(expected, continuous ?? NoFloats, discrete ?? NoInts, memory ?? NoFloats);
+            if (version != null) AnsweredVersion = version;
+            return new PolicyAction(expected, continuous ?? NoFloats, discrete ?? NoInts, memory ?? NoFloats, model ?? Model, version);
         }
 
         private FormatException Mismatch(long expected, string got, int start, int end)

@@ -206,12 +206,14 @@ namespace MLAgentsInference
     /// <summary>The actions the server answered for one agent.</summary>
     public sealed class PolicyAction
     {
-        internal PolicyAction(long agentId, float[] continuous, int[] discrete, float[] memory)
+        internal PolicyAction(long agentId, float[] continuous, int[] discrete, float[] memory, string model = null, string version = null)
         {
             AgentId = agentId;
             ContinuousActions = continuous;
             DiscreteActions = discrete;
             Memory = memory;
+            Model = model;
+            Version = version;
         }
 
         /// <summary>The agent the actions are for.</summary>
@@ -225,5 +227,13 @@ namespace MLAgentsInference
 
         /// <summary>The agent's next LSTM memory, which the server keeps (empty for a policy without memory).</summary>
         public float[] Memory { get; private set; }
+
+        /// <summary>The model that answered (its behaviour name).</summary>
+        public string Model { get; private set; }
+
+        /// <summary>The version of the model that answered (text: a checkpoint's step, "1" for one policy served as
+        /// before); null from a server that does not say. An LSTM agent keeps the version its memory started on while
+        /// that version stays loaded.</summary>
+        public string Version { get; private set; }
     }
 }
