@@ -345,7 +345,13 @@ def test_http_without_aiohttp_says_what_to_install_and_listen_alone_needs_none(t
 
 # -- inference.connect()
 def same(a, b) -> None:
-    assert type(a) is type(b) or {type(a).__name__, type(b).__name__} <= {"ActionTuple", "Actions"}
+    """a (connect()'s) is b (load()'s): the same type (a dict may be connect()'s Answer, a dict that also says which
+    model and version answered), the same keys, the same arrays bit for bit."""
+    assert (
+        type(a) is type(b)
+        or (type(b) is dict and type(a).__name__ == "Answer" and isinstance(a, dict))
+        or {type(a).__name__, type(b).__name__} <= {"ActionTuple", "Actions"}
+    )
     if isinstance(a, dict):
         assert a.keys() == b.keys()
         for k in a:
