@@ -15,11 +15,11 @@ import threading
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, ROOT, child_env, copy_run, list_checkpoint, write_checkpoint
+from conftest import EXAMPLES, ROOT, child_env, copy_run, list_checkpoint, two_behaviour_run, write_checkpoint
 
 import inference
 from mlagents_inference.core.errors import UsageError
-from mlagents_inference.loaders.run_folder import CheckpointWatch, confine, discover
+from mlagents_inference.loaders.run_folder import CheckpointWatch, confine, discover, several_models
 from mlagents_inference.services.repository import ModelNotFound, Repository, parse_pin, probe_problem
 
 VECTOR = EXAMPLES / "vector"  # Vector: 50000 (with its ONNX beside it), 100000 (the final: Vector.onnx)
@@ -402,3 +402,19 @@ print(json.dumps([repo.models(), repo.lookup(version=50000).checks["onnx_compare
     models, compared, torch_module = json.loads(answer)
     assert models[0]["versions"] == [50000, 100000] and models[0]["serving"] == 100000
     assert compared == "the ML-Agents ONNX itself runs (no torch)" and torch_module is None
+
+
+def test_which_model_dirs_hold_several_models(tmp_path):
+    """serve and serve --ray answer through the repository where one --model-dir holds several models: a run folder
+    of two behaviours, a folder of run folders; not a run folder of one behaviour, nor a folder holding a checkpoint
+    alone (no run folder at all)."""
+    assert not several_models(VECTOR)
+    assert several_models(two_behaviour_run(tmp_path / "a"))
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    copy_run(VECTOR, runs, "first")
+    assert several_models(runs)
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    shutil.copyfile(VECTOR / "Vector" / "Vector-100000.pt", loose / "Vector-100000.pt")
+    assert not several_models(loose) and not several_models(tmp_path / "missing")

@@ -700,7 +700,7 @@ def _repository(ctx: Context):
     served as before (version "1"). The same rule as serve's model_repository: --model-dir given more than once, a
     folder of several models, --pin or --follow; each model's serving version verified here (a strict load,
     onnx-compare, a probe batch) before any replica loads it."""
-    from ..loaders.run_folder import discover, run_folders
+    from ..loaders.run_folder import several_models
 
     a = ctx.args
     dirs = [Path(d) for d in (getattr(a, "model_dirs", None) or ([a.model_dir] if a.model_dir else []))]
@@ -708,13 +708,7 @@ def _repository(ctx: Context):
         if given:
             raise UsageError(f"{flag}: not with --ray yet (serve --ray serves one version of each model at a time)")
 
-    def several(folder: Path) -> bool:
-        try:
-            return len(discover([folder])) > 1 or run_folders([folder]) != [folder]
-        except UsageError:
-            return False
-
-    if not (a.pin or a.follow or len(dirs) > 1 or (len(dirs) == 1 and several(dirs[0]))):
+    if not (a.pin or a.follow or len(dirs) > 1 or (len(dirs) == 1 and several_models(dirs[0]))):
         return None
     if not dirs:
         raise UsageError("--follow and --pin serve run folders: give --model-dir")

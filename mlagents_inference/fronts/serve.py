@@ -42,7 +42,6 @@ __all__ = [
     "front_class",
     "fronts_given",
     "mode_serve",
-    "several_models",
     "model_repository",
     "repository_models",
     "serving",
@@ -573,20 +572,6 @@ def mode_serve(ctx: Context):
     return None, True
 
 
-def several_models(folder) -> bool:
-    """Whether one --model-dir holds more than one model: a run folder of several behaviours, a folder of run
-    folders."""
-    from pathlib import Path
-
-    from ..loaders.run_folder import discover, run_folders
-
-    try:
-        runs = run_folders([Path(folder)])
-        return len(discover([Path(folder)])) > 1 or (bool(runs) and runs != [Path(folder)])
-    except UsageError:
-        return False
-
-
 def model_repository(ctx: Context):
     """The model repository serve answers from (services.repository: versions are checkpoints' steps), or None where
     one policy is served as before (version "1"): --model-dir given more than once, a folder of several models, or
@@ -595,6 +580,8 @@ def model_repository(ctx: Context):
     a = ctx.args
     dirs = list(getattr(a, "model_dirs", None) or ([a.model_dir] if a.model_dir else []))
     wanted = a.follow or a.versions is not None or a.pin or a.allow_model_control
+    from ..loaders.run_folder import several_models
+
     if not (wanted or len(dirs) > 1 or (len(dirs) == 1 and several_models(dirs[0]))):
         return None
     if not dirs:

@@ -30,6 +30,7 @@ __all__ = [
     "run_folders",
     "behaviors_of",
     "discover",
+    "several_models",
     "CheckpointWatch",
 ]
 
@@ -154,6 +155,16 @@ def discover(roots: Iterable[Path]) -> dict:
                 )
             found[name] = run
     return dict(sorted(found.items()))
+
+
+def several_models(folder) -> bool:
+    """Whether one --model-dir holds more than one model: a run folder of several behaviours, or a folder of run
+    folders (serve and serve --ray then answer through the model repository)."""
+    try:
+        runs = run_folders([Path(folder)])
+        return len(discover([Path(folder)])) > 1 or (bool(runs) and runs != [Path(folder)])
+    except UsageError:
+        return False
 
 
 class CheckpointWatch:
