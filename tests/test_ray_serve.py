@@ -35,6 +35,29 @@ LIMIT = 4096  # --max-line-bytes on both sides: a longer line is answered with a
 REQUEST_BYTES, REQUEST_LINES, IN_FLIGHT_BYTES = 16 << 20, 16_384, 64 << 20  # (fronts/ray_serve.py's bounds)
 
 
+def local_replica(folder: Path):
+    """A Ray Serve replica's class built in this process (no Ray) on the example run folder: its own answering."""
+    from mlagents_inference.fronts.ray_serve import PolicyReplica
+
+    model = {
+        "checkpoint": str(next(folder.rglob("*.pt"))),
+        "onnx": None,
+        "model_dir": str(folder),
+        "behavior": None,
+        "expect_sha256": None,
+        "goal_input": None,
+        "device": "cpu",
+        "dtype": "float32",
+        "engine": "onnxruntime",
+        "graphs": True,
+        "providers": None,
+        "spin": False,
+        "compile": False,
+        "threads": None,
+    }
+    return PolicyReplica(model, LIMIT, 256, 0.0)
+
+
 class Server:
     """`inference.py --mode serve --ray ...` in the background, once it says it listens; stdout and stderr go to files
     (a pipe nobody reads could fill and stop it)."""
@@ -498,25 +521,7 @@ def test_the_replicas_memories_are_bounded_together():
     """serve's bound on every client's memories together (100,000 ids), on what a replica answers at once: the
     requests of one @serve.batch call past it get the error line for a new id; the ids already held keep theirs.
     (The replica's own answering, in this process: no cluster holds 11 requests of 10,000 ids in one batch on cue.)"""
-    from mlagents_inference.fronts.ray_serve import PolicyReplica
-
-    model = {
-        "checkpoint": str(next((EXAMPLES / "lstm").rglob("*.pt"))),
-        "onnx": None,
-        "model_dir": str(EXAMPLES / "lstm"),
-        "behavior": None,
-        "expect_sha256": None,
-        "goal_input": None,
-        "device": "cpu",
-        "dtype": "float32",
-        "engine": "onnxruntime",
-        "graphs": True,
-        "providers": None,
-        "spin": False,
-        "compile": False,
-        "threads": None,
-    }
-    replica = PolicyReplica(model, LIMIT, 256, 0.0)
+    replica = local_replica(EXAMPLES / "lstm")
     obs = json.dumps([0.1 * k for k in range(10)])
     body = b"".join(f'{{"id": {i}, "obs": {obs}}}\n'.encode() for i in range(10_000))
     answers = replica.answer_now([body] * 11)
@@ -797,25 +802,7 @@ def test_a_replicas_v2_refusals_carry_their_status():
     call: its engine, a real one, wrapped to fail on one observation value.)"""
     import asyncio
 
-    from mlagents_inference.fronts.ray_serve import PolicyReplica
-
-    model = {
-        "checkpoint": str(next((EXAMPLES / "vector").rglob("*.pt"))),
-        "onnx": None,
-        "model_dir": str(EXAMPLES / "vector"),
-        "behavior": None,
-        "expect_sha256": None,
-        "goal_input": None,
-        "device": "cpu",
-        "dtype": "float32",
-        "engine": "onnxruntime",
-        "graphs": True,
-        "providers": None,
-        "spin": False,
-        "compile": False,
-        "threads": None,
-    }
-    replica = PolicyReplica(model, LIMIT, 256, 0.0)
+    replica = local_replica(EXAMPLES / "vector")
     run = replica.policy.engine.run
 
     def run_or_fail(flat, names=None):
