@@ -235,8 +235,8 @@ class Server(Batcher):
     def model_at(self, name: str, version: Optional[str] = None):
         """V2's model `name` at `version` (None or "": the version serving): its dataplane Model, or NotFound."""
         held = self.lanes.get(name) if isinstance(name, str) else None
-        served = ", ".join(repr(n) for n in sorted(self.lanes))[:200]
         if held is None:
+            served = ", ".join(repr(n) for n in sorted(self.lanes))[:200]
             raise NotFound(f"unknown model {str(name)[:120]!r}: this server serves {served}")
         if version in (None, ""):
             lane = self.serving.get(name)

@@ -132,9 +132,10 @@ class DataPlane:
                 raise typed(exc) from None
             stats = model.view.stats
         else:
-            stats = (self.models.get(name) or next(iter(self.models.values()))).view.stats
+            model, stats = None, (self.models.get(name) or next(iter(self.models.values()))).view.stats
         try:
-            model = self.model(name, version)
+            if model is None:  # (the one model's check: an unknown name or version counted as its failure)
+                model = self.model(name, version)
             job = decode(model.view)
         except UsageError as exc:
             stats.add("fail", 0)
