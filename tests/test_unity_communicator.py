@@ -10,6 +10,8 @@ Without `mcs`/`mono` the tests skip on a developer's machine and fail where CI i
 import collections
 import contextlib
 import importlib.util
+import json
+import shutil
 import socket
 import subprocess
 import sys
@@ -18,7 +20,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, ROOT, mono_or_skip, serve_process
+from conftest import EXAMPLES, ROOT, copy_run, mono_or_skip, serve_process
 
 import inference
 
@@ -72,7 +74,7 @@ def drive(harness, address, sensors, continuous=0, branches=(), masks=False, age
     {(step, agent): [flat arrays]}, "applied": [(step, agent, seq, continuous, discrete)], "step_ms": [...],
     "comm": [(ms, bytes, longest call ms)] per step (the communicator's own calls on the main thread), "behaviour":
     {agent: name}, "logged": [...]}. kw: episode, churn, wait_ms, fallback, warm, also (a second behaviour: name,
-    address, sensors, continuous, branches, masks, agents)."""
+    address, sensors, continuous, branches, masks, agents), models (ServedCommunicator.ModelFor: {behaviour: model})."""
     out = harness["dir"] / "run.txt"
     args = [sensors, continuous, ",".join(map(str, branches)) or "-", int(masks), agents, steps]
     args += [kw.get("episode", 0), int(kw.get("churn", False)), kw.get("wait_ms", 0), out]
@@ -81,6 +83,8 @@ def drive(harness, address, sensors, continuous=0, branches=(), masks=False, age
         name, address2, sensors2, continuous2, branches2, masks2, agents2 = kw["also"]
         args += ["--also", name, address2, sensors2, continuous2, ",".join(map(str, branches2)) or "-"]
         args += [int(masks2), agents2]
+    if kw.get("models"):  # {behaviour: the model it asks its server for}
+        args += ["--models", ",".join(f"{b}={m}" for b, m in kw["models"].items())]
     r = subprocess.run(
         [
             harness["mono"],
@@ -249,6 +253,37 @@ def test_two_behaviours_in_one_scene_are_each_answered_by_their_own_server_throu
     for step, agent, _, _, _ in got["applied"]:
         steps[step].add(got["behaviour"][agent])
     assert all(names == {"Served", "Discrete"} for names in steps.values()) and len(steps) == 30
+
+
+def test_two_behaviours_in_one_scene_are_answered_by_one_server_of_two_models(harness, tmp_path):
+    """One serve of a run folder of two behaviours (examples/vector's Vector, examples/discrete-multi's
+    DiscreteMulti), both behaviours of the scene at its one address, each asking for its model
+    (ServedCommunicator.ModelFor): every action applied equals its own policy's."""
+    run = copy_run(EXAMPLES / "vector", tmp_path, "two")
+    shutil.copytree(EXAMPLES / "discrete-multi" / "DiscreteMulti", run / "DiscreteMulti")
+    shutil.copyfile(EXAMPLES / "discrete-multi" / "DiscreteMulti.onnx", run / "DiscreteMulti.onnx")
+    status_file = run / "run_logs" / "training_status.json"
+    status = json.loads(status_file.read_text())
+    other = json.loads((EXAMPLES / "discrete-multi" / "run_logs" / "training_status.json").read_text())
+    status["DiscreteMulti"] = other["DiscreteMulti"]
+    status_file.write_text(json.dumps(status, indent=4))
+    proc, address, _ = serve_process("--model-dir", run, "--listen", "127.0.0.1:0")
+    try:
+        also = ("Discrete", address, "v20,v6", 0, [3, 2, 5], True, 3)
+        models = {"Served": "Vector", "Discrete": "DiscreteMulti"}
+        got = drive(harness, address, "v8", 2, agents=3, steps=30, wait_ms=2, also=also, models=models)
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+        proc.stderr.close()
+    by_name = {"Served": ("vector", 2, []), "Discrete": ("discrete-multi", 0, [3, 2, 5])}
+    for behaviour, (name, continuous, branches) in by_name.items():
+        agents = {agent for agent, b in got["behaviour"].items() if b == behaviour}
+        own = {
+            "sent": {agent: lines for agent, lines in got["sent"].items() if agent in agents},
+            "applied": [a for a in got["applied"] if a[1] in agents],
+        }
+        assert agents and check_actions(name, own, continuous, branches) >= 10, (behaviour, got["logged"])
 
 
 @contextlib.contextmanager

@@ -54,6 +54,11 @@ namespace MLAgentsInference
         }
 
         public int ConnectTimeoutMs { get; set; }
+        /// <summary>The model a behaviour asks the server for, from its behaviour name (without "?team=N"), where one
+        /// server holds several (a run folder of several behaviours: serve names each model by its behaviour name,
+        /// so <c>name => name</c> is the usual mapping); null (the default), or a null answer: the server's one
+        /// model. Read when a behaviour first subscribes.</summary>
+        public Func<string, string> ModelFor { get; set; }
         public int ReadTimeoutMs { get; set; }
         /// <summary>Back-off after a failed connection or a lost server: doubles from FirstRetryMs up to LastRetryMs.</summary>
         public int FirstRetryMs { get; set; }
@@ -287,7 +292,7 @@ namespace MLAgentsInference
             // free at once).
             private const int HandOverMs = 1;
             private readonly ServedCommunicator _owner;
-            private readonly string _name, _address;
+            private readonly string _name, _address, _model;
             private readonly ActionSpec _spec;
             private readonly object _lock = new object();
             private readonly Thread _thread;
@@ -318,6 +323,8 @@ namespace MLAgentsInference
                 _owner = owner;
                 _name = name;
                 _address = address;
+                int team = name.IndexOf('?');
+                _model = owner.ModelFor == null ? null : owner.ModelFor(team < 0 ? name : name.Substring(0, team));
                 _spec = spec;
                 _thread = new Thread(Run) { IsBackground = true, Name = "ServedCommunicator " + name };
                 _thread.Start();
@@ -500,7 +507,7 @@ namespace MLAgentsInference
                 if (client == null || !client.IsOpen)
                 {
                     if (client != null) client.Dispose();
-                    client = PolicyClient.Open(_address, _owner.ConnectTimeoutMs, _owner.ReadTimeoutMs);
+                    client = PolicyClient.Open(_address, _owner.ConnectTimeoutMs, _owner.ReadTimeoutMs, _model);
                 }
                 reset.Clear();
                 foreach (AgentRequest r in batch.Wire)

@@ -289,6 +289,15 @@ public static class Harness
             // a first connection on a loaded machine (Mono compiling the client, the server's first answer) can take
             // more than the default 1 s; the main thread never waits on it either way
             communicator.ConnectTimeoutMs = 5000;
+            // --models NAME=MODEL,...: the model each behaviour asks its server for (one server of several models)
+            int models = Array.IndexOf(args, "--models");
+            if (models >= 0)
+            {
+                var named = new Dictionary<string, string>();
+                foreach (string pair in args[models + 1].Split(','))
+                    named[pair.Substring(0, pair.IndexOf('='))] = pair.Substring(pair.IndexOf('=') + 1);
+                communicator.ModelFor = behaviour => named[behaviour];
+            }
             communicator.Log = message => reported.Enqueue("LOGGED " + message.Replace('\n', ' '));
             communicator.Sent = (behaviour, seq, batch, reset) =>
             {
