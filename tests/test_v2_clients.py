@@ -54,13 +54,14 @@ def need(what: str, why: str):
 
 @pytest.fixture(scope="module")
 def v2():
-    """test_serve_v2's helpers (the reference, the checks) and the clients' modules."""
+    """The V2 tests' reference and checks (tests/v2_reference.py) and the clients' modules."""
     need("aiohttp", "serve --http")
     need("grpc", "serve --grpc")
     need("geventhttpclient", 'pip install "tritonclient[all]==2.41.0"')
-    helpers = importlib.import_module("test_serve_v2")
+    import v2_reference
+
     return SimpleNamespace(
-        h=helpers,
+        h=v2_reference,
         utils=need("tritonclient.utils", "tritonclient"),
         **{name.replace(".", "_"): need(f"tritonclient.{name}", "tritonclient[all]") for name in CLIENTS},
     )
