@@ -528,3 +528,26 @@ def two_node_cluster():
 
     with loopback_cluster() as address:
         yield address
+
+
+def read_until_closed(fd: int, seconds: float = 120) -> bytes:
+    """What a forked child writes into its end of a pipe, until it closes it (or `seconds` pass)."""
+    report, deadline = b"", time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if select.select([fd], [], [], 1.0)[0]:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            report += chunk
+    return report
+
+
+def reap_or_kill(pid: int) -> None:
+    """A forked child reaped within 120 s, or killed."""
+    for _ in range(240):
+        if os.waitpid(pid, os.WNOHANG)[0]:
+            return
+        time.sleep(0.5)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)

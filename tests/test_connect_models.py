@@ -3,17 +3,14 @@ model (and the version, where one is asked for), each answer equals inference.lo
 which model and version answered; a connect() that names no model where several are served is one line; one such
 object shared by threads, and used in a forked child, keeps answering from its own model."""
 
-import contextlib
 import json
 import os
-import select
 import threading
-import time
 
 import numpy as np
 import pytest
 from api_standins import decision_steps
-from conftest import serve_process, two_behaviour_run
+from conftest import read_until_closed, reap_or_kill, serve_process, two_behaviour_run
 
 import inference as I
 
@@ -143,24 +140,11 @@ def test_a_connect_shared_by_threads_and_used_in_a_forked_child_keeps_to_its_mod
         threads = [threading.Thread(target=actor, args=(k,), daemon=True) for k in range(8)]
         for thread in threads:
             thread.start()
-        report, deadline = b"", time.monotonic() + 120
         try:
-            while time.monotonic() < deadline:  # (until the child's end of the pipe closes, or 120 s)
-                if select.select([read], [], [], 1.0)[0]:
-                    chunk = os.read(read, 1 << 16)
-                    if not chunk:
-                        break
-                    report += chunk
+            report = read_until_closed(read)
         finally:
             os.close(read)
-            for _ in range(240):  # bounded: the child is reaped, or killed
-                if os.waitpid(pid, os.WNOHANG)[0]:
-                    break
-                time.sleep(0.5)
-            else:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, 9)
-                os.waitpid(pid, 0)
+            reap_or_kill(pid)
         for thread in threads:
             thread.join(120)
     assert not any(thread.is_alive() for thread in threads)

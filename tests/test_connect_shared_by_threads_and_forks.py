@@ -6,7 +6,6 @@ LSTM memories rolled here. Every loop is bounded in count and time."""
 import contextlib
 import json
 import os
-import select
 import socket
 import threading
 import time
@@ -14,7 +13,7 @@ import time
 import numpy as np
 import pytest
 from api_standins import decision_steps, mlagents_mask, observation, terminal_steps
-from conftest import BUNDLED, EXAMPLES, serve_process
+from conftest import BUNDLED, EXAMPLES, read_until_closed, reap_or_kill, serve_process
 
 import inference as I
 
@@ -170,22 +169,10 @@ def test_a_forked_child_acts_on_a_connection_of_its_own_beside_its_parent():
         try:
             parent_wrong = wrong(remote, "parent")
             later_got = remote.get_action(decision_steps([later], [1, 2], None)).discrete
-            report, deadline = b"", time.monotonic() + 120
-            while time.monotonic() < deadline:  # (until the child's end of the pipe closes, or 120 s)
-                if select.select([read], [], [], 1.0)[0]:
-                    chunk = os.read(read, 1 << 16)
-                    if not chunk:
-                        break
-                    report += chunk
+            report = read_until_closed(read)
         finally:
             os.close(read)
-            for _ in range(240):  # bounded: the child is reaped, or killed
-                if os.waitpid(pid, os.WNOHANG)[0]:
-                    break
-                time.sleep(0.5)
-            else:
-                os.kill(pid, 9)
-                os.waitpid(pid, 0)
+            reap_or_kill(pid)
     assert parent_wrong == 0 and np.array_equal(later_got, want_later)
     assert report, "the child said nothing"
     refusal, after_reset, child_wrong = json.loads(report)
