@@ -588,18 +588,8 @@ def model_repository(ctx: Context):
         raise UsageError("--follow, --versions, --pin and --allow-model-control serve run folders: give --model-dir")
     from ..services.repository import Repository
 
-    options = {
-        "device": ctx.device,
-        "dtype": a.dtype,
-        "engine": a.engine,
-        "graphs": a.graphs == "on",
-        "providers": a.providers,
-        "spin": a.spin == "on",
-        "compile": a.compile == "on",
-        "threads": a.threads,
-    }
     repository = Repository(
-        dirs, a.versions or 1, a.pin or (), poll_s=getattr(a, "follow_poll_s", 2.0), policy_options=options
+        dirs, a.versions or 1, a.pin or (), poll_s=getattr(a, "follow_poll_s", 2.0), policy_options=ctx.policy_options()
     )
     repository.poll()
     index = repository.models()

@@ -73,17 +73,22 @@ class Context:
     def policy(self) -> Policy:
         from ..api.policy import Policy
 
-        return Policy(
-            self.checkpoint,
-            self.device,
-            self.args.dtype,
-            self.args.engine,
-            self.args.graphs == "on",
-            providers=self.args.providers,
-            spin=self.args.spin == "on",
-            compile=self.args.compile == "on",
-            threads=self.args.threads,
-        )
+        return Policy(self.checkpoint, **self.policy_options())
+
+    def policy_options(self) -> dict:
+        """Policy's arguments after the checkpoint, as the command line gives them (serve's model repository builds
+        each version's Policy with them too)."""
+        a = self.args
+        return {
+            "device": self.device,
+            "dtype": a.dtype,
+            "engine": a.engine,
+            "graphs": a.graphs == "on",
+            "providers": a.providers,
+            "spin": a.spin == "on",
+            "compile": a.compile == "on",
+            "threads": a.threads,
+        }
 
     def base(self) -> dict:
         return {
