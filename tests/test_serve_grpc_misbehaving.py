@@ -1,9 +1,10 @@
 """serve --grpc against clients that misbehave (docs/serve.md, Limits): a ModelStreamInfer that sends and never reads
-is held to a few MB (STREAM_BYTES: the stream is no longer read), SIGTERM ends such streams in bounded time with one
-line and no asyncio or grpcio traceback, a stream message that cannot be decoded ends the stream with a status that
-says so, and a request with too much metadata gets RESOURCE_EXHAUSTED with a message (the library's own line on
-stderr at most once a second). Memory is measured on a server subprocess (/proc/PID/status VmRSS, sampled while the
-flood lasts) on 127.0.0.1 port 0; every loop is bounded in count and time."""
+is held to a few MB (STREAM_BYTES: the stream is no longer read), so is a stream starting sequences whose ids are a
+megabyte each (SEQUENCE_ID_CHARS), SIGTERM ends such streams in bounded time with one line and no asyncio or grpcio
+traceback, a stream message that cannot be decoded ends the stream with a status that says so, and a request with
+too much metadata gets RESOURCE_EXHAUSTED with a message (the library's own line on stderr at most once a second).
+Memory is measured on a server subprocess (/proc/PID/status VmRSS, sampled while the flood lasts) on 127.0.0.1 port
+0; every loop is bounded in count and time."""
 
 import os
 import signal
@@ -76,6 +77,41 @@ def test_a_stream_that_never_reads_holds_the_servers_growth():
             call.cancel()
         for channel in channels:
             channel.close()
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+
+
+def sequence_start(seq: str) -> "pb.ModelInferRequest":
+    """One step of the LSTM example that starts the sequence `seq` (a string id)."""
+    request = big_request(rows=1)
+    request.parameters["sequence_id"].string_param = seq
+    request.parameters["sequence_start"].bool_param = True
+    return request
+
+
+def test_sequence_ids_of_a_megabyte_hold_the_servers_growth():
+    """Measured: one stream starts 400 sequences whose string ids are 1 MiB each, reading every answer. The old
+    server kept each id as its memory's key (one scope of 10,000 ids, the key's bytes counted nowhere: about +400 MB
+    for as long as the server ran); now a string sequence_id is at most SEQUENCE_ID_CHARS (256) characters, each of
+    these is refused in one line, and the server stays within +200 MB of its size at rest and answers on."""
+    proc, address, _ = start()
+    try:
+        warm(address)
+        before = most = rss_mb(proc.pid)
+        with grpc.insecure_channel(address, options=OWN) as channel:
+            stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+            flood = (sequence_start(f"{k:04d}" + "x" * (1 << 20)) for k in range(400))
+            errors = []
+            for answer in stub.ModelStreamInfer(flood, timeout=120):
+                errors.append(answer.error_message)
+                if len(errors) % 20 == 0:
+                    most = max(most, rss_mb(proc.pid))
+            most = max(most, rss_mb(proc.pid))
+            started = stub.ModelInfer(sequence_start("7"), timeout=60)  # (a short id starts as ever)
+        assert most - before < 200, (before, most)
+        assert len(errors) == 400 and started.outputs, len(errors)
+        assert all("longer than 256 characters" in e and "\n" not in e for e in errors), errors[:1]
+    finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
 
