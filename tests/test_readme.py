@@ -629,3 +629,85 @@ def test_the_readme_python_example_says_where_it_runs_and_runs_there_once_instal
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == shown.split()
+
+
+# The modules whose module-level numbers bound what serve holds, takes or waits for (docs/serve.md's limits table)
+BOUND_MODULES = (
+    "fronts.serve",
+    "fronts.serve_grpc",
+    "fronts.serve_http",
+    "fronts.ray_serve",
+    "services.batcher",
+    "services.serve_common",
+    "services.open_inference",
+    "services.protocol",
+    "services.repository",
+    "services.dataplane",
+    "loaders.run_folder",
+)
+NOT_BOUNDS = {  # numbers of those modules that bound nothing a client can hold
+    "LINE_COST",  # what a waiting line counts beside its bytes (READ_BOUND's accounting)
+    "RECENT_S",  # whether a V2 request gathers at all (the gather's bounds are in the table)
+    "AWAITED_S",  # whether a line waits for lock-step connections at all (likewise)
+    "ONNX_TOL",  # a verification's tolerance
+    "SEED_MIN",  # a seed's range
+    "SEED_END",
+}
+
+
+def shown_value(name: str, value) -> str:
+    """A bound's value as the limits table writes it: bytes in MiB, KiB or bytes, times in s or ms, counts with
+    thousands separators."""
+    if name.endswith("_S") or name.endswith("_s"):
+        return f"{value * 1000:g} ms" if value < 1 else f"{value:g} s"
+    if "BYTES" in name or "BOUND" in name or name == "READ_SIZE":
+        if value % (1 << 20) == 0:
+            return f"{value >> 20} MiB"
+        return f"{value >> 10} KiB" if value % (1 << 10) == 0 and value >= 16 << 10 else f"{value:,} bytes"
+    return f"{value:,}"
+
+
+def limits_table() -> list:
+    """docs/serve.md's limits table: its rows as (bound, default, option) cells."""
+    text = (ROOT / "docs" / "serve.md").read_text(encoding="utf-8")
+    table = text[text.index("| bound | default | option |") :].split("\n\n")[0].splitlines()[2:]
+    return [tuple(cell.strip() for cell in row.strip("|").split(" | ")) for row in table]
+
+
+def test_every_bound_of_serve_is_in_the_limits_table_with_its_default_and_its_option():
+    """Each number that bounds serve (a module-level constant of BOUND_MODULES, the repository's settle_s and
+    busy_s, each serve option the table names) has a row that names it, and that row's default is its value as the
+    code has it (the table once lacked the repository calls, the versions, the rows of a V2 request, ...)."""
+    import importlib
+    import inspect
+
+    from mlagents_inference.fronts.cli import build_parser
+    from mlagents_inference.services.repository import Repository
+
+    rows = limits_table()
+    assert rows and all(len(row) == 3 for row in rows), rows
+    bounds: dict = {}
+    for module in BOUND_MODULES:
+        for name, value in vars(importlib.import_module("mlagents_inference." + module)).items():
+            if name.isupper() and type(value) in (int, float) and name not in NOT_BOUNDS:
+                assert bounds.setdefault(name, value) == value, (name, module)  # (one value wherever it is read)
+    defaults = inspect.signature(Repository.__init__).parameters
+    bounds.update({name: defaults[name].default for name in ("settle_s", "busy_s")})
+    missing, wrong = [], []
+    for name, value in bounds.items():
+        naming = [row for row in rows if re.search(rf"`{name}`", row[2])]
+        if not naming:
+            missing.append(name)
+        elif not any(re.search(rf"(?<![\d.,]){re.escape(shown_value(name, value))}(?![\d,])", r[1]) for r in naming):
+            wrong.append((name, shown_value(name, value), [r[1] for r in naming]))
+    parser = build_parser()
+    for row in rows:
+        for option in re.findall(r"`(--[a-z-]+)`", row[2]):
+            dest = option[2:].replace("-", "_")
+            default = parser.get_default(dest)
+            assert default is not None or dest in ("versions", "max_batch"), (option, "not an option of serve")
+            if type(default) in (int, float):
+                name = dest.upper() if dest.endswith("bytes") else dest
+                if not re.search(rf"(?<![\d.,]){re.escape(shown_value(name, default))}(?![\d,])", row[1]):
+                    wrong.append((option, shown_value(name, default), row[1]))
+    assert not missing and not wrong, (missing, wrong)
