@@ -272,6 +272,89 @@ def test_bodies_in_flight_are_bounded(vector_server):
     assert vector_server.err.read_text() == said  # (clients that went away: nothing to tell)
 
 
+async def head_of(address, head: bytes, body: bytes) -> tuple:
+    """A POST's `head` and the first `body` bytes of its body sent, no more: (its answer, the seconds it took)."""
+    import asyncio
+
+    reader, writer = await asyncio.open_connection(*address)
+    writer.write(head + body)
+    await writer.drain()
+    started = time.monotonic()
+    try:
+        got = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 15)
+        took = time.monotonic() - started
+        length = int(re.search(rb"(?i)content-length: (\d+)", got).group(1))
+        return got + await asyncio.wait_for(reader.readexactly(length), 15), took
+    finally:
+        writer.close()
+
+
+def ingress_answers(posts: list, **settings) -> list:
+    """The ingress in this process (on a replica's own description; no request of these reaches a replica), its
+    `settings` (body_s, in_flight_bytes: the options') set: the answer to each of `posts` (path, Content-Length,
+    bytes sent), sent one after the other, each left open: (status, headers, body, seconds)."""
+    import asyncio
+
+    from aiohttp import web
+
+    from mlagents_inference.fronts.ray_serve import Ingress
+    from mlagents_inference.services.protocol import json_codec
+
+    described = local_replica(EXAMPLES / "vector").describe()
+    loads, dumps = json_codec()
+
+    async def main() -> list:
+        ingress = Ingress(None, described, LIMIT, 8, dumps, loads=loads)
+        for key, value in settings.items():
+            setattr(ingress, key, value)
+        app = web.Application(client_max_size=ingress.body_bytes)
+        app.add_routes(ingress.routes(web))
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            await web.SockSite(runner, sock).start()
+            try:
+                tasks = []
+                for path, length, sent in posts:
+                    path = path.replace("{name}", described["name"])
+                    head = f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {length}\r\n\r\n".encode()
+                    tasks.append(asyncio.ensure_future(head_of(sock.getsockname(), head, b"{" * sent)))
+                    await asyncio.sleep(0.3)  # (each taken before the next)
+                return await asyncio.gather(*tasks)
+            finally:
+                await runner.cleanup()
+
+    answers = []
+    for data, took in asyncio.run(main()):
+        head, body = data.split(b"\r\n\r\n", 1)
+        answers.append((int(head.split()[1]), head.decode().lower(), body, took))
+    return answers
+
+
+PATHS = ["/v1/act", "/v2/models/{name}/infer"]
+
+
+def test_a_body_that_stops_coming_is_answered_408_in_its_time():
+    """The ingress read a body for as long as its client liked (4 clients stalled mid-body held the 64 MiB of bodies
+    in flight: every other request 503, for ever; --body-timeout-s was taken and not used). Now a body has
+    --body-timeout-s to arrive, 1 s here, then 408 in one line and the connection closed, on /v1/act and V2."""
+    for status, head, body, took in ingress_answers([(path, 1000, 500) for path in PATHS], body_s=1.0):
+        assert status == 408 and b"--body-timeout-s" in body and b"\n" not in body, (status, body)
+        assert "\r\nconnection: close" in head and set(json.loads(body)) == {"id", "error"}, (head, body)
+        assert took < 10, took  # (within its 1 s and the loop's turns)
+
+
+def test_the_bodies_in_flight_are_bounded_by_http_in_flight_bytes():
+    """--http-in-flight-bytes was taken and not used (64 MiB whatever it said). With 1 MiB: a body stalled 900,000
+    bytes into its Content-Length holds it, and a request of 500,000 more is refused at once (503, one line)."""
+    posts = [(PATHS[0], 900_000, 1000), (PATHS[1], 500_000, 0)]
+    first, (status, _, body, took) = ingress_answers(posts, body_s=3.0, in_flight_bytes=1 << 20)
+    assert first[0] == 408, first  # (the stalled one, in its time)
+    assert status == 503 and b"1 MiB of bodies" in body and b"\n" not in body, (status, body)
+    assert took < 10, took
+
+
 def v2_request(inputs: dict, binary: bool) -> tuple:
     """(body, headers) of a V2 infer request: JSON data, or the binary extension both ways."""
     tensors, tail = [], b""

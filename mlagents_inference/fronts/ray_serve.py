@@ -287,11 +287,11 @@ class Ingress:
     clients that do not read hold their room), answered by a replica through `handle`; every failure one JSON line
     (and, for the replicas' own, one line on stderr a second at most)."""
 
-    def __init__(
-        self, handle, described, limit: int, room: int, dumps, allow_remote: bool = False, loads=None, named=False
-    ):
+    def __init__(self, handle, described, limit: int, room: int, dumps, allow_remote=False, loads=None, named=False):
         """`handle`, `described`: the one policy's (a replica's describe()), or with `named` (serve's model repository)
-        a dict of each: model name -> its deployment's handle, its replica's description."""
+        a dict of each: model name -> its deployment's handle, its replica's description. `body_s` (--body-timeout-s):
+        the time a body has to arrive, past it 408 and the connection closed; `in_flight_bytes`
+        (--http-in-flight-bytes): the bodies in flight together, past it 503 at once."""
         handles, descriptions = (handle, described) if named else ({described["name"]: handle}, {0: described})
         self.named, self.dumps, self.allow_remote = named, dumps, allow_remote
         self.loads = loads or json_codec()[0]
@@ -308,6 +308,7 @@ class Ingress:
             {name: entry(m) for name, m in self.models.items()}, lambda: bool(self.stopping), self.model.server
         )
         self.body_bytes, self.limit, self.room = max(REQUEST_BYTES, limit + 1), limit, room
+        self.body_s, self.in_flight_bytes = 30.0, IN_FLIGHT_BYTES  # (the options' defaults; main() sets them)
         self.in_flight = self.held = self.refused = self.requests = 0
         self.lines_refused = 0  # lines the ingress answered with an error itself (no model chosen)
         self.stopping, self.tallies = 0, {}
@@ -395,21 +396,27 @@ class Ingress:
         if length is not None and length > self.body_bytes:
             return self.too_long(web)
         hold = self.body_bytes if length is None else length
-        if self.in_flight >= self.room or self.held + hold > IN_FLIGHT_BYTES:
+        if self.in_flight >= self.room or self.held + hold > self.in_flight_bytes:
             self.refused += 1
             return self.answer(
                 web,
                 {
                     "id": None,
                     "error": f"busy: {self.in_flight} requests in flight (at most {self.room} and "
-                    f"{IN_FLIGHT_BYTES >> 20} MiB of bodies); try again",
+                    f"{self.in_flight_bytes >> 20} MiB of bodies); try again",
                 },
                 503,
             )
         self.in_flight, self.held = self.in_flight + 1, self.held + hold
         try:
-            try:
-                body = await request.read()
+            try:  # (a body already here, as a small one comes with its headers: read without a timer's task)
+                reading = request.read()
+                body = await (reading if request.content.is_eof() else asyncio.wait_for(reading, self.body_s))
+            except asyncio.TimeoutError:
+                why = f"the request's body did not arrive within {self.body_s:g} s (--body-timeout-s)"
+                answer = self.answer(web, {"id": None, "error": why}, 408)
+                answer.force_close()  # (the body's rest unread: the connection cannot carry another request)
+                return answer
             except web.HTTPRequestEntityTooLarge:
                 return self.too_long(web)
             except ConnectionError:  # (the client went before its body came: nobody to answer, nothing to say)
@@ -861,6 +868,8 @@ def _run_ingress(ctx: Context, serve, front: RayHttp, room: int, names: Optional
             ingress = Ingress(handles, described, args.max_line_bytes, room, dumps, remote, loads, named=True)
             if follow is not None:
                 ingress.follow(*follow)
+        ingress.body_s = getattr(args, "body_timeout_s", None) or ingress.body_s
+        ingress.in_flight_bytes = getattr(args, "http_in_flight_bytes", None) or ingress.in_flight_bytes
         return await ingress.run(front, told)
 
     try:
