@@ -351,7 +351,7 @@ def test_the_bodies_in_flight_are_bounded_by_http_in_flight_bytes():
     posts = [(PATHS[0], 900_000, 1000), (PATHS[1], 500_000, 0)]
     first, (status, _, body, took) = ingress_answers(posts, body_s=3.0, in_flight_bytes=1 << 20)
     assert first[0] == 408, first  # (the stalled one, in its time)
-    assert status == 503 and b"1 MiB of bodies" in body and b"\n" not in body, (status, body)
+    assert status == 503 and b"1,048,576 bytes of bodies" in body and b"\n" not in body, (status, body)
     assert took < 10, took
 
 

@@ -388,7 +388,7 @@ def test_lstm_agents_and_sequences_keep_their_version_across_a_swap_and_are_refu
 
     def sequence(where: str, t: int, start: bool = False) -> tuple:
         body = {
-            "parameters": {"sequence_id": 7, "sequence_start": start},
+            "parameters": {"sequence_id": "runner 7", "sequence_start": start},
             "inputs": [{"name": "obs_0", "datatype": "FP32", "shape": [1, 10], "data": steps[23, t].tolist()}],
         }
         return rest(where, "POST", "/v2/models/Memory/infer", body)
@@ -427,7 +427,9 @@ def test_lstm_agents_and_sequences_keep_their_version_across_a_swap_and_are_refu
         assert np.abs(rest_output(answer, "recurrent_out").reshape(-1) - seq_want[t][1]).max() <= TOL
     says = 'agent 1: its version 50000 of Memory was unloaded: send "reset": true to start again on version 100000'
     assert refused == {"id": 1, "error": says}
-    assert seq_refused[0] == 400 and "its version 50000 of Memory was unloaded" in seq_refused[1]["error"]
+    assert seq_refused[0] == 400 and seq_refused[1]["error"].startswith(
+        'sequence "runner 7": its version 50000 of Memory was unloaded: send sequence_start'
+    )
     assert again["version"] == "100000" and "error" not in again
 
 

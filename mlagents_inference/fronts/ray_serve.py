@@ -403,7 +403,7 @@ class Ingress:
                 {
                     "id": None,
                     "error": f"busy: {self.in_flight} requests in flight (at most {self.room} and "
-                    f"{self.in_flight_bytes >> 20} MiB of bodies); try again",
+                    f"{self.in_flight_bytes:,} bytes of bodies); try again",
                 },
                 503,
             )

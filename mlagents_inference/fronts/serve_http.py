@@ -154,7 +154,7 @@ class BodyBounds:
                 return self.refused(
                     request,
                     503,
-                    f"busy: {self.held >> 20} MiB of request bodies in flight (at most {self.bound >> 20} MiB, "
+                    f"busy: {self.held:,} bytes of request bodies in flight (at most {self.bound:,}, "
                     f"--http-in-flight-bytes); try again",
                 )
             self.held += hold

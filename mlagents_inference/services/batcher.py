@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Callable, NamedTuple, Optional, Protocol
 
 from ..core.observations import AgentMemories
-from .open_inference import Job, ModelView, claim_memories
+from .open_inference import Job, ModelView, claim_memories, shown_sequence
 from .protocol import answer_waiting, echoed_id, json_codec, ride_along
 from .serve_common import (
     BATCH_BUCKETS,
@@ -711,7 +711,9 @@ class Batcher:
         ):
             return Routed(lane, job, job)
         started = bool(job.start or job.memory_given)
-        return self.stick(lane.model, lane, job.key, job.scope, started, job, job, f"sequence {job.sequence}")
+        return self.stick(
+            lane.model, lane, job.key, job.scope, started, job, job, f"sequence {shown_sequence(job.sequence)}"
+        )
 
     def read_line(self, raw):
         """answer_waiting's `loads`: a line routed already is its object ("model" and "version" taken out)."""

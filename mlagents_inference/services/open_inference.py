@@ -38,6 +38,7 @@ __all__ = [
     "MAX_ROWS",
     "DTYPES",
     "CONTENTS",
+    "shown_sequence",
     "ModelView",
     "Job",
     "Statistics",
@@ -324,9 +325,9 @@ class Job:
                     memories.keep(self.key, np.array(memory.reshape(1, -1), np.float32), self.scope)
                 except UsageError:  # (the whole's bound: this start is refused to the one who asked, nobody else)
                     self.fail(
-                        f"sequence {_shown(self.sequence)}: the server holds its most sequences ({memories.max_ids} "
-                        f"ids / {memories.max_bytes} bytes of memory, every client together): end one "
-                        f"(sequence_end) and send sequence_start again"
+                        f"sequence {shown_sequence(self.sequence)}: the server holds its most sequences "
+                        f"({memories.max_ids} ids / {memories.max_bytes} bytes of memory, every client together): "
+                        f"end one (sequence_end) and send sequence_start again"
                     )
 
     def fail(self, error) -> None:
@@ -460,7 +461,7 @@ def owner_of(peer) -> str:
     return text[:300]
 
 
-def _shown(seq) -> str:
+def shown_sequence(seq) -> str:
     """A sequence_id as the request sent it (a JSON number or string)."""
     return _brief(json.dumps(seq), 60)
 
@@ -512,14 +513,14 @@ def claim_memories(jobs: list, memories: AgentMemories) -> list:
             these.append(job)
         elif key in memories.dropped.get(job.scope, ()):
             job.fail(
-                f"sequence {_shown(job.sequence)}: its memory was dropped at this client's bound of "
+                f"sequence {shown_sequence(job.sequence)}: its memory was dropped at this client's bound of "
                 f"{memories.scope_ids} sequences / {memories.scope_bytes} bytes (its least recently answered go "
                 f"first): send sequence_start to begin it again from zeros (or its recurrent_in)"
             )
         else:
             job.fail(
-                f"sequence {_shown(job.sequence)} is not started: its first request must set sequence_start (or "
-                f"carry recurrent_in)"
+                f"sequence {shown_sequence(job.sequence)} is not started: its first request must set sequence_start "
+                f"(or carry recurrent_in)"
             )
     return these, rest
 
