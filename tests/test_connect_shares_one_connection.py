@@ -6,6 +6,7 @@ call alone, and a broken connection fails every object's calls in flight in one 
 one. Servers listen on 127.0.0.1 port 0; every loop is bounded in count and time."""
 
 import contextlib
+import gc
 import json
 import os
 import re
@@ -210,11 +211,11 @@ def stand_in(answer_groups):
     """A stand-in serve on 127.0.0.1 for examples/vector's policy, accepting connections one after the other (at
     most 4): it answers {"info": true} lines at once and hands every other line to `answer_groups(connection number,
     lines so far on it)`, which returns the answers to send now (bytes), None to wait for more lines, or False to close
-    that connection. Yields (its HOST:PORT, the list of connections accepted)."""
+    that connection. Yields (its HOST:PORT, the list of connections accepted, an Event set when a client closes one)."""
     info = {"id": None, "info": json.loads(json.dumps(I.load(EXAMPLES / "vector").info))}
     listener = socket.create_server(("127.0.0.1", 0))
     listener.settimeout(0.2)
-    stop, accepted = threading.Event(), []
+    stop, accepted, ended = threading.Event(), [], threading.Event()
 
     def run():
         for _ in range(600):  # bounded: at most 600 waits of 0.2 s for a connection
@@ -236,6 +237,7 @@ def stand_in(answer_groups):
                     except socket.timeout:
                         continue
                     if not chunk:
+                        ended.set()
                         break
                     *lines, buf = (buf + chunk).split(b"\n")
                     for msg in (json.loads(line) for line in lines if line.strip()):
@@ -254,7 +256,7 @@ def stand_in(answer_groups):
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     try:
-        yield "127.0.0.1:%d" % listener.getsockname()[1], accepted
+        yield "127.0.0.1:%d" % listener.getsockname()[1], accepted, ended
     finally:
         stop.set()
         listener.close()
@@ -275,7 +277,7 @@ def test_a_broken_shared_connection_fails_every_objects_call_in_one_line_and_the
             return False if len(pending) >= 2 else None
         return b"".join(vector_answer(m, 0.25) + b"\n" for m in pending)
 
-    with stand_in(answer) as (address, accepted):
+    with stand_in(answer) as (address, accepted, _):
         a, b = I.connect(address, timeout=60), I.connect(address, timeout=60)
         said: list = []
 
@@ -311,7 +313,7 @@ def test_one_objects_time_out_gives_up_its_own_call_and_the_others_go_on():
         return b"".join(vector_answer(m, 0.5 if k == len(pending) - 1 else -0.5) + b"\n" for k, m in enumerate(pending))
 
     answer.first_done = False
-    with stand_in(answer) as (address, accepted):
+    with stand_in(answer) as (address, accepted, _):
         a, b = I.connect(address, timeout=0.5), I.connect(address, timeout=60)
         with pytest.raises(I.UsageError, match=r"no answer within 0\.5 s") as said:
             a.act(np.zeros(8, np.float32))
@@ -321,3 +323,20 @@ def test_one_objects_time_out_gives_up_its_own_call_and_the_others_go_on():
         a.close()
         b.close()
         assert len(accepted) == 1
+
+
+def test_the_shared_socket_closes_with_the_last_object_or_when_all_are_garbage_collected():
+    """close() of one of two objects leaves the socket open (the other answers on it); the other, dropped without
+    close(), closes it when garbage collected."""
+
+    def answer(number: int, pending: list):
+        return b"".join(vector_answer(m, 0.75) + b"\n" for m in pending)
+
+    with stand_in(answer) as (address, accepted, ended):
+        a, b = I.connect(address, timeout=60), I.connect(address, timeout=60)
+        a.close()
+        assert b.act(np.zeros(8, np.float32))["continuous_actions"].tolist() == [0.75, 0.75]
+        assert not ended.is_set() and len(accepted) == 1
+        del a, b
+        gc.collect()
+        assert ended.wait(30), "the socket stayed open after its last object was collected"
