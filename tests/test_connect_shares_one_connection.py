@@ -207,12 +207,13 @@ def test_two_connects_used_in_a_forked_child_share_a_connection_of_the_childs_ow
 
 
 @contextlib.contextmanager
-def stand_in(answer_groups):
-    """A stand-in serve on 127.0.0.1 for examples/vector's policy, accepting connections one after the other (at
-    most 4): it answers {"info": true} lines at once and hands every other line to `answer_groups(connection number,
-    lines so far on it)`, which returns the answers to send now (bytes), None to wait for more lines, or False to close
-    that connection. Yields (its HOST:PORT, the list of connections accepted, an Event set when a client closes one)."""
-    info = {"id": None, "info": json.loads(json.dumps(I.load(EXAMPLES / "vector").info))}
+def stand_in(answer_groups, model=EXAMPLES / "vector"):
+    """A stand-in serve on 127.0.0.1 for `model`'s policy (examples/vector's unless told), accepting connections
+    one after the other (at most 4): it answers {"info": true} lines at once and hands every other line to
+    `answer_groups(connection number, lines so far on it)`, which returns the answers to send now (bytes), None to
+    wait for more lines, or False to close that connection. Yields (its HOST:PORT, the list of connections accepted,
+    an Event set when a client closes one)."""
+    info = {"id": None, "info": json.loads(json.dumps(I.load(model).info))}
     listener = socket.create_server(("127.0.0.1", 0))
     listener.settimeout(0.2)
     stop, accepted, ended = threading.Event(), [], threading.Event()
@@ -340,3 +341,47 @@ def test_the_shared_socket_closes_with_the_last_object_or_when_all_are_garbage_c
         del a, b
         gc.collect()
         assert ended.wait(30), "the socket stayed open after its last object was collected"
+
+
+def test_an_lstm_agent_whose_memory_is_unsettled_or_lost_is_refused_until_reset():
+    """After its line timed out (the server may have stepped its memory, or not) an agent is refused in one line, and
+    after reset() its next line says "reset": true; the others go on. After the connection broke (its memories gone
+    with it) the next call opens a new connection, where the agents are refused until reset(). Before: a time-out
+    closed the object's connection, and every later call said "the connection is closed"."""
+    mode, seen = {"now": "answer"}, []
+
+    def answer(number: int, pending: list):
+        if mode["now"] == "hold":
+            return None
+        if mode["now"] == "close":
+            return False
+        seen.extend(pending)
+        return b"".join(
+            json.dumps({"id": m["id"], "discrete_actions": [1], "memory": [0.0] * 32}).encode() + b"\n" for m in pending
+        )
+
+    obs = [np.full((n, 10), 0.1, np.float32) for n in (1, 2)]
+    with stand_in(answer, LSTM) as (address, accepted, _):
+        with I.connect(address, timeout=0.5) as a:
+            assert a.get_action(decision_steps([obs[1]], [1, 2], None)).discrete.tolist() == [[1], [1]]
+            mode["now"] = "hold"
+            with pytest.raises(I.UsageError, match=r"no answer within 0\.5 s"):
+                a.get_action(decision_steps([obs[0]], [1], None))
+            mode["now"] = "answer"
+            assert a.get_action(decision_steps([obs[0]], [2], None)).discrete.tolist() == [[1]]  # (agent 2 goes on)
+            with pytest.raises(I.UsageError, match="agent id 1: its LSTM memory is unknown here") as said:
+                a.get_action(decision_steps([obs[0]], [1], None))
+            assert "\n" not in str(said.value) and "reset()" in str(said.value)
+            a.reset([1])
+            a.get_action(decision_steps([obs[0]], [1], None))
+            assert seen[-1]["id"] == 1 and seen[-1].get("reset") is True
+            mode["now"] = "close"
+            with pytest.raises(I.UsageError, match="server closed the connection"):
+                a.get_action(decision_steps([obs[0]], [2], None))
+            mode["now"] = "answer"
+            with pytest.raises(I.UsageError, match="agent id 2: its LSTM memory was lost with the connection"):
+                a.get_action(decision_steps([obs[0]], [2], None))
+            a.reset()
+            assert a.get_action(decision_steps([obs[1]], [1, 2], None)).discrete.tolist() == [[1], [1]]
+            assert [m["id"] for m in seen[-2:]] == [1, 2]  # (on the new connection: from zeros, held nowhere)
+        assert len(accepted) == 2
