@@ -206,16 +206,23 @@ class RemotePolicy:
 
     # -- the connection (shared: remote_connection)
     def _join(self) -> tuple:
-        """(under _LINK_LOCK, or in __init__) A share of this process's connection to the address (opened where there
-        is none, or it broke): UsageError in one line when it cannot be opened (the next call tries again)."""
+        """A share of this process's connection to the address (opened where there is none, or it broke): UsageError
+        in one line when it cannot be opened (the next call tries again)."""
         conn, number = share(self._where, self.address, self.timeout, self._shared)
-        self._share = weakref.finalize(self, conn.leave, number, False)  # (garbage collected unclosed: let go)
-        self._link = (conn, number)
-        return self._link
+        with _LINK_LOCK:
+            if self._closed or self._link is not None:  # (closed meanwhile, or another thread joined first)
+                conn.leave(number, give_up=False)
+                if self._closed:
+                    raise UsageError(f"connect({self.address!r}): the connection is closed")
+                return self._link
+            self._share = weakref.finalize(self, conn.leave, number, False)  # (garbage collected unclosed: let go)
+            self._link = (conn, number)
+            return self._link
 
     def _connection(self) -> tuple:
         """(the connection, this object's share number on it), usable in this process: the same as before, or after a
-        break or in a forked child a new share (the memories the old one held refused until reset)."""
+        break or in a forked child a new share (the memories the old one held refused until reset). The socket is
+        opened outside _LINK_LOCK: close() from another thread never waits on it."""
         link = self._link
         if link is not None and link[0].error is None and link[0].pid == os.getpid():
             return link
@@ -223,7 +230,9 @@ class RemotePolicy:
             self._settle()
             if self._closed:
                 raise UsageError(f"connect({self.address!r}): the connection is closed")
-            return self._link if self._link is not None else self._join()
+            if self._link is not None:
+                return self._link
+        return self._join()
 
     def _settle(self) -> None:
         """(under _LINK_LOCK) A connection broken, or the parent's (after os.fork), let go: the agents whose memory it
