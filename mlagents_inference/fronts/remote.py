@@ -237,12 +237,11 @@ class RemotePolicy:
     def _settle(self) -> None:
         """(under _LINK_LOCK) A connection broken, or the parent's (after os.fork), let go: the agents whose memory it
         held are refused until reset(); the next call opens a new share."""
-        link = self._link
-        if link is None or (link[0].error is None and link[0].pid == os.getpid()):
-            return
-        forked = self._pid != os.getpid()
+        link, forked = self._link, self._pid != os.getpid()
         if forked:  # (the parent's locks may have been held at the fork: this process's own)
             self._pid, self._state = os.getpid(), threading.Lock()
+        if link is None or (link[0].error is None and link[0].pid == os.getpid()):
+            return
         self._link = None
         self._share.detach()
         link[0].leave(link[1], give_up=False)  # (in a child: the parent's socket let go, untouched)
