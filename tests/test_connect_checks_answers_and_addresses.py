@@ -14,7 +14,7 @@ import pytest
 from conftest import EXAMPLES
 
 import inference as I
-from mlagents_inference.fronts import remote
+from mlagents_inference.fronts import remote_connection
 
 LSTM_INFO = json.loads(json.dumps(I.load(EXAMPLES / "lstm").info))  # one vector input of 10, one branch of 4, memory 32
 
@@ -114,7 +114,7 @@ def test_connect_refuses_answers_that_do_not_fit_the_policy(bad, says):
 @pytest.mark.parametrize("codec", ["orjson or json", "json"])
 def test_connect_refuses_nan_in_an_answer_with_either_codec(monkeypatch, codec):
     if codec == "json":
-        monkeypatch.setattr(remote, "_codec", lambda: (json.loads, lambda obj: json.dumps(obj).encode()))
+        monkeypatch.setattr(remote_connection, "codec", lambda: (json.loads, lambda obj: json.dumps(obj).encode()))
     nan = b'{"id": null, "discrete_actions": [1], "memory": [NaN' + b", 0.0" * 31 + b"]}\n"
     with peer(lambda msgs: nan) as where, I.connect(where, timeout=20) as policy:
         with pytest.raises(I.UsageError, match="finite float32 numbers|not JSON"):

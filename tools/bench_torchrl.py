@@ -6,12 +6,14 @@ both sides (the session inference.load(..., spin=False) makes, serve's own: ever
 default threads, no spinning):
 
 - serve, one connect() shared by the 64 threads (one connection; their lines batch on the server);
-- serve, one connect() per thread (64 connections);
+- serve, one connect() per thread (64 objects: since issue 46's pool, one connection shared by them);
+- serve, one connect(shared=False) per thread (64 connections, one line each in flight);
 - TorchRL's InferenceServer (service_backend "thread", max_batch_size 64) with its SlotTransport (one slot per
   thread) and with its ThreadingTransport, the model a callable that runs that session on the batch;
 - one caller alone (4 x --steps calls), serve + connect() and TorchRL's SlotTransport: a round trip's p50;
-- with --before DIR: the same three serve configurations against a second serve, DIR's inference.py (a checkout of
-  the code before, e.g. a git worktree), in the same turns (connect() is this tree's on both).
+- with --before DIR: the shared, per-thread and lone-caller configurations against a second serve, DIR's
+  inference.py (a checkout of the code before, e.g. a git worktree), with DIR's own connect() (its package loaded
+  under another name), in the same turns.
 
 Each configuration runs `--steps` steps of every thread, in turn, `--rounds` times (interleaved: ours and TorchRL's,
 one after the other); actions/s (the steps of all threads over the wall time) and the p99 of one call's latency,
@@ -97,6 +99,21 @@ def lockstep(threads: int, steps: int, make_actor, obs: np.ndarray, want: np.nda
     }
 
 
+def before_connect(root: Path):
+    """The connect() of the checkout at `root` (its package imported under another name, beside this tree's)."""
+    import importlib
+    import importlib.util
+
+    name, package = "mlagents_inference_before", root / "mlagents_inference"
+    spec = importlib.util.spec_from_file_location(
+        name, package / "__init__.py", submodule_search_locations=[str(package)]
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return importlib.import_module(name + ".fronts.remote").connect
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=64)
@@ -131,12 +148,14 @@ def main() -> None:
     try:
         shared = inference.connect(address)
         own = [inference.connect(address) for _ in range(args.threads)]
+        alone = [inference.connect(address, shared=False) for _ in range(args.threads)]
         before = None
         if args.before:  # (a Unix socket: the path with ".before" added)
             listen = args.listen + ".before" if args.listen.startswith("unix:") else args.listen
             before_proc, before_address = start_serve(listen, args.before.resolve())
             procs.append(before_proc)
-            before = inference.connect(before_address), [inference.connect(before_address) for _ in own]
+            old = before_connect(args.before.resolve())
+            before = old(before_address), [old(before_address) for _ in own]
 
         def torchrl_run(transport, threads=args.threads, obs=obs, want=want) -> dict:
             with InferenceServer(model, transport, max_batch_size=args.threads) as server:
@@ -156,6 +175,13 @@ def main() -> None:
                 args.threads,
                 args.steps,
                 lambda k: (lambda p: lambda x: p.act(x)["continuous_actions"])(own[k]),
+                obs,
+                want,
+            ),
+            "serve, one connect(shared=False) per thread": lambda: lockstep(
+                args.threads,
+                args.steps,
+                lambda k: (lambda p: lambda x: p.act(x)["continuous_actions"])(alone[k]),
                 obs,
                 want,
             ),
@@ -196,7 +222,7 @@ def main() -> None:
         for _ in range(args.rounds):
             for name, run in configs.items():
                 results.setdefault(name, []).append(run())
-        for p in [shared, *own, *([before[0], *before[1]] if before else [])]:
+        for p in [shared, *own, *alone, *([before[0], *before[1]] if before else [])]:
             p.close()
     finally:
         for proc in procs:
@@ -219,7 +245,7 @@ def main() -> None:
         }
         for name, rs in results.items()
     }
-    ours = [name for name in results if "one connect()" in name]
+    ours = [name for name in results if "one connect(" in name]
     for name in ours:  # (per round: the same minutes)
         rounds = zip(results[name], results["TorchRL SlotTransport"], results["TorchRL ThreadingTransport"])
         speed, p99 = zip(*((r["actions_per_s"] / a["actions_per_s"], r["p99_ms"] / b["p99_ms"]) for r, a, b in rounds))

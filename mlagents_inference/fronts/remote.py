@@ -1,15 +1,10 @@
 """inference.connect(): the policy's Python API over a serve connection, torch-free (docs/serve.md): the same checks
 as inference.load()'s policy (shared: observations), the same answers, through the stream's lines."""
 
-import collections
-import contextlib
 import itertools
-import json
 import os
-import select
-import socket
 import threading
-import time
+import weakref
 from typing import Optional
 
 import numpy as np
@@ -25,21 +20,10 @@ from ..core.errors import UsageError
 from ..core.observations import observation_arrays, shape_masks, shape_memory
 from ..core.spec import InputSpec, PolicySettings, action_tuple, continuous_only, no_actions
 from ..services.protocol import parse_address
+from .remote_connection import INFO_LINE_BYTES, share
+from .remote_connection import brief as _brief
 
-__all__ = ["connect", "RemotePolicy", "Answer", "INFO_LINE_BYTES", "ANSWER_NUMBER_BYTES", "FLOAT32_MAX"]
-
-
-def _codec() -> tuple:
-    try:
-        import orjson
-
-        return orjson.loads, orjson.dumps
-    except ImportError:
-        return json.loads, lambda obj: json.dumps(obj, separators=(",", ":")).encode()
-
-
-def _brief(value) -> str:
-    return json.dumps(value)[:40] if isinstance(value, (str, int, float, type(None))) else type(value).__name__
+__all__ = ["connect", "RemotePolicy", "Answer", "ANSWER_NUMBER_BYTES", "FLOAT32_MAX"]
 
 
 def _settings(info: dict) -> PolicySettings:
@@ -75,16 +59,22 @@ def _settings(info: dict) -> PolicySettings:
     )
 
 
-def connect(address: str, timeout: float = 60.0, model: Optional[str] = None, version=None) -> "RemotePolicy":
+def connect(
+    address: str, timeout: float = 60.0, model: Optional[str] = None, version=None, shared: bool = True
+) -> "RemotePolicy":
     """A policy served by `python inference.py --mode serve --listen ADDRESS` ("HOST:PORT" or "unix:PATH"): info, act,
     get_action, check_spec, reset as inference.load()'s, close() (or `with`). `model`: the served model (behaviour
     name) every line names, required when the server serves several; `version`: a loaded version (a checkpoint's
-    step) every line names, else the one serving at each line. UsageError (one line) when it cannot."""
+    step) every line names, else the one serving at each line; `timeout`: each call's. The connect() objects of a
+    process share one connection per address; `shared=False`: a connection of this object's own. UsageError (one
+    line) when it cannot."""
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
         raise UsageError(f"timeout={timeout!r}: expected a positive number of seconds")
     if model is not None and (not isinstance(model, str) or not model.strip()):
         raise UsageError(f"model={_brief(model)}: expected a served model's name (text), or None")
-    return RemotePolicy(address, float(timeout), model, _version_text(version))
+    if not isinstance(shared, (bool, np.bool_)):
+        raise UsageError(f"shared={_brief(shared)}: expected True (one connection per process and address) or False")
+    return RemotePolicy(address, float(timeout), model, _version_text(version), bool(shared))
 
 
 def _version_text(version) -> Optional[str]:
@@ -109,82 +99,68 @@ class Answer(dict):
         self.model, self.version = model, version
 
 
-INFO_LINE_BYTES = 1 << 20  # the longest info answer read (a serve policy's is a few kB)
-
-
 ANSWER_NUMBER_BYTES = 32  # the most bytes one number of an answer takes in JSON (with its comma)
 
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
-class _Call:
-    """One call's lines on the connection, waiting for their answers (in the order of its lines)."""
-
-    __slots__ = ("ids", "answers", "limit", "error", "bell")
-
-    def __init__(self, messages: list, limit: int):
-        self.ids = [m.get("id") for m in messages]
-        self.answers: list = []
-        self.limit = limit
-        self.error: Optional[UsageError] = None
-        # rung (released) when answered or failed, or when this call's thread is to read next: a lock held from the
-        # start, cheaper to wait on than an Event (the caller's one sleep per call)
-        self.bell = threading.Lock()
-        self.bell.acquire()
-
-    def done(self) -> bool:
-        return self.error is not None or len(self.answers) == len(self.ids)
-
-    def ring(self) -> None:
-        try:
-            self.bell.release()
-        except RuntimeError:  # (rung already: one wake is enough)
-            pass
+class _Unsettled(UsageError):
+    """A call given up with its lines possibly answered (its time-out, or its object closed meanwhile): the server may
+    have stepped its agents' LSTM memories."""
 
 
 _NAMING_KEYS = frozenset({"model", "version"})  # which model and version answered (serve's answers carry them)
 _ERROR_KEYS = frozenset({"id", "error"}) | _NAMING_KEYS
 
-_FORK_LOCK = threading.Lock()  # a child's first call opens its own connection under it (made anew in every child)
+# A memory the server no longer holds for this object, or holds in a state unknown here: why, in the refusal.
+_HELD_BEFORE_FORK = "is held by the connection of the process this connect() was made in, before os.fork()"
+_LOST_WITH_CONNECTION = "was lost with the connection that broke (serve keeps memories per connection)"
+_UNSETTLED = "is unknown here: its last line got no answer in time (the server may have stepped it)"
+
+_LINK_LOCK = threading.RLock()  # an object's connection changed under it (made anew in every child)
 
 
-def _new_fork_lock() -> None:
-    global _FORK_LOCK
-    _FORK_LOCK = threading.Lock()
+def _new_link_lock() -> None:
+    global _LINK_LOCK
+    _LINK_LOCK = threading.RLock()
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_new_fork_lock)
+    os.register_at_fork(after_in_child=_new_link_lock)
 
 
 class RemotePolicy:
-    """inference.connect()'s policy. Safe to share across threads: one connection, whose lines are queued a call's at
-    a time (the lines of calls queued together go out in one write) and answered in that order (serve's rule), each
-    answer handed to the call that sent its line and checked against its id; the thread that waits first reads for all
-    (no reader thread of its own). The server keeps
-    get_action's LSTM memories per connection and agent id, so per agent id whichever thread asks. After os.fork a
-    child's first call opens a connection of the child's own (the parent's is never written or read there).
-    Every answer is checked against the policy's info (its id, keys, shapes, types, ranges, finiteness) and read
-    within a bound (its longest possible line): a peer that is not serve, or misbehaves, is a one-line UsageError."""
+    """inference.connect()'s policy. Safe to share across threads, and cheap to have many of: the connect() objects of
+    one process that talk to one serve address share ONE connection (remote_connection.Connection: a call's lines
+    queued and written whole, answered in their order, each answer handed to its call and checked against its id),
+    each with its own model/version (on its lines), time-out (per call), agent ids and answered versions. The server
+    keeps get_action's LSTM memories per connection and id: an object's agent ids go on the wire under its share's
+    number ("2:17" for agent 17 of the connection's third object; the first object's plain), so two objects' agent 0
+    are two agents, whichever thread asks. close() lets go of this object's share (the socket closes with the last).
+    A broken connection fails every call waiting on it, whichever object's, and the next call opens a new one; after
+    os.fork a child's first call opens (shares) a connection of the child's own. Every answer is checked against the
+    policy's info (its id, keys, shapes, types, ranges, finiteness) and read within a bound (its longest possible
+    line): a peer that is not serve, or misbehaves, is a one-line UsageError."""
 
-    def __init__(self, address: str, timeout: float, model: Optional[str] = None, version: Optional[str] = None):
+    def __init__(
+        self, address: str, timeout: float, model: Optional[str] = None, version: Optional[str] = None, shared=True
+    ):
         self._where = parse_address("connect()", address, listening=False)
-        self.address, self.timeout, self._sock, self._closed = address.strip(), timeout, None, None
+        self.address, self.timeout, self._shared, self._closed = address.strip(), timeout, bool(shared), False
         # every line names them (serve's "model" and "version" keys); left out, the server's one model, and the
         # version serving at each line
         self._route = {k: v for k, v in (("model", model), ("version", version)) if v is not None}
         self._answered = threading.local()  # which version answered this thread's latest call
-        self._loads, self._dumps = _codec()
+        self._pid = os.getpid()
         self._state = threading.Lock()  # get_action's memory bookkeeping
         self._known: set = set()  # get_action's agent ids the server may hold a memory of
         self._stale: set = set()  # ... and those whose next line starts from zeros ("reset": true)
-        self._orphans: set = set()  # (a forked child) ids whose memory the parent's connection holds
-        self._fresh_connection()
-        self._sock = self._open()
-        self._limit = INFO_LINE_BYTES
+        self._orphans: dict = {}  # agent id -> why the server holds no memory of it for this object (until reset)
+        self._link, self._share = None, None  # (the connection, this object's share number on it); its finalizer
+        self._join()
         try:
-            answer = self._ask([{"info": True, **self._route}])[0]
+            answer = self._ask([{"info": True, **self._route}], limit=INFO_LINE_BYTES)[0]
         except UsageError as exc:
             self.close()
             said = str(exc)
@@ -212,7 +188,7 @@ class RemotePolicy:
         self._ids = itertools.count(1)  # act()'s line ids where no memory is kept by id
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed is not None or self._sock is None else "open"
+        state = "closed" if self._closed else "open"
         return f"<connect({self.address!r}): {self.model}, version {self.version}, {state}>"
 
     @property
@@ -228,287 +204,75 @@ class RemotePolicy:
         memory started on while that stays loaded, so they may differ)."""
         return dict(getattr(self._answered, "versions", {}))
 
-    # -- the connection
-    def _fresh_connection(self) -> None:
-        """This process's connection state (no socket yet): its locks, the calls waiting, the bytes read."""
-        self._pid = os.getpid()
-        self._queue_lock = threading.Lock()  # a call queued with its lines: the queue's order is the lines' order
-        self._outbox: list = []  # lines queued and not yet written (the writing thread takes them all at once)
-        self._send_lock = threading.Lock()  # held by the one thread writing
-        self._read_lock = threading.Lock()  # one thread reads, and hands each answer to its call
-        self._calls: collections.deque = collections.deque()  # calls sent and not yet answered, in order
-        self._buf, self._scan = bytearray(), 0
+    # -- the connection (shared: remote_connection)
+    def _join(self) -> tuple:
+        """A share of this process's connection to the address (opened where there is none, or it broke): UsageError
+        in one line when it cannot be opened (the next call tries again)."""
+        conn, number = share(self._where, self.address, self.timeout, self._shared)
+        with _LINK_LOCK:
+            if self._closed or self._link is not None:  # (closed meanwhile, or another thread joined first)
+                conn.leave(number, give_up=False)
+                if self._closed:
+                    raise UsageError(f"connect({self.address!r}): the connection is closed")
+                return self._link
+            self._share = weakref.finalize(self, conn.leave, number, False)  # (garbage collected unclosed: let go)
+            self._link = (conn, number)
+            return self._link
 
-    def _open(self) -> socket.socket:
-        where = self._where
-        try:
-            if where[0] == "unix":
-                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                try:
-                    sock.settimeout(self.timeout)
-                    sock.connect(where[1])
-                except BaseException:
-                    sock.close()
-                    raise
-            else:
-                sock = socket.create_connection(where[1:], timeout=self.timeout)
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        except OSError as exc:
-            raise self._failed(exc) from None
-        sock.setblocking(False)
-        return sock
+    def _connection(self) -> tuple:
+        """(the connection, this object's share number on it), usable in this process: the same as before, or after a
+        break or in a forked child a new share (the memories the old one held refused until reset). The socket is
+        opened outside _LINK_LOCK: close() from another thread never waits on it."""
+        link = self._link
+        if link is not None and link[0].error is None and link[0].pid == os.getpid():
+            return link
+        with _LINK_LOCK:
+            self._settle()
+            if self._closed:
+                raise UsageError(f"connect({self.address!r}): the connection is closed")
+            if self._link is not None:
+                return self._link
+        return self._join()
 
-    def _own(self) -> None:
-        """In a forked child: the parent's socket let go (this copy of it closed, never shut down or used), a connection
-        of the child's own opened; get_action's memories held by the parent's connection refused until reset."""
-        if self._pid == os.getpid():
+    def _settle(self) -> None:
+        """(under _LINK_LOCK) A connection broken, or the parent's (after os.fork), let go: the agents whose memory it
+        held are refused until reset(); the next call opens a new share."""
+        link, forked = self._link, self._pid != os.getpid()
+        if forked:  # (the parent's locks may have been held at the fork: this process's own)
+            self._pid, self._state = os.getpid(), threading.Lock()
+        if link is None or (link[0].error is None and link[0].pid == os.getpid()):
             return
-        with _FORK_LOCK:
-            if self._pid == os.getpid():
-                return
-            inherited, self._sock = self._sock, None
-            self._fresh_connection()
-            self._state = threading.Lock()
-            self._orphans = (self._orphans | self._known) - self._stale
+        self._link = None
+        self._share.detach()
+        link[0].leave(link[1], give_up=False)  # (in a child: the parent's socket let go, untouched)
+        why = _HELD_BEFORE_FORK if forked else _LOST_WITH_CONNECTION
+        with self._state:
+            self._orphans.update((agent, why) for agent in self._known - self._stale)
             self._known, self._stale = set(), set()
-            if inherited is not None:
-                inherited.close()  # (the child's descriptor only: the parent's connection goes on)
-            if self._closed is None:
-                try:
-                    self._sock = self._open()
-                except UsageError as exc:
-                    self._closed = str(exc)
-                    raise
-
-    def _failed(self, exc: BaseException) -> UsageError:
-        if isinstance(exc, (socket.timeout, TimeoutError)):
-            return UsageError(f"connect({self.address!r}): no answer within {self.timeout:g} s")
-        if isinstance(exc, ConnectionRefusedError) or isinstance(exc, FileNotFoundError):
-            return UsageError(
-                f"connect({self.address!r}): nothing listens there (start python inference.py --mode serve "
-                f"--listen {self.address})"
-            )
-        if isinstance(exc, socket.gaierror):
-            return UsageError(
-                f"connect({self.address!r}): unknown host ({exc.strerror}); expected HOST:PORT of a "
-                f"serve --listen address, or unix:PATH"
-            )
-        reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-        return UsageError(f"connect({self.address!r}): {reason}")
 
     def _bad(self, what: str) -> UsageError:
         """A misbehaving peer: the connection closed (every call waiting on it fails), one line saying what was
         expected."""
-        return self._break(UsageError(f"connect({self.address!r}): {what}"))
+        link = self._link
+        if link is None:
+            return UsageError(f"connect({self.address!r}): {what}")
+        return link[0].bad(what)
 
-    def _break(self, error: UsageError) -> UsageError:
-        """The connection unusable: every call waiting on it fails with `error`, the socket is shut down (a thread
-        waiting on it wakes) and closed once no thread uses it."""
-        if self._closed is None:
-            self._closed = str(error)
-        sock = self._sock
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-        while self._calls:
-            try:
-                call = self._calls.popleft()
-            except IndexError:
-                break
-            call.error = call.error or error
-            call.ring()
-        self._outbox.clear()
-        return error
-
-    def _reap(self) -> None:
-        """A broken connection's socket closed, when no other thread is inside it."""
-        if self._closed is not None and self._sock is not None:
-            self._close_socket(None)
-
-    def _close_socket(self, wait) -> None:
-        """The socket closed once no thread is inside it: both locks taken, waiting up to `wait` seconds for each (None:
-        not at all, and then left open)."""
-        how = {"blocking": False} if wait is None else {"timeout": wait}
-        if not self._send_lock.acquire(**how):
-            return
+    def _ask(self, messages: list, rows: int = 1, limit: Optional[int] = None, link=None) -> list:
+        """The lines sent on the shared connection and their answers (at most `limit` bytes each: by default the
+        longest a line of `rows` rows can be), within this object's time-out; an error answer is a one-line
+        UsageError (the connection goes on). _Unsettled where the call was given up (timed out, or closed)."""
+        conn, number = self._connection() if link is None else link
+        if limit is None:
+            limit = 4096 + rows * self._width * ANSWER_NUMBER_BYTES
         try:
-            if self._read_lock.acquire(**how):
-                try:
-                    if self._sock is not None:
-                        self._sock.close()
-                        self._sock = None
-                finally:
-                    self._read_lock.release()
-        finally:
-            self._send_lock.release()
-
-    def _refused(self) -> UsageError:
-        return UsageError(f"connect({self.address!r}): the connection is closed")
-
-    def _ask(self, messages: list, rows: int = 1) -> list:
-        """Send the lines, and wait for as many answers (sending and reading at once: a large group never waits on
-        the server's bound). Each answer line is at most the longest a line of `rows` rows can be; read in linear
-        time. Any number of threads may ask at once."""
-        self._own()
-        if self._closed is not None or self._sock is None:
-            raise self._refused()
-        limit = self._limit if messages[0].get("info") else 4096 + rows * self._width * ANSWER_NUMBER_BYTES
-        payload = b"".join(self._dumps(m) + b"\n" for m in messages)
-        call, deadline = _Call(messages, limit), time.monotonic() + self.timeout
-        try:
-            self._send(call, payload, deadline)
-            self._wait(call, deadline)
-        finally:
-            self._reap()
-        if call.error is not None:
-            raise call.error
-        self._check_errors(call.answers)
-        return call.answers
-
-    def _send(self, call: _Call, payload: bytes, deadline: float) -> None:
-        """The call queued with its lines; the lines written by this thread, with every other thread's queued
-        meanwhile (one write for many calls), or by the thread writing now, which takes them before it stops."""
-        with self._queue_lock:
-            if self._closed is not None or self._sock is None:
-                raise self._refused()
-            self._calls.append(call)
-            self._outbox.append(payload)
-        # (the writer looks again after it lets go: lines queued while it stopped are never left behind)
-        while self._outbox and self._send_lock.acquire(blocking=False):
-            try:
-                while True:
-                    with self._queue_lock:
-                        if not self._outbox:
-                            break
-                        data = self._outbox[0] if len(self._outbox) == 1 else b"".join(self._outbox)
-                        self._outbox.clear()
-                    self._write(memoryview(data), call, deadline)
-            finally:
-                self._send_lock.release()
-
-    def _write(self, payload: memoryview, call: _Call, deadline: float) -> None:
-        """(the send lock held) The bytes written, whole; while the server cannot take more, this thread reads (where no
-        other does) so that the server's answers never wait on it."""
-        sock = self._sock
-        if self._closed is not None or sock is None:
-            raise self._refused()
-        sent, out = 0, select.poll()
-        out.register(sock.fileno(), select.POLLOUT)
-        while sent < len(payload):
-            try:
-                sent += sock.send(payload[sent : sent + (1 << 20)])
-                continue
-            except BlockingIOError:
-                pass
-            except OSError as exc:
-                raise self._break(self._failed(exc)) from None
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise self._break(self._failed(socket.timeout()))
-            if self._read_lock.acquire(blocking=False):
-                try:
-                    self._read(call, deadline, until_writable=True)
-                finally:
-                    self._read_lock.release()
-                    self._hand_over()
-                if self._closed is not None:
-                    raise self._refused()
-            else:
-                out.poll(min(left, 0.05) * 1000)
-
-    def _wait(self, call: _Call, deadline: float) -> None:
-        """Until the call is answered: the thread that takes the read lock reads for every call; the others sleep
-        until their answers come or the reader hands the reading over to them."""
-        while not call.done():
-            if self._read_lock.acquire(blocking=False):
-                try:
-                    self._read(call, deadline)
-                finally:
-                    self._read_lock.release()
-                    self._hand_over()
-                continue
-            left = deadline - time.monotonic()
-            if left <= 0 or not call.bell.acquire(timeout=left):
-                if not call.done():
-                    self._break(self._failed(socket.timeout()))
-                return
-
-    def _hand_over(self) -> None:
-        """(the read lock just released) The oldest call still waiting is woken to read next."""
-        try:
-            self._calls[0].ring()
-        except IndexError:
-            pass
-
-    def _read(self, call: _Call, deadline: float, until_writable: bool = False) -> None:
-        """(the read lock held) Read and hand out answers until `call` is answered (or, `until_writable`, until the
-        socket takes more lines)."""
-        sock = self._sock
-        if self._closed is not None or sock is None:
-            call.error = call.error or self._refused()
-            return
-        poll = select.poll()
-        poll.register(sock.fileno(), select.POLLIN | (select.POLLOUT if until_writable else 0))
-        try:
-            while until_writable or not call.done():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise socket.timeout()
-                events = poll.poll(left * 1000)
-                if not events:
-                    continue
-                if until_writable and any(e & select.POLLOUT for _, e in events):
-                    return
-                try:
-                    chunk = sock.recv(1 << 20)
-                except BlockingIOError:
-                    continue
-                if not chunk:
-                    if self._closed is not None:  # (closed by close() from another thread)
-                        raise self._refused()
-                    raise UsageError(f"connect({self.address!r}): the server closed the connection")
-                self._buf += chunk
-                self._take_lines()
+            answers = conn.ask(messages, limit, number, self.timeout)
         except UsageError as exc:
-            self._break(exc)
-        except OSError as exc:
-            self._break(self._failed(exc))
-
-    def _take_lines(self) -> None:
-        """The complete answer lines read (taken out of the buffer), each handed to the oldest call waiting, checked
-        against its line's id; where the next newline search starts is kept (the bytes before it were searched:
-        linear time); UsageError past the waiting call's bound."""
-        buf, scan, calls = self._buf, self._scan, self._calls
-        while True:
-            end = buf.find(b"\n", scan)
-            if end < 0:
-                limit = calls[0].limit if calls else 0
-                if len(buf) > limit:
-                    raise self._bad(
-                        f"an answer line longer than {limit} bytes (the longest this policy's "
-                        f"answer can be): is this python inference.py --mode serve --listen?"
-                    )
-                self._scan = len(buf)
-                return
-            line = bytes(buf[:end])
-            del buf[: end + 1]
-            scan = 0
-            if not line.strip():
-                continue
-            if not calls:
-                raise self._bad("an answer that no line asked for (answers come one per line)")
-            call = calls[0]
-            answer = self._parse(line, call.limit)
-            expected = call.ids[len(call.answers)]
-            if answer.get("id") != expected:
-                raise self._bad(
-                    f"an answer for id {_brief(answer.get('id'))} where id {_brief(expected)} "
-                    f"was expected (answers come in the order of the lines)"
-                )
-            call.answers.append(answer)
-            if len(call.answers) == len(call.ids):
-                calls.popleft()
-                call.ring()
+            if conn.error is None:  # (the connection goes on: only this call was given up)
+                raise _Unsettled(str(exc)) from None
+            raise
+        self._check_errors(answers)
+        return answers
 
     def _check_errors(self, answers: list) -> None:
         """An error answer is a one-line UsageError (the connection goes on)."""
@@ -519,36 +283,17 @@ class RemotePolicy:
                     raise self._bad('an error answer that is not {"id": ..., "error": "..."}')
                 raise UsageError(error.splitlines()[0] if error.strip() else "the server answered an empty error")
 
-    def _parse(self, line: bytes, limit: int) -> dict:
-        if len(line) > limit:
-            raise self._bad(f"an answer line longer than {limit} bytes (the longest this policy's answer can be)")
-        try:
-            answer = self._loads(line)
-        except (ValueError, RecursionError):
-            raise self._bad(
-                "an answer that is not JSON: expected the JSON lines of python inference.py --mode serve "
-                "--listen (an --http port, or another program, answers otherwise)"
-            ) from None
-        if not isinstance(answer, dict):
-            raise self._bad("an answer that is not a JSON object: expected serve's answer lines")
-        return answer
-
     def close(self) -> None:
-        """Closes the connection, from any thread: calls still waiting on it fail in one line. In a forked child it
-        lets go of the parent's socket without touching the parent's connection."""
-        if self._pid != os.getpid():
-            with _FORK_LOCK:
-                if self._pid != os.getpid():
-                    inherited, self._sock = self._sock, None
-                    self._fresh_connection()
-                    self._closed = "closed"
-                    if inherited is not None:
-                        inherited.close()
-                    return
-        if self._sock is None:
-            return
-        self._break(self._refused())
-        self._close_socket(self.timeout)  # (the threads inside leave at once: it is shut down)
+        """Lets go of this object's share of the connection, from any thread: its calls still waiting end in one line
+        ("the connection is closed"); the other objects on the connection go on, and the socket closes with the last
+        share. In a forked child it lets go of the parent's socket without touching the parent's connection."""
+        with _LINK_LOCK:
+            self._closed = True
+            link, self._link = self._link, None
+            if link is None:
+                return
+            self._share.detach()
+        link[0].leave(link[1], give_up=True)
 
     def __enter__(self):
         return self
@@ -679,24 +424,31 @@ class RemotePolicy:
             raise UsageError(f"decision_steps: {rows} agent id(s) but {got} observation(s)")
         if not rows:
             if s.memory_size:
+                with _LINK_LOCK:
+                    self._settle()
                 self._claim(ended, ids)
             return self._action_tuple(self._no_actions(), 0)
         lines = [
             self._line([a[row] for a in arrays], None if masks is None else masks[row], None, bool(deterministic), None)
             for row in range(rows)
         ]
+        link = self._connection()
         resets = self._claim(ended, ids) if s.memory_size else set()
+        number = link[1]
         for line, agent in zip(lines, ids):
-            line["id"] = agent
+            # (the connection's first object's ids plain, as before sharing; the others' under their share number)
+            line["id"] = agent if number == 0 else f"{number}:{agent}"
             if agent in resets:
                 line["reset"] = True
         try:
-            said = self._ask(lines)
+            said = self._ask(lines, link=link)
             answers = [self._outputs(answer, 1, False) for answer in said]
-        except UsageError:
-            if resets:
+        except UsageError as exc:
+            if s.memory_size:
                 with self._state:  # (their memories were not started over: on their next line, then)
                     self._stale.update(resets)
+                    if isinstance(exc, _Unsettled):  # (stepped on the server, or not: refused until reset)
+                        self._orphans.update((agent, _UNSETTLED) for agent in ids if agent not in resets)
             raise
         self._answered.versions = {agent: answer.get("version") for agent, answer in zip(ids, said)}
         self._answered.version = said[-1].get("version")
@@ -715,29 +467,33 @@ class RemotePolicy:
         )
 
     def reset(self, agent_ids=None) -> None:
-        """As Policy.reset: get_action's memories of every agent, or of `agent_ids`, start from zeros on their next
-        line."""
+        """As Policy.reset: get_action's memories of this object's agents (every one, or `agent_ids`) start from zeros
+        on their next line; another connect() object's agents, on the same connection, are not touched."""
         ids = None if agent_ids is None else check_agent_ids(agent_ids, "agent_ids")
-        self._own()
+        with _LINK_LOCK:
+            self._settle()
         with self._state:
             self._stale.update(self._known if ids is None else ids)
-            self._orphans = set() if ids is None else self._orphans.difference(ids)
+            if ids is None:
+                self._orphans = {}
+            else:
+                for agent in ids:
+                    self._orphans.pop(agent, None)
 
     def _claim(self, ended, ids: list) -> set:
-        """(get_action, a memory policy) The agents of these lines whose memory starts from zeros on them ("reset":
-        true): those ended now or reset before; the lines' agents known from here on. UsageError for an agent whose
-        memory the parent process's connection holds (this object made before os.fork)."""
-        self._own()
+        """(get_action, a memory policy, on a settled connection) The agents of these lines whose memory starts from
+        zeros on them ("reset": true): those ended now or reset before; the lines' agents known from here on.
+        UsageError for an agent whose memory the server does not hold for this object (the parent process's
+        connection, before os.fork; a connection that broke) or holds in a state unknown here, until reset."""
         with self._state:
             if self._orphans and (held := [agent for agent in ids if agent in self._orphans and agent not in ended]):
                 raise UsageError(
-                    f"agent id {_brief(held[0])}: its LSTM memory is held by the connection of the process this "
-                    f"connect() was made in, before os.fork(); call reset() in this process first (it starts from "
-                    f"zeros) or connect() again here"
+                    f"agent id {_brief(held[0])}: its LSTM memory {self._orphans[held[0]]}; call reset() of it first "
+                    f"(it starts from zeros) or connect() again"
                 )
             self._stale.update(agent for agent in ended if agent in self._known)
-            self._orphans.difference_update(ended)
-            self._orphans.difference_update(ids)
+            for agent in itertools.chain(ended, ids):
+                self._orphans.pop(agent, None)
             resets = self._stale.intersection(ids)
             self._stale.difference_update(ids)
             self._known.update(ids)
