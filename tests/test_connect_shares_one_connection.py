@@ -385,3 +385,29 @@ def test_an_lstm_agent_whose_memory_is_unsettled_or_lost_is_refused_until_reset(
             assert a.get_action(decision_steps([obs[1]], [1, 2], None)).discrete.tolist() == [[1], [1]]
             assert [m["id"] for m in seen[-2:]] == [1, 2]  # (on the new connection: from zeros, held nowhere)
         assert len(accepted) == 2
+
+
+def test_a_server_error_names_the_agent_id_the_caller_gave_not_its_shared_wire_id():
+    """The second object on a connection sends agent 5 as "1:5" on the wire; serve's error text names that wire id
+    (here a stand-in's copy of serve's "its memory was dropped" refusal): the object's UsageError names agent 5, as the
+    caller gave it, and the first object's errors are as serve wrote them."""
+
+    def answer(number: int, pending: list):
+        said = []
+        for m in pending:
+            shown = json.dumps(m["id"])
+            said.append({"id": m["id"], "error": f"id {shown}: its memory was dropped at this client's bound"})
+        return b"".join(json.dumps(a).encode() + b"\n" for a in said)
+
+    with stand_in(answer) as (address, accepted, _):
+        a, b = I.connect(address, timeout=60), I.connect(address, timeout=60)
+        steps = decision_steps([np.zeros((1, 8), np.float32)], [5], None)
+        with pytest.raises(I.UsageError) as first:
+            a.get_action(steps)
+        with pytest.raises(I.UsageError) as second:
+            b.get_action(steps)
+        a.close()
+        b.close()
+    assert len(accepted) == 1
+    assert str(first.value) == "id 5: its memory was dropped at this client's bound"
+    assert str(second.value) == "id 5: its memory was dropped at this client's bound"

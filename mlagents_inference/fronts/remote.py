@@ -2,7 +2,9 @@
 as inference.load()'s policy (shared: observations), the same answers, through the stream's lines."""
 
 import itertools
+import json
 import os
+import re
 import threading
 import weakref
 from typing import Optional
@@ -112,6 +114,8 @@ class _Unsettled(UsageError):
 
 _NAMING_KEYS = frozenset({"model", "version"})  # which model and version answered (serve's answers carry them)
 _ERROR_KEYS = frozenset({"id", "error"}) | _NAMING_KEYS
+
+_SHARED_ID = re.compile(r"[1-9][0-9]*:(-?[0-9]+)")  # an agent id on the wire from a connection's later object
 
 # A memory the server no longer holds for this object, or holds in a state unknown here: why, in the refusal.
 _HELD_BEFORE_FORK = "is held by the connection of the process this connect() was made in, before os.fork()"
@@ -281,7 +285,11 @@ class RemotePolicy:
                 error = answer["error"]
                 if not isinstance(error, str) or not {"id", "error"} <= set(answer) <= _ERROR_KEYS:
                     raise self._bad('an error answer that is not {"id": ..., "error": "..."}')
-                raise UsageError(error.splitlines()[0] if error.strip() else "the server answered an empty error")
+                text = error.splitlines()[0] if error.strip() else "the server answered an empty error"
+                ident = answer.get("id")
+                if isinstance(ident, str) and (agent := _SHARED_ID.fullmatch(ident)):
+                    text = text.replace(json.dumps(ident), agent.group(1))  # (the id as the caller gave it)
+                raise UsageError(text)
 
     def close(self) -> None:
         """Lets go of this object's share of the connection, from any thread: its calls still waiting end in one line
