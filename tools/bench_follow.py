@@ -4,7 +4,7 @@ docs/serve.md "Several policies, and new versions while training runs"). Run it 
 
     flock /tmp/bench.lock python tools/bench_follow.py [--case follow|two|all] [--json]
         [--clients 64] [--steady-s 10] [--checkpoints 3] [--interval-s 8] [--poll-s 2]
-        [--rounds 3] [--window-ms 2000] [--protocol grpc|http] [--perf-analyzer PATH]
+        [--rounds 3] [--window-ms 3000] [--protocol grpc|http] [--perf-analyzer PATH]
 
 follow  `python inference.py --mode serve --model-dir RUN --follow --follow-poll-s P --listen --http --grpc` on a
         copy of examples/vector (a run folder: Vector 50000 and 100000, 100000 serving). --clients clients in all
@@ -27,8 +27,11 @@ two     serve (--http --grpc) on a run folder of two behaviours (examples/vector
         Hybrid, as tests/conftest.py's two_behaviour_run makes it). Triton's perf_analyzer (2.41, the tritonclient
         wheel's; --protocol, batch 1, concurrency 64, --async) on Vector alone, on Hybrid alone, and on both at once
         (two perf_analyzers started together), in turn for --rounds rounds (ABBA-like: the order turns each
-        round), --window-ms measurement windows. Reported: each model's observations/s alone (medians), their sum
-        when both run, and sum / alone for each (target >= 0.85). perf_analyzer's inputs: tools/perf_input_data.py.
+        round); each perf_analyzer runs exactly 3 --window-ms windows (-s 10000 --max-trials 3: every window
+        "stable"), so that two started together measure the same seconds. Reported: each model's observations/s
+        alone (medians), their sum when both run, and sum / alone for each (target >= 0.85); serve's CPU seconds
+        per second and per row, the perf_analyzers' CPU, rows per engine call (the V2 statistics). perf_analyzer's
+        inputs: tools/perf_input_data.py.
         Needs perf_analyzer (beside this Python, else on PATH, or --perf-analyzer) and nvidia-cuda-runtime-cu12 for
         its libcudart (tools/bench_v2.perf_analyzer_env): run it with that venv's Python (e.g. tools/v2_tools.sh).
 
@@ -452,7 +455,9 @@ def two_behaviour_run(workdir: Path) -> Path:
 def perf_analyzer_cmd(a, model: str, address: str, data: Path, csv_path: Path) -> list:
     cmd = [a.perf_analyzer, "-m", model, "-u", address, "-i", a.protocol, "-b", "1", "--concurrency-range", "64"]
     cmd += ["--async", "--measurement-interval", str(a.window_ms), "--input-data", str(data), "-f", str(csv_path)]
-    cmd += ["--max-threads", "4", "--stability-percentage", "20", "--max-trials", "8"]
+    # (every window counts as stable: each perf_analyzer runs exactly 3 windows and reports their mean, so that two
+    # started together measure the same seconds; one that settled sooner would otherwise measure its model alone)
+    cmd += ["--max-threads", "4", "--stability-percentage", "10000", "--max-trials", "3"]
     return cmd
 
 
@@ -469,7 +474,7 @@ def run_perf(a, models: list, addresses: dict, workdir: Path) -> dict:
     out = {}
     for model, (proc, csv_path) in procs.items():
         try:
-            text = proc.communicate(timeout=a.window_ms / 1e3 * 12 + 60)[0].decode(errors="replace")
+            text = proc.communicate(timeout=a.window_ms / 1e3 * 8 + 60)[0].decode(errors="replace")
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.communicate()
@@ -483,6 +488,46 @@ def run_perf(a, models: list, addresses: dict, workdir: Path) -> dict:
     return out
 
 
+CPU_KEYS = ("serve_s_per_s", "perf_analyzers_s_per_s", "serve_us_per_row")
+
+
+def model_counts(address: str, model: str) -> tuple:
+    """(inference_count, execution_count) of the model's V2 statistics: rows answered, engine calls."""
+    conn = http.client.HTTPConnection(*host_port(address), timeout=30)
+    try:
+        conn.request("GET", f"/v2/models/{model}/stats")
+        stats = json.loads(conn.getresponse().read())["model_stats"][0]
+        return int(stats["inference_count"]), int(stats["execution_count"])
+    finally:
+        conn.close()
+
+
+def measured_perf(a, models: list, addresses: dict, workdir: Path, server: Serve) -> dict:
+    """run_perf, with where the CPU went: serve's CPU seconds per second and per row answered, the perf_analyzers'
+    CPU seconds per second (the two cores are shared by both), and each model's rows per engine call."""
+    import resource
+
+    counts = {m: model_counts(addresses["http"], m) for m in ("Vector", "Hybrid")}
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu, started = server.cpu_s(), time.monotonic()
+    got = run_perf(a, models, addresses, workdir)
+    wall, cpu = time.monotonic() - started, server.cpu_s() - cpu
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    clients = (after.ru_utime + after.ru_stime) - (children.ru_utime + children.ru_stime)
+    rows = 0
+    for m in ("Vector", "Hybrid"):
+        done, calls = (x - y for x, y in zip(model_counts(addresses["http"], m), counts[m]))
+        rows += done
+        if m in got and calls > 0:
+            got[m]["rows_per_call"] = round(done / calls, 1)
+    got["cpu"] = {
+        "serve_s_per_s": round(cpu / wall, 2),
+        "perf_analyzers_s_per_s": round(clients / wall, 2),
+        "serve_us_per_row": round(cpu / rows * 1e6, 1) if rows else None,
+    }
+    return got
+
+
 def two_case(a: argparse.Namespace, workdir: Path) -> dict:
     from perf_input_data import input_data
 
@@ -493,7 +538,9 @@ def two_case(a: argparse.Namespace, workdir: Path) -> dict:
     run = two_behaviour_run(workdir)
     for model, path in (("Vector", run / "Vector" / "Vector-100000.pt"), ("Hybrid", run / "Hybrid")):
         (workdir / f"{model}.json").write_text(json.dumps(input_data(inference.load(path), 1, 64, 0)))
-    server = Serve("--model-dir", run, "--spin", "off", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0")
+    server = Serve(
+        "--model-dir", run, "--spin", "off", "--http", "127.0.0.1:0", "--grpc", "127.0.0.1:0", fronts=("http", "grpc")
+    )
     addresses = {"http": server.said["http"], "grpc": server.said["grpc"]}
     plan = [["Vector"], ["Hybrid"], ["Vector", "Hybrid"]]
     raw: dict = {"Vector": [], "Hybrid": [], "both": []}
@@ -501,14 +548,15 @@ def two_case(a: argparse.Namespace, workdir: Path) -> dict:
     try:
         for r in range(a.rounds):
             for models in plan if r % 2 == 0 else plan[::-1]:
-                got = run_perf(a, models, addresses, workdir)
+                got = measured_perf(a, models, addresses, workdir, server)
+                cpu = got.pop("cpu")
                 if any("error" in v for v in got.values()):
                     errors += [f"{m} ({'+'.join(models)}): {v['error']}" for m, v in got.items() if "error" in v]
                     continue
                 if len(models) == 1:
-                    raw[models[0]].append(got[models[0]])
+                    raw[models[0]].append({**got[models[0]], "cpu": cpu})
                 else:
-                    raw["both"].append({m: got[m] for m in models})
+                    raw["both"].append({**{m: got[m] for m in models}, "cpu": cpu})
     finally:
         code = server.stop()
 
@@ -530,6 +578,14 @@ def two_case(a: argparse.Namespace, workdir: Path) -> dict:
         "both_p99_ms": {m: median([x[m]["p99_ms"] for x in raw["both"] if "p99_ms" in x[m]]) for m in both},
         "both_summed_obs_per_s": summed,
         "summed_over_alone": {m: round(summed / v, 3) if summed and v else None for m, v in alone.items()},
+        "rows_per_call": {
+            "alone": {m: median([x["rows_per_call"] for x in raw[m] if "rows_per_call" in x]) for m in alone},
+            "both": {m: median([x[m]["rows_per_call"] for x in raw["both"] if "rows_per_call" in x[m]]) for m in both},
+        },
+        "cpu": {
+            case: {k: median([x["cpu"][k] for x in runs if x["cpu"][k] is not None]) for k in CPU_KEYS}
+            for case, runs in raw.items()
+        },
         "serve_exit": code,
         "errors": errors,
         "raw": raw,
@@ -561,7 +617,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--poll-s", type=float, default=2.0, help="follow: serve's --follow-poll-s (2, its default)")
     p.add_argument("--window-s", type=float, default=2.0, help="follow: the window after a listing for p99 (2 s)")
     p.add_argument("--rounds", type=int, default=3, help="two: rounds of (Vector, Hybrid, both) (3)")
-    p.add_argument("--window-ms", type=int, default=2000, help="two: perf_analyzer --measurement-interval (2000)")
+    p.add_argument("--window-ms", type=int, default=3000, help="two: perf_analyzer --measurement-interval (3000)")
     p.add_argument("--protocol", choices=("grpc", "http"), default="grpc", help="two: perf_analyzer -i (grpc)")
     p.add_argument("--perf-analyzer", help="two: perf_analyzer's path (default: beside this Python, else on PATH)")
     p.add_argument("--json", action="store_true", help="one JSON object instead of the text report")
@@ -640,6 +696,12 @@ def print_report(out: dict) -> None:
             f"  summed    obs/s {two['both_summed_obs_per_s']}; summed / alone {two['summed_over_alone']} "
             "(target >= 0.85)"
         )
+        print(f"  rows per engine call {two['rows_per_call']}")
+        for case, cpu in two["cpu"].items():
+            print(
+                f"  {case:<9} serve's CPU {cpu['serve_s_per_s']} s/s, {cpu['serve_us_per_row']} us a row; the "
+                f"perf_analyzers' CPU {cpu['perf_analyzers_s_per_s']} s/s"
+            )
         for error in two["errors"]:
             print(f"  error: {error}")
 
