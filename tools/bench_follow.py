@@ -29,7 +29,8 @@ two     serve (--http --grpc) on a run folder of two behaviours (examples/vector
         (two perf_analyzers started together), in turn for --rounds rounds (ABBA-like: the order turns each
         round); each perf_analyzer runs exactly 3 --window-ms windows (-s 10000 --max-trials 3: every window
         "stable"), so that two started together measure the same seconds. Reported: each model's observations/s
-        alone (medians), their sum when both run, and sum / alone for each (target >= 0.85); serve's CPU seconds
+        alone (medians), their sum when both run, and sum / alone for each and over the mean of the two alone (two
+        models of different costs: the mix's capacity lies between them) (target >= 0.85); serve's CPU seconds
         per second and per row, the perf_analyzers' CPU, rows per engine call (the V2 statistics). perf_analyzer's
         inputs: tools/perf_input_data.py.
         Needs perf_analyzer (beside this Python, else on PATH, or --perf-analyzer) and nvidia-cuda-runtime-cu12 for
@@ -578,6 +579,9 @@ def two_case(a: argparse.Namespace, workdir: Path) -> dict:
         "both_p99_ms": {m: median([x[m]["p99_ms"] for x in raw["both"] if "p99_ms" in x[m]]) for m in both},
         "both_summed_obs_per_s": summed,
         "summed_over_alone": {m: round(summed / v, 3) if summed and v else None for m, v in alone.items()},
+        "summed_over_mean_alone": (  # (two models of different costs: the mix beside the mean of the two alone)
+            round(summed / float(np.mean(list(alone.values()))), 3) if summed and None not in alone.values() else None
+        ),
         "rows_per_call": {
             "alone": {m: median([x["rows_per_call"] for x in raw[m] if "rows_per_call" in x]) for m in alone},
             "both": {m: median([x[m]["rows_per_call"] for x in raw["both"] if "rows_per_call" in x[m]]) for m in both},
@@ -693,8 +697,8 @@ def print_report(out: dict) -> None:
         print(f"  alone     obs/s {two['alone_obs_per_s']}  p99 ms {two['alone_p99_ms']}")
         print(f"  both      obs/s {two['both_obs_per_s']}  p99 ms {two['both_p99_ms']}")
         print(
-            f"  summed    obs/s {two['both_summed_obs_per_s']}; summed / alone {two['summed_over_alone']} "
-            "(target >= 0.85)"
+            f"  summed    obs/s {two['both_summed_obs_per_s']}; summed / alone {two['summed_over_alone']}, "
+            f"summed / the mean of the two alone {two['summed_over_mean_alone']} (target >= 0.85)"
         )
         print(f"  rows per engine call {two['rows_per_call']}")
         for case, cpu in two["cpu"].items():
