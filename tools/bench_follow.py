@@ -4,7 +4,7 @@ docs/serve.md "Several policies, and new versions while training runs"). Run it 
 
     flock /tmp/bench.lock python tools/bench_follow.py [--case follow|two|all] [--json]
         [--clients 64] [--steady-s 10] [--checkpoints 3] [--interval-s 8] [--poll-s 2]
-        [--rounds 3] [--window-ms 3000] [--protocol grpc|http] [--perf-analyzer PATH]
+        [--rounds 3] [--window-ms 3000] [--protocol grpc|http] [--perf-analyzer PATH] [--before CHECKOUT]
 
 follow  `python inference.py --mode serve --model-dir RUN --follow --follow-poll-s P --listen --http --grpc` on a
         copy of examples/vector (a run folder: Vector 50000 and 100000, 100000 serving). --clients clients in all
@@ -20,9 +20,12 @@ follow  `python inference.py --mode serve --model-dir RUN --follow --follow-poll
         listing to the first answer of the new version (target <= 2 s); p99 over the requests sent in the 2 s after
         each listing ("2s p99"), and from the listing to 1 s after the first new answer ("swap p99": the whole
         verification and swap), each beside the steady p99 (every request sent after --warmup-s outside the 2 s
-        windows) (target <= 2x); requests dropped (an exception, a connection lost) or refused (an error answer)
-        (target 0); every answer checked against inference.load(<the checkpoint it names>).act() within 1e-5; and
-        each checkpoint's verification timed in this process after the run (what a swap costs serve's cores).
+        windows) (target <= 2x), and for scale the same p99 over as long a control window halfway between two
+        listings, where nothing is swapped ("calm p99"); requests dropped (an exception, a connection lost) or
+        refused (an error answer) (target 0); every answer checked against inference.load(<the checkpoint it
+        names>).act() within 1e-5; and each checkpoint's verification timed in this process after the run (what a
+        swap costs serve's cores).
+        --before CHECKOUT (a git worktree of the code before): the same case on its serve, right after.
 two     serve (--http --grpc) on a run folder of two behaviours (examples/vector's Vector and examples/hybrid's
         Hybrid, as tests/conftest.py's two_behaviour_run makes it). Triton's perf_analyzer (2.41, the tritonclient
         wheel's; --protocol, batch 1, concurrency 64, --async) on Vector alone, on Hybrid alone, and on both at once
@@ -79,9 +82,12 @@ class Serve:
     """`inference.py --mode serve ARGS` with stderr read on a thread: its addresses ([serve] listening/http/grpc on
     ADDRESS) and every line, with the monotonic time it came."""
 
-    def __init__(self, *args, fronts=("listening", "http", "grpc")):
-        cmd = [sys.executable, str(ROOT / "inference.py"), "--mode", "serve", *map(str, args)]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    def __init__(self, *args, fronts=("listening", "http", "grpc"), checkout: Path = ROOT):
+        cmd = [sys.executable, str(checkout / "inference.py"), "--mode", "serve", *map(str, args)]
+        env = dict(os.environ, PYTHONPATH=str(checkout))  # (that checkout's package, not another one)
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env
+        )
         self.lines: list = []
         self.said: dict = {}
         self.thread = threading.Thread(target=self._read, daemon=True)
@@ -290,9 +296,11 @@ def p99(values) -> Optional[float]:
     return float(np.percentile(values, 99)) if len(values) else None
 
 
-def follow_case(a: argparse.Namespace, workdir: Path) -> dict:
+def follow_case(a: argparse.Namespace, workdir: Path, checkout: Path = ROOT) -> dict:
     import inference
 
+    workdir = workdir / ("follow-" + str(time.monotonic_ns()))
+    workdir.mkdir()
     run = Path(shutil.copytree(EXAMPLES / "vector", workdir / "run"))
     sources = [  # (tensors, their ML-Agents ONNX), taken in turn: consecutive versions answer apart
         (EXAMPLES / "vector" / "Vector" / "Vector-50000.pt", EXAMPLES / "vector" / "Vector" / "Vector-50000.onnx"),
@@ -313,6 +321,7 @@ def follow_case(a: argparse.Namespace, workdir: Path) -> dict:
         "127.0.0.1:0",
         "--grpc",
         "127.0.0.1:0",
+        checkout=checkout,
     )
     ctx = multiprocessing.get_context("spawn")
     stop = ctx.Event()
@@ -401,11 +410,14 @@ def follow_front(data, want: dict, listed: dict, steady_from: float, a) -> dict:
         window = latency[(sent >= at) & (sent < at + a.window_s)]
         outside &= ~((sent >= at) & (sent < at + a.window_s))
         through = latency[(sent >= at) & (sent < (new.min() if len(new) else at) + 1.0)]
+        calm = at - (a.interval_s + a.window_s) / 2  # (a control: as long a window between two listings, no swap)
+        control = latency[(sent >= calm) & (sent < calm + a.window_s)]
         swaps[str(step)] = {
             "listing_to_first_answer_s": round(float(new.min() - at), 3) if len(new) else None,
             "p99_ms_in_window": round(p99(window) * 1e3, 2) if len(window) else None,
             "requests_in_window": int(len(window)),
             "p99_ms_listing_to_swap_plus_1s": round(p99(through) * 1e3, 2) if len(through) else None,
+            "p99_ms_in_a_control_window_before": round(p99(control) * 1e3, 2) if len(control) else None,
         }
     steady = latency[outside]
     steady_s = (sent[outside].max() - steady_from) if outside.any() else 1.0
@@ -415,6 +427,8 @@ def follow_front(data, want: dict, listed: dict, steady_from: float, a) -> dict:
     through_p99 = [s["p99_ms_listing_to_swap_plus_1s"] for s in swaps.values()]
     through_p99 = [x for x in through_p99 if x is not None]
     delays = [s["listing_to_first_answer_s"] for s in swaps.values()]
+    control_p99 = [s["p99_ms_in_a_control_window_before"] for s in swaps.values()]
+    control_p99 = [x for x in control_p99 if x is not None]
     return {
         "answers": int(len(sent)),
         "steady_requests_per_s": round(len(steady) / max(steady_s, 1e-9), 1),
@@ -426,6 +440,9 @@ def follow_front(data, want: dict, listed: dict, steady_from: float, a) -> dict:
         ),
         "worst_through_swap_p99_over_steady": (
             round(max(through_p99) / (steady_p99 * 1e3), 2) if through_p99 and steady_p99 else None
+        ),
+        "worst_control_p99_over_steady": (
+            round(max(control_p99) / (steady_p99 * 1e3), 2) if control_p99 and steady_p99 else None
         ),
         "worst_listing_to_first_answer_s": max(delays) if delays and None not in delays else None,
         "refused": len(errors),
@@ -599,11 +616,13 @@ def two_case(a: argparse.Namespace, workdir: Path) -> dict:
 # ---- main
 
 
-def commit() -> Optional[str]:
+def commit(checkout: Path = ROOT) -> Optional[str]:
     try:
-        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+        head = subprocess.run(
+            ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        )
         dirty = subprocess.run(
-            ["git", "-C", str(ROOT), "status", "--porcelain", "-uno"], capture_output=True, text=True
+            ["git", "-C", str(checkout), "status", "--porcelain", "-uno"], capture_output=True, text=True
         )
     except OSError:
         return None
@@ -624,13 +643,68 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--window-ms", type=int, default=3000, help="two: perf_analyzer --measurement-interval (3000)")
     p.add_argument("--protocol", choices=("grpc", "http"), default="grpc", help="two: perf_analyzer -i (grpc)")
     p.add_argument("--perf-analyzer", help="two: perf_analyzer's path (default: beside this Python, else on PATH)")
+    p.add_argument("--before", type=Path, help="follow: also measured on this checkout's serve (the code before)")
     p.add_argument("--json", action="store_true", help="one JSON object instead of the text report")
     a = p.parse_args(argv)
     if a.clients < 3 or a.checkpoints < 1 or a.interval_s <= a.window_s:
         p.error("--clients >= 3, --checkpoints >= 1, --interval-s above --window-s")
+    if a.before and not (a.before / "inference.py").is_file():
+        p.error(f"--before {a.before}: no inference.py there")
     beside = Path(sys.executable).parent / "perf_analyzer"
     a.perf_analyzer = a.perf_analyzer or (str(beside) if beside.exists() else shutil.which("perf_analyzer"))
     return a
+
+
+def print_follow(name: str, follow: dict) -> None:
+    print(
+        f"\n{name}: clients {follow['clients']}, --follow-poll-s {follow['poll_s']}, checkpoints listed "
+        f"{follow['listed_steps']}, serve's CPU while steady {follow['steady_server_cpu_per_s']} s/s; each "
+        f"checkpoint's verification timed here after the run (s): {follow['verify_s_after_the_run']}"
+    )
+    head = (
+        "front",
+        "answers",
+        "req/s",
+        "p50 ms",
+        "p99 ms",
+        "2s p99/steady",
+        "swap p99/steady",
+        "calm p99/steady",
+        "listing->new s",
+        "refused",
+        "dropped",
+        "max |diff|",
+    )
+    print("".join(f"{h:>15}" for h in head))
+    for kind, f in follow["fronts"].items():
+        cells = (
+            kind,
+            f["answers"],
+            f["steady_requests_per_s"],
+            f["steady_p50_ms"],
+            f["steady_p99_ms"],
+            f["worst_swap_p99_over_steady"],
+            f["worst_through_swap_p99_over_steady"],
+            f["worst_control_p99_over_steady"],
+            f["worst_listing_to_first_answer_s"],
+            f["refused"],
+            f["dropped"],
+            f"{f['max_abs_diff_to_load_act']:.2g}",
+        )
+        print("".join(f"{str(c):>15}" for c in cells))
+    for kind, f in follow["fronts"].items():
+        for step, s in f["swaps"].items():
+            print(
+                f"  {kind} {step}: listing -> first answer {s['listing_to_first_answer_s']} s, p99 in the "
+                f"window {s['p99_ms_in_window']} ms ({s['requests_in_window']} requests), from the listing to 1 s "
+                f"after the swap {s['p99_ms_listing_to_swap_plus_1s']} ms; a control window before (no swap) "
+                f"{s['p99_ms_in_a_control_window_before']} ms"
+            )
+        for what in ("refusals", "drops", "versions_not_written"):
+            if f[what]:
+                print(f"  {kind} {what}: {f[what]}")
+    for line in follow["repository_log"]:
+        print(f"  serve said: {line}")
 
 
 def print_report(out: dict) -> None:
@@ -638,54 +712,9 @@ def print_report(out: dict) -> None:
         f"commit {out['commit']}, {out['cpus']} CPUs, load average before {out['load_before']}, after "
         f"{out['load_after']}, {out['date']}"
     )
-    follow = out.get("follow")
-    if follow:
-        print(
-            f"\nfollow: clients {follow['clients']}, --follow-poll-s {follow['poll_s']}, checkpoints listed "
-            f"{follow['listed_steps']}, serve's CPU while steady {follow['steady_server_cpu_per_s']} s/s; each "
-            f"checkpoint's verification timed here after the run (s): {follow['verify_s_after_the_run']}"
-        )
-        head = (
-            "front",
-            "answers",
-            "req/s",
-            "p50 ms",
-            "p99 ms",
-            "2s p99/steady",
-            "swap p99/steady",
-            "listing->new s",
-            "refused",
-            "dropped",
-            "max |diff|",
-        )
-        print("".join(f"{h:>15}" for h in head))
-        for kind, f in follow["fronts"].items():
-            cells = (
-                kind,
-                f["answers"],
-                f["steady_requests_per_s"],
-                f["steady_p50_ms"],
-                f["steady_p99_ms"],
-                f["worst_swap_p99_over_steady"],
-                f["worst_through_swap_p99_over_steady"],
-                f["worst_listing_to_first_answer_s"],
-                f["refused"],
-                f["dropped"],
-                f"{f['max_abs_diff_to_load_act']:.2g}",
-            )
-            print("".join(f"{str(c):>15}" for c in cells))
-        for kind, f in follow["fronts"].items():
-            for step, s in f["swaps"].items():
-                print(
-                    f"  {kind} {step}: listing -> first answer {s['listing_to_first_answer_s']} s, p99 in the "
-                    f"window {s['p99_ms_in_window']} ms ({s['requests_in_window']} requests), from the listing to 1 s "
-                    f"after the swap {s['p99_ms_listing_to_swap_plus_1s']} ms"
-                )
-            for what in ("refusals", "drops", "versions_not_written"):
-                if f[what]:
-                    print(f"  {kind} {what}: {f[what]}")
-        for line in follow["repository_log"]:
-            print(f"  serve said: {line}")
+    for name in ("follow", "follow_before"):
+        if out.get(name):
+            print_follow(name, out[name])
     two = out.get("two")
     if two and "skipped" in two:
         print(f"\ntwo: skipped: {two['skipped']}")
@@ -717,6 +746,9 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench_follow-") as tmp:
         if a.case in ("follow", "all"):
             out["follow"] = follow_case(a, Path(tmp))
+            if a.before:  # (the code before, the same case right after, on the same machine)
+                out["follow_before"] = follow_case(a, Path(tmp), a.before)
+                out["follow_before"]["checkout"] = f"{a.before} at {commit(a.before)}"
         if a.case in ("two", "all"):
             out["two"] = two_case(a, Path(tmp))
     out["load_after"] = [round(x, 2) for x in os.getloadavg()]
