@@ -618,7 +618,7 @@ def test_the_command_line_serves_each_model_dir_given_and_refuses_what_does_not_
 
 def test_v2_ready_is_false_while_the_repository_api_loads_a_model_and_true_once_loaded(two_run, monkeypatch):
     """A load through the repository API is held in its verification (the real verify, entered and waiting on an
-    Event: no timing luck): meanwhile GET /v2/models/{m}/ready is not 200 and gRPC ModelReady false, for a model
+    Event: no timing luck): meanwhile GET /v2/models/{m}/ready answers 503 and gRPC ModelReady false, for a model
     loaded again after an unload and for a served model whose rollback loads an older version; the other model
     stays ready; once the load is answered, ready is true and the loaded version answers."""
     import threading
@@ -677,12 +677,12 @@ def test_v2_ready_is_false_while_the_repository_api_loads_a_model_and_true_once_
         channel.close()
     assert unloaded[0] == 200
     (loading, loading_grpc), other = reload_during
-    assert loading != 200 and loading_grpc is False  # (the unloaded model, loading again)
+    assert loading == 503 and loading_grpc is False  # (the unloaded model, loading again: not "unknown", 404)
     assert other == (200, True)  # (Vector answers on meanwhile)
     assert {"name": "Hybrid", "version": "", "state": "LOADING", "reason": "a load is running"} in reload_index
     assert reload_answer == [(200, None)] and reload_after == (200, True)
     (loading, loading_grpc), other = rollback_during
-    assert loading != 200 and loading_grpc is False  # (served, its rollback loading an older version)
+    assert loading == 503 and loading_grpc is False  # (served, its rollback loading an older version)
     assert other == (200, True)
     assert rollback_answer == [(200, None)] and rollback_after == (200, True)
     assert rolled_back["model_version"] == "50000"
