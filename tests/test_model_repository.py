@@ -336,6 +336,25 @@ def test_the_follower_picks_up_a_new_checkpoint_and_swaps_it_in(vector_run):
     assert not any(t.name == "model-repository" for t in threading.enumerate())  # (stopped and joined)
 
 
+def test_a_checkpoint_the_trainer_lists_is_picked_up_before_the_next_scan(vector_run):
+    """The follower looks at training_status.json between its scans: with a scan an hour away, a checkpoint written
+    and then listed (mlagents-learn's order) is still verified and swapped in (the swap comes within a listing's
+    look and a verification, whatever poll_s; docs/performance.md measures it under load)."""
+    swapped = threading.Event()
+
+    def on_change(model, version):
+        if version is not None and version.step == 150000:
+            swapped.set()
+
+    repo = Repository([vector_run], on_change=on_change, poll_s=3600)
+    with repo:
+        assert repo.lookup().step == 100000
+        write_checkpoint(vector_run, "Vector", 150000, VECTOR / "Vector" / "Vector-50000.pt", scale=0.5)
+        assert swapped.wait(120), "the listed checkpoint waited for the next scan"
+        assert repo.lookup().step == 150000
+    assert not any(t.name == "model-repository" for t in threading.enumerate())  # (stopped at once, mid-wait)
+
+
 def test_lookups_during_swaps_always_get_one_whole_version(vector_run):
     repo = Repository([vector_run], versions=2)
     repo.poll()

@@ -616,3 +616,75 @@ def test_the_command_line_serves_each_model_dir_given_and_refuses_what_does_not_
     refused(
         run(capsys, "--mode", "serve", "--model-dir", empty, "--follow", "--listen", "127.0.0.1:0"), "no checkpoint"
     )
+
+
+def test_v2_ready_is_false_while_the_repository_api_loads_a_model_and_true_once_loaded(two_run, monkeypatch):
+    """A load through the repository API is held in its verification (the real verify, entered and waiting on an
+    Event: no timing luck): meanwhile GET /v2/models/{m}/ready answers 503 and gRPC ModelReady false, for a model
+    loaded again after an unload and for a served model whose rollback loads an older version; the other model
+    stays ready; once the load is answered, ready is true and the loaded version answers."""
+    import threading
+
+    from mlagents_inference.services import repository as repository_module
+
+    real_verify, held = repository_module.verify, {}
+    entered, release = threading.Event(), threading.Event()
+
+    def verify_held(found, *args, **kwargs):
+        if found.behavior in held:
+            entered.set()
+            assert release.wait(120), "never released"
+        return real_verify(found, *args, **kwargs)
+
+    monkeypatch.setattr(repository_module, "verify", verify_held)
+    repo = Repository([two_run])
+    repo.poll()
+    options = ServeOptions(allow_model_control=True)
+    with serving(None, options, repo, http="127.0.0.1:0", grpc="127.0.0.1:0") as said:
+        where = said["http"]
+        channel = grpc.insecure_channel(said["grpc"], options=GRPC_OPTIONS)
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+
+        def ready(model: str, version: str = "") -> tuple:
+            path = f"/v2/models/{model}" + (f"/versions/{version}" if version else "") + "/ready"
+            answer = stub.ModelReady(pb.ModelReadyRequest(name=model, version=version), timeout=60).ready
+            return rest(where, "GET", path)[0], answer
+
+        def held_load(model: str, body=None) -> tuple:
+            """(ready during the load: model, the other model; the load's answer; ready after it)."""
+            entered.clear()
+            release.clear()
+            held.clear()
+            held[model] = True
+            answers: list = []
+            thread = threading.Thread(
+                target=lambda: answers.append(rest(where, "POST", f"/v2/repository/models/{model}/load", body))
+            )
+            thread.start()
+            try:
+                assert entered.wait(120), "the load never reached verification"
+                other = "Hybrid" if model == "Vector" else "Vector"
+                during = ready(model), ready(other)
+                index = rest(where, "POST", "/v2/repository/index")[1]
+            finally:
+                release.set()
+                thread.join(120)
+                held.clear()
+            return during, index, answers, ready(model)
+
+        unloaded = rest(where, "POST", "/v2/repository/models/Hybrid/unload")
+        reload_during, reload_index, reload_answer, reload_after = held_load("Hybrid")
+        rollback_during, _, rollback_answer, rollback_after = held_load("Vector", {"parameters": {"version": "50000"}})
+        _, rolled_back = rest_infer(where, "Vector", vector_obs(1, 0))
+        channel.close()
+    assert unloaded[0] == 200
+    (loading, loading_grpc), other = reload_during
+    assert loading == 503 and loading_grpc is False  # (the unloaded model, loading again: not "unknown", 404)
+    assert other == (200, True)  # (Vector answers on meanwhile)
+    assert {"name": "Hybrid", "version": "", "state": "LOADING", "reason": "a load is running"} in reload_index
+    assert reload_answer == [(200, None)] and reload_after == (200, True)
+    (loading, loading_grpc), other = rollback_during
+    assert loading == 503 and loading_grpc is False  # (served, its rollback loading an older version)
+    assert other == (200, True)
+    assert rollback_answer == [(200, None)] and rollback_after == (200, True)
+    assert rolled_back["model_version"] == "50000"

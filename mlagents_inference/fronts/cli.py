@@ -543,7 +543,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=2.0,
         modes=("serve",),
         needs="follow",
-        help="serve --follow: how often the run folders are looked at (default 2 s)",
+        help="serve --follow: how often the run folders are scanned (default 2 s; between scans, a new listing in "
+        "training_status.json is looked for every 0.2 s)",
     )
     p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout instead of text")
     return p

@@ -83,8 +83,12 @@ class DataPlane:
         return model
 
     def model_ready(self, name: str, version: Optional[str] = None) -> bool:
+        """False while a repository call loads `name` (an unloaded model loading again is not "unknown" meanwhile);
+        otherwise whether the server is ready, NotFound for a model or version not served."""
+        if isinstance(name, str) and name in self.loading:
+            return False
         self.model(name, version)
-        return self.ready() and name not in self.loading
+        return self.ready()
 
     # -- the repository API (Triton's model repository extension): off unless serve's --allow-model-control
     def controller(self):

@@ -7,6 +7,7 @@ No transport here: a front calls `lookup` and hands the repository's changes (`o
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import threading
 import time
@@ -35,6 +36,7 @@ __all__ = [
 ]
 
 ONNX_TOL = 1e-4  # onnx-compare's own gate (fronts.cli --tol): continuous actions' max abs error, memory's relative
+LISTING_LOOK_S = 0.2  # between two scans, how often the follower looks at each run's training_status.json (one stat)
 
 
 class Version(NamedTuple):
@@ -456,8 +458,29 @@ class Repository:
         self._thread.start()
         return self
 
+    def _listings(self) -> tuple:
+        """Each followed run folder's training_status.json as (run, size, mtime_ns): a new listing shows there."""
+        stamps = []
+        for run in sorted({str(state.run) for state in self._table.values()}):
+            try:
+                st = os.stat(Path(run) / "run_logs" / "training_status.json")
+                stamps.append((run, st.st_size, st.st_mtime_ns))
+            except OSError:
+                stamps.append((run, None, None))
+        return tuple(stamps)
+
     def _run(self) -> None:
-        while not self._stop.wait(self.poll_s):
+        """A scan every `poll_s`, and at once when a run's training_status.json changes (looked at every
+        LISTING_LOOK_S): a checkpoint the trainer lists is picked up within LISTING_LOOK_S plus its verification,
+        whatever `poll_s` (unlisted ones wait for the scan: they must settle anyway)."""
+        while True:
+            seen, due = self._listings(), time.monotonic() + self.poll_s
+            while True:
+                left = due - time.monotonic()
+                if self._stop.wait(max(0.0, min(LISTING_LOOK_S, left))):
+                    return
+                if left <= LISTING_LOOK_S or self._listings() != seen:
+                    break
             try:
                 self.poll()
             except Exception as exc:  # one line, and the follower goes on
