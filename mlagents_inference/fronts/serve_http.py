@@ -14,7 +14,7 @@ from ..core.errors import UsageError
 from ..services.batcher import Batcher, HttpLine
 from ..services.dataplane import RestCodec, rest_routes
 from ..services.open_inference import owner_of
-from ..services.serve_common import Front, OneLineLog, tell_limited, v2_route_errors
+from ..services.serve_common import Front, OneLineLog, add_v2_unknown_route, tell_limited
 
 __all__ = ["LABELS", "NEED_HTTP", "HttpFront", "start_http", "v2_routes", "BodyBounds", "owner_of_request"]
 
@@ -115,10 +115,11 @@ async def start_http(server: Batcher, sock: socket.socket):
         logger = logging.getLogger(name)
         if not any(isinstance(f, OneLineLog) for f in logger.filters):
             logger.addFilter(OneLineLog())
-    app = web.Application(client_max_size=server.limit + 1, middlewares=[v2_route_errors(web, server.dumps)])
+    app = web.Application(client_max_size=server.limit + 1)  # (no middleware: each would wrap every request)
     bodies = BodyBounds(web, server)
     app.add_routes([web.get("/healthz", healthz), web.get("/metrics", metrics), web.post("/v1/act", bodies.read(act))])
     app.add_routes(v2_routes(server, web, bodies))
+    add_v2_unknown_route(app, web, server.dumps)  # (last: any other /v2 path, 404 or 405 in JSON)
     runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
     await runner.setup()
     await web.SockSite(runner, sock).start()
