@@ -17,7 +17,7 @@ from typing import Optional
 from ..core.errors import UsageError
 from ..services.batcher import Batcher
 from ..services.dataplane import GrpcCodec, grpc_error, named_version
-from ..services.open_inference import owner_of
+from ..services.open_inference import grpc_stream_answer, owner_of
 from ..services.serve_common import Front, tell_limited
 
 __all__ = [
@@ -33,6 +33,8 @@ __all__ = [
     "Stream",
     "add_service",
     "GenericOnly",
+    "INFER",
+    "STREAM_INFER",
     "owner_of_context",
 ]
 
@@ -193,7 +195,7 @@ class V2Service:
         from tritonclient.grpc import service_pb2 as pb
 
         self.server, self.plane, self.codes, self.pb = server, server.plane, grpc.StatusCode, pb
-        self.codec = GrpcCodec(pb, grpc.StatusCode)
+        self.codec = GrpcCodec(grpc.StatusCode)
         self.cut = 0  # (streams the stop ended: said in one line)
         self.closing: set = set()  # (the cancelled tasks of streams that ended: the stop waits for what is left)
         self.parse, self.config_message = json_format.ParseDict, model_config_pb2.ModelConfig
@@ -206,7 +208,8 @@ class V2Service:
             await context.abort(*grpc_error(self.codes, exc))
 
     async def answered(self, request, owner):
-        """A ModelInferRequest's response, or (status, text) where it is refused. `owner`: its peer (owner_of)."""
+        """A ModelInferRequest's answer (its wire bytes), or (status, text) where it is refused. `owner`: its peer
+        (owner_of)."""
         return await self.plane.infer(request.model_name, request.model_version, self.codec, (request, owner))
 
     async def ServerLive(self, request, context):
@@ -265,6 +268,7 @@ class V2Service:
             await context.abort(*grpc_error(self.codes, exc))
 
     async def ModelInfer(self, request, context):
+        """Its answer's wire bytes (the method's handler has no response serializer: add_service)."""
         response = await self.plane.infer(
             request.model_name, request.model_version, self.codec, (request, partial(owner_of_context, context))
         )
@@ -333,22 +337,22 @@ class Stream:
     def counted(self, task, entry) -> None:
         """A request answered: the bytes of its answer held too, until it is sent."""
         if not task.cancelled() and task.exception() is None and type(task.result()) is not tuple:
-            extra = task.result().ByteSize()
+            extra = len(task.result())
             entry[1] += extra
             self.held += extra
 
     async def next_answer(self):
-        """The next answer as a ModelStreamInferResponse, in order; None once the stream is read to its end."""
+        """The next answer as a ModelStreamInferResponse's wire bytes, in order; None once the stream is read to its
+        end."""
         while not self.pending:
             if self.ended:
                 return None
             self.changed.clear()
             await self.changed.wait()
         response = await self.pending[0][0]
-        pb = self.service.pb
         if type(response) is tuple:
-            return pb.ModelStreamInferResponse(error_message=response[1])
-        return pb.ModelStreamInferResponse(infer_response=response)
+            return self.service.pb.ModelStreamInferResponse(error_message=response[1]).SerializeToString()
+        return grpc_stream_answer(response)
 
     def sent(self) -> None:
         _, size = self.pending.popleft()
@@ -369,13 +373,22 @@ class Stream:
 
 def add_service(grpc_server, server: Batcher) -> V2Service:
     """inference.GRPCInferenceService for `server`'s policy, on `grpc_server` (the service returned)."""
+    import grpc
     from tritonclient.grpc import service_pb2_grpc
 
     service = type("Service", (V2Service, service_pb2_grpc.GRPCInferenceServiceServicer), {})(server)
     handlers = GenericOnly()
     service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(service, handlers)
-    grpc_server.add_generic_rpc_handlers((metadata_bound(handlers.generic),))
+    request = service.pb.ModelInferRequest.FromString
+    wire = {  # (the inference methods answer their responses' wire bytes: no response serializer)
+        INFER: grpc.unary_unary_rpc_method_handler(service.ModelInfer, request_deserializer=request),
+        STREAM_INFER: grpc.stream_stream_rpc_method_handler(service.ModelStreamInfer, request_deserializer=request),
+    }
+    grpc_server.add_generic_rpc_handlers((metadata_bound(handlers.generic, wire),))
     return service
+
+
+INFER, STREAM_INFER = "/inference.GRPCInferenceService/ModelInfer", "/inference.GRPCInferenceService/ModelStreamInfer"
 
 
 def owner_of_context(context) -> str:

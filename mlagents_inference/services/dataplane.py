@@ -218,18 +218,18 @@ def rest_infer(
 
 class GrpcCodec:
     """ModelInfer's codec (made once per front): a call is (ModelInferRequest, owner); its answer the
-    ModelInferResponse, or (status code, text) where it is refused (grpc_error). `pb`:
-    tritonclient.grpc.service_pb2; `codes`: grpc.StatusCode."""
+    ModelInferResponse's wire bytes (open_inference.grpc_answer), or (status code, text) where it is refused
+    (grpc_error). `codes`: grpc.StatusCode."""
 
-    def __init__(self, pb, codes):
-        self.pb, self.codes = pb, codes
+    def __init__(self, codes):
+        self.codes = codes
 
     def decode(self, view, call: tuple):
         request, owner = call
         return grpc_request(view, request, owner)
 
     def encode(self, job):
-        return grpc_answer(self.pb, job)
+        return grpc_answer(job)
 
     def refusal(self, exc: RequestError) -> tuple:
         return grpc_error(self.codes, exc)
