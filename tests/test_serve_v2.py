@@ -1375,3 +1375,38 @@ def test_listen_http_and_grpc_given_twice_on_the_command_line_listen_on_each():
                 np.testing.assert_allclose(
                     grpc_outputs(response)["deterministic_continuous_actions"], want, rtol=0, atol=1e-5
                 )
+
+
+@pytest.mark.parametrize("rows", [1, 3, 300])
+def test_grpc_answers_wire_bytes_are_the_messages_protobuf_writes(rows):
+    """ModelInfer's answer is written as wire bytes (open_inference.grpc_answer, no message classes): the very bytes
+    protobuf writes for the ModelInferResponse the test builds from the same outputs (field order, packed shapes,
+    long ids and tensors past one varint byte), the second answer of a shape (its fixed part kept) as the first, and
+    ModelStreamInfer's wrapper the ModelStreamInferResponse protobuf writes around it."""
+    from mlagents_inference.services.open_inference import ModelView, grpc_answer, grpc_stream_answer
+
+    view = ModelView(I.load(EXAMPLES / "hybrid"))
+    rng = np.random.default_rng(rows)
+    types = {n: d for n, d, _ in view.outputs}
+    for ident in (None, "abc", "x" * 300):
+        wanted = list(reversed(view.output_names))  # (the order asked for, not the model's)
+        outputs = {
+            n: (rng.integers(0, 5, (rows, *s[1:])) if types[n] == "INT64" else rng.standard_normal((rows, *s[1:])))
+            for n, _, s in view.outputs
+        }
+        outputs = {n: a.astype(np.int64 if types[n] == "INT64" else np.float32) for n, a in outputs.items()}
+        job = SimpleNamespace(view=view, wanted=wanted, outputs=outputs, ident=ident)
+        expected = pb.ModelInferResponse(
+            model_name=view.name,
+            model_version=view.version,
+            id=ident or "",
+            outputs=[
+                pb.ModelInferResponse.InferOutputTensor(name=n, datatype=types[n], shape=outputs[n].shape)
+                for n in wanted
+            ],
+            raw_output_contents=[outputs[n].tobytes() for n in wanted],
+        )
+        got = grpc_answer(job)
+        assert got == expected.SerializeToString()
+        assert pb.ModelInferResponse.FromString(got) == expected
+        assert grpc_stream_answer(got) == pb.ModelStreamInferResponse(infer_response=expected).SerializeToString()

@@ -11,11 +11,13 @@ import asyncio
 import collections
 import os
 import sys
+from functools import partial
+from typing import Optional
 
 from ..core.errors import UsageError
 from ..services.batcher import Batcher
-from ..services.dataplane import grpc_error, grpc_infer, named_version
-from ..services.open_inference import owner_of
+from ..services.dataplane import GrpcCodec, grpc_error, named_version
+from ..services.open_inference import grpc_stream_answer, owner_of
 from ..services.serve_common import Front, tell_limited
 
 __all__ = [
@@ -31,6 +33,9 @@ __all__ = [
     "Stream",
     "add_service",
     "GenericOnly",
+    "INFER",
+    "STREAM_INFER",
+    "owner_of_context",
 ]
 
 
@@ -126,8 +131,9 @@ class GrpcFront(Front):
                 )
 
 
-def metadata_bound(handlers: list):
-    """The generic handler grpcio asks for every call's method: `handlers`' (the service's), except that a call whose
+def metadata_bound(handlers: list, methods: Optional[dict] = None):
+    """The generic handler grpcio asks for every call's method: `methods`' handler of it (method -> handler, asked
+    first), else `handlers`' (the service's), except that a call whose
     metadata passes METADATA_BYTES is refused with RESOURCE_EXHAUSTED and a message saying so (grpcio's own refusal,
     past its far larger bound, has none), and one line at most once a second on stderr. (A generic handler, not a
     grpc.aio interceptor: grpcio calls it as a plain function, where an interceptor costs a chain of coroutines on
@@ -154,11 +160,17 @@ def metadata_bound(handlers: list):
             response_serializer=handler.response_serializer,
         )
 
+    known = methods or {}
+
     class MetadataBound(grpc.GenericRpcHandler):
         def service(self, details):
             metadata = details.invocation_metadata or ()
-            size = sum(len(key) + len(value) + 32 for key, value in metadata)
-            handler = next((h for h in (each.service(details) for each in handlers) if h is not None), None)
+            size = 0
+            for key, value in metadata:
+                size += len(key) + len(value) + 32
+            handler = known.get(details.method)
+            if handler is None:
+                handler = next((h for h in (each.service(details) for each in handlers) if h is not None), None)
             if size <= METADATA_BYTES or handler is None:
                 return handler
             tell_limited(f"grpc: a call refused: {len(metadata)} metadata entries, {size} bytes")
@@ -183,6 +195,7 @@ class V2Service:
         from tritonclient.grpc import service_pb2 as pb
 
         self.server, self.plane, self.codes, self.pb = server, server.plane, grpc.StatusCode, pb
+        self.codec = GrpcCodec(grpc.StatusCode)
         self.cut = 0  # (streams the stop ended: said in one line)
         self.closing: set = set()  # (the cancelled tasks of streams that ended: the stop waits for what is left)
         self.parse, self.config_message = json_format.ParseDict, model_config_pb2.ModelConfig
@@ -194,9 +207,10 @@ class V2Service:
         except UsageError as exc:
             await context.abort(*grpc_error(self.codes, exc))
 
-    async def answered(self, request, owner: str):
-        """A ModelInferRequest's response, or (status, text) where it is refused. `owner`: its peer (owner_of)."""
-        return await grpc_infer(self.plane, request, self.pb, self.codes, owner)
+    async def answered(self, request, owner):
+        """A ModelInferRequest's answer (its wire bytes), or (status, text) where it is refused. `owner`: its peer
+        (owner_of)."""
+        return await self.plane.infer(request.model_name, request.model_version, self.codec, (request, owner))
 
     async def ServerLive(self, request, context):
         return self.pb.ServerLiveResponse(live=self.plane.live())
@@ -254,8 +268,11 @@ class V2Service:
             await context.abort(*grpc_error(self.codes, exc))
 
     async def ModelInfer(self, request, context):
-        response = await self.answered(request, owner_of("grpc:" + str(context.peer())))
-        if isinstance(response, tuple):
+        """Its answer's wire bytes (the method's handler has no response serializer: add_service)."""
+        response = await self.plane.infer(
+            request.model_name, request.model_version, self.codec, (request, partial(owner_of_context, context))
+        )
+        if type(response) is tuple:
             await context.abort(*response)
         return response
 
@@ -267,7 +284,7 @@ class V2Service:
         read ends the stream with INVALID_ARGUMENT, after the answers of the requests before it."""
         # (a coroutine writing with context.write, not an async generator: one cancelled at a yield, as grpcio cancels
         # a stream at the stop or when its client goes, is finalized later by the loop, which may be closed by then)
-        stream = Stream(self, owner_of("grpc:" + str(context.peer())))
+        stream = Stream(self, owner_of_context(context))
         stream.reader = asyncio.ensure_future(stream.read(request_iterator))
         try:
             while (message := await stream.next_answer()) is not None:
@@ -319,23 +336,23 @@ class Stream:
 
     def counted(self, task, entry) -> None:
         """A request answered: the bytes of its answer held too, until it is sent."""
-        if not task.cancelled() and task.exception() is None and not isinstance(task.result(), tuple):
-            extra = task.result().ByteSize()
+        if not task.cancelled() and task.exception() is None and type(task.result()) is not tuple:
+            extra = len(task.result())
             entry[1] += extra
             self.held += extra
 
     async def next_answer(self):
-        """The next answer as a ModelStreamInferResponse, in order; None once the stream is read to its end."""
+        """The next answer as a ModelStreamInferResponse's wire bytes, in order; None once the stream is read to its
+        end."""
         while not self.pending:
             if self.ended:
                 return None
             self.changed.clear()
             await self.changed.wait()
         response = await self.pending[0][0]
-        pb = self.service.pb
-        if isinstance(response, tuple):
-            return pb.ModelStreamInferResponse(error_message=response[1])
-        return pb.ModelStreamInferResponse(infer_response=response)
+        if type(response) is tuple:
+            return self.service.pb.ModelStreamInferResponse(error_message=response[1]).SerializeToString()
+        return grpc_stream_answer(response)
 
     def sent(self) -> None:
         _, size = self.pending.popleft()
@@ -356,13 +373,27 @@ class Stream:
 
 def add_service(grpc_server, server: Batcher) -> V2Service:
     """inference.GRPCInferenceService for `server`'s policy, on `grpc_server` (the service returned)."""
+    import grpc
     from tritonclient.grpc import service_pb2_grpc
 
     service = type("Service", (V2Service, service_pb2_grpc.GRPCInferenceServiceServicer), {})(server)
     handlers = GenericOnly()
     service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(service, handlers)
-    grpc_server.add_generic_rpc_handlers((metadata_bound(handlers.generic),))
+    request = service.pb.ModelInferRequest.FromString
+    wire = {  # (the inference methods answer their responses' wire bytes: no response serializer)
+        INFER: grpc.unary_unary_rpc_method_handler(service.ModelInfer, request_deserializer=request),
+        STREAM_INFER: grpc.stream_stream_rpc_method_handler(service.ModelStreamInfer, request_deserializer=request),
+    }
+    grpc_server.add_generic_rpc_handlers((metadata_bound(handlers.generic, wire),))
     return service
+
+
+INFER, STREAM_INFER = "/inference.GRPCInferenceService/ModelInfer", "/inference.GRPCInferenceService/ModelStreamInfer"
+
+
+def owner_of_context(context) -> str:
+    """The owner of a gRPC call's sequences: its peer's host (open_inference.owner_of)."""
+    return owner_of("grpc:" + str(context.peer()))
 
 
 class GenericOnly:

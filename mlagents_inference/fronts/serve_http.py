@@ -8,14 +8,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+from functools import partial
 
 from ..core.errors import UsageError
 from ..services.batcher import Batcher, HttpLine
-from ..services.dataplane import rest_infer, rest_routes
+from ..services.dataplane import RestCodec, rest_routes
 from ..services.open_inference import owner_of
-from ..services.serve_common import Front, OneLineLog, tell_limited, v2_route_errors
+from ..services.serve_common import Front, OneLineLog, add_v2_unknown_route, tell_limited
 
-__all__ = ["LABELS", "NEED_HTTP", "HttpFront", "start_http", "v2_routes", "BodyBounds"]
+__all__ = ["LABELS", "NEED_HTTP", "HttpFront", "start_http", "v2_routes", "BodyBounds", "owner_of_request"]
 
 
 LABELS = ["model", "version"]  # (the per-model metrics' labels)
@@ -114,10 +115,11 @@ async def start_http(server: Batcher, sock: socket.socket):
         logger = logging.getLogger(name)
         if not any(isinstance(f, OneLineLog) for f in logger.filters):
             logger.addFilter(OneLineLog())
-    app = web.Application(client_max_size=server.limit + 1, middlewares=[v2_route_errors(web, server.dumps)])
+    app = web.Application(client_max_size=server.limit + 1)  # (no middleware: each would wrap every request)
     bodies = BodyBounds(web, server)
     app.add_routes([web.get("/healthz", healthz), web.get("/metrics", metrics), web.post("/v1/act", bodies.read(act))])
     app.add_routes(v2_routes(server, web, bodies))
+    add_v2_unknown_route(app, web, server.dumps)  # (last: any other /v2 path, 404 or 405 in JSON)
     runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
     await runner.setup()
     await web.SockSite(runner, sock).start()
@@ -177,20 +179,23 @@ class BodyBounds:
 def v2_routes(server: Batcher, web, bodies: BodyBounds) -> list:
     """The Open Inference Protocol's REST routes: the data plane's (services.dataplane.rest_routes), POST .../infer's
     body read by `bodies`."""
-    plane, codec = server.plane, (server.loads, server.dumps)
+    plane, codec = server.plane, RestCodec((server.loads, server.dumps), server.limit)
+    Response, length_header = web.Response, "Inference-Header-Content-Length"
 
     async def infer(request, body):
-        status, text, kind, length = await rest_infer(
-            plane,
-            request.match_info["model"],
-            request.match_info.get("version"),
-            body,
-            request.headers.get("Inference-Header-Content-Length"),
+        match = request.match_info
+        status, text, kind, length = await plane.infer(
+            match["model"],
+            match.get("version"),
             codec,
-            server.limit,
-            owner_of("http:" + str(request.remote)),  # (the host: a client's sequences, whichever connection)
+            (body, request.headers.get(length_header), partial(owner_of_request, request)),
         )
-        headers = None if length is None else {"Inference-Header-Content-Length": str(length)}
-        return web.Response(body=text, status=status, content_type=kind, headers=headers)
+        headers = None if length is None else {length_header: str(length)}
+        return Response(body=text, status=status, content_type=kind, headers=headers)
 
     return rest_routes(web, plane, server.dumps, bodies.read(infer), bodies.read, server.loads)
+
+
+def owner_of_request(request) -> str:
+    """The owner of a REST request's sequences: its host (open_inference.owner_of), whichever connection."""
+    return owner_of("http:" + str(request.remote))

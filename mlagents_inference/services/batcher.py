@@ -424,14 +424,15 @@ class Batcher:
         else:
             self.answer_pass()
 
-    async def submit(self, job: Job) -> Job:
-        """A V2 request's Job through the next answering pass: the Job, its outputs or error set."""
+    def submit(self, job: Job):
+        """A V2 request's Job through the next answering pass: a future of the Job, its outputs or error set (awaited
+        by the data plane; a plain call returning the future, not a coroutine: one layer less on every request)."""
         owner = TensorRequest(job, self.loop.create_future())
         self.jobs += 1
         self.jobs_taken += 1
         self.waiting(owner, 1)
         self.last_job = owner.arrived
-        return await owner.future
+        return owner.future
 
     # -- answering
     def control(self, raw, lane: Lane):

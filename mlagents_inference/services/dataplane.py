@@ -22,8 +22,9 @@ __all__ = [
     "DataPlane",
     "rest_error",
     "grpc_error",
+    "RestCodec",
+    "GrpcCodec",
     "rest_infer",
-    "grpc_infer",
     "control_parameters",
     "named_version",
     "rest_routes",
@@ -122,34 +123,37 @@ class DataPlane:
         models = [self.model(name, version)] if name else every
         return {"model_stats": [model.stats() for model in models]}
 
-    async def infer(self, name: str, version: Optional[str], decode: Callable, encode: Callable):
-        """One inference: `decode(view)` reads the request into a checked Job (its transport's codec), the model's
-        batcher answers it, `encode(job)` makes the transport's answer (returned). A RequestError otherwise: the
-        server stopping (Unavailable), an unknown model (NotFound), a request that does not fit (BadRequest), the
-        engine's failure (EngineFailed). Counted in the model's statistics."""
+    async def infer(self, name: str, version: Optional[str], codec, call):
+        """One inference, in its transport's terms: `codec.decode(view, call)` reads the request (`call`: what the
+        front holds of it) into a checked Job, the model's batcher answers it, `codec.encode(job)` makes the answer
+        (returned); a refusal is `codec.refusal(exc)`'s answer (exc a RequestError: the server stopping (Unavailable),
+        an unknown model (NotFound), a request that does not fit (BadRequest), the engine's failure (EngineFailed)).
+        Counted in the model's statistics. (A codec made once per front, not closures made per request: this is the
+        path every request takes.)"""
         if self.stopping():
-            raise Unavailable("the server is stopping")
+            return codec.refusal(Unavailable("the server is stopping"))
+        model = None
         if self.lookup is not None:
             try:
-                model = self.model(name, version)
+                model = self.lookup(name, version)
             except UsageError as exc:
-                raise typed(exc) from None
+                return codec.refusal(typed(exc))
             stats = model.view.stats
         else:
-            model, stats = None, (self.models.get(name) or next(iter(self.models.values()))).view.stats
+            stats = (self.models.get(name) or next(iter(self.models.values()))).view.stats
         try:
             if model is None:  # (the one model's check: an unknown name or version counted as its failure)
                 model = self.model(name, version)
-            job = decode(model.view)
+            job = codec.decode(model.view, call)
         except UsageError as exc:
             stats.add("fail", 0)
-            raise typed(exc) from None
+            return codec.refusal(typed(exc))
         await model.submit(job)
         if job.error is not None:
             stats.add("fail", time.perf_counter_ns() - job.arrived)
-            raise job.error
+            return codec.refusal(job.error)
         started = time.perf_counter_ns()
-        answer = encode(job)
+        answer = codec.encode(job)
         stats.finished(job, time.perf_counter_ns() - started)
         return answer
 
@@ -167,52 +171,72 @@ def grpc_error(codes, exc: UsageError) -> tuple:
     return getattr(codes, exc.code), str(exc)
 
 
-async def rest_infer(
+class RestCodec:
+    """POST /v2/models/{name}[/versions/{version}]/infer's codec (made once per front): a call is (body, header
+    length or None, owner); its answer (status, body, content type, header length or None), a refusal included
+    (rest_error). `codec`: (loads, dumps); `limit`: the longest body (a call's body is None past it); `refuse(job)`:
+    raises a UsageError for a Job this server will not answer."""
+
+    def __init__(self, codec: tuple, limit: int, refuse: Optional[Callable] = None):
+        (self.loads, self.dumps), self.limit, self.refuse = codec, limit, refuse
+
+    def decode(self, view, call: tuple):
+        body, header_length, owner = call
+        if body is None:
+            raise UsageError(f"the request is longer than {self.limit} bytes (--max-line-bytes)")
+        job = rest_request(view, body, header_length, self.loads, owner)
+        if self.refuse is not None:
+            self.refuse(job)
+        return job
+
+    def encode(self, job) -> tuple:
+        text, length = rest_answer(job, self.dumps)
+        if length is None:
+            return 200, text, "application/json", None
+        return 200, text, "application/octet-stream", length
+
+    def refusal(self, exc: RequestError) -> tuple:
+        status, text = rest_error(exc, self.dumps)
+        return status, text, "application/json", None
+
+
+def rest_infer(
     plane: DataPlane,
     name: str,
     version: Optional[str],
     body: Optional[bytes],
     header_length: Optional[str],
-    codec: tuple,
-    limit: int,
-    owner: str = "",
+    codec,
+    limit: int = 0,
+    owner="",
     refuse: Optional[Callable] = None,
-) -> tuple:
-    """POST /v2/models/{name}[/versions/{version}]/infer: (status, body, content type, header length or None), a
-    refusal included (rest_error). `body`: None where longer than `limit`; `codec`: (loads, dumps); `owner`: its
-    client (open_inference.owner_of); `refuse(job)`: raises a UsageError for a Job this server will not answer."""
-    loads, dumps = codec
-
-    def decode(view):
-        if body is None:
-            raise UsageError(f"the request is longer than {limit} bytes (--max-line-bytes)")
-        job = rest_request(view, body, header_length, loads, owner)
-        if refuse is not None:
-            refuse(job)
-        return job
-
-    try:
-        text, length = await plane.infer(name, version, decode, lambda job: rest_answer(job, dumps))
-    except RequestError as exc:
-        status, text = rest_error(exc, dumps)
-        return status, text, "application/json", None
-    if length is None:
-        return 200, text, "application/json", None
-    return 200, text, "application/octet-stream", length
+):
+    """POST /v2/models/{name}[/versions/{version}]/infer, awaited: (status, body, content type, header length or
+    None), a refusal included (rest_error). `codec`: a RestCodec, or (loads, dumps) with `limit` and `refuse` (one
+    made for this call); `body`: None where longer than the limit; `owner`: its client (open_inference.owner_of; or a
+    callable that says it, asked only for a sequence's request)."""
+    if type(codec) is tuple:
+        codec = RestCodec(codec, limit, refuse)
+    return plane.infer(name, version, codec, (body, header_length, owner))
 
 
-async def grpc_infer(plane: DataPlane, request, pb, codes, owner: str = ""):
-    """ModelInfer: its ModelInferResponse, or (status code, text) where it is refused (grpc_error). `pb`:
-    tritonclient.grpc.service_pb2; `codes`: grpc.StatusCode; `owner`: its peer (open_inference.owner_of)."""
-    try:
-        return await plane.infer(
-            request.model_name,
-            request.model_version,
-            lambda view: grpc_request(view, request, owner),
-            lambda job: grpc_answer(pb, job),
-        )
-    except RequestError as exc:
-        return grpc_error(codes, exc)
+class GrpcCodec:
+    """ModelInfer's codec (made once per front): a call is (ModelInferRequest, owner); its answer the
+    ModelInferResponse's wire bytes (open_inference.grpc_answer), or (status code, text) where it is refused
+    (grpc_error). `codes`: grpc.StatusCode."""
+
+    def __init__(self, codes):
+        self.codes = codes
+
+    def decode(self, view, call: tuple):
+        request, owner = call
+        return grpc_request(view, request, owner)
+
+    def encode(self, job):
+        return grpc_answer(job)
+
+    def refusal(self, exc: RequestError) -> tuple:
+        return grpc_error(self.codes, exc)
 
 
 def control_parameters(body: Optional[bytes], loads: Callable) -> dict:
@@ -281,11 +305,11 @@ def rest_routes(web, plane: DataPlane, dumps, infer: Callable, read: Optional[Ca
     routes = []
     for base in ("/v2/models/{model}", "/v2/models/{model}/versions/{version}"):
         routes += [
+            web.post(base + "/infer", infer),  # (first: aiohttp tries a path's routes in their order, a regex each)
             web.get(base, about(plane.model_metadata)),
             web.get(base + "/ready", about(plane.model_ready)),
             web.get(base + "/config", about(plane.model_config)),
             web.get(base + "/stats", about(plane.model_statistics)),
-            web.post(base + "/infer", infer),
         ]
     if read is not None:
         routes += repository_routes(web, plane, dumps, read, loads)

@@ -37,6 +37,7 @@ __all__ = [
     "tell_limited",
     "OneLineLog",
     "v2_route_errors",
+    "add_v2_unknown_route",
     "Front",
 ]
 
@@ -188,9 +189,35 @@ class OneLineLog(logging.Filter):
         return False
 
 
+def add_v2_unknown_route(app, web, dumps) -> None:
+    """The same answers as v2_route_errors, from a route of every method added to `app` after all its others
+    (aiohttp tries it only for a path that no other route takes) rather than from a middleware, which every request
+    would go through (a coroutine and aiohttp's context manager around each handler): serve --http's."""
+    resource = app.router.add_resource("/v2{tail:.*}")
+
+    async def unknown(request):
+        path = request.path
+        if path != "/v2" and not path.startswith("/v2/"):
+            raise web.HTTPNotFound()
+        allowed: set = set()
+        for other in request.app.router.resources():
+            if other is not resource:
+                allowed |= (await other.resolve(request))[1]
+        what = "method not allowed for" if allowed else "unknown route"
+        return web.Response(
+            body=dumps({"error": f"{what} {request.method} {path[:80]}"}),
+            status=405 if allowed else 404,
+            headers={"Allow": ",".join(sorted(allowed))} if allowed else None,
+            content_type="application/json",
+        )
+
+    resource.add_route("*", unknown)
+
+
 def v2_route_errors(web, dumps):
     """An unknown route or method under /v2 (the repository, shared-memory, trace and log routes this server lacks)
-    answered as the V2 errors are, 404 or 405 with {"error": "..."}: Triton's clients read every V2 answer as JSON."""
+    answered as the V2 errors are, 404 or 405 with {"error": "..."}: Triton's clients read every V2 answer as JSON.
+    (A middleware: the Ray ingress's, beside its own; serve --http's is add_v2_unknown_route.)"""
 
     @web.middleware
     async def middleware(request, handler):
