@@ -1,6 +1,6 @@
 """The ways a served request can fail, each carrying its status, as MLServer's errors.py does (Apache-2.0): the REST
 status and the gRPC code's name. The data plane (services.dataplane) raises them; each transport maps them once
-(dataplane.rest_refusal for aiohttp, dataplane.grpc_refusal for grpcio). They are UsageErrors: one line each, as
+(dataplane.rest_error for aiohttp, dataplane.grpc_error for grpcio). They are UsageErrors: one line each, as
 every refusal of this program."""
 
 from ..core.errors import UsageError
