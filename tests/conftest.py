@@ -551,3 +551,29 @@ def reap_or_kill(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
+
+
+@contextlib.contextmanager
+def forked(child):
+    """`child()` run in a forked child process while the block runs in this one: the child writes what child()
+    returns (as JSON) into a pipe and leaves by os._exit (1 where child() raised), running nothing of pytest's. Yields
+    a dict that holds, once the block ends, "report": the bytes the child wrote (b"" where it said nothing); the child
+    is reaped (or killed) whatever the block does."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(read)
+            os.write(write, json.dumps(child()).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    said: dict = {}
+    try:
+        yield said
+        said["report"] = read_until_closed(read)
+    finally:
+        os.close(read)
+        reap_or_kill(pid)
