@@ -461,6 +461,26 @@ def exchange(sock: socket.socket, lines: list) -> list:
     return read_lines(sock, len(lines))
 
 
+def lines_received(conn: socket.socket, stop, reads: int, closed=None):
+    """A stand-in server's reads of `conn` (its time-out short, 0.2 s say): after each read, the JSON lines it
+    completed (a list, empty where none); at most `reads` reads, until `stop` (an Event) is set or the client closes
+    (then `closed`, an Event, is set where given)."""
+    buf = b""
+    for _ in range(reads):
+        if stop.is_set():
+            return
+        try:
+            chunk = conn.recv(1 << 16)
+        except socket.timeout:
+            continue
+        if not chunk:
+            if closed is not None:
+                closed.set()
+            return
+        *lines, buf = (buf + chunk).split(b"\n")
+        yield [json.loads(line) for line in lines if line.strip()]
+
+
 def sensor_inputs(path, rows: int, seed: int) -> dict:
     """Random observations for every sensor input of the file, by the rank its graph declares."""
     import onnx

@@ -16,7 +16,7 @@ import threading
 import numpy as np
 import pytest
 from api_standins import decision_steps, observation
-from conftest import BUNDLED, EXAMPLES, forked, serve_process
+from conftest import BUNDLED, EXAMPLES, forked, lines_received, serve_process
 
 import inference as I
 
@@ -216,20 +216,10 @@ def stand_in(answer_groups, model=EXAMPLES / "vector"):
                 continue
             accepted.append(conn)
             conn.settimeout(0.2)
-            buf, pending = b"", []
+            pending = []
             with contextlib.suppress(OSError):
-                for _ in range(600):  # bounded: at most 600 reads of 0.2 s
-                    if stop.is_set():
-                        break
-                    try:
-                        chunk = conn.recv(1 << 16)
-                    except socket.timeout:
-                        continue
-                    if not chunk:
-                        ended.set()
-                        break
-                    *lines, buf = (buf + chunk).split(b"\n")
-                    for msg in (json.loads(line) for line in lines if line.strip()):
+                for msgs in lines_received(conn, stop, 600, ended):  # bounded: at most 600 reads of 0.2 s
+                    for msg in msgs:
                         if msg.get("info"):
                             conn.sendall(json.dumps(info).encode() + b"\n")
                         else:
