@@ -285,7 +285,7 @@ class Described:
 
 class Ingress:
     """The HTTP side, in this command's event loop: each request bounded (REQUEST_BYTES, REQUEST_LINES), the requests
-    in flight bounded (the replicas' room, IN_FLIGHT_BYTES; a request counts until its answer is written, so that
+    in flight bounded (the replicas' room, --http-in-flight-bytes; a request counts until its answer is written, so that
     clients that do not read hold their room), answered by a replica through `handle`; every failure one JSON line
     (and, for the replicas' own, one line on stderr a second at most)."""
 
