@@ -461,6 +461,26 @@ def exchange(sock: socket.socket, lines: list) -> list:
     return read_lines(sock, len(lines))
 
 
+def lines_received(conn: socket.socket, stop, reads: int, closed=None):
+    """A stand-in server's reads of `conn` (its time-out short, 0.2 s say): after each read, the JSON lines it
+    completed (a list, empty where none); at most `reads` reads, until `stop` (an Event) is set or the client closes
+    (then `closed`, an Event, is set where given)."""
+    buf = b""
+    for _ in range(reads):
+        if stop.is_set():
+            return
+        try:
+            chunk = conn.recv(1 << 16)
+        except socket.timeout:
+            continue
+        if not chunk:
+            if closed is not None:
+                closed.set()
+            return
+        *lines, buf = (buf + chunk).split(b"\n")
+        yield [json.loads(line) for line in lines if line.strip()]
+
+
 def sensor_inputs(path, rows: int, seed: int) -> dict:
     """Random observations for every sensor input of the file, by the rank its graph declares."""
     import onnx
@@ -551,3 +571,29 @@ def reap_or_kill(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
+
+
+@contextlib.contextmanager
+def forked(child):
+    """`child()` run in a forked child process while the block runs in this one: the child writes what child()
+    returns (as JSON) into a pipe and leaves by os._exit (1 where child() raised), running nothing of pytest's. Yields
+    a dict that holds, once the block ends, "report": the bytes the child wrote (b"" where it said nothing); the child
+    is reaped (or killed) whatever the block does."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(read)
+            os.write(write, json.dumps(child()).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    said: dict = {}
+    try:
+        yield said
+        said["report"] = read_until_closed(read)
+    finally:
+        os.close(read)
+        reap_or_kill(pid)

@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES
+from conftest import EXAMPLES, lines_received
 
 import inference as I
 from mlagents_inference.fronts import remote_connection
@@ -31,18 +31,7 @@ def peer(answer, info=None):
         with contextlib.suppress(OSError):
             conn, _ = listener.accept()
             conn.settimeout(0.2)
-            buf = b""
-            for _ in range(500):  # bounded: at most 500 reads of 0.2 s
-                if stop.is_set():
-                    break
-                try:
-                    chunk = conn.recv(1 << 16)
-                except socket.timeout:
-                    continue
-                if not chunk:
-                    break
-                *lines, buf = (buf + chunk).split(b"\n")
-                msgs = [json.loads(line) for line in lines if line.strip()]
+            for msgs in lines_received(conn, stop, 500):  # bounded: at most 500 reads of 0.2 s
                 if msgs and msgs[0].get("info"):
                     conn.sendall(
                         info

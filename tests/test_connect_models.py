@@ -4,13 +4,12 @@ which model and version answered; a connect() that names no model where several 
 object shared by threads, and used in a forked child, keeps answering from its own model."""
 
 import json
-import os
 import threading
 
 import numpy as np
 import pytest
 from api_standins import decision_steps
-from conftest import read_until_closed, reap_or_kill, serve_process, two_behaviour_run
+from conftest import forked, serve_process, two_behaviour_run
 
 import inference as I
 
@@ -110,23 +109,15 @@ def test_a_connect_shared_by_threads_and_used_in_a_forked_child_keeps_to_its_mod
     want = [local.act(obs) for obs in ho]
     failures: list = []
     with I.connect(address, timeout=30, model="Hybrid") as hybrid:
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: report on the pipe, and leave without running anything of pytest's
-            code = 1
-            try:
-                os.close(read)
-                wrong = 0
-                for k in range(8):
-                    got = hybrid.act(ho[k])
-                    wrong += got.model != "Hybrid" or got.version != "40000"
-                    wrong += not np.array_equal(got["discrete_actions"], want[k]["discrete_actions"])
-                    wrong += not np.abs(got["continuous_actions"] - want[k]["continuous_actions"]).max() <= TOL
-                os.write(write, json.dumps(wrong).encode())
-                code = 0
-            finally:
-                os._exit(code)
-        os.close(write)
+
+        def child() -> int:
+            wrong = 0
+            for k in range(8):
+                got = hybrid.act(ho[k])
+                wrong += got.model != "Hybrid" or got.version != "40000"
+                wrong += not np.array_equal(got["discrete_actions"], want[k]["discrete_actions"])
+                wrong += not np.abs(got["continuous_actions"] - want[k]["continuous_actions"]).max() <= TOL
+            return wrong
 
         def actor(k: int) -> None:
             try:
@@ -138,15 +129,11 @@ def test_a_connect_shared_by_threads_and_used_in_a_forked_child_keeps_to_its_mod
                 failures.append(f"thread {k}: {type(exc).__name__}: {exc}")
 
         threads = [threading.Thread(target=actor, args=(k,), daemon=True) for k in range(8)]
-        for thread in threads:
-            thread.start()
-        try:
-            report = read_until_closed(read)
-        finally:
-            os.close(read)
-            reap_or_kill(pid)
+        with forked(child) as said:
+            for thread in threads:
+                thread.start()
         for thread in threads:
             thread.join(120)
     assert not any(thread.is_alive() for thread in threads)
     assert failures == [], failures[:3]
-    assert report and json.loads(report) == 0
+    assert said["report"] and json.loads(said["report"]) == 0

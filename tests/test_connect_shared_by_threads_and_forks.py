@@ -5,7 +5,6 @@ LSTM memories rolled here. Every loop is bounded in count and time."""
 
 import contextlib
 import json
-import os
 import socket
 import threading
 import time
@@ -13,7 +12,7 @@ import time
 import numpy as np
 import pytest
 from api_standins import decision_steps, mlagents_mask, observation, terminal_steps
-from conftest import BUNDLED, EXAMPLES, read_until_closed, reap_or_kill, serve_process
+from conftest import BUNDLED, EXAMPLES, forked, serve_process
 
 import inference as I
 
@@ -148,34 +147,23 @@ def test_a_forked_child_acts_on_a_connection_of_its_own_beside_its_parent():
         assert np.array_equal(
             remote.get_action(decision_steps([first], [1, 2], None)).discrete, rolled["discrete_actions"]
         )
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: report on the pipe, and leave without running anything of pytest's
-            code = 1
+
+        def child() -> list:
             try:
-                os.close(read)
-                try:
-                    remote.get_action(decision_steps([alone], [1], None))
-                    refusal = "not refused"
-                except I.UsageError as exc:
-                    refusal = str(exc)
-                remote.reset([1])
-                after_reset = remote.get_action(decision_steps([alone], [1], None)).discrete.tolist()
-                os.write(write, json.dumps([refusal, after_reset, wrong(remote, "child")]).encode())
-                code = 0
-            finally:
-                os._exit(code)
-        os.close(write)
-        try:
+                remote.get_action(decision_steps([alone], [1], None))
+                refusal = "not refused"
+            except I.UsageError as exc:
+                refusal = str(exc)
+            remote.reset([1])
+            after_reset = remote.get_action(decision_steps([alone], [1], None)).discrete.tolist()
+            return [refusal, after_reset, wrong(remote, "child")]
+
+        with forked(child) as said:
             parent_wrong = wrong(remote, "parent")
             later_got = remote.get_action(decision_steps([later], [1, 2], None)).discrete
-            report = read_until_closed(read)
-        finally:
-            os.close(read)
-            reap_or_kill(pid)
     assert parent_wrong == 0 and np.array_equal(later_got, want_later)
-    assert report, "the child said nothing"
-    refusal, after_reset, child_wrong = json.loads(report)
+    assert said["report"], "the child said nothing"
+    refusal, after_reset, child_wrong = json.loads(said["report"])
     assert "os.fork" in refusal and "\n" not in refusal, refusal
     assert after_reset == want_alone.astype(np.int32).tolist() and child_wrong == 0
 

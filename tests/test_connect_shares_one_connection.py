@@ -8,7 +8,6 @@ one. Servers listen on 127.0.0.1 port 0; every loop is bounded in count and time
 import contextlib
 import gc
 import json
-import os
 import re
 import signal
 import socket
@@ -17,7 +16,7 @@ import threading
 import numpy as np
 import pytest
 from api_standins import decision_steps, observation
-from conftest import BUNDLED, EXAMPLES, read_until_closed, reap_or_kill, serve_process
+from conftest import BUNDLED, EXAMPLES, forked, lines_received, serve_process
 
 import inference as I
 
@@ -157,33 +156,26 @@ def test_two_connects_used_in_a_forked_child_share_a_connection_of_the_childs_ow
         objects = {"a": a, "b": b}
         for who, remote in objects.items():
             lstm_step(remote, local, [1], first[who], np.zeros((1, size), np.float32), f"{who} first")
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: report on the pipe, and leave without running anything of pytest's
-            code = 1
-            try:
-                os.close(read)
-                report = {}
-                for who, remote in objects.items():
-                    try:
-                        remote.get_action(decision_steps([later[f"child {who}"][0]], [1], None))
-                        report[f"refusal {who}"] = "not refused"
-                    except I.UsageError as exc:
-                        report[f"refusal {who}"] = str(exc)
-                    remote.reset([1])
-                for who, remote in objects.items():
-                    report[f"child {who}"] = [
-                        remote.get_action(decision_steps([obs], [1], None)).discrete.tolist()
-                        for obs in later[f"child {who}"]
-                    ]
-                os.write(write, json.dumps(report).encode())
-                a.close()
-                b.close()
-                code = 0
-            finally:
-                os._exit(code)
-        os.close(write)
-        try:
+
+        def child() -> dict:
+            report = {}
+            for who, remote in objects.items():
+                try:
+                    remote.get_action(decision_steps([later[f"child {who}"][0]], [1], None))
+                    report[f"refusal {who}"] = "not refused"
+                except I.UsageError as exc:
+                    report[f"refusal {who}"] = str(exc)
+                remote.reset([1])
+            for who, remote in objects.items():
+                report[f"child {who}"] = [
+                    remote.get_action(decision_steps([obs], [1], None)).discrete.tolist()
+                    for obs in later[f"child {who}"]
+                ]
+            a.close()
+            b.close()
+            return report
+
+        with forked(child) as said:
             got = {
                 f"parent {who}": [
                     remote.get_action(decision_steps([obs], [1], None)).discrete.tolist()
@@ -191,14 +183,10 @@ def test_two_connects_used_in_a_forked_child_share_a_connection_of_the_childs_ow
                 ]
                 for who, remote in objects.items()
             }
-            report = read_until_closed(read)
-        finally:
-            os.close(read)
-            reap_or_kill(pid)
         a.close()
         b.close()
-    assert report, "the child said nothing"
-    got.update(json.loads(report))
+    assert said["report"], "the child said nothing"
+    got.update(json.loads(said["report"]))
     for who in "ab":
         refusal = got.pop(f"refusal {who}")
         assert "os.fork" in refusal and "\n" not in refusal, refusal
@@ -228,20 +216,10 @@ def stand_in(answer_groups, model=EXAMPLES / "vector"):
                 continue
             accepted.append(conn)
             conn.settimeout(0.2)
-            buf, pending = b"", []
+            pending = []
             with contextlib.suppress(OSError):
-                for _ in range(600):  # bounded: at most 600 reads of 0.2 s
-                    if stop.is_set():
-                        break
-                    try:
-                        chunk = conn.recv(1 << 16)
-                    except socket.timeout:
-                        continue
-                    if not chunk:
-                        ended.set()
-                        break
-                    *lines, buf = (buf + chunk).split(b"\n")
-                    for msg in (json.loads(line) for line in lines if line.strip()):
+                for msgs in lines_received(conn, stop, 600, ended):  # bounded: at most 600 reads of 0.2 s
+                    for msg in msgs:
                         if msg.get("info"):
                             conn.sendall(json.dumps(info).encode() + b"\n")
                         else:

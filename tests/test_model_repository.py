@@ -355,6 +355,28 @@ def test_a_checkpoint_the_trainer_lists_is_picked_up_before_the_next_scan(vector
     assert not any(t.name == "model-repository" for t in threading.enumerate())  # (stopped at once, mid-wait)
 
 
+def test_a_checkpoint_listed_while_a_scan_is_under_way_is_picked_up_before_the_next_scan(vector_run):
+    """A listing written while a scan is under way, after it read training_status.json (here: as it swaps in the
+    checkpoint listed before), is a change the follower's next look sees: with a scan an hour away, the second
+    checkpoint is still swapped in. (The listings the looks compare against are taken before each scan; taken after
+    it, a listing written during one waited for the next scan.)"""
+    swapped = {150000: threading.Event(), 200000: threading.Event()}
+
+    def on_change(model, version):
+        if version is None or version.step not in swapped:
+            return
+        if version.step == 150000:  # (in the scan, after it read the listings)
+            write_checkpoint(vector_run, "Vector", 200000, VECTOR / "Vector" / "Vector-50000.pt", scale=0.25)
+        swapped[version.step].set()
+
+    repo = Repository([vector_run], on_change=on_change, poll_s=3600)
+    with repo:
+        write_checkpoint(vector_run, "Vector", 150000, VECTOR / "Vector" / "Vector-50000.pt", scale=0.5)
+        assert swapped[150000].wait(120), "the listed checkpoint waited for the next scan"
+        assert swapped[200000].wait(120), "the checkpoint listed during a scan waited for the next scan"
+        assert repo.lookup().step == 200000
+
+
 def test_lookups_during_swaps_always_get_one_whole_version(vector_run):
     repo = Repository([vector_run], versions=2)
     repo.poll()

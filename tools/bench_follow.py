@@ -616,19 +616,6 @@ def two_case(a: argparse.Namespace, workdir: Path) -> dict:
 # ---- main
 
 
-def commit(checkout: Path = ROOT) -> Optional[str]:
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-        )
-        dirty = subprocess.run(
-            ["git", "-C", str(checkout), "status", "--porcelain", "-uno"], capture_output=True, text=True
-        )
-    except OSError:
-        return None
-    return head.stdout.strip() + ("+" if dirty.stdout.strip() else "") if head.returncode == 0 else None
-
-
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--case", choices=("follow", "two", "all"), default="all")
@@ -740,15 +727,21 @@ def print_report(out: dict) -> None:
 
 
 def main(argv=None) -> int:
+    from bench_v2 import commit_of
+
     a = parse_args(argv)
-    out: dict = {"commit": commit(), "cpus": os.cpu_count(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    out: dict = {
+        "commit": commit_of(ROOT),
+        "cpus": os.cpu_count(),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
     out["load_before"] = [round(x, 2) for x in os.getloadavg()]
     with tempfile.TemporaryDirectory(prefix="bench_follow-") as tmp:
         if a.case in ("follow", "all"):
             out["follow"] = follow_case(a, Path(tmp))
             if a.before:  # (the code before, the same case right after, on the same machine)
                 out["follow_before"] = follow_case(a, Path(tmp), a.before)
-                out["follow_before"]["checkout"] = f"{a.before} at {commit(a.before)}"
+                out["follow_before"]["checkout"] = f"{a.before} at {commit_of(a.before)}"
         if a.case in ("two", "all"):
             out["two"] = two_case(a, Path(tmp))
     out["load_after"] = [round(x, 2) for x in os.getloadavg()]

@@ -23,6 +23,7 @@ import numpy as np
 from ..core.errors import UsageError
 from ..core.files import Interrupted, handlers_kept
 from ..core.observations import AgentMemories
+from ..services.batcher import ServeOptions
 from ..services.dataplane import DataPlane, Model, rest_error, rest_infer, rest_routes
 from ..services.open_inference import Job, ModelView, Statistics
 from ..services.protocol import answer_texts, answer_waiting, json_codec
@@ -89,8 +90,9 @@ REQUEST_BYTES = 16 << 20  # the most one request's body holds (--max-line-bytes 
 REQUEST_LINES = 16_384  # the most stream lines one POST /v1/act carries: 413 past them
 
 
-IN_FLIGHT_BYTES = 64 << 20  # the bodies of the requests in flight together (one without Content-Length counts as a
-# full REQUEST_BYTES until read): past it, and past the replicas' own room for requests, 503 at once, nothing read
+IN_FLIGHT_BYTES = ServeOptions.http_in_flight_bytes  # (--http-in-flight-bytes' default) the bodies of the requests
+# in flight together (one without Content-Length counts as a full REQUEST_BYTES until read): past it, and past the
+# replicas' own room for requests, 503 at once, nothing read
 
 
 NEED_HTTP = "serve --ray needs aiohttp and prometheus-client (its ingress): pip install -r requirements-ray.txt"
@@ -283,7 +285,7 @@ class Described:
 
 class Ingress:
     """The HTTP side, in this command's event loop: each request bounded (REQUEST_BYTES, REQUEST_LINES), the requests
-    in flight bounded (the replicas' room, IN_FLIGHT_BYTES; a request counts until its answer is written, so that
+    in flight bounded (the replicas' room, --http-in-flight-bytes; a request counts until its answer is written, so that
     clients that do not read hold their room), answered by a replica through `handle`; every failure one JSON line
     (and, for the replicas' own, one line on stderr a second at most)."""
 
@@ -308,7 +310,7 @@ class Ingress:
             {name: entry(m) for name, m in self.models.items()}, lambda: bool(self.stopping), self.model.server
         )
         self.body_bytes, self.limit, self.room = max(REQUEST_BYTES, limit + 1), limit, room
-        self.body_s, self.in_flight_bytes = 30.0, IN_FLIGHT_BYTES  # (the options' defaults; main() sets them)
+        self.body_s, self.in_flight_bytes = ServeOptions.body_timeout_s, IN_FLIGHT_BYTES  # (defaults; main() sets them)
         self.in_flight = self.held = self.refused = self.requests = 0
         self.lines_refused = 0  # lines the ingress answered with an error itself (no model chosen)
         self.stopping, self.tallies = 0, {}
@@ -868,8 +870,8 @@ def _run_ingress(ctx: Context, serve, front: RayHttp, room: int, names: Optional
             ingress = Ingress(handles, described, args.max_line_bytes, room, dumps, remote, loads, named=True)
             if follow is not None:
                 ingress.follow(*follow)
-        ingress.body_s = getattr(args, "body_timeout_s", None) or ingress.body_s
-        ingress.in_flight_bytes = getattr(args, "http_in_flight_bytes", None) or ingress.in_flight_bytes
+        options = ServeOptions.from_args(args)
+        ingress.body_s, ingress.in_flight_bytes = options.body_timeout_s, options.http_in_flight_bytes
         return await ingress.run(front, told)
 
     try:

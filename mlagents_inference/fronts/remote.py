@@ -22,10 +22,10 @@ from ..core.errors import UsageError
 from ..core.observations import observation_arrays, shape_masks, shape_memory
 from ..core.spec import InputSpec, PolicySettings, action_tuple, continuous_only, no_actions
 from ..services.protocol import parse_address
-from .remote_connection import INFO_LINE_BYTES, share
 from .remote_connection import brief as _brief
+from .remote_connection import share
 
-__all__ = ["connect", "RemotePolicy", "Answer", "ANSWER_NUMBER_BYTES", "FLOAT32_MAX"]
+__all__ = ["connect", "RemotePolicy", "Answer", "INFO_LINE_BYTES", "ANSWER_NUMBER_BYTES", "FLOAT32_MAX"]
 
 
 def _settings(info: dict) -> PolicySettings:
@@ -99,6 +99,9 @@ class Answer(dict):
     def __init__(self, arrays: dict, model: Optional[str], version: Optional[str]):
         super().__init__(arrays)
         self.model, self.version = model, version
+
+
+INFO_LINE_BYTES = 1 << 20  # the longest info answer read (a serve policy's is a few kB)
 
 
 ANSWER_NUMBER_BYTES = 32  # the most bytes one number of an answer takes in JSON (with its comma)

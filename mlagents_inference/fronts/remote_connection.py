@@ -20,9 +20,7 @@ from typing import Optional
 
 from ..core.errors import UsageError
 
-__all__ = ["Connection", "Call", "share", "codec", "brief", "INFO_LINE_BYTES", "POLL_SLICE_S"]
-
-INFO_LINE_BYTES = 1 << 20  # the longest info answer read (a serve policy's is a few kB)
+__all__ = ["Connection", "Call", "share", "codec", "brief", "POLL_SLICE_S"]
 
 POLL_SLICE_S = 0.1  # a reader looks again this often whether its call was given up (timed out, or its object closed)
 

@@ -454,7 +454,10 @@ class Repository:
     def start_following(self) -> "Repository":
         """The daemon thread alone (serve made the first scan before it opened its sockets)."""
         self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="model-repository", daemon=True)
+        # (the listings the looks start from taken here, not in the thread: one written once this returns is a change)
+        self._thread = threading.Thread(
+            target=self._run, args=(self._listings(),), name="model-repository", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -469,18 +472,21 @@ class Repository:
                 stamps.append((run, None, None))
         return tuple(stamps)
 
-    def _run(self) -> None:
+    def _run(self, seen: tuple) -> None:
         """A scan every `poll_s`, and at once when a run's training_status.json changes (looked at every
         LISTING_LOOK_S): a checkpoint the trainer lists is picked up within LISTING_LOOK_S plus its verification,
-        whatever `poll_s` (unlisted ones wait for the scan: they must settle anyway)."""
+        whatever `poll_s` (unlisted ones wait for the scan: they must settle anyway). The listings the looks compare
+        against are the last look's before the scan: one written while a scan is under way is a change after it."""
         while True:
-            seen, due = self._listings(), time.monotonic() + self.poll_s
+            due = time.monotonic() + self.poll_s
             while True:
                 left = due - time.monotonic()
                 if self._stop.wait(max(0.0, min(LISTING_LOOK_S, left))):
                     return
-                if left <= LISTING_LOOK_S or self._listings() != seen:
+                looked = self._listings()
+                if left <= LISTING_LOOK_S or looked != seen:
                     break
+            seen = looked
             try:
                 self.poll()
             except Exception as exc:  # one line, and the follower goes on
