@@ -890,6 +890,21 @@ namespace MLAgentsInference
             return true;
         }
 
+        /// <summary>Skips the next value when it is byte for byte <paramref name="text"/> (a value's text known to be
+        /// valid JSON); false, and nothing read, otherwise (or when <paramref name="text"/> is null).</summary>
+        internal bool TrySkipText(byte[] text)
+        {
+            if (text == null) return false;
+            SkipSpace();
+            int length = text.Length, p = _p;
+            if (p + length > _end) return false;
+            byte[] b = _b;
+            for (int i = 0; i < length; i++)
+                if (b[p + i] != text[i]) return false;
+            _p = p + length;
+            return true;
+        }
+
         /// <summary>Reads any value and drops it, its JSON checked all the same, without building it.</summary>
         internal void SkipValue()
         {

@@ -54,6 +54,11 @@ namespace MLAgentsInference
         private byte[] _route = new byte[0]; // ,"model":"NAME" and ,"version":STEP, as asked for: written into every line
         private string _askedModel;
         private int _readTimeoutMs;
+        // the answers' "model" and "version" values as text (quotes included), each with its string: an answer that
+        // repeats the text byte for byte gets the same string, without decoding it again (64 answers a step name both)
+        private byte[] _modelText;
+        private byte[] _versionText;
+        private string _version;
 
         private PolicyClient(Socket socket, string address, int readTimeoutMs, string model, long? version)
         {
@@ -294,6 +299,7 @@ namespace MLAgentsInference
             {
                 Info = new PolicyInfo(info);
                 Model = model ?? _askedModel ?? Info.Behavior;
+                _modelText = QuotedText(Model);
                 AnsweredVersion = version;
                 _inputKeys = Array.ConvertAll(Info.Inputs, input => Encoding.UTF8.GetBytes(
                     Info.Inputs.Length == 1 ? ",\"obs\":" : "," + Json.Quote(input.Name) + ":"));
@@ -708,11 +714,11 @@ namespace MLAgentsInference
                         break;
                     case 6: // "model": which model answered
                         if (model != null) throw r.Fail("duplicate key \"model\"");
-                        model = r.ReadString();
+                        model = r.TrySkipText(_modelText) ? Model : r.ReadString();
                         break;
                     case 7: // "version": which of its versions answered (text)
                         if (version != null) throw r.Fail("duplicate key \"version\"");
-                        version = r.ReadString();
+                        version = ReadVersion(r);
                         break;
                     default: // keys a later server may add
                         if (others == null) others = new HashSet<string>();
@@ -747,6 +753,37 @@ namespace MLAgentsInference
             if (info.MemorySize > 0) _known.Add(expected);
             if (version != null) AnsweredVersion = version;
             return new PolicyAction(expected, continuous ?? NoFloats, discrete ?? NoInts, memory ?? NoFloats, model ?? Model, version);
+        }
+
+        /// <summary>The text (quotes included, UTF-8) that a strict reader reads as exactly <paramref name="text"/>;
+        /// null when there is none to compare with (a lone surrogate).</summary>
+        private static byte[] QuotedText(string text)
+        {
+            if (text == null) return null;
+            try
+            {
+                return StrictUtf8.GetBytes(Json.Quote(text));
+            }
+            catch (ArgumentException)
+            {
+                return null;
+            }
+        }
+
+        private static readonly UTF8Encoding StrictUtf8 = new UTF8Encoding(false, true);
+
+        /// <summary>A "version" value: the previous answer's string when its text is the same, byte for byte.</summary>
+        private string ReadVersion(JsonReader r)
+        {
+            if (r.TrySkipText(_versionText)) return _version;
+            r.SkipSpace();
+            int start = r.Position;
+            string version = r.ReadString();
+            int length = r.Position - start;
+            if (_versionText == null || _versionText.Length != length) _versionText = new byte[length];
+            Buffer.BlockCopy(_in, start, _versionText, 0, length);
+            _version = version;
+            return version;
         }
 
         private FormatException Mismatch(long expected, string got, int start, int end)
