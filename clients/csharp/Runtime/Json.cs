@@ -415,6 +415,7 @@ namespace MLAgentsInference
         private static readonly UTF8Encoding StrictUtf8 = new UTF8Encoding(false, true);
         private readonly byte[] _b;
         private readonly int _end;
+        private readonly byte _newline; // '\n' (white space), or ' ' for a line's reader, where a newline ends the line
         private int _p;
         private StringBuilder _chars;
 
@@ -423,6 +424,18 @@ namespace MLAgentsInference
             _b = bytes;
             _p = start;
             _end = end;
+            _newline = (byte)'\n';
+        }
+
+        /// <summary>A reader of one line of the bytes from start, which holds the newline that ends it before end: white
+        /// space leaves the newline out (no value holds one, so reading stops there), and <see cref="End"/> wants it next,
+        /// <see cref="Position"/> then on it.</summary>
+        internal JsonReader(byte[] bytes, int start, int end, bool line)
+        {
+            _b = bytes;
+            _p = start;
+            _end = end;
+            _newline = line ? (byte)' ' : (byte)'\n';
         }
 
         internal int Position { get { return _p; } }
@@ -437,7 +450,7 @@ namespace MLAgentsInference
             while (_p < _end)
             {
                 byte c = _b[_p];
-                if (c == ' ' || c == '\t' || c == '\n' || c == '\r') _p++;
+                if (c == ' ' || c == '\t' || c == _newline || c == '\r') _p++;
                 else break;
             }
         }
@@ -464,7 +477,7 @@ namespace MLAgentsInference
 
         internal void End()
         {
-            if (Peek() != -1) throw Fail("unexpected text after the value");
+            if (Peek() != (_newline == '\n' ? -1 : '\n')) throw Fail("unexpected text after the value");
         }
 
         // objects: BeginObject(); while (NextKey(out key)) { ...read the value... }

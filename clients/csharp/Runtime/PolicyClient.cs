@@ -47,6 +47,7 @@ namespace MLAgentsInference
         private string _closedBecause;
         private byte[] _in = new byte[1 << 16];
         private int _inStart, _inEnd, _scan;
+        private int _complete; // _in[.._complete) ends with a newline: whole lines (received ones only)
         private byte[] _out = new byte[1 << 16];
         private int _outLength, _outSent;
         private long[] _ids = new long[64];
@@ -636,10 +637,8 @@ namespace MLAgentsInference
                 if (custom != null) custom();
                 for (int i = 0; i < count; i++)
                 {
-                    int start, end;
-                    NextLine(out start, out end);
                     string error;
-                    actions[i] = ReadAnswer(start, end, _ids[i], out error);
+                    actions[i] = NextAnswer(_ids[i], out error);
                     if (error != null)
                     {
                         errors++;
@@ -662,9 +661,45 @@ namespace MLAgentsInference
 
         private long _deadline;
 
-        private PolicyAction ReadAnswer(int start, int end, long expected, out string error)
+        /// <summary>The next answer, read where it starts without looking for its newline first: the reader, whose
+        /// white space then leaves out the newline, reads the line's JSON up to that newline, which is the line's end (no
+        /// value holds a newline). When that fails, the line is framed by its newline and read again, and fails as such
+        /// (its error, its excerpt). A scan for the newline of every line took 0.2 ns a byte, 11 us a 64-agent step.</summary>
+        private PolicyAction NextAnswer(long expected, out string error)
         {
-            var r = new JsonReader(_in, start, end);
+            while (_inStart >= _complete) Pump(); // (until a whole line has come)
+            int lineEnd;
+            PolicyAction action = TryReadAnswer(_inStart, expected, out error, out lineEnd);
+            if (lineEnd >= 0)
+            {
+                _inStart = _scan = lineEnd + 1;
+                return action;
+            }
+            int start, end;
+            NextLine(out start, out end);
+            return ReadAnswer(start, end, false, expected, out error, out lineEnd);
+        }
+
+        // (apart: a try block keeps a method's locals in memory under Mono's JIT)
+        private PolicyAction TryReadAnswer(int start, long expected, out string error, out int lineEnd)
+        {
+            try
+            {
+                return ReadAnswer(start, _complete, true, expected, out error, out lineEnd);
+            }
+            catch (FormatException)
+            {
+                error = null;
+                lineEnd = -1;
+                return null;
+            }
+        }
+
+        /// <summary>The answer on _in[start, end), or (line) from start to its newline before end, whose position is then
+        /// lineEnd.</summary>
+        private PolicyAction ReadAnswer(int start, int end, bool line, long expected, out string error, out int lineEnd)
+        {
+            var r = new JsonReader(_in, start, end, line);
             PolicyInfo info = Info;
             error = null;
             float[] continuous = null, memory = null;
@@ -728,6 +763,7 @@ namespace MLAgentsInference
                 }
             }
             r.End();
+            lineEnd = r.Position;
             if (!haveId) throw new FormatException("the answer has no \"id\"" + Excerpt(start, end));
             if (id != expected) throw new FormatException("the answer is for id " + id.ToString(CultureInfo.InvariantCulture) + ", the line was agent " +
                                                           expected.ToString(CultureInfo.InvariantCulture) + "'s" + Excerpt(start, end));
@@ -864,7 +900,7 @@ namespace MLAgentsInference
 
         private void Receive()
         {
-            if (_inStart == _inEnd) _inStart = _inEnd = _scan = 0;
+            if (_inStart == _inEnd) _inStart = _inEnd = _scan = _complete = 0;
             if (_inEnd == _in.Length)
             {
                 if (_inStart > 0)
@@ -872,6 +908,7 @@ namespace MLAgentsInference
                     Buffer.BlockCopy(_in, _inStart, _in, 0, _inEnd - _inStart);
                     _inEnd -= _inStart;
                     _scan -= _inStart;
+                    _complete = Math.Max(_complete - _inStart, 0);
                     _inStart = 0;
                 }
                 else
@@ -887,6 +924,8 @@ namespace MLAgentsInference
             if (error == SocketError.WouldBlock) return;
             if (error != SocketError.Success) throw Fail(PolicyFailure.Closed, "the connection to " + _address + " broke (" + error + ")");
             if (n == 0) throw Fail(PolicyFailure.Closed, "the server at " + _address + " closed the connection");
+            int last = Array.LastIndexOf(_in, (byte)'\n', _inEnd + n - 1, n); // (the bytes of a part line at most)
+            if (last >= 0) _complete = last + 1;
             _inEnd += n;
         }
 
@@ -908,7 +947,7 @@ namespace MLAgentsInference
             {
             }
             _socket = null;
-            _inStart = _inEnd = _scan = 0;
+            _inStart = _inEnd = _scan = _complete = 0;
         }
     }
 
