@@ -428,48 +428,40 @@ namespace MLAgentsInference
                 throw new ArgumentException(Agent() + "this policy takes " + inputs.Length.ToString(CultureInfo.InvariantCulture) + " input(s), got " +
                                             observations.Length.ToString(CultureInfo.InvariantCulture) + " observation(s)", "observations");
             if (seed.HasValue && seed.Value < 0) throw new ArgumentOutOfRangeException("seed", Agent() + "a seed from 0 to 2^63-1");
-            int rollback = _outLength;
-            try
+            // (no rollback of a line cut short by an ArgumentException: Act and ActMany start _out over at every call)
+            PutAscii("{\"id\":");
+            Ensure(24);
+            _outLength = Numbers.WriteLong(_out, _outLength, agentId);
+            PutBytes(_route);
+            for (int i = 0; i < inputs.Length; i++)
             {
-                PutAscii("{\"id\":");
+                PutBytes(_inputKeys[i]);
+                WriteObservation(inputs[i], observations[i]);
+            }
+            if (masks != null)
+            {
+                if (Info.MaskWidth == 0) throw new ArgumentException(Agent() + "action masks given, but this policy has no discrete actions", "actionMasks");
+                if (masks.Length != Info.MaskWidth)
+                    throw new ArgumentException(Agent() + "action masks: expected " + Info.MaskWidth.ToString(CultureInfo.InvariantCulture) +
+                                                " values (the branches side by side), got " + masks.Length.ToString(CultureInfo.InvariantCulture), "actionMasks");
+                PutAscii(",\"action_masks\":[");
+                Ensure(2 * masks.Length + 1);
+                for (int k = 0; k < masks.Length; k++)
+                {
+                    if (masks[k] != 0 && masks[k] != 1) throw new ArgumentException(Agent() + "action masks hold 1 (allowed) or 0 (masked) only", "actionMasks");
+                    if (k > 0) _out[_outLength++] = (byte)',';
+                    _out[_outLength++] = (byte)('0' + masks[k]);
+                }
+                _out[_outLength++] = (byte)']';
+            }
+            if (_resets.Count > 0 && _resets.Contains(agentId)) PutAscii(",\"reset\":true");
+            if (stochastic)
+            {
+                PutAscii(",\"stochastic\":true,\"seed\":");
                 Ensure(24);
-                _outLength = Numbers.WriteLong(_out, _outLength, agentId);
-                PutBytes(_route);
-                for (int i = 0; i < inputs.Length; i++)
-                {
-                    PutBytes(_inputKeys[i]);
-                    WriteObservation(inputs[i], observations[i]);
-                }
-                if (masks != null)
-                {
-                    if (Info.MaskWidth == 0) throw new ArgumentException(Agent() + "action masks given, but this policy has no discrete actions", "actionMasks");
-                    if (masks.Length != Info.MaskWidth)
-                        throw new ArgumentException(Agent() + "action masks: expected " + Info.MaskWidth.ToString(CultureInfo.InvariantCulture) +
-                                                    " values (the branches side by side), got " + masks.Length.ToString(CultureInfo.InvariantCulture), "actionMasks");
-                    PutAscii(",\"action_masks\":[");
-                    Ensure(2 * masks.Length + 1);
-                    for (int k = 0; k < masks.Length; k++)
-                    {
-                        if (masks[k] != 0 && masks[k] != 1) throw new ArgumentException(Agent() + "action masks hold 1 (allowed) or 0 (masked) only", "actionMasks");
-                        if (k > 0) _out[_outLength++] = (byte)',';
-                        _out[_outLength++] = (byte)('0' + masks[k]);
-                    }
-                    _out[_outLength++] = (byte)']';
-                }
-                if (_resets.Count > 0 && _resets.Contains(agentId)) PutAscii(",\"reset\":true");
-                if (stochastic)
-                {
-                    PutAscii(",\"stochastic\":true,\"seed\":");
-                    Ensure(24);
-                    _outLength = Numbers.WriteLong(_out, _outLength, seed.HasValue ? seed.Value : DrawSeed());
-                }
-                PutAscii("}\n");
+                _outLength = Numbers.WriteLong(_out, _outLength, seed.HasValue ? seed.Value : DrawSeed());
             }
-            catch
-            {
-                _outLength = rollback;
-                throw;
-            }
+            PutAscii("}\n");
         }
 
         private long DrawSeed()
@@ -610,9 +602,16 @@ namespace MLAgentsInference
 
         private void PutBytes(byte[] bytes)
         {
-            Ensure(bytes.Length);
-            Buffer.BlockCopy(bytes, 0, _out, _outLength, bytes.Length);
-            _outLength += bytes.Length;
+            int n = bytes.Length;
+            Ensure(n);
+            if (n > 32) Buffer.BlockCopy(bytes, 0, _out, _outLength, n);
+            else // (a key or the route, most often: a loop costs less than BlockCopy's call under Mono 6.8)
+            {
+                byte[] b = _out;
+                int p = _outLength;
+                for (int i = 0; i < n; i++) b[p + i] = bytes[i];
+            }
+            _outLength += n;
         }
 
         private void PutAscii(string text)
