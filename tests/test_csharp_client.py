@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from decimal import Decimal, localcontext
 from fractions import Fraction
 from pathlib import Path
@@ -396,6 +397,10 @@ FAKE = {  # scenario: (the answer to the info line, the answer to the act line);
         None,
         b'{"id": 1, "continuous_actions": [0.5, -0.25], "actions": [0.5, -0.25], "later": {"x": [1, 2.5e-3]}}\n',
     ),
+    # a line is an answer up to its newline, however it arrives: white space before it, in pieces, or a newline inside
+    "crlf": (None, b'{"id": 1, "continuous_actions": [0.5, 0.25], "actions": [0.5, 0.25]} \t\r\n'),
+    "in_pieces": (None, b'{"id": 1, "continuous_actions": [0.5, 0.25], "actions": [0.5, 0.25], "version": "3"}\n'),
+    "newline_inside": (None, b'{"id": 1,\n "continuous_actions": [0.5, 0.25]}\n'),
     "info_error": (b'{"id": null, "error": "unknown key \\"info\\""}\n', None),
     "info_silent": (None, None),
     # sizes past C#'s int: each a PolicyException naming its field, never cut to its low bits
@@ -435,7 +440,11 @@ def fake_server(scenario: str, stop: threading.Event) -> tuple:
                 else:
                     conn.sendall(json.dumps({"id": None, "info": info}).encode() + b"\n")
                 if reader.readline() and act_answer is not None:
-                    if act_answer != "close":
+                    if scenario == "in_pieces":  # (a few bytes at a time)
+                        for k in range(0, len(act_answer), 7):
+                            conn.sendall(act_answer[k : k + 7])
+                            time.sleep(0.002)
+                    elif act_answer != "close":
                         conn.sendall(act_answer)
                     if act_answer == "close" or scenario == "truncated":
                         conn.shutdown(socket.SHUT_RDWR)  # (close() alone waits for the reader's reference to go)
@@ -465,6 +474,9 @@ def test_bad_answers_closed_connections_timeouts_and_refusals_raise_one_line_pol
         "silent": ("Timeout", "within 300 ms", {"read_ms": 300, "within_s": 10}),
         "error": ("ErrorAnswer", "agent 1: obs: expected 2 numbers", {}),
         "extra_keys": ("none", "", {}),
+        "crlf": ("none", "", {}),
+        "in_pieces": ("none", "", {}),
+        "newline_inside": ("BadAnswer", "expected a key at byte 9", {}),
         "info_error": ("BadAnswer", "is it python inference.py --mode serve?", {"at_connect": True}),
         "info_silent": ("Timeout", "within 300 ms", {"at_connect": True, "read_ms": 300, "within_s": 10}),
         "info_continuous_past_int": (
@@ -789,6 +801,48 @@ def answered(built, texts: list, width: int = 250) -> np.ndarray:
     got = np.array([int(x) for line in r.stdout.split("\n")[:-1] for x in line.split()], np.int64).astype(np.int32)
     assert len(got) == len(padded), (len(got), len(padded))
     return got[: len(texts)]
+
+
+def test_each_answers_model_and_version_are_read_as_their_text_says_and_a_wrong_model_is_refused(built):
+    """The client takes an answer's "model" and "version" that repeat the expected (or the previous) text byte for byte
+    without decoding them again: every other text is still read as JSON says (escapes, a longer version that starts
+    with the previous one, other spacing), each answer keeps its own version, and an answer from another model, or a
+    version beside the one asked for, is refused as before."""
+    answers = [
+        (b'"model": "Fake", "version": "3"', '"Fake" "3" "3"'),
+        (b'"model": "Fake", "version": "3"', '"Fake" "3" "3"'),  # (the same text again)
+        (b'"model":"Fake","version":"30"', '"Fake" "30" "30"'),  # (the previous version's text, and more)
+        (b'"model": "F\\u0061ke", "version": "3"', '"Fake" "3" "3"'),  # (the model with an escape)
+        (b'"version": "3\\u0031"', '"Fake" "31" "31"'),  # (no model: the connection's; an escaped version)
+        (b'"model": "Fake"', '"Fake" null "31"'),  # (no version: none on the answer)
+        (b'"model": "Fake", "version": "3"', '"Fake" "3" "3"'),
+        (b'"model": "Fakes", "version": "3"', "BadAnswer: bad answer from 127.0.0.1:"),
+    ]
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(60)
+
+    def play():
+        with contextlib.suppress(OSError):
+            conn, _ = listener.accept()
+            with conn, conn.makefile("rb") as reader:
+                reader.readline()
+                conn.sendall(json.dumps({"id": None, "info": FAKE_INFO}).encode() + b"\n")
+                for k, (route, _) in enumerate(answers):
+                    if not reader.readline():
+                        return
+                    conn.sendall(b'{"id": %d, "continuous_actions": [0.5, 0.25], %s}\n' % (k, route))
+
+    thread = threading.Thread(target=play, daemon=True)
+    thread.start()
+    try:
+        r = run_cs(built, "routes", f"127.0.0.1:{listener.getsockname()[1]}", len(answers))
+    finally:
+        listener.close()
+        thread.join(timeout=30)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    got = r.stdout.split("\n")[:-1]
+    assert got[:-1] == [want for _, want in answers[:-1]]
+    assert got[-1].startswith(answers[-1][1]) and 'an answer from model "Fakes" to a line for model "Fake"' in got[-1]
 
 
 def test_answers_floats_are_read_bit_for_bit_in_every_form_a_server_may_write(built, tmp_path):

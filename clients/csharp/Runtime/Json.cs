@@ -306,22 +306,36 @@ namespace MLAgentsInference
             }
         }
 
-        private static int WriteNine(byte[] b, int p, int d) // 100000000 <= d < 1000000000: nine digits, by pairs
+        // 2^57 / 10^8, rounded up: d * Nine57 holds d / 10^8 above bit 57 and the rest of d as a binary fraction below
+        private const ulong Nine57 = 1441151881UL;
+        private const ulong Below57 = (1UL << 57) - 1;
+
+        /// <summary>100000000 &lt;= d &lt; 1000000000: its nine digits, the first from one product, then four pairs, each
+        /// one product by 100 of the fraction left: no division (the fixed-point digits of James Anhalt's itoa,
+        /// github.com/jeaiii/itoa). Exact: the rounded-up constant adds under 10^9 units of 2^-57 to the fraction, under
+        /// 10^17 &lt; 2^57 after the four products (a digit's step, 2^57 / 10^(2m) with m pairs left, times 100^(4-m)),
+        /// never enough to carry into the next digit; a scratch program compared every d with its digits by division.</summary>
+        private static int WriteNine(byte[] b, int p, int d)
         {
-            int high = d / 10000000, low = d - high * 10000000; // 10..99 and seven digits
-            int a = low / 100000, rest = low - a * 100000; // two, five
-            int c = rest / 1000, rest2 = rest - c * 1000; // two, three
-            int e = rest2 / 10, last = rest2 - e * 10; // two, one
+            ulong t = (ulong)d * Nine57;
             byte[] pairs = Pairs;
-            b[p] = pairs[2 * high];
-            b[p + 1] = pairs[2 * high + 1];
-            b[p + 2] = pairs[2 * a];
-            b[p + 3] = pairs[2 * a + 1];
-            b[p + 4] = pairs[2 * c];
-            b[p + 5] = pairs[2 * c + 1];
-            b[p + 6] = pairs[2 * e];
-            b[p + 7] = pairs[2 * e + 1];
-            b[p + 8] = (byte)('0' + last);
+            b[p] = (byte)('0' + (int)(t >> 57));
+            t = (t & Below57) * 100;
+            int q = (int)(t >> 57) * 2;
+            b[p + 1] = pairs[q];
+            b[p + 2] = pairs[q + 1];
+            t = (t & Below57) * 100;
+            q = (int)(t >> 57) * 2;
+            b[p + 3] = pairs[q];
+            b[p + 4] = pairs[q + 1];
+            t = (t & Below57) * 100;
+            q = (int)(t >> 57) * 2;
+            b[p + 5] = pairs[q];
+            b[p + 6] = pairs[q + 1];
+            t = (t & Below57) * 100;
+            q = (int)(t >> 57) * 2;
+            b[p + 7] = pairs[q];
+            b[p + 8] = pairs[q + 1];
             return p + 9;
         }
 
@@ -401,6 +415,7 @@ namespace MLAgentsInference
         private static readonly UTF8Encoding StrictUtf8 = new UTF8Encoding(false, true);
         private readonly byte[] _b;
         private readonly int _end;
+        private readonly byte _newline; // '\n' (white space), or ' ' for a line's reader, where a newline ends the line
         private int _p;
         private StringBuilder _chars;
 
@@ -409,6 +424,18 @@ namespace MLAgentsInference
             _b = bytes;
             _p = start;
             _end = end;
+            _newline = (byte)'\n';
+        }
+
+        /// <summary>A reader of one line of the bytes from start, which holds the newline that ends it before end: white
+        /// space leaves the newline out (no value holds one, so reading stops there), and <see cref="End"/> wants it next,
+        /// <see cref="Position"/> then on it.</summary>
+        internal JsonReader(byte[] bytes, int start, int end, bool line)
+        {
+            _b = bytes;
+            _p = start;
+            _end = end;
+            _newline = line ? (byte)' ' : (byte)'\n';
         }
 
         internal int Position { get { return _p; } }
@@ -423,7 +450,7 @@ namespace MLAgentsInference
             while (_p < _end)
             {
                 byte c = _b[_p];
-                if (c == ' ' || c == '\t' || c == '\n' || c == '\r') _p++;
+                if (c == ' ' || c == '\t' || c == _newline || c == '\r') _p++;
                 else break;
             }
         }
@@ -450,7 +477,7 @@ namespace MLAgentsInference
 
         internal void End()
         {
-            if (Peek() != -1) throw Fail("unexpected text after the value");
+            if (Peek() != (_newline == '\n' ? -1 : '\n')) throw Fail("unexpected text after the value");
         }
 
         // objects: BeginObject(); while (NextKey(out key)) { ...read the value... }
@@ -886,6 +913,21 @@ namespace MLAgentsInference
                 if (BitConverter.ToInt64(b, i + shift) != BitConverter.ToInt64(b, i)) return false;
             for (; i < end; i++)
                 if (b[i + shift] != b[i]) return false;
+            _p = p + length;
+            return true;
+        }
+
+        /// <summary>Skips the next value when it is byte for byte <paramref name="text"/> (a value's text known to be
+        /// valid JSON); false, and nothing read, otherwise (or when <paramref name="text"/> is null).</summary>
+        internal bool TrySkipText(byte[] text)
+        {
+            if (text == null) return false;
+            SkipSpace();
+            int length = text.Length, p = _p;
+            if (p + length > _end) return false;
+            byte[] b = _b;
+            for (int i = 0; i < length; i++)
+                if (b[p + i] != text[i]) return false;
             _p = p + length;
             return true;
         }

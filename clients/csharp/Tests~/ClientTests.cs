@@ -19,7 +19,7 @@ internal static class ClientTests
     {
         if (args.Length < 1)
         {
-            Console.Error.WriteLine("usage: ClientTests.exe policy|faults|goaway|floats|answers|sends|json|refs ARGS...");
+            Console.Error.WriteLine("usage: ClientTests.exe policy|faults|goaway|floats|answers|routes|sends|json|refs ARGS...");
             return 2;
         }
         try
@@ -31,6 +31,7 @@ internal static class ClientTests
                 case "goaway": GoAway(args[1]); break;
                 case "floats": return Floats(args[1], args[2]);
                 case "answers": return Answers(args[1], int.Parse(args[2], CultureInfo.InvariantCulture));
+                case "routes": return Routes(args[1], int.Parse(args[2], CultureInfo.InvariantCulture));
                 case "sends": return Sends(args[1], args[2], int.Parse(args[3], CultureInfo.InvariantCulture));
                 case "json": JsonCases(Load(args[1])); break;
                 case "refs": // the assemblies the library references: .NET Standard 2.0's own only
@@ -519,6 +520,33 @@ internal static class ClientTests
                 for (int i = 0; i < action.ContinuousActions.Length; i++)
                     output.Append(i == 0 ? "" : " ").Append(new FloatBits { Value = action.ContinuousActions[i] }.Bits.ToString(CultureInfo.InvariantCulture));
                 output.Append('\n');
+            }
+        }
+        Console.Out.Write(output.ToString());
+        return 0;
+    }
+
+    // -- routes: `count` Act calls on one connection; for each, the answer's Model and Version as read (Json.Quote'd,
+    // "null" for none), or the PolicyException's failure and message (then the calls stop)
+
+    private static int Routes(string address, int count)
+    {
+        var output = new StringBuilder();
+        using (PolicyClient client = PolicyClient.Open(address))
+        {
+            for (int k = 0; k < count; k++)
+            {
+                try
+                {
+                    PolicyAction action = client.Act(k, new float[client.Info.Inputs[0].Size]);
+                    output.Append(Json.Quote(action.Model)).Append(' ').Append(action.Version == null ? "null" : Json.Quote(action.Version))
+                          .Append(' ').Append(client.AnsweredVersion == null ? "null" : Json.Quote(client.AnsweredVersion)).Append('\n');
+                }
+                catch (PolicyException e)
+                {
+                    output.Append(e.Failure).Append(": ").Append(e.Message).Append('\n');
+                    break;
+                }
             }
         }
         Console.Out.Write(output.ToString());
