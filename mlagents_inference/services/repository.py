@@ -29,6 +29,7 @@ __all__ = [
     "ModelState",
     "ModelNotFound",
     "ONNX_TOL",
+    "LISTING_LOOK_S",
     "parse_pin",
     "probe_problem",
     "verify",
