@@ -770,12 +770,10 @@ def test_observations_go_out_with_nine_significant_digits_and_read_back_bit_for_
     ]
 
 
-def answered(built, texts: list, width: int = 250) -> np.ndarray:
-    """A scripted server answers the C# program's Act calls with `texts` as continuous actions, `width` an answer;
-    the float32s the client read from them (ContinuousActions), as int32 bits."""
-    padded = texts + ["0"] * (-len(texts) % width)
-    rows = [padded[i : i + width] for i in range(0, len(padded), width)]
-    info = FAKE_INFO | {"continuous_size": width}
+def scripted(built, mode: str, info: dict, lines: list) -> subprocess.CompletedProcess:
+    """The C# program in `mode` against a scripted server on 127.0.0.1: it answers the info line with `info`, then
+    each line the client sends with the next of `lines` (bytes, without their newline), and stops when the client
+    goes; the program's result."""
     listener = socket.create_server(("127.0.0.1", 0))
     listener.settimeout(60)
 
@@ -785,18 +783,27 @@ def answered(built, texts: list, width: int = 250) -> np.ndarray:
             with conn, conn.makefile("rb") as reader:
                 reader.readline()
                 conn.sendall(json.dumps({"id": None, "info": info}).encode() + b"\n")
-                for k, row in enumerate(rows):
+                for line in lines:
                     if not reader.readline():
                         return
-                    conn.sendall(b'{"id": %d, "continuous_actions": [%s]}\n' % (k, ", ".join(row).encode()))
+                    conn.sendall(line + b"\n")
 
     thread = threading.Thread(target=play, daemon=True)
     thread.start()
     try:
-        r = run_cs(built, "answers", f"127.0.0.1:{listener.getsockname()[1]}", len(rows))
+        return run_cs(built, mode, f"127.0.0.1:{listener.getsockname()[1]}", len(lines))
     finally:
         listener.close()
         thread.join(timeout=30)
+
+
+def answered(built, texts: list, width: int = 250) -> np.ndarray:
+    """A scripted server answers the C# program's Act calls with `texts` as continuous actions, `width` an answer;
+    the float32s the client read from them (ContinuousActions), as int32 bits."""
+    padded = texts + ["0"] * (-len(texts) % width)
+    rows = [padded[i : i + width] for i in range(0, len(padded), width)]
+    lines = [b'{"id": %d, "continuous_actions": [%s]}' % (k, ", ".join(row).encode()) for k, row in enumerate(rows)]
+    r = scripted(built, "answers", FAKE_INFO | {"continuous_size": width}, lines)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     got = np.array([int(x) for line in r.stdout.split("\n")[:-1] for x in line.split()], np.int64).astype(np.int32)
     assert len(got) == len(padded), (len(got), len(padded))
@@ -818,27 +825,8 @@ def test_each_answers_model_and_version_are_read_as_their_text_says_and_a_wrong_
         (b'"model": "Fake", "version": "3"', '"Fake" "3" "3"'),
         (b'"model": "Fakes", "version": "3"', "BadAnswer: bad answer from 127.0.0.1:"),
     ]
-    listener = socket.create_server(("127.0.0.1", 0))
-    listener.settimeout(60)
-
-    def play():
-        with contextlib.suppress(OSError):
-            conn, _ = listener.accept()
-            with conn, conn.makefile("rb") as reader:
-                reader.readline()
-                conn.sendall(json.dumps({"id": None, "info": FAKE_INFO}).encode() + b"\n")
-                for k, (route, _) in enumerate(answers):
-                    if not reader.readline():
-                        return
-                    conn.sendall(b'{"id": %d, "continuous_actions": [0.5, 0.25], %s}\n' % (k, route))
-
-    thread = threading.Thread(target=play, daemon=True)
-    thread.start()
-    try:
-        r = run_cs(built, "routes", f"127.0.0.1:{listener.getsockname()[1]}", len(answers))
-    finally:
-        listener.close()
-        thread.join(timeout=30)
+    lines = [b'{"id": %d, "continuous_actions": [0.5, 0.25], %s}' % (k, route) for k, (route, _) in enumerate(answers)]
+    r = scripted(built, "routes", FAKE_INFO, lines)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     got = r.stdout.split("\n")[:-1]
     assert got[:-1] == [want for _, want in answers[:-1]]
