@@ -24,7 +24,7 @@ from ..core.errors import UsageError
 from ..core.files import Interrupted, handlers_kept
 from ..core.observations import AgentMemories
 from ..services.batcher import ServeOptions
-from ..services.dataplane import DataPlane, Model, rest_error, rest_infer, rest_routes
+from ..services.dataplane import DataPlane, Model, RestCodec, rest_error, rest_routes
 from ..services.open_inference import Job, ModelView, Statistics
 from ..services.protocol import answer_texts, answer_waiting, json_codec
 from ..services.ray_support import (
@@ -51,8 +51,8 @@ from ..services.serve_common import (
     Front,
     Histogram,
     OneLineLog,
+    add_v2_unknown_route,
     tell_limited,
-    v2_route_errors,
 )
 
 if TYPE_CHECKING:  # (annotations only)
@@ -131,6 +131,7 @@ class PolicyReplica:
 
         self.limit, self.config_batch = limit, config_batch
         self.loads, self.dumps = json_codec()
+        self.codec = RestCodec((self.loads, self.dumps), limit, _no_sequences)  # (POST .../infer's)
         # `name`, `version`: a model of serve's model repository (run folders) at a checkpoint's step; its lines come
         # routed by the ingress (their "model" and "version" keys taken out here), its answers name both
         self.named = name is not None
@@ -201,16 +202,7 @@ class PolicyReplica:
 
     async def infer(self, name: str, version: Optional[str], body: bytes, header_length: Optional[str]) -> tuple:
         """POST .../infer (the model checked by the ingress too): (status, body, content type, header length, tally)."""
-        answer = await rest_infer(
-            self.serving[2],
-            name,
-            version,
-            body,
-            header_length,
-            (self.loads, self.dumps),
-            self.limit,
-            refuse=_no_sequences,
-        )
+        answer = await self.serving[2].infer(name, version, self.codec, (body, header_length, ""))
         self.seq += 1
         return (*answer, self.tally())
 
@@ -614,11 +606,9 @@ class Ingress:
             logger = logging.getLogger(name)
             if not any(isinstance(f, OneLineLog) for f in logger.filters):
                 logger.addFilter(OneLineLog())
-        app = web.Application(
-            client_max_size=self.body_bytes,
-            middlewares=[_one_line_failures(web, self), v2_route_errors(web, self.dumps)],
-        )
+        app = web.Application(client_max_size=self.body_bytes, middlewares=[_one_line_failures(web, self)])
         app.add_routes(self.routes(web))
+        add_v2_unknown_route(app, web, self.dumps)  # (last: any other /v2 path, 404 or 405 in JSON)
         runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
         await runner.setup()
         try:

@@ -24,7 +24,6 @@ __all__ = [
     "grpc_error",
     "RestCodec",
     "GrpcCodec",
-    "rest_infer",
     "control_parameters",
     "named_version",
     "rest_routes",
@@ -200,26 +199,6 @@ class RestCodec:
         return status, text, "application/json", None
 
 
-def rest_infer(
-    plane: DataPlane,
-    name: str,
-    version: Optional[str],
-    body: Optional[bytes],
-    header_length: Optional[str],
-    codec,
-    limit: int = 0,
-    owner="",
-    refuse: Optional[Callable] = None,
-):
-    """POST /v2/models/{name}[/versions/{version}]/infer, awaited: (status, body, content type, header length or
-    None), a refusal included (rest_error). `codec`: a RestCodec, or (loads, dumps) with `limit` and `refuse` (one
-    made for this call); `body`: None where longer than the limit; `owner`: its client (open_inference.owner_of; or a
-    callable that says it, asked only for a sequence's request)."""
-    if type(codec) is tuple:
-        codec = RestCodec(codec, limit, refuse)
-    return plane.infer(name, version, codec, (body, header_length, owner))
-
-
 class GrpcCodec:
     """ModelInfer's codec (made once per front): a call is (ModelInferRequest, owner); its answer the
     ModelInferResponse's wire bytes (open_inference.grpc_answer), or (status code, text) where it is refused
@@ -267,9 +246,9 @@ def named_version(parameters: dict) -> Optional[str]:
 
 
 def rest_routes(web, plane: DataPlane, dumps, infer: Callable, read: Optional[Callable] = None, loads=None) -> list:
-    """The V2 REST routes over `plane` (aiohttp's `web` handed in); `infer`: the front's handler of POST .../infer (it
-    reads the body within its own bounds, then rest_infer, or forwards it to a replica); `read` (the front's body
-    reader, as infer's) with `loads`: the repository API's routes too."""
+    """The V2 REST routes over `plane` (aiohttp's `web` handed in); `infer`: the front's handler of POST .../infer
+    (it reads the body within its own bounds, then DataPlane.infer with its RestCodec, or forwards it to a replica);
+    `read` (the front's body reader, as infer's) with `loads`: the repository API's routes too."""
 
     def answer(obj, status: int = 200):
         return web.Response(body=dumps(obj), status=status, content_type="application/json")

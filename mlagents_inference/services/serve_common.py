@@ -2,7 +2,7 @@
 listening transport: bind, refuse an exposed address without --allow-remote, start, stop accepting, clean up), the
 listening sockets, the server's bounds (memories, the grace after SIGTERM), the latency and batch histograms of
 /metrics, and one-line logging at most once a second (the loop's errors, aiohttp's refused requests, the V2 routes'
-404/405 answers). Torch-free; aiohttp is handed in by its callers (v2_route_errors' `web`)."""
+404/405 answers). Torch-free; aiohttp is handed in by its callers (add_v2_unknown_route's `web`)."""
 
 import contextlib
 import errno
@@ -36,7 +36,6 @@ __all__ = [
     "loop_error",
     "tell_limited",
     "OneLineLog",
-    "v2_route_errors",
     "add_v2_unknown_route",
     "Front",
 ]
@@ -190,9 +189,11 @@ class OneLineLog(logging.Filter):
 
 
 def add_v2_unknown_route(app, web, dumps) -> None:
-    """The same answers as v2_route_errors, from a route of every method added to `app` after all its others
-    (aiohttp tries it only for a path that no other route takes) rather than from a middleware, which every request
-    would go through (a coroutine and aiohttp's context manager around each handler): serve --http's."""
+    """An unknown route or method under /v2 (the repository, shared-memory, trace and log routes this server lacks)
+    answered as the V2 errors are, 404 or 405 with {"error": "..."} (Triton's clients read every V2 answer as JSON),
+    from a route of every method added to `app` after all its others (aiohttp tries it only for a path that no other
+    route takes) rather than from a middleware, which every request would go through (a coroutine and aiohttp's
+    context manager around each handler): serve --http's and the Ray ingress's."""
     resource = app.router.add_resource("/v2{tail:.*}")
 
     async def unknown(request):
@@ -212,28 +213,6 @@ def add_v2_unknown_route(app, web, dumps) -> None:
         )
 
     resource.add_route("*", unknown)
-
-
-def v2_route_errors(web, dumps):
-    """An unknown route or method under /v2 (the repository, shared-memory, trace and log routes this server lacks)
-    answered as the V2 errors are, 404 or 405 with {"error": "..."}: Triton's clients read every V2 answer as JSON.
-    (A middleware: the Ray ingress's, beside its own; serve --http's is add_v2_unknown_route.)"""
-
-    @web.middleware
-    async def middleware(request, handler):
-        try:
-            return await handler(request)
-        except (web.HTTPNotFound, web.HTTPMethodNotAllowed) as exc:
-            if request.path != "/v2" and not request.path.startswith("/v2/"):
-                raise
-            what = "unknown route" if exc.status == 404 else "method not allowed for"
-            text = f"{what} {request.method} {request.path[:80]}"
-            allow = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
-            return web.Response(
-                body=dumps({"error": text}), status=exc.status, headers=allow, content_type="application/json"
-            )
-
-    return middleware
 
 
 class Front:
