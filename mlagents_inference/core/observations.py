@@ -33,6 +33,7 @@ __all__ = [
     "random_masks",
     "parse_numbers",
     "is_float",
+    "MemoryBudget",
     "AgentMemories",
 ]
 
@@ -358,15 +359,11 @@ def is_float(text: str) -> bool:
         return False
 
 
-class AgentMemories(dict):
-    """LSTM memory per agent id (the stream's: the id's JSON text; serve's: its scope, the connection, before it;
-    get_action's: the agent id), least recently answered first.
-
-    Two bounds. Each scope (`keep`'s `scope`: a connection, the stream's one client) holds at most `scope_ids` ids
-    and `scope_bytes` bytes: past them its own least recently answered id's memory is dropped, and recorded as
-    dropped (`dropped`, at most `scope_ids` a scope), so that the id's next line is refused (`check`) rather than
-    silently started from zeros. The whole holds at most `max_ids` ids and `max_bytes` bytes: past them a new id is
-    refused (`keep` raises UsageError); no scope's memory is ever dropped for another's."""
+class MemoryBudget:
+    """The bounds that several AgentMemories share (serve: every model and every version of it, each with memories of
+    its own, against one budget): the whole's ids and bytes, and each scope's (a client's) ids and bytes in every
+    member together. AgentMemories keeps the counts; each member's keys carry a stamp from `stamps`, so that a scope's
+    least recently answered id is found across members (`oldest`). An AgentMemories made without one has its own."""
 
     def __init__(
         self,
@@ -375,13 +372,74 @@ class AgentMemories(dict):
         scope_ids: Optional[int] = None,
         scope_bytes: Optional[float] = None,
     ):
-        super().__init__()
-        self.max_ids, self.max_bytes, self.nbytes = max_ids, max_bytes, 0
+        self.max_ids, self.max_bytes = max_ids, max_bytes
         self.scope_ids = max_ids if scope_ids is None else scope_ids
         self.scope_bytes = max_bytes if scope_bytes is None else scope_bytes
-        self.scopes: dict = {}  # scope -> [its keys, least recently answered first (a dict of None), its bytes]
+        self.ids = self.nbytes = 0  # every member's together
+        self.scopes: dict = {}  # scope -> [its ids, its bytes], every member's together
+        self.members: dict = {}  # id(member) -> the AgentMemories counted here
+        self.stamps = itertools.count()  # (when each id was last answered, in every member)
+
+    def room_in(self, scope: str, cost: int) -> bool:
+        """Whether dropping this scope's own least recently answered ids (at its bound) makes room for a new one."""
+        total = self.scopes.get(scope)
+        return bool(total and total[0]) and (total[0] >= self.scope_ids or total[1] + cost > self.scope_bytes)
+
+    def oldest(self, scope: str) -> Optional[tuple]:
+        """(member, key): the scope's least recently answered id, whichever member holds it; None when none does."""
+        found, first = None, None
+        for member in self.members.values():
+            held = member.scopes.get(scope)
+            if held and held[0]:
+                key = next(iter(held[0]))
+                if found is None or held[0][key] < first:
+                    found, first = (member, key), held[0][key]
+        return found
+
+
+class AgentMemories(dict):
+    """LSTM memory per agent id (the stream's: the id's JSON text; serve's: its scope, the connection, before it;
+    get_action's: the agent id), least recently answered first.
+
+    Two bounds. Each scope (`keep`'s `scope`: a connection, the stream's one client) holds at most `scope_ids` ids
+    and `scope_bytes` bytes: past them its own least recently answered id's memory is dropped, and recorded as
+    dropped (`dropped`, at most `scope_ids` a scope), so that the id's next line is refused (`check`) rather than
+    silently started from zeros. The whole holds at most `max_ids` ids and `max_bytes` bytes: past them a new id is
+    refused (`keep` raises UsageError); no scope's memory is ever dropped for another's.
+
+    `budget` (a MemoryBudget; serve: one for every lane, a version of a model): the bounds count these memories and
+    every other member's together, each keeping its own keys (two members never share a memory). A scope's least
+    recently answered id is then dropped in whichever member holds it, and recorded as dropped there. `release`
+    gives the room back (a lane unloaded). Without one (the stream, get_action), the bounds are these memories'."""
+
+    def __init__(
+        self,
+        max_ids: int = 100_000,
+        max_bytes: float = 256 << 20,
+        scope_ids: Optional[int] = None,
+        scope_bytes: Optional[float] = None,
+        budget: Optional[MemoryBudget] = None,
+    ):
+        super().__init__()
+        self.join(budget if budget is not None else MemoryBudget(max_ids, max_bytes, scope_ids, scope_bytes))
+        self.nbytes = 0  # (these memories' own; the budget's `nbytes` counts every member's)
+        self.scopes: dict = {}  # scope -> [its keys, least recently answered first (key -> stamp), its bytes]
         self.dropped: dict = {}  # scope -> the keys dropped at its bound, oldest first (a dict of None)
         self.where: dict = {}  # key -> its scope
+
+    def join(self, budget: MemoryBudget) -> None:
+        self.budget = budget
+        self.max_ids, self.max_bytes = budget.max_ids, budget.max_bytes
+        self.scope_ids, self.scope_bytes = budget.scope_ids, budget.scope_bytes
+        budget.members[id(self)] = self
+
+    def release(self) -> None:
+        """These memories are done with (a lane unloaded): forgotten, their room given back to the budget, which no
+        longer counts them; anything kept after this counts in a budget of their own."""
+        self.clear()
+        budget = self.budget
+        budget.members.pop(id(self), None)
+        self.join(MemoryBudget(budget.max_ids, budget.max_bytes, budget.scope_ids, budget.scope_bytes))
 
     def bounds(self) -> dict:
         """The bounds, as the info answer reports them."""
@@ -408,45 +466,48 @@ class AgentMemories(dict):
 
     def keep(self, key, memory: np.ndarray, scope: str = "") -> None:
         cost = self.cost(key, memory)
-        known = key in self
-        if (
-            not known
-            and (len(self) >= self.max_ids or self.nbytes + cost > self.max_bytes)
-            and not self._room_in(scope, cost)
-        ):
+        budget = self.budget
+        if key in self:
+            self.forget(key)
+        elif (budget.ids >= self.max_ids or budget.nbytes + cost > self.max_bytes) and not budget.room_in(scope, cost):
             raise UsageError(
                 f"the server holds its most LSTM memories ({self.max_ids} ids / "
                 f"{_number(self.max_bytes)} bytes, every client together): no new id until a client "
                 f"closes its connection"
             )
-        self.forget(key)
-        held = self.scopes.setdefault(scope, [{}, 0])
-        while held[0] and (len(held[0]) >= self.scope_ids or held[1] + cost > self.scope_bytes):
-            old = next(iter(held[0]))
-            self.forget(old)
-            self._mark_dropped(scope, old)
-        if len(self) >= self.max_ids or self.nbytes + cost > self.max_bytes:  # (a known id grown past the whole's)
-            self._mark_dropped(scope, key)
+        total = budget.scopes.get(scope)
+        if total is None:
+            total = budget.scopes[scope] = [0, 0]
+        while total[0] and (total[0] >= self.scope_ids or total[1] + cost > self.scope_bytes):
+            found = budget.oldest(scope)
+            if found is None:  # (never: the counts and the keys agree)
+                break
+            owner, old = found
+            owner.forget(old)
+            owner.mark_dropped(scope, old)
+        if budget.ids >= self.max_ids or budget.nbytes + cost > self.max_bytes:  # (a known id grown past the whole's)
+            self.mark_dropped(scope, key)
             raise UsageError(
                 f"the server holds its most LSTM memories ({self.max_ids} ids / "
                 f"{_number(self.max_bytes)} bytes, every client together): this id's memory is dropped"
             )
-        held = self.scopes.setdefault(scope, [{}, 0])
+        held = self.scopes.get(scope)
+        if held is None:
+            held = self.scopes[scope] = [{}, 0]
         self[key] = memory
         self.where[key] = scope
-        held[0][key] = None
+        held[0][key] = next(budget.stamps)
         held[1] += cost
         self.nbytes += cost
+        total[0] += 1
+        total[1] += cost
+        budget.ids += 1
+        budget.nbytes += cost
         marks = self.dropped.get(scope)
         if marks and key in marks:
             del marks[key]
 
-    def _room_in(self, scope: str, cost: int) -> bool:
-        """Whether dropping this scope's own least recently answered ids (at its bound) makes room for a new one."""
-        held = self.scopes.get(scope)
-        return bool(held and held[0]) and (len(held[0]) >= self.scope_ids or held[1] + cost > self.scope_bytes)
-
-    def _mark_dropped(self, scope: str, key) -> None:
+    def mark_dropped(self, scope: str, key) -> None:
         marks = self.dropped.setdefault(scope, {})
         marks[key] = None
         while len(marks) > self.scope_ids:
@@ -468,22 +529,48 @@ class AgentMemories(dict):
             memory = self.pop(key)
             cost = self.cost(key, memory)
             self.nbytes -= cost
-            held = self.scopes.get(self.where.pop(key, ""))
+            scope = self.where.pop(key, "")
+            held = self.scopes.get(scope)
             if held is not None:
                 held[0].pop(key, None)
                 held[1] -= cost
+            budget = self.budget
+            budget.ids -= 1
+            budget.nbytes -= cost
+            total = budget.scopes.get(scope)
+            if total is not None:
+                total[0] -= 1
+                total[1] -= cost
 
     def forget_scope(self, scope: str) -> None:
         """A scope (a connection) is gone: its memories and its record of dropped ones."""
         held = self.scopes.pop(scope, None)
         self.dropped.pop(scope, None)
+        budget = self.budget
+        total = budget.scopes.get(scope)
         for key in held[0] if held else ():
             memory = self.pop(key, None)
             self.where.pop(key, None)
             if memory is not None:
-                self.nbytes -= self.cost(key, memory)
+                cost = self.cost(key, memory)
+                self.nbytes -= cost
+                budget.ids -= 1
+                budget.nbytes -= cost
+                if total is not None:
+                    total[0] -= 1
+                    total[1] -= cost
+        if total is not None and total[0] <= 0:
+            del budget.scopes[scope]
 
     def clear(self) -> None:
+        budget = self.budget
+        for scope, held in self.scopes.items():
+            total = budget.scopes.get(scope)
+            if total is not None:
+                total[0] -= len(held[0])
+                total[1] -= held[1]
+        budget.ids -= sum(len(held[0]) for held in self.scopes.values())
+        budget.nbytes -= self.nbytes
         super().clear()
         self.nbytes = 0
         self.scopes.clear()

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, NamedTuple, Optional, Protocol
 
-from ..core.observations import AgentMemories
+from ..core.observations import AgentMemories, MemoryBudget
 from .open_inference import Job, ModelView, claim_memories, shown_sequence
 from .protocol import answer_waiting, echoed_id, json_codec, ride_along
 from .serve_common import (
@@ -180,11 +180,17 @@ class Routed(NamedTuple):
 class Lane:
     """One version of one model the batcher answers: its policy, its own LSTM memories (two versions never share
     memories, nor two models), its V2 view (name, version, statistics), its counts (/metrics' model and version
-    labels). A lane unloaded is `gone`: a line already in its engine call is answered on it, no line after."""
+    labels). A lane unloaded is `gone`: a line already in its engine call is answered on it, no line after. The
+    memories' bounds are `budget`'s (the Batcher's: every lane's memories together, and each client's in every lane);
+    without one, the lane's own."""
 
-    def __init__(self, model: str, version: str, policy, limit: int, dumps: Callable):
+    def __init__(
+        self, model: str, version: str, policy, limit: int, dumps: Callable, budget: Optional[MemoryBudget] = None
+    ):
         self.model, self.version, self.policy = model, str(version), policy
-        self.memories = AgentMemories(MEMORY_IDS, MEMORY_BYTES, CONNECTION_MEMORY_IDS, CONNECTION_MEMORY_BYTES)
+        self.memories = AgentMemories(
+            MEMORY_IDS, MEMORY_BYTES, CONNECTION_MEMORY_IDS, CONNECTION_MEMORY_BYTES, budget=budget
+        )
         self.view = ModelView(policy, model, self.version)
         self.view.lane = self
         self.bounds = {**self.memories.bounds(), "max_line_bytes": limit}
@@ -205,12 +211,13 @@ class Lane:
         self.model_entry = None  # (its services.dataplane.Model, set by the server)
 
     def leave(self) -> None:
-        """Unloaded: its memories forgotten, the keys that held one remembered (orphans), so that their next line is
-        refused rather than continued on another version."""
+        """Unloaded: its memories forgotten and their room given back to the budget (a new id then fits), the keys
+        that held one remembered (orphans), so that their next line is refused rather than continued on another
+        version."""
         self.gone = True
         if self.policy.settings.memory_size:
             self.orphans = {scope: set(held[0]) for scope, held in self.memories.scopes.items() if held[0]}
-        self.memories.clear()
+        self.memories.release()
 
     def orphaned(self, key, scope: str) -> bool:
         return key in self.orphans.get(scope, ())
@@ -255,6 +262,8 @@ class Batcher:
         self.serving: dict = {}  # model -> the Lane that answers a line naming no version
         self.only: Optional[Lane] = None  # the one lane, where one model of one version is served
         self.gone_lanes: dict = {}  # model -> its last GONE_KEPT lanes unloaded whose agents' memories are remembered
+        self.memory_budget = MemoryBudget(MEMORY_IDS, MEMORY_BYTES, CONNECTION_MEMORY_IDS, CONNECTION_MEMORY_BYTES)
+        # (the LSTM memories' bounds: every lane's together, each client's in every lane; the lanes keep their own)
         if models is None:  # one policy, as before: version "1"
             models = {str(policy.info["behavior"]): ([("1", policy)], "1")}
         for model, (versions, serving) in models.items():
@@ -276,7 +285,7 @@ class Batcher:
             lanes[version] = (
                 lane
                 if lane is not None and lane.policy is policy
-                else Lane(model, version, policy, self.limit, self.dumps)
+                else Lane(model, version, policy, self.limit, self.dumps, self.memory_budget)
             )
         gone = self.gone_lanes.setdefault(model, [])
         for version, lane in old.items():
@@ -663,7 +672,8 @@ class Batcher:
     def stick(self, name: str, lane: Lane, key, scope: str, started: bool, payload, raw, who: str) -> Routed:
         """An agent (or V2 sequence) of an LSTM model keeps the version its memory started on: the loaded lane that
         holds its memory, unless it starts again (`started`: a reset, a sequence start, its own memory); one whose
-        version was unloaded is refused, never moved to another version."""
+        version was unloaded is refused, never moved to another version. One whose memory a loaded lane dropped at
+        its client's bound (the bound counts every lane) goes to that lane, which refuses it in its words."""
         if started:
             for gone in self.gone_lanes.get(name, ()):
                 gone.adopt(key, scope)
@@ -671,7 +681,7 @@ class Batcher:
         if key in lane.memories:
             return Routed(lane, payload, raw)
         for other in self.lanes.get(name, {}).values():
-            if other is not lane and key in other.memories:
+            if other is not lane and (key in other.memories or key in other.memories.dropped.get(scope, ())):
                 if other.policy.settings.memory_size != lane.policy.settings.memory_size and type(payload) is Job:
                     break  # (its request was read for the serving version's memory size: refused below)
                 if type(payload) is Job:

@@ -331,9 +331,10 @@ def answer_waiting(
     # A plain line's observations are checked with the others' when the call runs, unless keeping this group's
     # memories could drop an id (AgentMemories' bounds): then as each line comes, so that a memory is read when
     # it was read line by line.
+    budget = memories.budget  # (the bounds count every memories sharing it: serve's lanes)
     exact = bool(s.memory_size) and (
-        len(memories) + len(lines) >= memories.max_ids
-        or memories.nbytes
+        budget.ids + len(lines) >= memories.max_ids
+        or budget.nbytes
         + 256 * len(lines)
         + (6 + 4 * s.memory_size) * sum(map(len, filter(None, lines)))
         + sum(map(len, scopes or ()))
@@ -389,11 +390,12 @@ def answer_waiting(
 
 
 def _near_scope_bound(memories: AgentMemories, lines: list) -> bool:
-    """Whether keeping this group's memories could drop an id at its client's bound."""
-    most = max((len(held[0]) for held in memories.scopes.values()), default=0)
+    """Whether keeping this group's memories could drop an id at its client's bound (its ids in every memories
+    sharing the budget)."""
+    totals = memories.budget.scopes.values()
     return (
-        most + len(lines) >= memories.scope_ids
-        or max((held[1] for held in memories.scopes.values()), default=0) + 512 * len(lines) > memories.scope_bytes
+        max((total[0] for total in totals), default=0) + len(lines) >= memories.scope_ids
+        or max((total[1] for total in totals), default=0) + 512 * len(lines) > memories.scope_bytes
     )
 
 

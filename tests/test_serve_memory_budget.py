@@ -1,0 +1,130 @@
+"""serve's LSTM memory bounds are the server's, whatever number of model versions it holds (issue 44): one client's ids
+in every version together are bounded by one client bound, and the whole bound counts every version's memories; an
+unloaded version gives its room back; each version keeps memories of its own. Served here: examples/lstm's run folder
+with --versions 2 (Memory 50000 and 100000 both loaded), small bounds patched in; the servers run in this process
+(fronts.serve.serving) on 127.0.0.1 port 0; every loop is bounded. The true answers are each checkpoint loaded on its
+own (inference.load(<checkpoint>).act()), a reference this code does not compute."""
+
+import contextlib
+
+import numpy as np
+import pytest
+from conftest import EXAMPLES, copy_run, dial, exchange
+
+import inference as I
+from mlagents_inference.fronts.serve import serving
+from mlagents_inference.services import batcher
+from mlagents_inference.services.batcher import ServeOptions
+from mlagents_inference.services.repository import Repository
+
+OLD, NEW = "50000", "100000"
+TOL = 1e-5
+STEPS = np.random.RandomState(44).uniform(-1, 1, (16, 3, 10)).astype(np.float32)  # (agent, step, obs)
+DROPPED = "its memory was dropped at this client's bound of {} ids"
+WHOLE = "the server holds its most LSTM memories ({} ids"
+
+
+@pytest.fixture(scope="module")
+def checkpoints() -> dict:
+    return {v: I.load(EXAMPLES / "lstm" / "Memory" / f"Memory-{v}.pt") for v in (OLD, NEW)}
+
+
+@contextlib.contextmanager
+def two_versions(tmp_path, monkeypatch, client_ids: int, whole_ids: int):
+    """A server of examples/lstm's Memory with both checkpoints loaded (--versions 2; 100000 serving), each client
+    bounded to `client_ids` memories and the server to `whole_ids`: (its addresses, its repository)."""
+    monkeypatch.setattr(batcher, "CONNECTION_MEMORY_IDS", client_ids)
+    monkeypatch.setattr(batcher, "MEMORY_IDS", whole_ids)
+    repo = Repository([copy_run(EXAMPLES / "lstm", tmp_path)], versions=2)
+    repo.poll()
+    with serving(None, ServeOptions(), repo, listen="127.0.0.1:0") as said:
+        yield said, repo
+
+
+def line(agent: int, t: int, version=None, **extra) -> dict:
+    named = {"version": version} if version is not None else {}
+    return {"id": agent, "model": "Memory", "obs": STEPS[agent, t].tolist(), **named, **extra}
+
+
+def rollout(policy, agent: int, steps: int) -> list:
+    """One agent's true answers (its memory carried from step to step, from zeros)."""
+    memory, out = None, []
+    for t in range(steps):
+        got = policy.act(STEPS[agent, t][None], memory=memory)
+        memory = got["memory"]
+        out.append((got["discrete_actions"][0].tolist(), memory[0]))
+    return out
+
+
+def assert_true_step(answer: dict, version: str, want: tuple) -> None:
+    assert "error" not in answer and answer["version"] == version, answer
+    assert answer["discrete_actions"] == want[0], answer
+    assert np.abs(np.asarray(answer["memory"]) - want[1]).max() <= TOL
+
+
+def test_one_clients_ids_on_two_versions_are_bounded_by_one_client_bound(tmp_path, monkeypatch, checkpoints):
+    """A client's bound of 10 ids: agents 0-5 on 50000 and 6-9 on 100000 fill it; agent 12 on each version (two
+    agents, each on its own version's memories) drops the client's two least recently answered, agents 0 and 1 on
+    50000 (each version had a bound of its own: none was dropped). Their next lines are refused in the one line of a
+    client's bound, agent 1's naming no version too (not started again from zeros on 100000, the version serving);
+    the others go on, each equal to its own checkpoint's rollout."""
+    with two_versions(tmp_path, monkeypatch, client_ids=10, whole_ids=1000) as (said, _), dial(said["listen"]) as sock:
+        first = exchange(sock, [line(a, 0, OLD if a < 6 else NEW) for a in range(10)])
+        both = [exchange(sock, [line(12, t, OLD)])[0] for t in range(2)]
+        both += [exchange(sock, [line(12, t, NEW)])[0] for t in range(2)]
+        dropped = exchange(sock, [line(0, 1, OLD), line(1, 1)])
+        kept = exchange(sock, [line(a, 1, OLD if a < 6 else NEW) for a in (2, 5, 6, 9)])
+        again = exchange(sock, [line(0, 0, OLD, reset=True)])[0]
+    for a, answer in enumerate(first):
+        version = OLD if a < 6 else NEW
+        assert_true_step(answer, version, rollout(checkpoints[version], a, 1)[0])
+    for t, answer in enumerate(both):
+        version = OLD if t < 2 else NEW
+        assert_true_step(answer, version, rollout(checkpoints[version], 12, 2)[t % 2])
+    for agent, answer in zip((0, 1), dropped):
+        assert set(answer) == {"id", "error", "model", "version"} and answer["version"] == OLD, answer
+        assert answer["error"].startswith(f"id {agent}: " + DROPPED.format(10)), answer
+        assert answer["error"].endswith('send "reset": true to start it from zeros, or its "memory"'), answer
+    for agent, answer in zip((2, 5, 6, 9), kept):
+        version = OLD if agent < 6 else NEW
+        assert_true_step(answer, version, rollout(checkpoints[version], agent, 2)[1])
+    assert_true_step(again, OLD, rollout(checkpoints[OLD], 0, 1)[0])
+
+
+def test_the_servers_whole_bound_counts_every_versions_memories(tmp_path, monkeypatch, checkpoints):
+    """A whole bound of 10 ids: client A holds 6 on 50000; client B's new ids on 100000 fit until the two versions
+    hold 10 together, the rest refused (each version had a bound of its own: 12 fitted). A's memories are kept."""
+    with (
+        two_versions(tmp_path, monkeypatch, client_ids=100, whole_ids=10) as (said, _),
+        dial(said["listen"]) as a,
+        dial(said["listen"]) as b,
+    ):
+        exchange(a, [line(k, 0, OLD) for k in range(6)])
+        flood = exchange(b, [line(k, 0, NEW) for k in range(6)])
+        mine = exchange(a, [line(k, 1, OLD) for k in range(6)])
+    assert [answer["id"] for answer in flood if "error" in answer] == [4, 5]
+    assert all(WHOLE.format(10) in answer["error"] for answer in flood[4:]), flood[4:]
+    for k, answer in enumerate(flood[:4]):
+        assert_true_step(answer, NEW, rollout(checkpoints[NEW], k, 1)[0])
+    for k, answer in enumerate(mine):
+        assert_true_step(answer, OLD, rollout(checkpoints[OLD], k, 2)[1])
+
+
+def test_an_unloaded_versions_memories_are_given_back(tmp_path, monkeypatch, checkpoints):
+    """The two versions hold the whole bound of 10 ids together: a new id is refused; once 50000 is unloaded its 8
+    memories are given back, and new ids fit again (its agents are refused once, as ever, never moved)."""
+    with (
+        two_versions(tmp_path, monkeypatch, client_ids=100, whole_ids=10) as (said, repo),
+        dial(said["listen"]) as a,
+        dial(said["listen"]) as b,
+    ):
+        exchange(a, [line(k, 0, OLD) for k in range(8)])
+        exchange(b, [line(k, 0, NEW) for k in range(2)])
+        full = exchange(b, [line(2, 0, NEW)])[0]
+        repo.unload("Memory", int(OLD))
+        fits = exchange(b, [line(k, 0, NEW) for k in range(2, 10)])
+        gone = exchange(a, [line(0, 1)])[0]
+    assert WHOLE.format(10) in full["error"], full
+    for k, answer in zip(range(2, 10), fits):
+        assert_true_step(answer, NEW, rollout(checkpoints[NEW], k, 1)[0])
+    assert "its version 50000 of Memory was unloaded" in gone["error"], gone
