@@ -465,9 +465,17 @@ class AgentMemories(dict):
             )
 
     def keep(self, key, memory: np.ndarray, scope: str = "") -> None:
+        kept = self.get(key)
+        if kept is not None and kept.nbytes == memory.nbytes and self.where[key] == scope:
+            del self[key]  # (an id answered again, its size the same: the counts stay, it goes last in line)
+            self[key] = memory
+            keys = self.scopes[scope][0]
+            del keys[key]
+            keys[key] = next(self.budget.stamps)
+            return
         cost = self.cost(key, memory)
         budget = self.budget
-        if key in self:
+        if kept is not None:
             self.forget(key)
         elif (budget.ids >= self.max_ids or budget.nbytes + cost > self.max_bytes) and not budget.room_in(scope, cost):
             raise UsageError(
