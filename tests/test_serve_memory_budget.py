@@ -6,6 +6,8 @@ with --versions 2 (Memory 50000 and 100000 both loaded), small bounds patched in
 own (inference.load(<checkpoint>).act()), a reference this code does not compute."""
 
 import contextlib
+import http.client
+import json
 
 import numpy as np
 import pytest
@@ -128,3 +130,41 @@ def test_an_unloaded_versions_memories_are_given_back(tmp_path, monkeypatch, che
     for k, answer in zip(range(2, 10), fits):
         assert_true_step(answer, NEW, rollout(checkpoints[NEW], k, 1)[0])
     assert "its version 50000 of Memory was unloaded" in gone["error"], gone
+
+
+def test_a_v2_clients_sequences_on_two_versions_are_bounded_by_one_client_bound(tmp_path, monkeypatch, checkpoints):
+    """V2 REST, one client (a host) with a bound of 4 sequences: 1 and 2 started on 50000, 3 and 4 on 100000 (each
+    named by /versions/{v}); sequence 5 on 100000 drops the least recently answered, 1 on 50000 (each version had a
+    bound of its own: none was dropped), whose next request is refused in V2's words; 2 goes on, equal to 50000's
+    rollout."""
+    pytest.importorskip("aiohttp")
+
+    def infer(where: str, version: str, sequence: int, t: int, start: bool = False) -> tuple:
+        body = {
+            "parameters": {"sequence_id": sequence, "sequence_start": start},
+            "inputs": [{"name": "obs_0", "datatype": "FP32", "shape": [1, 10], "data": STEPS[sequence, t].tolist()}],
+        }
+        host, port = where.rsplit(":", 1)
+        conn = http.client.HTTPConnection(host, int(port), timeout=60)
+        try:
+            conn.request("POST", f"/v2/models/Memory/versions/{version}/infer", body=json.dumps(body).encode())
+            answer = conn.getresponse()
+            return answer.status, json.loads(answer.read())
+        finally:
+            conn.close()
+
+    monkeypatch.setattr(batcher, "CONNECTION_MEMORY_IDS", 4)
+    repo = Repository([copy_run(EXAMPLES / "lstm", tmp_path)], versions=2)
+    repo.poll()
+    with serving(None, ServeOptions(), repo, http="127.0.0.1:0") as said:
+        where = said["http"]
+        started = [infer(where, OLD if s < 3 else NEW, s, 0, start=True) for s in (1, 2, 3, 4, 5)]
+        dropped = infer(where, OLD, 1, 1)
+        kept = infer(where, OLD, 2, 1)
+    assert [status for status, _ in started] == [200] * 5, started
+    assert dropped[0] == 400, dropped
+    assert dropped[1]["error"].startswith("sequence 1: its memory was dropped at this client's bound of 4 sequences")
+    status, answer = kept
+    out = next(o for o in answer["outputs"] if o["name"] == "recurrent_out")
+    assert status == 200 and answer["model_version"] == OLD
+    assert np.abs(np.asarray(out["data"]) - rollout(checkpoints[OLD], 2, 2)[1][1]).max() <= TOL
