@@ -168,3 +168,37 @@ def test_a_v2_clients_sequences_on_two_versions_are_bounded_by_one_client_bound(
     out = next(o for o in answer["outputs"] if o["name"] == "recurrent_out")
     assert status == 200 and answer["model_version"] == OLD
     assert np.abs(np.asarray(out["data"]) - rollout(checkpoints[OLD], 2, 2)[1][1]).max() <= TOL
+
+
+def test_memories_sharing_a_budget_never_pass_its_bounds_and_give_all_their_room_back():
+    """Three memories (three lanes) share one budget of 12 ids, 5 a scope; 2,000 random keeps, forgets and re-keeps
+    over 4 scopes: at every step the ids held in all three together stay within the whole bound and each scope's
+    within its own, and the budget's counts equal what the three hold. Once one is released and the scopes forgotten,
+    the budget holds nothing (no room lost)."""
+    from mlagents_inference.core.errors import UsageError
+    from mlagents_inference.core.observations import AgentMemories, MemoryBudget
+
+    budget = MemoryBudget(max_ids=12, max_bytes=1 << 30, scope_ids=5, scope_bytes=1 << 30)
+    lanes = [AgentMemories(budget=budget) for _ in range(3)]
+    rng = np.random.RandomState(7)
+    for _ in range(2000):
+        lane, scope = lanes[rng.randint(3)], f"{rng.randint(4)}:"
+        key = scope + str(rng.randint(6))
+        if rng.rand() < 0.15:
+            lane.forget(key)
+        else:
+            with contextlib.suppress(UsageError):
+                lane.keep(key, np.zeros((1, 2 + 2 * rng.randint(2)), np.float32), scope)
+        held = [k for m in lanes for k in m]
+        assert len(held) <= 12 and budget.ids == len(held)
+        for s in range(4):
+            assert sum(k.startswith(f"{s}:") for k in held) <= 5
+        assert budget.nbytes == sum(m.nbytes for m in lanes) and all(k in m.where for m in lanes for k in m)
+    lanes[0].release()
+    assert budget.ids == sum(map(len, lanes[1:])) and lanes[0] == {}
+    lanes[0].keep("0:x", np.zeros((1, 2), np.float32), "0:")  # (counted in a budget of its own now)
+    assert budget.ids == sum(map(len, lanes[1:]))
+    for s in range(4):
+        for m in lanes[1:]:
+            m.forget_scope(f"{s}:")
+    assert (budget.ids, budget.nbytes, budget.scopes) == (0, 0, {})
