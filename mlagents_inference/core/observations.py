@@ -362,8 +362,9 @@ def is_float(text: str) -> bool:
 class MemoryBudget:
     """The bounds that several AgentMemories share (serve: every model and every version of it, each with memories of
     its own, against one budget): the whole's ids and bytes, and each scope's (a client's) ids and bytes in every
-    member together. AgentMemories keeps the counts; each member's keys carry a stamp from `stamps`, so that a scope's
-    least recently answered id is found across members (`oldest`). An AgentMemories made without one has its own."""
+    member together. AgentMemories keeps the counts; each member's keys carry the stamp of their last answer (`stamp`,
+    counted up), so that a scope's least recently answered id is found across members (`oldest`). An AgentMemories
+    made without one has its own."""
 
     def __init__(
         self,
@@ -378,7 +379,7 @@ class MemoryBudget:
         self.ids = self.nbytes = 0  # every member's together
         self.scopes: dict = {}  # scope -> [its ids, its bytes], every member's together
         self.members: dict = {}  # id(member) -> the AgentMemories counted here
-        self.stamps = itertools.count()  # (when each id was last answered, in every member)
+        self.stamp = 0  # (the last answer's: each member's keys carry the stamp of their last answer)
 
     def room_in(self, scope: str, cost: int) -> bool:
         """Whether dropping this scope's own least recently answered ids (at its bound) makes room for a new one."""
@@ -471,7 +472,9 @@ class AgentMemories(dict):
             self[key] = memory
             keys = self.scopes[scope][0]
             del keys[key]
-            keys[key] = next(self.budget.stamps)
+            budget = self.budget
+            budget.stamp += 1
+            keys[key] = budget.stamp
             return
         cost = self.cost(key, memory)
         budget = self.budget
@@ -504,7 +507,8 @@ class AgentMemories(dict):
             held = self.scopes[scope] = [{}, 0]
         self[key] = memory
         self.where[key] = scope
-        held[0][key] = next(budget.stamps)
+        budget.stamp += 1
+        held[0][key] = budget.stamp
         held[1] += cost
         self.nbytes += cost
         total[0] += 1
