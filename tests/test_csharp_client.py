@@ -668,11 +668,12 @@ def test_floats_are_written_shortest_and_read_back_exactly_in_any_culture(built,
     ]
 
 
-def test_observations_go_out_with_nine_significant_digits_and_read_back_bit_for_bit(built, tmp_path):
-    """ActMany writes each observation float32 with 9 significant digits, not the shortest text (integers below 1e9
-    whole): as serve reads a line (a JSON number as a double, then float32), every float32 comes back bit for bit, and
-    each text lies within 5.1e-9 relative of its float (half a unit of the 9th digit, and the double scaling's
-    2.3e-7 units: docs/performance.md); 8 digits would miss by up to 5e-8, the shortest text by half an ulp."""
+def test_observations_go_out_as_nine_digits_and_a_power_of_ten_and_read_back_bit_for_bit(built, tmp_path):
+    """ActMany writes each observation float32 as 9 significant digits and a power of ten ("123456789e-9", no decimal
+    point; integers below 1e9 whole), not the shortest text: as serve reads a line (a JSON number as a double, then
+    float32), every float32 comes back bit for bit, and each text lies within 5.1e-9 relative of its float (half a
+    unit of the 9th digit, and the double scaling's 2.3e-7 units: docs/performance.md); 8 digits would miss by up to
+    5e-8, the shortest text by half an ulp."""
     rng = np.random.RandomState(43)
     parts = [
         rng.randint(-(2**31), 2**31, 120_000, dtype=np.int64),  # any pattern...
@@ -742,6 +743,9 @@ def test_observations_go_out_with_nine_significant_digits_and_read_back_bit_for_
     assert len(lines) * size == len(values)
     texts = [t for line in lines for t in re.fullmatch(rb'\{"id":\d+,"obs":\[(.*)\]\}\n', line).group(1).split(b",")]
     assert all(re.fullmatch(rb"-?(0|[1-9][0-9]*)(\.[0-9]+)?(e-?[0-9]+)?", t) for t in texts)  # JSON, no decimal comma
+    whole = (values == np.trunc(values)) & (np.abs(values) < 1e9)  # integers below 1e9: whole
+    assert all(re.fullmatch(rb"-?[1-9][0-9]{8}e-?[0-9]{1,2}", t) for t, w in zip(texts, whole.tolist()) if not w)
+    assert all(re.fullmatch(rb"-?(0|[1-9][0-9]*)(\.0)?", t) for t, w in zip(texts, whole.tolist()) if w)
     back = np.array([v for line in lines for v in json.loads(line)["obs"]], np.float64).astype(np.float32)
     wrong = np.flatnonzero(back.view(np.int32) != values.view(np.int32))
     assert not len(wrong), [(texts[i], float(values[i])) for i in wrong[:10]]
@@ -759,14 +763,14 @@ def test_observations_go_out_with_nine_significant_digits_and_read_back_bit_for_
         for b in np.array([0.1, -0.0, 0.0, 1e-45, 3.4028235e38, 1e-7, 16777218, 1e9], np.float32).view(np.int32)
     ]
     assert shown == [
-        b"0.100000001",
+        b"100000001e-9",
         b"-0.0",
         b"0",
-        b"1.40129846e-45",
-        b"3.40282347e38",
-        b"1.00000001e-7",
+        b"140129846e-53",
+        b"340282347e30",
+        b"100000001e-15",
         b"16777218",
-        b"1000000000",
+        b"100000000e1",
     ]
 
 
