@@ -827,9 +827,24 @@ def test_each_answers_model_and_version_are_read_as_their_text_says_and_a_wrong_
         (b'"version": "3\\u0031"', '"Fake" "31" "31"'),  # (no model: the connection's; an escaped version)
         (b'"model": "Fake"', '"Fake" null "31"'),  # (no version: none on the answer)
         (b'"model": "Fake", "version": "3"', '"Fake" "3" "3"'),
+        # serve's compact form, whose keys the client expects in the previous answer's order: that order, another,
+        # a key that extends the expected one, white space before a colon
+        (b'"model":"Fake","version":"3"', '"Fake" "3" "3"'),
+        (b'"model":"Fake","version":"3"', '"Fake" "3" "3"'),
+        (b'"version":"4","model":"Fake"', '"Fake" "4" "4"'),
+        (b'"versions":"5","model":"Fake"', '"Fake" null "4"'),
+        (b'"model" :"Fake","version":"3"', '"Fake" "3" "3"'),
         (b'"model": "Fakes", "version": "3"', "BadAnswer: bad answer from 127.0.0.1:"),
     ]
-    lines = [b'{"id": %d, "continuous_actions": [0.5, 0.25], %s}' % (k, route) for k, (route, _) in enumerate(answers)]
+    lines = [
+        (
+            b'{"id":%d,"continuous_actions":[0.5,0.25],%s}'
+            if b'":"' in route
+            else b'{"id": %d, "continuous_actions": [0.5, 0.25], %s}'
+        )
+        % (k, route)
+        for k, (route, _) in enumerate(answers)
+    ]
     r = scripted(built, "routes", FAKE_INFO, lines)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     got = r.stdout.split("\n")[:-1]

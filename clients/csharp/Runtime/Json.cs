@@ -103,13 +103,6 @@ namespace MLAgentsInference
             return power >= 0 ? value * Pow10[power] : value / Pow10[-power];
         }
 
-        /// <summary>value * 10^power (|power| &lt; 90) within 3e-16 relative: a product, not a division, either way (the
-        /// reader's, whose margin is 1e-11).</summary>
-        internal static double Scale(double value, int power)
-        {
-            return power >= 0 ? value * Pow10[power] : value * Pow10Negative[-power];
-        }
-
         private static double Pow2(int power) // exact, for -1022 <= power <= 1023
         {
             return BitConverter.Int64BitsToDouble((long)(power + 1023) << 52);
@@ -489,10 +482,29 @@ namespace MLAgentsInference
         }
 
         /// <summary>NextKey for the keys a caller knows: the index of the key in <paramref name="known"/> (ASCII keys), -1 for
-        /// another key (then in <paramref name="other"/>), -2 at the end of the object. No allocation for a known key.</summary>
-        internal int NextKnownKey(byte[][] known, out string other)
+        /// another key (then in <paramref name="other"/>), -2 at the end of the object. No allocation for a known key.
+        /// known[<paramref name="expected"/>] (-1: none) is tried first, written compactly (<c>,"key":</c>, no white
+        /// space): serve writes its answers' keys in one order, so a caller that passes the key read at the same place
+        /// in the previous object reads each key in one comparison. Anything else takes the general path.</summary>
+        internal int NextKnownKey(byte[][] known, int expected, out string other)
         {
             other = null;
+            if (expected >= 0)
+            {
+                byte[] key = known[expected], b = _b;
+                int n = key.Length, p = _first ? _p : _p + 1;
+                if (p + n + 3 <= _end && (_first || b[_p] == ',') && b[p] == '"' && b[p + n + 1] == '"' && b[p + n + 2] == ':')
+                {
+                    int i = 0;
+                    while (i < n && b[p + 1 + i] == key[i]) i++;
+                    if (i == n)
+                    {
+                        _first = false;
+                        _p = p + n + 3;
+                        return expected;
+                    }
+                }
+            }
             if (TryTake('}')) { _first = false; return -2; }
             if (_first) _first = false;
             else Expect(',');
@@ -706,7 +718,8 @@ namespace MLAgentsInference
             _p = i;
             double value;
             if (mantissa == 0) value = 0;
-            else if (e10 > -Numbers.Pow10.Length && e10 < Numbers.Pow10.Length) value = Numbers.Scale(mantissa, e10);
+            else if (e10 > -Numbers.Pow10.Length && e10 < Numbers.Pow10.Length) // (a product either way: within 3e-16)
+                value = e10 >= 0 ? mantissa * Numbers.Pow10[e10] : mantissa * Numbers.Pow10Negative[-e10];
             else value = ParseAbs(start, i);
             float result = (float)(negative ? -value : value);
             if (result > float.MaxValue || result < -float.MaxValue) throw Fail("number beyond float32");

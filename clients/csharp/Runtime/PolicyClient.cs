@@ -60,6 +60,9 @@ namespace MLAgentsInference
         private byte[] _modelText;
         private byte[] _versionText;
         private string _version;
+        // the keys of the previous answer, in order (AnswerKeys' indexes; -1: another): each is the guess for the key at
+        // the same place in the next answer, which serve writes in the same order
+        private readonly int[] _keyOrder = { -1, -1, -1, -1, -1, -1, -1, -1 };
 
         private PolicyClient(Socket socket, string address, int readTimeoutMs, string model, long? version)
         {
@@ -711,8 +714,10 @@ namespace MLAgentsInference
             r.BeginObject();
             string other;
             int key;
-            while ((key = r.NextKnownKey(AnswerKeys, out other)) != -2)
+            int place = 0;
+            while ((key = r.NextKnownKey(AnswerKeys, place < _keyOrder.Length ? _keyOrder[place] : -1, out other)) != -2)
             {
+                if (place < _keyOrder.Length) _keyOrder[place++] = key;
                 switch (key)
                 {
                     case 0: // "id"
