@@ -401,6 +401,19 @@ FAKE = {  # scenario: (the answer to the info line, the answer to the act line);
     "crlf": (None, b'{"id": 1, "continuous_actions": [0.5, 0.25], "actions": [0.5, 0.25]} \t\r\n'),
     "in_pieces": (None, b'{"id": 1, "continuous_actions": [0.5, 0.25], "actions": [0.5, 0.25], "version": "3"}\n'),
     "newline_inside": (None, b'{"id": 1,\n "continuous_actions": [0.5, 0.25]}\n'),
+    # "actions" as long as the continuous actions' text but not a copy: read as JSON, a bad byte refused wherever it is
+    "actions_other": (
+        None,
+        b'{"id": 1, "continuous_actions": [0.5, 0.25000000000001], "actions": [0.5, 0.25000000000002]}\n',
+    ),
+    "actions_bad_head": (
+        None,
+        b'{"id": 1, "continuous_actions": [0.5, 0.25000000000001], "actions": [0.x, 0.25000000000001]}\n',
+    ),
+    "actions_bad_tail": (
+        None,
+        b'{"id": 1, "continuous_actions": [0.5, 0.25000000000001], "actions": [0.5, 0.2500000000000x]}\n',
+    ),
     "info_error": (b'{"id": null, "error": "unknown key \\"info\\""}\n', None),
     "info_silent": (None, None),
     # sizes past C#'s int: each a PolicyException naming its field, never cut to its low bits
@@ -477,6 +490,9 @@ def test_bad_answers_closed_connections_timeouts_and_refusals_raise_one_line_pol
         "crlf": ("none", "", {}),
         "in_pieces": ("none", "", {}),
         "newline_inside": ("BadAnswer", "expected a key at byte 9", {}),
+        "actions_other": ("none", "", {}),
+        "actions_bad_head": ("BadAnswer", "a digit must follow the decimal point", {}),
+        "actions_bad_tail": ("BadAnswer", "expected ']'", {}),
         "info_error": ("BadAnswer", "is it python inference.py --mode serve?", {"at_connect": True}),
         "info_silent": ("Timeout", "within 300 ms", {"at_connect": True, "read_ms": 300, "within_s": 10}),
         "info_continuous_past_int": (

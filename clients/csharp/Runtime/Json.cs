@@ -896,16 +896,23 @@ namespace MLAgentsInference
 
         /// <summary>Skips the next value when its text is byte for byte the (already checked) text at [start, end) of the
         /// same line; false, and nothing read, otherwise.</summary>
-        internal bool TrySkipCopy(int start, int end)
+        internal bool TrySkipCopy(int start, int end, ref long[] words)
         {
             SkipSpace();
             int length = end - start, p = _p;
             if (length <= 0 || p + length > _end) return false;
             byte[] b = _b;
-            int shift = p - start, i = start;
-            for (; i + 8 <= end; i += 8) // (eight bytes at a time: a third less time than byte by byte under Mono 6.8)
-                if (BitConverter.ToInt64(b, i + shift) != BitConverter.ToInt64(b, i)) return false;
-            for (; i < end; i++)
+            // eight bytes at a time: both texts copied into longs (two native copies), then compared as longs (a
+            // BitConverter.ToInt64 call per eight bytes cost more under Mono 6.8)
+            int n = length >> 3;
+            if (words.Length < 2 * n) words = new long[2 * n];
+            Buffer.BlockCopy(b, start, words, 0, n << 3);
+            Buffer.BlockCopy(b, p, words, n << 3, n << 3);
+            long[] w = words;
+            for (int k = 0; k < n; k++)
+                if (w[k] != w[n + k]) return false;
+            int shift = p - start;
+            for (int i = start + (n << 3); i < end; i++)
                 if (b[i + shift] != b[i]) return false;
             _p = p + length;
             return true;

@@ -39,6 +39,7 @@ namespace MLAgentsInference
         private readonly HashSet<long> _resets = new HashSet<long>();
         private readonly HashSet<long> _known = new HashSet<long>();
         private float[] _scratch = new float[64];
+        private long[] _words = new long[128]; // (TrySkipCopy's)
         private readonly List<Socket> _readable = new List<Socket>(1);
         private readonly List<Socket> _writable = new List<Socket>(1);
         private readonly Random _random = new Random();
@@ -749,7 +750,7 @@ namespace MLAgentsInference
                     case 5: // "actions": the continuous actions again (a continuous-only policy), most often their very text
                         if (seenActions) throw r.Fail("duplicate key \"actions\"");
                         seenActions = true;
-                        if (!r.TrySkipCopy(continuousStart, continuousEnd)) r.SkipValue();
+                        if (!r.TrySkipCopy(continuousStart, continuousEnd, ref _words)) r.SkipValue();
                         break;
                     case 6: // "model": which model answered
                         if (model != null) throw r.Fail("duplicate key \"model\"");
