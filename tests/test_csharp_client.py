@@ -401,6 +401,19 @@ FAKE = {  # scenario: (the answer to the info line, the answer to the act line);
     "crlf": (None, b'{"id": 1, "continuous_actions": [0.5, 0.25], "actions": [0.5, 0.25]} \t\r\n'),
     "in_pieces": (None, b'{"id": 1, "continuous_actions": [0.5, 0.25], "actions": [0.5, 0.25], "version": "3"}\n'),
     "newline_inside": (None, b'{"id": 1,\n "continuous_actions": [0.5, 0.25]}\n'),
+    # "actions" as long as the continuous actions' text but not a copy: read as JSON, a bad byte refused wherever it is
+    "actions_other": (
+        None,
+        b'{"id": 1, "continuous_actions": [0.5, 0.25000000000001], "actions": [0.5, 0.25000000000002]}\n',
+    ),
+    "actions_bad_head": (
+        None,
+        b'{"id": 1, "continuous_actions": [0.5, 0.25000000000001], "actions": [0.x, 0.25000000000001]}\n',
+    ),
+    "actions_bad_tail": (
+        None,
+        b'{"id": 1, "continuous_actions": [0.5, 0.25000000000001], "actions": [0.5, 0.2500000000000x]}\n',
+    ),
     "info_error": (b'{"id": null, "error": "unknown key \\"info\\""}\n', None),
     "info_silent": (None, None),
     # sizes past C#'s int: each a PolicyException naming its field, never cut to its low bits
@@ -477,6 +490,9 @@ def test_bad_answers_closed_connections_timeouts_and_refusals_raise_one_line_pol
         "crlf": ("none", "", {}),
         "in_pieces": ("none", "", {}),
         "newline_inside": ("BadAnswer", "expected a key at byte 9", {}),
+        "actions_other": ("none", "", {}),
+        "actions_bad_head": ("BadAnswer", "a digit must follow the decimal point", {}),
+        "actions_bad_tail": ("BadAnswer", "expected ']'", {}),
         "info_error": ("BadAnswer", "is it python inference.py --mode serve?", {"at_connect": True}),
         "info_silent": ("Timeout", "within 300 ms", {"at_connect": True, "read_ms": 300, "within_s": 10}),
         "info_continuous_past_int": (
@@ -668,11 +684,12 @@ def test_floats_are_written_shortest_and_read_back_exactly_in_any_culture(built,
     ]
 
 
-def test_observations_go_out_with_nine_significant_digits_and_read_back_bit_for_bit(built, tmp_path):
-    """ActMany writes each observation float32 with 9 significant digits, not the shortest text (integers below 1e9
-    whole): as serve reads a line (a JSON number as a double, then float32), every float32 comes back bit for bit, and
-    each text lies within 5.1e-9 relative of its float (half a unit of the 9th digit, and the double scaling's
-    2.3e-7 units: docs/performance.md); 8 digits would miss by up to 5e-8, the shortest text by half an ulp."""
+def test_observations_go_out_as_nine_digits_and_a_power_of_ten_and_read_back_bit_for_bit(built, tmp_path):
+    """ActMany writes each observation float32 as 9 significant digits and a power of ten ("123456789e-9", no decimal
+    point; integers below 1e9 whole), not the shortest text: as serve reads a line (a JSON number as a double, then
+    float32), every float32 comes back bit for bit, and each text lies within 5.1e-9 relative of its float (half a
+    unit of the 9th digit, and the double scaling's 2.3e-7 units: docs/performance.md); 8 digits would miss by up to
+    5e-8, the shortest text by half an ulp."""
     rng = np.random.RandomState(43)
     parts = [
         rng.randint(-(2**31), 2**31, 120_000, dtype=np.int64),  # any pattern...
@@ -742,6 +759,9 @@ def test_observations_go_out_with_nine_significant_digits_and_read_back_bit_for_
     assert len(lines) * size == len(values)
     texts = [t for line in lines for t in re.fullmatch(rb'\{"id":\d+,"obs":\[(.*)\]\}\n', line).group(1).split(b",")]
     assert all(re.fullmatch(rb"-?(0|[1-9][0-9]*)(\.[0-9]+)?(e-?[0-9]+)?", t) for t in texts)  # JSON, no decimal comma
+    whole = (values == np.trunc(values)) & (np.abs(values) < 1e9)  # integers below 1e9: whole
+    assert all(re.fullmatch(rb"-?[1-9][0-9]{8}e-?[0-9]{1,2}", t) for t, w in zip(texts, whole.tolist()) if not w)
+    assert all(re.fullmatch(rb"-?(0|[1-9][0-9]*)(\.0)?", t) for t, w in zip(texts, whole.tolist()) if w)
     back = np.array([v for line in lines for v in json.loads(line)["obs"]], np.float64).astype(np.float32)
     wrong = np.flatnonzero(back.view(np.int32) != values.view(np.int32))
     assert not len(wrong), [(texts[i], float(values[i])) for i in wrong[:10]]
@@ -759,14 +779,14 @@ def test_observations_go_out_with_nine_significant_digits_and_read_back_bit_for_
         for b in np.array([0.1, -0.0, 0.0, 1e-45, 3.4028235e38, 1e-7, 16777218, 1e9], np.float32).view(np.int32)
     ]
     assert shown == [
-        b"0.100000001",
+        b"100000001e-9",
         b"-0.0",
         b"0",
-        b"1.40129846e-45",
-        b"3.40282347e38",
-        b"1.00000001e-7",
+        b"140129846e-53",
+        b"340282347e30",
+        b"100000001e-15",
         b"16777218",
-        b"1000000000",
+        b"100000000e1",
     ]
 
 
@@ -823,9 +843,24 @@ def test_each_answers_model_and_version_are_read_as_their_text_says_and_a_wrong_
         (b'"version": "3\\u0031"', '"Fake" "31" "31"'),  # (no model: the connection's; an escaped version)
         (b'"model": "Fake"', '"Fake" null "31"'),  # (no version: none on the answer)
         (b'"model": "Fake", "version": "3"', '"Fake" "3" "3"'),
+        # serve's compact form, whose keys the client expects in the previous answer's order: that order, another,
+        # a key that extends the expected one, white space before a colon
+        (b'"model":"Fake","version":"3"', '"Fake" "3" "3"'),
+        (b'"model":"Fake","version":"3"', '"Fake" "3" "3"'),
+        (b'"version":"4","model":"Fake"', '"Fake" "4" "4"'),
+        (b'"versions":"5","model":"Fake"', '"Fake" null "4"'),
+        (b'"model" :"Fake","version":"3"', '"Fake" "3" "3"'),
         (b'"model": "Fakes", "version": "3"', "BadAnswer: bad answer from 127.0.0.1:"),
     ]
-    lines = [b'{"id": %d, "continuous_actions": [0.5, 0.25], %s}' % (k, route) for k, (route, _) in enumerate(answers)]
+    lines = [
+        (
+            b'{"id":%d,"continuous_actions":[0.5,0.25],%s}'
+            if b'":"' in route
+            else b'{"id": %d, "continuous_actions": [0.5, 0.25], %s}'
+        )
+        % (k, route)
+        for k, (route, _) in enumerate(answers)
+    ]
     r = scripted(built, "routes", FAKE_INFO, lines)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     got = r.stdout.split("\n")[:-1]

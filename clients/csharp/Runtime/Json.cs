@@ -103,13 +103,6 @@ namespace MLAgentsInference
             return power >= 0 ? value * Pow10[power] : value / Pow10[-power];
         }
 
-        /// <summary>value * 10^power (|power| &lt; 90) within 3e-16 relative: a product, not a division, either way (the
-        /// reader's, whose margin is 1e-11).</summary>
-        internal static double Scale(double value, int power)
-        {
-            return power >= 0 ? value * Pow10[power] : value * Pow10Negative[-power];
-        }
-
         private static double Pow2(int power) // exact, for -1022 <= power <= 1023
         {
             return BitConverter.Int64BitsToDouble((long)(power + 1023) << 52);
@@ -225,10 +218,10 @@ namespace MLAgentsInference
             return scales;
         }
 
-        /// <summary>Writes <paramref name="f"/> at buffer[pos] with 9 significant digits, trailing zeros dropped
-        /// (MaxFloatChars bytes of room needed); the new position, or -1 (and nothing written) for NaN and infinities.
-        /// Not the shortest text (<see cref="TryWriteFloat"/> searches for that), but exact all the same, also for a
-        /// reader that goes through a double first (as serve does: a JSON number, then float32):
+        /// <summary>Writes <paramref name="f"/> at buffer[pos] as 9 significant digits and a power of ten, "-123456789e-9"
+        /// for -0.123456789 (MaxFloatChars bytes of room needed); the new position, or -1 (and nothing written) for NaN
+        /// and infinities. Not the shortest text (<see cref="TryWriteFloat"/> searches for that), but exact all the same,
+        /// also for a reader that goes through a double first (as serve does: a JSON number, then float32):
         /// - the scaled value y = |f| * 10^(8-k), 1e8 &lt;= y &lt; 1e9, is one product by the double nearest 10^(8-k):
         ///   within 2.3e-16 relative of the exact product, 2.3e-7 units of the last digit at most;
         /// - its rounding d, a 9-digit integer, is within 0.5 + 2.3e-7 units of the exact product: within 5.1e-9
@@ -236,7 +229,9 @@ namespace MLAgentsInference
         /// - the nearest float32 rounding boundary lies half an ulp from f, at least 2^-25 = 2.98e-8 relative (below
         ///   a power of two, where the ulp halves, too; subnormals: more); a reader that rounds correctly, or reads the
         ///   nearest double (1.1e-16 relative off) and rounds that, lands on f.
-        /// Integers below 10^9 are written whole, exactly.</summary>
+        /// The digits are written as one integer with an exponent (trailing zeros kept), with no decimal point to place:
+        /// 18-19 ns a float against 21-25 for d.ddd / 0.0ddd, and serve's orjson reads these numbers about a tenth faster
+        /// (docs/performance.md). Integers below 10^9 are written whole, exactly.</summary>
         internal static int TryWriteFloat9(byte[] b, int p, float f)
         {
             FloatBits u = default(FloatBits);
@@ -267,43 +262,22 @@ namespace MLAgentsInference
             else if (y < 1e8) { k--; y = x * Scales[39 - k]; }
             int d = (int)(y + 0.5);
             if (d >= 1000000000) { d = 100000000; k++; } // (y rounded up to 10^9)
-            int point = k + 1; // digits before the decimal point
-            if (point > 0 && point < 9) // ddd.ddd: all nine digits written one place right, the first `point` moved back
+            // the nine digits as an integer, then the exponent: no decimal point to place (serve's JSON reader also
+            // takes this form faster than ddd.ddd)
+            p = WriteNine(b, p, d);
+            int e = k - 8;
+            b[p] = (byte)'e';
+            b[p + 1] = (byte)'-';
+            p += 1 + (int)((uint)e >> 31);
+            if (e < 0) e = -e;
+            if (e < 10)
             {
-                int end = WriteNine(b, p + 1, d);
-                for (int i = 0; i < point; i++) b[p + i] = b[p + i + 1];
-                b[p + point] = (byte)'.';
-                while (b[end - 1] == (byte)'0') end--;
-                return b[end - 1] == (byte)'.' ? end - 1 : end;
+                b[p] = (byte)('0' + e);
+                return p + 1;
             }
-            if (point <= 0 && point > -6) // 0.000ddd
-            {
-                b[p++] = (byte)'0';
-                b[p++] = (byte)'.';
-                for (int i = 0; i < -point; i++) b[p++] = (byte)'0';
-                int end = WriteNine(b, p, d);
-                while (b[end - 1] == (byte)'0') end--;
-                return end;
-            }
-            if (point >= 9 && point <= 15) // an integer: the nine digits, then zeros
-            {
-                p = WriteNine(b, p, d);
-                for (int i = 9; i < point; i++) b[p++] = (byte)'0';
-                return p;
-            }
-            {
-                int end = WriteNine(b, p + 1, d); // d.dddddddde-N
-                b[p] = b[p + 1];
-                b[p + 1] = (byte)'.';
-                while (b[end - 1] == (byte)'0') end--;
-                if (b[end - 1] == (byte)'.') end--;
-                b[end++] = (byte)'e';
-                int e = point - 1;
-                if (e < 0) { b[end++] = (byte)'-'; e = -e; }
-                if (e >= 10) b[end++] = (byte)('0' + e / 10);
-                b[end++] = (byte)('0' + e % 10);
-                return end;
-            }
+            b[p] = Pairs[2 * e];
+            b[p + 1] = Pairs[2 * e + 1];
+            return p + 2;
         }
 
         // 2^57 / 10^8, rounded up: d * Nine57 holds d / 10^8 above bit 57 and the rest of d as a binary fraction below
@@ -508,10 +482,29 @@ namespace MLAgentsInference
         }
 
         /// <summary>NextKey for the keys a caller knows: the index of the key in <paramref name="known"/> (ASCII keys), -1 for
-        /// another key (then in <paramref name="other"/>), -2 at the end of the object. No allocation for a known key.</summary>
-        internal int NextKnownKey(byte[][] known, out string other)
+        /// another key (then in <paramref name="other"/>), -2 at the end of the object. No allocation for a known key.
+        /// known[<paramref name="expected"/>] (-1: none) is tried first, written compactly (<c>,"key":</c>, no white
+        /// space): serve writes its answers' keys in one order, so a caller that passes the key read at the same place
+        /// in the previous object reads each key in one comparison. Anything else takes the general path.</summary>
+        internal int NextKnownKey(byte[][] known, int expected, out string other)
         {
             other = null;
+            if (expected >= 0)
+            {
+                byte[] key = known[expected], b = _b;
+                int n = key.Length, p = _first ? _p : _p + 1;
+                if (p + n + 3 <= _end && (_first || b[_p] == ',') && b[p] == '"' && b[p + n + 1] == '"' && b[p + n + 2] == ':')
+                {
+                    int i = 0;
+                    while (i < n && b[p + 1 + i] == key[i]) i++;
+                    if (i == n)
+                    {
+                        _first = false;
+                        _p = p + n + 3;
+                        return expected;
+                    }
+                }
+            }
             if (TryTake('}')) { _first = false; return -2; }
             if (_first) _first = false;
             else Expect(',');
@@ -725,7 +718,8 @@ namespace MLAgentsInference
             _p = i;
             double value;
             if (mantissa == 0) value = 0;
-            else if (e10 > -Numbers.Pow10.Length && e10 < Numbers.Pow10.Length) value = Numbers.Scale(mantissa, e10);
+            else if (e10 > -Numbers.Pow10.Length && e10 < Numbers.Pow10.Length) // (a product either way: within 3e-16)
+                value = e10 >= 0 ? mantissa * Numbers.Pow10[e10] : mantissa * Numbers.Pow10Negative[-e10];
             else value = ParseAbs(start, i);
             float result = (float)(negative ? -value : value);
             if (result > float.MaxValue || result < -float.MaxValue) throw Fail("number beyond float32");
@@ -902,16 +896,23 @@ namespace MLAgentsInference
 
         /// <summary>Skips the next value when its text is byte for byte the (already checked) text at [start, end) of the
         /// same line; false, and nothing read, otherwise.</summary>
-        internal bool TrySkipCopy(int start, int end)
+        internal bool TrySkipCopy(int start, int end, ref long[] words)
         {
             SkipSpace();
             int length = end - start, p = _p;
             if (length <= 0 || p + length > _end) return false;
             byte[] b = _b;
-            int shift = p - start, i = start;
-            for (; i + 8 <= end; i += 8) // (eight bytes at a time: a third less time than byte by byte under Mono 6.8)
-                if (BitConverter.ToInt64(b, i + shift) != BitConverter.ToInt64(b, i)) return false;
-            for (; i < end; i++)
+            // eight bytes at a time: both texts copied into longs (two native copies), then compared as longs (a
+            // BitConverter.ToInt64 call per eight bytes cost more under Mono 6.8)
+            int n = length >> 3;
+            if (words.Length < 2 * n) words = new long[2 * n];
+            Buffer.BlockCopy(b, start, words, 0, n << 3);
+            Buffer.BlockCopy(b, p, words, n << 3, n << 3);
+            long[] w = words;
+            for (int k = 0; k < n; k++)
+                if (w[k] != w[n + k]) return false;
+            int shift = p - start;
+            for (int i = start + (n << 3); i < end; i++)
                 if (b[i + shift] != b[i]) return false;
             _p = p + length;
             return true;

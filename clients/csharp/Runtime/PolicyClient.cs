@@ -39,6 +39,7 @@ namespace MLAgentsInference
         private readonly HashSet<long> _resets = new HashSet<long>();
         private readonly HashSet<long> _known = new HashSet<long>();
         private float[] _scratch = new float[64];
+        private long[] _words = new long[128]; // (TrySkipCopy's)
         private readonly List<Socket> _readable = new List<Socket>(1);
         private readonly List<Socket> _writable = new List<Socket>(1);
         private readonly Random _random = new Random();
@@ -60,6 +61,9 @@ namespace MLAgentsInference
         private byte[] _modelText;
         private byte[] _versionText;
         private string _version;
+        // the keys of the previous answer, in order (AnswerKeys' indexes; -1: another): each is the guess for the key at
+        // the same place in the next answer, which serve writes in the same order
+        private readonly int[] _keyOrder = { -1, -1, -1, -1, -1, -1, -1, -1 };
 
         private PolicyClient(Socket socket, string address, int readTimeoutMs, string model, long? version)
         {
@@ -711,8 +715,10 @@ namespace MLAgentsInference
             r.BeginObject();
             string other;
             int key;
-            while ((key = r.NextKnownKey(AnswerKeys, out other)) != -2)
+            int place = 0;
+            while ((key = r.NextKnownKey(AnswerKeys, place < _keyOrder.Length ? _keyOrder[place] : -1, out other)) != -2)
             {
+                if (place < _keyOrder.Length) _keyOrder[place++] = key;
                 switch (key)
                 {
                     case 0: // "id"
@@ -744,7 +750,7 @@ namespace MLAgentsInference
                     case 5: // "actions": the continuous actions again (a continuous-only policy), most often their very text
                         if (seenActions) throw r.Fail("duplicate key \"actions\"");
                         seenActions = true;
-                        if (!r.TrySkipCopy(continuousStart, continuousEnd)) r.SkipValue();
+                        if (!r.TrySkipCopy(continuousStart, continuousEnd, ref _words)) r.SkipValue();
                         break;
                     case 6: // "model": which model answered
                         if (model != null) throw r.Fail("duplicate key \"model\"");
