@@ -19,8 +19,6 @@ if TYPE_CHECKING:  # (annotations only)
 __all__ = [
     "ray_model",
     "ray_version",
-    "ray_repository_models",
-    "routed_loads",
     "ray_options",
     "ray_policy",
     "ray_init",
@@ -60,35 +58,6 @@ def ray_version(ctx: Context, behavior: str, run, checkpoint) -> dict:
         "expect_sha256": None,
         **ray_options(ctx),
     }
-
-
-def ray_repository_models(ctx: Context, repository) -> dict:
-    """The repository's models as Ray replicas load them: {model: (ray_version's dict, its serving step as text)}."""
-    models = {}
-    for entry in repository.models():
-        if entry["serving"] is not None:
-            version = repository.lookup(entry["name"], entry["serving"])
-            models[entry["name"]] = (ray_version(ctx, entry["name"], entry["run"], version.path), str(version.step))
-    if not models:
-        raise UsageError("--model-dir: no checkpoint there passed verification")
-    return models
-
-
-def routed_loads(loads, serving: str):
-    """A replica's line reader where the ingress routed the lines: their "model" and "version" keys taken out (the
-    ingress checked them), as serve's batcher does; a line naming another version than this replica's (in the middle
-    of a rollout) refused in one line."""
-
-    def read(raw):
-        obj = loads(raw)
-        if isinstance(obj, dict):
-            obj.pop("model", None)
-            version = obj.pop("version", None)
-            if version is not None and str(version) != serving:
-                raise UsageError(f"version {str(version)[:80]} is not the one this replica serves ({serving})")
-        return obj
-
-    return read
 
 
 def ray_options(ctx: Context) -> dict:
