@@ -37,7 +37,7 @@ REQUEST_BYTES, REQUEST_LINES, IN_FLIGHT_BYTES = 16 << 20, 16_384, 64 << 20  # (f
 
 def local_replica(folder: Path):
     """A Ray Serve replica's class built in this process (no Ray) on the example run folder: its own answering."""
-    from mlagents_inference.fronts.ray_serve import PolicyReplica
+    from mlagents_inference.services.ray_replica import PolicyReplica
 
     model = {
         "checkpoint": str(next(folder.rglob("*.pt"))),

@@ -25,7 +25,7 @@ from ..services.dataplane import DataPlane, Model, rest_error, rest_routes
 from ..services.errors import NotFound, Unavailable
 from ..services.open_inference import Statistics
 from ..services.protocol import echoed_id, json_codec
-from ..services.ray_replica import SEQUENCE_REFUSED, PolicyReplica, body_lines
+from ..services.ray_replica import PolicyReplica, body_lines
 from ..services.ray_support import (
     copy_package,
     ray_failure,
@@ -59,9 +59,6 @@ __all__ = [
     "REQUEST_LINES",
     "IN_FLIGHT_BYTES",
     "NEED_HTTP",
-    "SEQUENCE_REFUSED",
-    "body_lines",
-    "PolicyReplica",
     "Described",
     "Ingress",
     "RayHttp",
@@ -73,9 +70,8 @@ __all__ = [
 APP, ROUTE = "mlagents-inference", "/v1/act"
 
 
-READY_WITHIN_S = float(
-    os.environ.get("MLAGENTS_RAY_SERVE_READY_S", 600)
-)  # replicas loading, images pulled on a cluster
+# the replicas' start (replicas loading, images pulled on a cluster)
+READY_WITHIN_S = float(os.environ.get("MLAGENTS_RAY_SERVE_READY_S", 600))
 
 
 REQUEST_BYTES = 16 << 20  # the most one request's body holds (--max-line-bytes + 1 where that is more): 413 past it
@@ -420,9 +416,10 @@ class Ingress:
                 loop.call_soon_threadsafe(lambda: loop.create_task(self.roll(name, rollout)))
 
         repository.on_change = repository.on_loaded = changed
-        self.plane.control = RepositoryControl(
-            repository, self.plane, allowed, lambda: loop, lambda name: self.roll(name, rollout, True)
-        )
+        from ..services.repository import ModelNotFound
+
+        settled = lambda name: self.roll(name, rollout, True)  # noqa: E731
+        self.plane.control = RepositoryControl(repository, ModelNotFound, self.plane, allowed, lambda: loop, settled)
         if thread:
             repository.start_following()
 

@@ -23,7 +23,7 @@ from ..core.report import latency_text, percentiles
 from ..services.batcher import Batcher, ServeOptions
 from ..services.dataplane import DataPlane, local_model
 from ..services.errors import NotFound
-from ..services.serve_common import CONTROL_CALLS, STOP_GRACE_S, Front, RepositoryControl, loop_error
+from ..services.serve_common import STOP_GRACE_S, Front, RepositoryControl, loop_error
 
 if TYPE_CHECKING:  # (annotations only)
     from ..services.context import Context
@@ -34,7 +34,6 @@ __all__ = [
     "READ_BOUND",
     "UNFINISHED_BOUND",
     "LINE_COST",
-    "CONTROL_CALLS",
     "Connection",
     "Server",
     "LineFront",
@@ -257,9 +256,10 @@ class Server(Batcher):
         --allow-model-control was given."""
         self.repository, self.follower = repository, thread
         repository.on_change = repository.on_loaded = self.changed
-        self.plane.control = RepositoryControl(
-            repository, self.plane, self.options.allow_model_control, lambda: self.loop
-        )
+        from ..services.repository import ModelNotFound
+
+        allowed = self.options.allow_model_control
+        self.plane.control = RepositoryControl(repository, ModelNotFound, self.plane, allowed, lambda: self.loop)
 
     def changed(self, model: str, version) -> None:
         """The repository's on_change (any thread): the swap is made in the loop."""

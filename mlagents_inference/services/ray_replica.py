@@ -7,17 +7,18 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from typing import Optional
 
 import numpy as np
 
+from ..api.policy import Policy, load_checkpoint
 from ..core.errors import UsageError
 from ..core.observations import AgentMemories
 from .dataplane import DataPlane, Model, RestCodec
 from .errors import NotFound
 from .open_inference import Job, ModelView
 from .protocol import answer_texts, answer_waiting, json_codec
-from .ray_support import ray_policy
 from .serve_common import (
     BATCH_BUCKETS,
     CONNECTION_MEMORY_BYTES,
@@ -27,7 +28,7 @@ from .serve_common import (
     Histogram,
 )
 
-__all__ = ["SEQUENCE_REFUSED", "body_lines", "PolicyReplica"]
+__all__ = ["SEQUENCE_REFUSED", "body_lines", "ray_policy", "PolicyReplica"]
 
 
 SEQUENCE_REFUSED = (
@@ -40,6 +41,29 @@ def body_lines(body: bytes, limit: int) -> list:
     """A request body's stream lines, as a connection splits what it reads: blank lines dropped, one longer than
     `limit` None (its error answer)."""
     return [None if len(line) > limit else line for line in body.split(b"\n") if line and not line.isspace()]
+
+
+def ray_policy(model: dict) -> Policy:
+    """The policy a Ray worker (a Serve replica, a batch actor) loads from ray_model's or ray_version's dict."""
+    checkpoint = load_checkpoint(
+        Path(model["checkpoint"]),
+        model["onnx"] and Path(model["onnx"]),
+        model["model_dir"] and Path(model["model_dir"]),
+        model["behavior"],
+        model["expect_sha256"],
+        model["goal_input"],
+    )
+    return Policy(
+        checkpoint,
+        model["device"],
+        model["dtype"],
+        model["engine"],
+        model["graphs"],
+        providers=model["providers"],
+        spin=model["spin"],
+        compile=model["compile"],
+        threads=model["threads"],
+    )
 
 
 class PolicyReplica:

@@ -1,5 +1,6 @@
 """Ray support for batch --ray (Ray Data) and serve --ray (Ray Serve): Ray started or joined, the package
-shipped to its workers, the policy a Ray worker loads, Ray's failures in one line."""
+shipped to its workers, what a Ray worker loads its policy from (services.ray_replica.ray_policy loads it), Ray's
+failures in one line."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from ..api.policy import Policy, load_checkpoint
 from ..core.errors import UsageError
 from ..core.files import handlers_kept
 
@@ -20,7 +20,6 @@ __all__ = [
     "ray_model",
     "ray_version",
     "ray_options",
-    "ray_policy",
     "ray_init",
     "copy_package",
     "ray_unreachable",
@@ -74,28 +73,6 @@ def ray_options(ctx: Context) -> dict:
         "compile": args.compile == "on",
         "threads": args.threads,
     }
-
-
-def ray_policy(model: dict) -> Policy:
-    checkpoint = load_checkpoint(
-        Path(model["checkpoint"]),
-        model["onnx"] and Path(model["onnx"]),
-        model["model_dir"] and Path(model["model_dir"]),
-        model["behavior"],
-        model["expect_sha256"],
-        model["goal_input"],
-    )
-    return Policy(
-        checkpoint,
-        model["device"],
-        model["dtype"],
-        model["engine"],
-        model["graphs"],
-        providers=model["providers"],
-        spin=model["spin"],
-        compile=model["compile"],
-        threads=model["threads"],
-    )
 
 
 def ray_init(ray, where: str, code: str) -> None:

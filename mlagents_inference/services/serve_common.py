@@ -2,8 +2,8 @@
 listening transport: bind, refuse an exposed address without --allow-remote, start, stop accepting, clean up), the
 listening sockets, the server's bounds (memories, the grace after SIGTERM), the latency and batch histograms of
 /metrics, one-line logging at most once a second (the loop's errors, aiohttp's refused requests, the V2 routes'
-404/405 answers), and the V2 repository API's calls on a model repository (RepositoryControl). Torch-free (the
-repository is imported by a call); aiohttp is handed in by its callers (add_v2_unknown_route's `web`)."""
+404/405 answers), and the V2 repository API's calls on a model repository (RepositoryControl). Torch-free; aiohttp
+is handed in by its callers (add_v2_unknown_route's `web`)."""
 
 import contextlib
 import errno
@@ -294,14 +294,17 @@ class Front:
 
 class RepositoryControl:
     """The V2 repository API (Triton's model repository extension: index, load, unload) on a model repository
-    (services.repository), as a data plane's `control`: serve's Server and the Ray ingress answer the same calls the
-    same way. `allowed`: --allow-model-control (otherwise the data plane refuses every call, 403); `loop()`: the
-    front's event loop; `settled(name)` (async, optional): what the front does once the repository changed a model,
-    before the call is answered (the Ray ingress rolls the change out to the model's deployment; serve's lanes get it
-    through the repository's on_change)."""
+    (services.repository; `not_found`: its ModelNotFound), as a data plane's `control`: serve's Server and the Ray
+    ingress answer the same calls the same way. `allowed`: --allow-model-control (otherwise the data plane refuses
+    every call, 403); `loop()`: the front's event loop; `settled(name)` (async, optional): what the front does once the
+    repository changed a model, before the call is answered (the Ray ingress rolls the change out to the model's
+    deployment; serve's lanes get it through the repository's on_change)."""
 
-    def __init__(self, repository, plane, allowed: bool, loop: Callable, settled: Optional[Callable] = None):
-        self.repository, self.plane, self.allowed, self.loop, self.settled = repository, plane, allowed, loop, settled
+    def __init__(
+        self, repository, not_found: type, plane, allowed: bool, loop: Callable, settled: Optional[Callable] = None
+    ):
+        self.repository, self.not_found, self.plane, self.allowed = repository, not_found, plane, allowed
+        self.loop, self.settled = loop, settled
         self.calls = 0  # (repository calls in flight: at most CONTROL_CALLS)
 
     async def index(self) -> list:
@@ -355,7 +358,6 @@ class RepositoryControl:
     def load_now(self, name: str, version: Optional[str]) -> None:
         from ..core.errors import CheckFailed
         from .errors import BadRequest, NotFound, Unavailable
-        from .repository import ModelNotFound
 
         repository = self.repository
         try:
@@ -366,7 +368,7 @@ class RepositoryControl:
             else:
                 repository.load(name)
                 repository.unpin(name)
-        except ModelNotFound as exc:
+        except self.not_found as exc:
             raise NotFound(str(exc)) from None
         except CheckFailed as exc:
             raise BadRequest(str(exc)) from None
@@ -375,11 +377,10 @@ class RepositoryControl:
 
     def unload_now(self, name: str, version: Optional[str]) -> None:
         from .errors import BadRequest, NotFound
-        from .repository import ModelNotFound
 
         try:
             self.repository.unload(name, None if version is None else int(version))
-        except ModelNotFound as exc:
+        except self.not_found as exc:
             raise NotFound(str(exc)) from None
         except UsageError as exc:
             raise BadRequest(str(exc)) from None
