@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -737,7 +738,8 @@ def test_following_a_run_on_ray_rolls_a_new_version_out_by_the_deployments_updat
     """serve --ray --follow: a checkpoint mlagents-learn finishes (files first, training_status.json after) is
     verified in the command, then rolled out to its model's deployment by a new user_config (Ray Serve's lightweight
     update: PolicyReplica.reconfigure); the other model keeps its version; every answer equals its version's
-    checkpoint and names it; one line on stderr says so."""
+    checkpoint and names it; one line on stderr says so. A behaviour that appears in the folder afterwards is served
+    (a new application)."""
     import inference as I
 
     run = two_behaviour_run(tmp_path)
@@ -760,6 +762,21 @@ def test_following_a_run_on_ray_rolls_a_new_version_out_by_the_deployments_updat
             if "rolled out" in (said := server.err.read_text()):
                 break
             time.sleep(0.2)
+        # a behaviour that appears in the followed folder (files first, its training_status.json record after): a
+        # new application, deployed while the others answer on
+        shutil.copytree(EXAMPLES / "lstm" / "Memory", run / "Memory")
+        shutil.copyfile(EXAMPLES / "lstm" / "Memory.onnx", run / "Memory.onnx")
+        status_file = run / "run_logs" / "training_status.json"
+        status = json.loads(status_file.read_text())
+        status["Memory"] = json.loads((EXAMPLES / "lstm" / "run_logs" / "training_status.json").read_text())["Memory"]
+        status_file.write_text(json.dumps(status, indent=4))
+        memory_line = json.dumps({"id": 3, "model": "Memory", "obs": [0.1] * 10}).encode()
+        for _ in range(600):  # (bounded: until the new model answers, or 120 s)
+            memory = json.loads(server.post(memory_line))
+            if "error" not in memory:
+                break
+            time.sleep(0.2)
+        said = server.err.read_text()
     finally:
         code, _, _ = server.stop()
     assert code == 0
@@ -774,6 +791,9 @@ def test_following_a_run_on_ray_rolls_a_new_version_out_by_the_deployments_updat
         assert np.abs(np.asarray(answer["continuous_actions"]) - want_after).max() <= 1e-5
     assert hybrid["version"] == "40000"
     assert "[serve] ray: model Vector version 150000 rolled out" in said, said
+    newest = max(int(p.stem.rsplit("-", 1)[1]) for p in (EXAMPLES / "lstm" / "Memory").glob("Memory-*.pt"))
+    assert (memory["model"], memory["version"]) == ("Memory", str(newest)) and "error" not in memory, memory
+    assert f"[serve] ray: model Memory version {newest} rolled out" in said, said
     assert "Traceback" not in said, said[-2000:]
 
 

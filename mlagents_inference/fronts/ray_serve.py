@@ -299,7 +299,7 @@ class Ingress:
                 return self.too_long(web)
             except ConnectionError:  # (the client went before its body came: nobody to answer, nothing to say)
                 return web.Response(status=400)
-            refused = self.refusal(web, body, method)
+            refused = self.refusal(web, body, method, *more[:2])
             if refused is not None:
                 return refused
             self.requests += 1
@@ -465,7 +465,14 @@ class Ingress:
     def too_long(self, web):
         return self.answer(web, {"id": None, "error": f"the request body is longer than {self.body_bytes} bytes"}, 413)
 
-    def refusal(self, web, body: bytes, method: str):
+    def refusal(self, web, body: bytes, method: str, *model):
+        """Its refusal (V2's model or version unknown once the body is here, as serve --http's; many lines), or None."""
+        if method == "infer":
+            try:
+                self.plane.model(*model)
+            except UsageError as exc:
+                status, text = rest_error(exc, self.dumps)
+                return web.Response(body=text, status=status, content_type="application/json")
         if method != "act" or body.count(b"\n") < REQUEST_LINES:
             return None
         if len(body_lines(body, self.limit)) <= REQUEST_LINES:
@@ -530,11 +537,6 @@ class Ingress:
 
         async def infer(request):
             name, version = request.match_info["model"], request.match_info.get("version")
-            try:
-                self.plane.model(name, version)
-            except UsageError as exc:
-                status, text = rest_error(exc, self.dumps)
-                return web.Response(body=text, status=status, content_type="application/json")
             header_length = request.headers.get("Inference-Header-Content-Length")
             return await self.forward(web, request, "infer", name, version, header_length)
 

@@ -119,8 +119,8 @@ class PolicyReplica:
     def install(self, held: dict, serving: Optional[str]) -> None:
         """The versions this replica answers with, and the one serving, swapped in whole: a batch already in
         answer_now keeps what it started with."""
-        self.serving = held[str(serving or ModelView.version)]
-        self.held = held
+        self.state = (held, held[str(serving or ModelView.version)])  # (one object: read once by a request)
+        self.held, self.serving = self.state
         self.policy, self.view, self.plane = self.serving[:3]
 
     def reconfigure(self, config: dict) -> None:
@@ -194,9 +194,10 @@ class PolicyReplica:
 
     async def infer(self, name: str, version: Optional[str], body: bytes, header_length: Optional[str]) -> tuple:
         """POST .../infer (the model checked by the ingress too): (status, body, content type, header length, tally)."""
-        held = self.held.get(version) if version not in (None, "") else self.serving
+        every, serving = self.state
+        held = every.get(version) if version not in (None, "") else serving
         if held is None:
-            answer = self.codec.refusal(NotFound(_not_held(name, version, self.held)))
+            answer = self.codec.refusal(NotFound(_not_held(name, version, every)))
         else:
             answer = await held[2].infer(name, version, self.codec, (body, header_length, ""))
         self.seq += 1
@@ -208,7 +209,7 @@ class PolicyReplica:
     def answer_now(self, requests: list) -> list:
         """The answers of requests waiting together ((version, body of /v1/act or V2 Job)), in order: one engine call
         per version."""
-        held, serving = self.held, self.serving  # (one read: whatever a rollout does meanwhile)
+        held, serving = self.state  # (one read: whatever a rollout does meanwhile)
         groups: dict = {}
         for k, (version, _) in enumerate(requests):
             groups.setdefault(version or serving[1].version, []).append(k)
