@@ -26,7 +26,7 @@ from typing import Optional
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, ROOT, child_env, cli, two_behaviour_run, write_checkpoint
+from conftest import EXAMPLES, ROOT, child_env, cli, copy_run, two_behaviour_run, write_checkpoint
 
 pytestmark = pytest.mark.ray
 pytest.importorskip("ray.serve", reason="serve --ray needs Ray Serve: pip install -r requirements-ray.txt")
@@ -735,19 +735,32 @@ def test_two_behaviours_of_a_run_folder_are_a_deployment_each_routed_by_model(tm
 
 
 def test_following_a_run_on_ray_rolls_a_new_version_out_by_the_deployments_update(tmp_path):
-    """serve --ray --follow: a checkpoint mlagents-learn finishes (files first, training_status.json after) is
-    verified in the command, then rolled out to its model's deployment by a new user_config (Ray Serve's lightweight
-    update: PolicyReplica.reconfigure); the other model keeps its version; every answer equals its version's
-    checkpoint and names it; one line on stderr says so. A behaviour that appears in the folder afterwards is served
-    (a new application)."""
+    """serve --ray --follow: a behaviour that appears in the followed folder after the start (files first, its
+    training_status.json record after) is served, a new application; a checkpoint mlagents-learn finishes is verified
+    in the command, then rolled out to its model's deployment by a new user_config (Ray Serve's lightweight update:
+    PolicyReplica.reconfigure); the other model keeps its version; every answer equals its version's checkpoint and
+    names it; one line on stderr says each."""
     import inference as I
 
-    run = two_behaviour_run(tmp_path)
+    run = copy_run(EXAMPLES / "vector", tmp_path, "one")  # (Vector alone: a second application fits 2 CPUs)
     obs = np.random.RandomState(6).uniform(-1, 1, 8).astype(np.float32)
+    ho = np.random.RandomState(7).uniform(-1, 1, 12).astype(np.float32)
     server = Server(tmp_path, "--ray", "local", "--model-dir", run, "--follow", "--follow-poll-s", "0.5")
     try:
         line = json.dumps({"id": 1, "model": "Vector", "obs": obs.tolist()}).encode()
         before = json.loads(server.post(line))
+        shutil.copytree(EXAMPLES / "hybrid" / "Hybrid", run / "Hybrid")
+        shutil.copyfile(EXAMPLES / "hybrid" / "Hybrid.onnx", run / "Hybrid.onnx")
+        status_file = run / "run_logs" / "training_status.json"
+        status = json.loads(status_file.read_text())
+        status["Hybrid"] = json.loads((EXAMPLES / "hybrid" / "run_logs" / "training_status.json").read_text())["Hybrid"]
+        status_file.write_text(json.dumps(status, indent=4))
+        hybrid_line = json.dumps({"id": 2, "model": "Hybrid", "obs": ho.tolist()}).encode()
+        for _ in range(600):  # (bounded: until the new model answers, or about 120 s)
+            appeared = json.loads(server.post(hybrid_line))
+            if "error" not in appeared:
+                break
+            time.sleep(0.2)
         newer = write_checkpoint(run, "Vector", 150000, run / "Vector" / "Vector-100000.pt", scale=1.5)
         seen, deadline = [], time.monotonic() + 120
         while time.monotonic() < deadline:  # (bounded: until an answer names the new version, or 120 s)
@@ -757,43 +770,30 @@ def test_following_a_run_on_ray_rolls_a_new_version_out_by_the_deployments_updat
                 break
             time.sleep(0.2)
         after = [json.loads(server.post(line)) for _ in range(3)]
-        hybrid = json.loads(server.post(json.dumps({"id": 2, "model": "Hybrid", "obs": [0.0] * 12}).encode()))
+        hybrid = json.loads(server.post(hybrid_line))
         for _ in range(300):  # (bounded: the rollout's line once Ray Serve says the application runs again)
-            if "rolled out" in (said := server.err.read_text()):
+            if "version 150000 rolled out" in (said := server.err.read_text()):
                 break
             time.sleep(0.2)
-        # a behaviour that appears in the followed folder (files first, its training_status.json record after): a
-        # new application, deployed while the others answer on
-        shutil.copytree(EXAMPLES / "lstm" / "Memory", run / "Memory")
-        shutil.copyfile(EXAMPLES / "lstm" / "Memory.onnx", run / "Memory.onnx")
-        status_file = run / "run_logs" / "training_status.json"
-        status = json.loads(status_file.read_text())
-        status["Memory"] = json.loads((EXAMPLES / "lstm" / "run_logs" / "training_status.json").read_text())["Memory"]
-        status_file.write_text(json.dumps(status, indent=4))
-        memory_line = json.dumps({"id": 3, "model": "Memory", "obs": [0.1] * 10}).encode()
-        for _ in range(600):  # (bounded: until the new model answers, or 120 s)
-            memory = json.loads(server.post(memory_line))
-            if "error" not in memory:
-                break
-            time.sleep(0.2)
-        said = server.err.read_text()
     finally:
         code, _, _ = server.stop()
     assert code == 0
     assert (before["model"], before["version"]) == ("Vector", "100000")
     want_before = I.load(run / "Vector" / "Vector-100000.pt").act(obs)["continuous_actions"]
     want_after = I.load(newer).act(obs)["continuous_actions"]
+    want_h = I.load(run / "Hybrid" / "Hybrid-40000.pt").act(ho)
     assert np.abs(want_before - want_after).max() > 1e-3  # (two policies: the version shows in the actions)
     assert np.abs(np.asarray(before["continuous_actions"]) - want_before).max() <= 1e-5
+    for answer in (appeared, hybrid):  # (the new model, before and after the other's rollout)
+        assert (answer["model"], answer["version"]) == ("Hybrid", "40000"), answer
+        assert np.abs(np.asarray(answer["continuous_actions"]) - want_h["continuous_actions"]).max() <= 1e-5
+        assert answer["discrete_actions"] == want_h["discrete_actions"].tolist()
     assert seen and seen[-1] == "150000" and set(seen) <= {"100000", "150000"}, seen
     for answer in after:
         assert answer["version"] == "150000"
         assert np.abs(np.asarray(answer["continuous_actions"]) - want_after).max() <= 1e-5
-    assert hybrid["version"] == "40000"
+    assert "[serve] ray: model Hybrid version 40000 rolled out" in said, said
     assert "[serve] ray: model Vector version 150000 rolled out" in said, said
-    newest = max(int(p.stem.rsplit("-", 1)[1]) for p in (EXAMPLES / "lstm" / "Memory").glob("Memory-*.pt"))
-    assert (memory["model"], memory["version"]) == ("Memory", str(newest)) and "error" not in memory, memory
-    assert f"[serve] ray: model Memory version {newest} rolled out" in said, said
     assert "Traceback" not in said, said[-2000:]
 
 

@@ -1,10 +1,8 @@
-"""serve --ray: Ray Serve replicas, each loading the policy once, behind an HTTP ingress of this command's own (aiohttp,
-in its process, as serve --http): POST /v1/act (one or many stream lines), the Open Inference Protocol's REST routes
-(/v2/...), GET /healthz and GET /metrics (every replica's counts). The ingress holds serve's bounds (a request's body,
-the requests in flight, the bytes they hold) and calls the replicas through a Ray Serve handle; @serve.batch gathers
-what a replica has waiting (lines and V2 requests) into one engine call. Replicas share no memory: a request is the
-client's "connection" (an LSTM id's memory goes from one of its lines to the next, and is gone with it); a line
-carries its "memory", the answer the next one (docs/serve.md#ray-serve)."""
+"""serve --ray: Ray Serve replicas (services.ray_replica) behind an HTTP ingress of this command's own (aiohttp, as
+serve --http): POST /v1/act, the V2 REST routes (the repository API's too), GET /healthz and /metrics. The ingress holds
+serve's bounds and calls the replicas through Ray Serve handles; @serve.batch gathers what a replica has waiting into
+one engine call per version. Replicas share no memory: a request is the client's "connection"; a line carries its
+"memory" (docs/serve.md#ray-serve). Run folders: an application per model, its versions its user_config (Rollouts)."""
 
 from __future__ import annotations
 
@@ -14,9 +12,10 @@ import os
 import signal
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Callable, NamedTuple, Optional
 
 from ..core.errors import UsageError
 from ..core.files import Interrupted, handlers_kept
@@ -89,9 +88,8 @@ NEED_HTTP = "serve --ray needs aiohttp and prometheus-client (its ingress): pip 
 
 
 class Described:
-    """A model as its replica described it (describe()): the ingress's data plane answers the V2 GETs and checks a
-    request's model and version with no policy of its own; `entry(version)`: that version's data plane Model
-    (`stats(name, version)`: its statistics, summed over the replicas)."""
+    """A model as its replica described it (describe()): the ingress's data plane's Model of each version (`entries`;
+    `stats(view)`: its statistics, summed over the replicas), with no policy of its own."""
 
     def __init__(self, described: dict, stats: Callable):
         self.stats = stats
@@ -109,11 +107,7 @@ class Described:
         return sorted(self.entries, key=lambda v: (len(v), v))
 
 
-class _Version:
-    """A model's version as the ingress's data plane and statistics name it."""
-
-    def __init__(self, name: str, version: str):
-        self.name, self.version = name, version
+_Version = NamedTuple("_Version", [("name", str), ("version", str)])  # (as the data plane and statistics name it)
 
 
 class Ingress:
@@ -123,10 +117,8 @@ class Ingress:
     (and, for the replicas' own, one line on stderr a second at most)."""
 
     def __init__(self, handle, described, limit: int, room: int, dumps, allow_remote=False, loads=None, named=False):
-        """`handle`, `described`: the one policy's (a replica's describe()), or with `named` (serve's model repository)
-        a dict of each: model name -> its deployment's handle, its replica's description. `body_s` (--body-timeout-s):
-        the time a body has to arrive, past it 408 and the connection closed; `in_flight_bytes`
-        (--http-in-flight-bytes): the bodies in flight together, past it 503 at once."""
+        """`handle`, `described`: the one policy's (a replica's describe()), or with `named` (a model repository) each
+        model's; `body_s` (--body-timeout-s: 408 past it), `in_flight_bytes` (--http-in-flight-bytes: 503 past it)."""
         handles, descriptions = (handle, described) if named else ({described["name"]: handle}, {0: described})
         self.named, self.dumps, self.allow_remote = named, dumps, allow_remote
         self.loads = loads or json_codec()[0]
@@ -445,7 +437,7 @@ class Ingress:
                 if app is None:
                     print(f"[serve] ray: model {name} unloaded (its application deleted)", file=sys.stderr, flush=True)
                     return
-                handle = rollout.handle(app)
+                handle = rollout.serve.get_app_handle(app)
                 described = await handle.describe.remote()
                 self.keep(described["tally"])
                 if name in self.models:
@@ -682,18 +674,15 @@ def _repository(ctx: Context):
 
 
 class Rollouts:
-    """serve --ray of run folders: each model of the repository an application of its own (`APP`-name, one
-    deployment), whose user_config lists the versions the repository keeps for it and the one serving (PolicyReplica
-    .reconfigure). `rollout(name, last)` (a thread) makes the model's application hold what the repository holds now:
-    nothing where that is `last` (the user_config rolled out before: None), a lightweight update of its user_config
-    (no replica restarted), a new application for a model not served (loaded by a repository call, or a behaviour
-    that appeared in a followed folder), the application deleted (serve.delete) for a model with no version left
-    (unloaded: its replicas' CPUs, GPUs or NPUs freed for the others). (config, its application, or None where
-    deleted) back."""
+    """serve --ray of run folders: a model an application (`APP`-name, one deployment) whose user_config lists the
+    versions the repository keeps and the one serving. `rollout(name, last)` (a thread; `busy` held, `stopping` ends
+    it) makes it hold what the repository holds now: nothing where that is `last` (rolled out before), a lightweight
+    update (no replica restarted), a new application for a model not served, the application deleted (serve.delete)
+    for a model with no version left (its CPUs, GPUs or NPUs freed). (config, application or None if deleted) back."""
 
     def __init__(self, ctx: Context, serve, deployment, repository, bound: tuple, deployed: list):
         self.ctx, self.serve, self.deployment, self.repository = ctx, serve, deployment, repository
-        self.bound, self.deployed = bound, deployed
+        self.bound, self.deployed, self.busy, self.stopping = bound, deployed, threading.Lock(), threading.Event()
 
     def entry(self, name: str) -> Optional[dict]:
         return next((e for e in self.repository.models() if e["name"] == name), None)
@@ -732,8 +721,12 @@ class Rollouts:
         return app
 
     def __call__(self, name: str, last: Optional[dict]):
+        with self.busy:
+            return self.rollout(name, last)
+
+    def rollout(self, name: str, last: Optional[dict]):
         config = self.config(name)
-        if config == last:
+        if config == last or self.stopping.is_set():
             return None
         app = f"{APP}-{name}"
         if config is None:
@@ -743,11 +736,8 @@ class Rollouts:
                 self.deployed.remove(app)
             return None, None
         self.deploy(name, config)
-        wait_until_running(self.serve, time.monotonic() + READY_WITHIN_S, app, READY_WITHIN_S)
+        wait_until_running(self.serve, time.monotonic() + READY_WITHIN_S, app, READY_WITHIN_S, self.stopping.is_set)
         return config, app
-
-    def handle(self, app: str):
-        return self.serve.get_app_handle(app)
 
 
 def _serve(ctx: Context, ray, serve, front: RayHttp, model: Optional[dict], repository) -> tuple:
@@ -761,7 +751,7 @@ def _serve(ctx: Context, ray, serve, front: RayHttp, model: Optional[dict], repo
     ):
         copy_package(Path(code))  # (PolicyReplica is pickled by reference: the replicas import it from there)
         ray_init(ray, args.ray, code)
-        started_serve = False
+        started_serve, rollouts = False, None
         deployed: list = []
         signum = 0
         try:
@@ -799,7 +789,7 @@ def _serve(ctx: Context, ray, serve, front: RayHttp, model: Optional[dict], repo
                     ray_actor_options=resources,
                     max_ongoing_requests=2 * max_batch,
                 )
-            rollouts, configs = None, {}
+            configs: dict = {}
             if repository is None:
                 deployed.append(APP)
                 with handlers_kept():
@@ -829,6 +819,10 @@ def _serve(ctx: Context, ray, serve, front: RayHttp, model: Optional[dict], repo
         finally:
             if repository is not None:
                 repository.stop()
+            if rollouts is not None:  # (a rollout under way ends first: Ray is not called after it stops)
+                rollouts.stopping.set()
+                with rollouts.busy:
+                    pass
             _stop(ray, serve, args.ray == "local", started_serve, deployed)
         if signum and signum != signal.SIGTERM:
             raise Interrupted(signum)
@@ -875,7 +869,13 @@ def _run_ingress(
             ingress.follow(rollouts.repository, rollouts, bool(args.allow_model_control), bool(args.follow))
         options = ServeOptions.from_args(args)
         ingress.body_s, ingress.in_flight_bytes = options.body_timeout_s, options.http_in_flight_bytes
-        return await ingress.run(front, told)
+        try:
+            return await ingress.run(front, told)
+        finally:  # (a rollout still under way: cancelled, not left pending)
+            rest = asyncio.all_tasks() - {asyncio.current_task()}
+            for task in rest:
+                task.cancel()
+            await asyncio.gather(*rest, return_exceptions=True)
 
     try:
         return loop.run_until_complete(main())

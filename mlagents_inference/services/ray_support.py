@@ -150,10 +150,12 @@ def serve_running(serve) -> bool:
         return False
 
 
-def wait_until_running(serve, deadline: float, name: str, within: float) -> None:
+def wait_until_running(serve, deadline: float, name: str, within: float, stopped=None) -> None:
     """Until the application runs; its failure (a replica's UsageError: a checkpoint not readable on a node, say) in
-    one line."""
+    one line; `stopped()` true (the command stopping): UsageError at once."""
     while True:
+        if stopped is not None and stopped():
+            raise UsageError(f"--ray: stopped before {name} ran")
         status = serve.status()
         app = status.applications.get(name)
         state = str(getattr(app, "status", "NOT_STARTED")).rsplit(".", 1)[-1]
