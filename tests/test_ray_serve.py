@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -25,7 +26,7 @@ from typing import Optional
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, ROOT, child_env, cli, two_behaviour_run, write_checkpoint
+from conftest import EXAMPLES, ROOT, child_env, cli, copy_run, two_behaviour_run, write_checkpoint
 
 pytestmark = pytest.mark.ray
 pytest.importorskip("ray.serve", reason="serve --ray needs Ray Serve: pip install -r requirements-ray.txt")
@@ -37,7 +38,7 @@ REQUEST_BYTES, REQUEST_LINES, IN_FLIGHT_BYTES = 16 << 20, 16_384, 64 << 20  # (f
 
 def local_replica(folder: Path):
     """A Ray Serve replica's class built in this process (no Ray) on the example run folder: its own answering."""
-    from mlagents_inference.fronts.ray_serve import PolicyReplica
+    from mlagents_inference.services.ray_replica import PolicyReplica
 
     model = {
         "checkpoint": str(next(folder.rglob("*.pt"))),
@@ -425,7 +426,9 @@ def test_v2_routes_answer_as_the_library(vector_server):
     assert server.one_line_error("/v2/models/nope")[0] == 404
     assert server.one_line_error("/v2/models/nope/infer", b"{}")[0] == 404
     assert server.one_line_error(f"/v2/models/{name}/versions/7/ready")[0] == 404
-    assert server.one_line_error("/v2/repository/index", b"{}") == (404, "unknown route POST /v2/repository/index")
+    off = "the repository API is off: start serve with --allow-model-control to load and unload"  # (serve's 403)
+    assert server.one_line_error("/v2/repository/index", b"{}") == (403, off)
+    assert server.one_line_error(f"/v2/repository/models/{name}/unload", b"{}") == (403, off)
     assert server.one_line_error(f"/v2/models/{name}/infer")[0] == 405  # (a GET: as serve --http, one JSON line)
     for bad in (b"not json", b"{}", b'{"inputs": [{"name": "nope", "datatype": "FP32", "shape": [1], "data": [1]}]}'):
         assert server.one_line_error(f"/v2/models/{name}/infer", bad)[0] == 400
@@ -607,7 +610,7 @@ def test_the_replicas_memories_are_bounded_together():
     replica = local_replica(EXAMPLES / "lstm")
     obs = json.dumps([0.1 * k for k in range(10)])
     body = b"".join(f'{{"id": {i}, "obs": {obs}}}\n'.encode() for i in range(10_000))
-    answers = replica.answer_now([body] * 11)
+    answers = replica.answer_now([(None, body)] * 11)
     assert [a[0] for a in answers] == [200] * 11
     texts = [a[1].decode().splitlines() for a in answers]
     assert all('"error"' not in t for request in texts[:10] for t in request)
@@ -670,7 +673,7 @@ def test_two_behaviours_of_a_run_folder_are_a_deployment_each_routed_by_model(tm
     """serve --ray of a run folder of two behaviours: an application (a deployment) per model; one request's lines,
     interleaved, each answered by its model's replica, equal to load(<that checkpoint>).act() within 1e-5 and naming
     its model and version; no model, an unknown model and a version not loaded each one error line; V2 by name and
-    by name and version; a --follow with --ray refused in one line."""
+    by name and version; the repository API off without --allow-model-control (serve's 403)."""
     import inference as I
 
     run = two_behaviour_run(tmp_path)
@@ -689,6 +692,7 @@ def test_two_behaviours_of_a_run_folder_are_a_deployment_each_routed_by_model(tm
     ]
     server = Server(tmp_path, "--ray", "local", "--replicas", "1", "--model-dir", run)
     try:
+        refused = server.one_line_error("/v2/repository/models/Vector/load", b"{}")
         status, heads, text = server.call("/v1/act", lines_body([json.dumps(line) for line in lines]))
         one = json.loads(server.post(json.dumps(lines[1]).encode()))
         v2 = {}
@@ -727,24 +731,36 @@ def test_two_behaviours_of_a_run_folder_are_a_deployment_each_routed_by_model(tm
         out = next(o for o in answer["outputs"] if o["name"] == "deterministic_continuous_actions")
         assert np.abs(np.asarray(out["data"]).reshape(out["shape"]) - want["continuous_actions"]).max() <= 1e-5
     assert unknown[0] == 404 and "40000" in unknown[1]
-    versions = cli("--mode", "serve", "--model-dir", run, "--ray", "local", "--http", "127.0.0.1:0", "--versions", 2)
-    assert versions.returncode == 2 and len(versions.stderr.strip().splitlines()) == 1, versions.stderr
-    assert "--versions: not with --ray yet" in versions.stderr
+    assert refused == (403, "the repository API is off: start serve with --allow-model-control to load and unload")
 
 
 def test_following_a_run_on_ray_rolls_a_new_version_out_by_the_deployments_update(tmp_path):
-    """serve --ray --follow: a checkpoint mlagents-learn finishes (files first, training_status.json after) is
-    verified in the command, then rolled out to its model's deployment by a new user_config (Ray Serve's lightweight
-    update: PolicyReplica.reconfigure); the other model keeps its version; every answer equals its version's
-    checkpoint and names it; one line on stderr says so."""
+    """serve --ray --follow: a behaviour that appears in the followed folder after the start (files first, its
+    training_status.json record after) is served, a new application; a checkpoint mlagents-learn finishes is verified
+    in the command, then rolled out to its model's deployment by a new user_config (Ray Serve's lightweight update:
+    PolicyReplica.reconfigure); the other model keeps its version; every answer equals its version's checkpoint and
+    names it; one line on stderr says each."""
     import inference as I
 
-    run = two_behaviour_run(tmp_path)
+    run = copy_run(EXAMPLES / "vector", tmp_path, "one")  # (Vector alone: a second application fits 2 CPUs)
     obs = np.random.RandomState(6).uniform(-1, 1, 8).astype(np.float32)
+    ho = np.random.RandomState(7).uniform(-1, 1, 12).astype(np.float32)
     server = Server(tmp_path, "--ray", "local", "--model-dir", run, "--follow", "--follow-poll-s", "0.5")
     try:
         line = json.dumps({"id": 1, "model": "Vector", "obs": obs.tolist()}).encode()
         before = json.loads(server.post(line))
+        shutil.copytree(EXAMPLES / "hybrid" / "Hybrid", run / "Hybrid")
+        shutil.copyfile(EXAMPLES / "hybrid" / "Hybrid.onnx", run / "Hybrid.onnx")
+        status_file = run / "run_logs" / "training_status.json"
+        status = json.loads(status_file.read_text())
+        status["Hybrid"] = json.loads((EXAMPLES / "hybrid" / "run_logs" / "training_status.json").read_text())["Hybrid"]
+        status_file.write_text(json.dumps(status, indent=4))
+        hybrid_line = json.dumps({"id": 2, "model": "Hybrid", "obs": ho.tolist()}).encode()
+        for _ in range(600):  # (bounded: until the new model answers, or about 120 s)
+            appeared = json.loads(server.post(hybrid_line))
+            if "error" not in appeared:
+                break
+            time.sleep(0.2)
         newer = write_checkpoint(run, "Vector", 150000, run / "Vector" / "Vector-100000.pt", scale=1.5)
         seen, deadline = [], time.monotonic() + 120
         while time.monotonic() < deadline:  # (bounded: until an answer names the new version, or 120 s)
@@ -754,9 +770,9 @@ def test_following_a_run_on_ray_rolls_a_new_version_out_by_the_deployments_updat
                 break
             time.sleep(0.2)
         after = [json.loads(server.post(line)) for _ in range(3)]
-        hybrid = json.loads(server.post(json.dumps({"id": 2, "model": "Hybrid", "obs": [0.0] * 12}).encode()))
+        hybrid = json.loads(server.post(hybrid_line))
         for _ in range(300):  # (bounded: the rollout's line once Ray Serve says the application runs again)
-            if "rolled out" in (said := server.err.read_text()):
+            if "version 150000 rolled out" in (said := server.err.read_text()):
                 break
             time.sleep(0.2)
     finally:
@@ -765,15 +781,160 @@ def test_following_a_run_on_ray_rolls_a_new_version_out_by_the_deployments_updat
     assert (before["model"], before["version"]) == ("Vector", "100000")
     want_before = I.load(run / "Vector" / "Vector-100000.pt").act(obs)["continuous_actions"]
     want_after = I.load(newer).act(obs)["continuous_actions"]
+    want_h = I.load(run / "Hybrid" / "Hybrid-40000.pt").act(ho)
     assert np.abs(want_before - want_after).max() > 1e-3  # (two policies: the version shows in the actions)
     assert np.abs(np.asarray(before["continuous_actions"]) - want_before).max() <= 1e-5
+    for answer in (appeared, hybrid):  # (the new model, before and after the other's rollout)
+        assert (answer["model"], answer["version"]) == ("Hybrid", "40000"), answer
+        assert np.abs(np.asarray(answer["continuous_actions"]) - want_h["continuous_actions"]).max() <= 1e-5
+        assert answer["discrete_actions"] == want_h["discrete_actions"].tolist()
     assert seen and seen[-1] == "150000" and set(seen) <= {"100000", "150000"}, seen
     for answer in after:
         assert answer["version"] == "150000"
         assert np.abs(np.asarray(answer["continuous_actions"]) - want_after).max() <= 1e-5
-    assert hybrid["version"] == "40000"
+    assert "[serve] ray: model Hybrid version 40000 rolled out" in said, said
     assert "[serve] ray: model Vector version 150000 rolled out" in said, said
     assert "Traceback" not in said, said[-2000:]
+
+
+def test_versions_and_the_repository_api_on_ray_answer_as_serve(tmp_path):
+    """serve --ray --versions 2 --allow-model-control on a run folder of two behaviours: each model's deployment keeps
+    its newest 2 verified versions (Vector's 50000 and 100000, one replica holding both); a line's "version" and V2's
+    /versions/{v} reach either, equal to load(<that checkpoint>).act() within 1e-5 and naming both; a version not
+    loaded is serve's one line. The repository API over the ingress, as serve --http's: the index; a load naming a
+    version (pinned: what a line without one gets); an unload of a version (refused after it); an unload of a model
+    (its application deleted: its lines refused, UNAVAILABLE in the index) and its load again (a new application,
+    V2 ready 503 while it loads); paths outside the served folders, unknown models and a flood of loads, one line
+    each. /metrics counts lines per model and version; stderr is serve's one-liners."""
+    import threading
+
+    import inference as I
+
+    run = two_behaviour_run(tmp_path)
+    rng = np.random.RandomState(9)
+    vo, ho = rng.uniform(-1, 1, (2, 8)).astype(np.float32), rng.uniform(-1, 1, (2, 12)).astype(np.float32)
+    want = {
+        step: I.load(run / "Vector" / f"Vector-{step}.pt").act(vo)["continuous_actions"] for step in (50000, 100000)
+    }
+    want_h = I.load(run / "Hybrid" / "Hybrid-40000.pt").act(ho)
+    assert np.abs(want[50000] - want[100000]).max() > 1e-3  # (two policies: the version shows in the actions)
+
+    def v_lines(version=None) -> bytes:
+        named = {} if version is None else {"version": version}
+        return lines_body([json.dumps({"id": i, "model": "Vector", **named, "obs": vo[i].tolist()}) for i in range(2)])
+
+    def answers(body: bytes) -> list:
+        status, _, text = server.call("/v1/act", body)
+        return [status] + [json.loads(line) for line in text.decode().splitlines()]
+
+    def v2(path: str, obs: np.ndarray) -> tuple:
+        inputs = [{"name": "obs_0", "datatype": "FP32", "shape": list(obs.shape), "data": obs.ravel().tolist()}]
+        status, _, text = server.call(f"/v2/models/{path}/infer", json.dumps({"inputs": inputs}).encode())
+        return status, json.loads(text)
+
+    def control(path: str, body: Optional[dict] = None) -> tuple:
+        status, _, text = server.call(f"/v2/repository/{path}", json.dumps(body or {}).encode())
+        return status, json.loads(text) if text.strip() else None
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    server = Server(
+        tmp_path, "--ray", "local", "--model-dir", run, "--versions", "2", "--allow-model-control", within=400
+    )
+    try:
+        by_version = {v: answers(v_lines(v)) for v in (50000, "100000", None)}
+        not_loaded = answers(v_lines(7))
+        v2_old, v2_new = v2("Vector/versions/50000", vo), v2("Vector", vo)
+        v2_unknown = server.one_line_error("/v2/models/Vector/versions/7/infer", b"{}")
+        metadata = json.loads(server.call("/v2/models/Vector/versions/50000")[2])
+        first = control("index")
+        pinned = control("models/Vector/load", {"parameters": {"version": "50000"}})
+        after_pin = answers(v_lines())
+        dropped = control("models/Vector/unload", {"parameters": {"version": "100000"}})
+        after_drop = answers(v_lines(100000))
+        unloaded = control("models/Hybrid/unload")
+        hybrid_gone = server.call("/v1/act", json.dumps({"id": 1, "model": "Hybrid", "obs": ho[0].tolist()}).encode())
+        index_gone = control("index")[1]
+        loading: list = []
+        loader = threading.Thread(target=lambda: loading.append(control("models/Hybrid/load")))
+        loader.start()
+        seen = set()
+        for _ in range(3000):  # (bounded: the ready answers while the load runs, until it is answered)
+            seen.add(server.call("/v2/models/Hybrid/ready")[0])
+            if not loader.is_alive():
+                break
+            time.sleep(0.02)
+        loader.join(300)
+        ready_after = server.call("/v2/models/Hybrid/ready")[0]
+        hybrid_back = v2("Hybrid", ho)
+        hostile = {
+            "dotdot": control("models/..%2F..%2Fetc/load"),
+            "absolute": control(f"models/{str(outside).replace('/', '%2F')}/load"),
+            "unknown": control("models/Keeper/load"),
+            "version": control("models/Vector/load", {"parameters": {"version": "7"}}),
+            "bad body": server.call("/v2/repository/models/Vector/load", b"[1, 2]")[0],
+        }
+        with ThreadPoolExecutor(40) as pool:
+            flood = list(
+                pool.map(lambda _: control("models/Vector/load", {"parameters": {"version": "50000"}}), range(40))
+            )
+        still = answers(v_lines())
+        metrics = server.call("/metrics")[2].decode()
+    finally:
+        code, _, _ = server.stop()
+    assert code == 0
+    for version, got in by_version.items():
+        step = int(version or 100000)
+        assert got[0] == 200 and [(a["model"], a["version"]) for a in got[1:]] == [("Vector", str(step))] * 2, got
+        assert np.abs(np.asarray([a["continuous_actions"] for a in got[1:]]) - want[step]).max() <= 1e-5
+    assert not_loaded[1:] == [
+        {"id": i, "error": "model Vector: version 7 is not loaded (loaded: 50000, 100000)"} for i in range(2)
+    ]
+    for (status, answer), step in ((v2_old, 50000), (v2_new, 100000)):
+        assert status == 200 and (answer["model_name"], answer["model_version"]) == ("Vector", str(step)), answer
+        out = next(o for o in answer["outputs"] if o["name"] == "deterministic_continuous_actions")
+        assert np.abs(np.asarray(out["data"]).reshape(out["shape"]) - want[step]).max() <= 1e-5
+    assert v2_unknown == (404, "unknown version '7' of model 'Vector': loaded 50000, 100000")
+    assert metadata["versions"] == ["50000", "100000"]
+    assert first == (
+        200,
+        [
+            {"name": "Hybrid", "version": "40000", "state": "READY", "reason": "serving"},
+            {"name": "Vector", "version": "50000", "state": "READY", "reason": "loaded"},
+            {"name": "Vector", "version": "100000", "state": "READY", "reason": "serving"},
+        ],
+    )
+    assert pinned == dropped == unloaded == (200, None)
+    assert [a["version"] for a in after_pin[1:]] == ["50000"] * 2
+    assert np.abs(np.asarray([a["continuous_actions"] for a in after_pin[1:]]) - want[50000]).max() <= 1e-5
+    assert after_drop[1:] == [
+        {"id": i, "error": "model Vector: version 100000 is not loaded (loaded: 50000)"} for i in range(2)
+    ]
+    assert hybrid_gone[0] == 400 and json.loads(hybrid_gone[2]) == {
+        "id": 1,
+        "error": "model Hybrid: not served (served: Vector)",
+    }
+    assert {"name": "Hybrid", "version": "", "state": "UNAVAILABLE", "reason": "unloaded"} in index_gone
+    assert loading == [(200, None)] and 503 in seen and ready_after == 200, (loading, seen, ready_after)
+    status, answer = hybrid_back
+    assert status == 200 and answer["model_version"] == "40000"
+    out = next(o for o in answer["outputs"] if o["name"] == "deterministic_discrete_actions")
+    assert np.asarray(out["data"]).reshape(out["shape"]).tolist() == want_h["discrete_actions"].tolist()
+    for name, got in hostile.items():
+        status, body = (got, None) if name == "bad body" else got
+        assert status in (400, 404), (name, got)
+        assert body is None or (set(body) == {"error"} and "\n" not in body["error"]), (name, body)
+    assert "'..' is refused" in hostile["dotdot"][1]["error"]
+    assert "leads outside the served folders" in hostile["absolute"][1]["error"]
+    assert hostile["unknown"][0] == 404 and hostile["version"][0] == 404
+    assert {status for status, _ in flood} <= {200, 503} and 200 in {status for status, _ in flood}, flood
+    assert all(body is None or "repository calls are running already" in body["error"] for _, body in flood)
+    assert [a["version"] for a in still[1:]] == ["50000"] * 2
+    per = dict(re.findall(r'^mlagents_serve_model_lines_total\{model="Vector",version="(\d+)"\} (\S+)$', metrics, re.M))
+    assert float(per["50000"]) == 7, per  # (6 lines and 1 V2 request at 50000)
+    said = server.err.read_text()
+    assert "[serve] ray: model Hybrid unloaded (its application deleted)" in said, said
+    server.log_is_one_liners()
 
 
 def test_two_behaviours_on_the_two_node_loopback_cluster(tmp_path, two_node_cluster):

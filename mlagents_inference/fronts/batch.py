@@ -20,7 +20,8 @@ from ..core.inputs import ParquetSource, array_chunks, open_obs_file
 from ..core.observations import check_rows_fit, finite_float32, random_inputs, random_masks
 from ..core.report import action_fields, actions_ok, floats, fmt, header, kind_fields
 from ..core.spec import PolicySettings, continuous_only
-from ..services.ray_support import copy_package, ray_failure, ray_init, ray_model, ray_policy, ray_unreachable
+from ..services.ray_replica import ray_policy
+from ..services.ray_support import copy_package, ray_failure, ray_init, ray_model, ray_unreachable
 
 if TYPE_CHECKING:  # (annotations only)
     from ..services.context import Context

@@ -519,7 +519,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_whole_number(1, 1024),
         default=None,
         modes=("serve",),
-        help="serve: keep the newest N verified versions of each model loaded (default 1)",
+        help="serve: keep the newest N verified versions of each model loaded (default 1; --ray: by its replicas)",
     )
     option(
         net,
@@ -534,7 +534,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--allow-model-control",
         action="store_true",
         modes=("serve",),
-        help="serve: answer the V2 repository API (index, load, unload: rollbacks) instead of refusing it",
+        help="serve: answer the V2 repository API (index, load, unload: rollbacks) instead of refusing it (--ray too)",
     )
     option(
         net,

@@ -1,10 +1,8 @@
-"""serve --ray: Ray Serve replicas, each loading the policy once, behind an HTTP ingress of this command's own (aiohttp,
-in its process, as serve --http): POST /v1/act (one or many stream lines), the Open Inference Protocol's REST routes
-(/v2/...), GET /healthz and GET /metrics (every replica's counts). The ingress holds serve's bounds (a request's body,
-the requests in flight, the bytes they hold) and calls the replicas through a Ray Serve handle; @serve.batch gathers
-what a replica has waiting (lines and V2 requests) into one engine call. Replicas share no memory: a request is the
-client's "connection" (an LSTM id's memory goes from one of its lines to the next, and is gone with it); a line
-carries its "memory", the answer the next one (docs/serve.md#ray-serve)."""
+"""serve --ray: Ray Serve replicas (services.ray_replica) behind an HTTP ingress of this command's own (aiohttp, as
+serve --http): POST /v1/act, the V2 REST routes (the repository API's too), GET /healthz and /metrics. The ingress holds
+serve's bounds and calls the replicas through Ray Serve handles; @serve.batch gathers what a replica has waiting into
+one engine call per version. Replicas share no memory: a request is the client's "connection"; a line carries its
+"memory" (docs/serve.md#ray-serve). Run folders: an application per model, its versions its user_config (Rollouts)."""
 
 from __future__ import annotations
 
@@ -14,43 +12,37 @@ import os
 import signal
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
-
-import numpy as np
+from typing import TYPE_CHECKING, Callable, NamedTuple, Optional
 
 from ..core.errors import UsageError
 from ..core.files import Interrupted, handlers_kept
-from ..core.observations import AgentMemories
-from ..services.batcher import ServeOptions
-from ..services.dataplane import DataPlane, Model, RestCodec, rest_error, rest_routes
-from ..services.open_inference import Job, ModelView, Statistics
-from ..services.protocol import answer_texts, answer_waiting, json_codec
+from ..services.batcher import Batcher, ServeOptions
+from ..services.dataplane import DataPlane, Model, rest_error, rest_routes
+from ..services.errors import NotFound, Unavailable
+from ..services.open_inference import Statistics
+from ..services.protocol import echoed_id, json_codec
+from ..services.ray_replica import PolicyReplica, body_lines
 from ..services.ray_support import (
     copy_package,
     ray_failure,
     ray_init,
     ray_model,
-    ray_policy,
-    ray_repository_models,
     ray_unreachable,
     ray_version,
-    routed_loads,
     serve_running,
     wait_until_running,
 )
 from ..services.serve_common import (
     BATCH_BUCKETS,
-    CONNECTION_MEMORY_BYTES,
-    CONNECTION_MEMORY_IDS,
     LATENCY_BUCKETS_S,
-    MEMORY_BYTES,
-    MEMORY_IDS,
     STOP_GRACE_S,
     Front,
     Histogram,
     OneLineLog,
+    RepositoryControl,
     add_v2_unknown_route,
     tell_limited,
 )
@@ -66,12 +58,10 @@ __all__ = [
     "REQUEST_LINES",
     "IN_FLIGHT_BYTES",
     "NEED_HTTP",
-    "SEQUENCE_REFUSED",
-    "body_lines",
-    "PolicyReplica",
     "Described",
     "Ingress",
     "RayHttp",
+    "Rollouts",
     "serve_on_ray",
 ]
 
@@ -79,9 +69,8 @@ __all__ = [
 APP, ROUTE = "mlagents-inference", "/v1/act"
 
 
-READY_WITHIN_S = float(
-    os.environ.get("MLAGENTS_RAY_SERVE_READY_S", 600)
-)  # replicas loading, images pulled on a cluster
+# the replicas' start (replicas loading, images pulled on a cluster)
+READY_WITHIN_S = float(os.environ.get("MLAGENTS_RAY_SERVE_READY_S", 600))
 
 
 REQUEST_BYTES = 16 << 20  # the most one request's body holds (--max-line-bytes + 1 where that is more): 413 past it
@@ -98,181 +87,27 @@ IN_FLIGHT_BYTES = ServeOptions.http_in_flight_bytes  # (--http-in-flight-bytes' 
 NEED_HTTP = "serve --ray needs aiohttp and prometheus-client (its ingress): pip install -r requirements-ray.txt"
 
 
-SEQUENCE_REFUSED = (
-    'parameter "sequence_id": not with --ray (replicas keep no memory between requests); send "recurrent_in" with '
-    'each request (the last answer\'s "recurrent_out")'
-)
-
-
-def body_lines(body: bytes, limit: int) -> list:
-    """A request body's stream lines, as a connection splits what it reads: blank lines dropped, one longer than
-    `limit` None (its error answer)."""
-    return [None if len(line) > limit else line for line in body.split(b"\n") if line and not line.isspace()]
-
-
-class PolicyReplica:
-    """A Ray Serve replica: the policy loaded once. act(body) answers one POST /v1/act (its lines, in order, as one
-    connection's), infer(...) one V2 request through its data plane (services.dataplane, as serve's); the requests
-    waiting are answered together (@serve.batch: one answer_waiting call, the V2 requests riding in its engine call).
-    Memories live for one call, each request in a scope of its own, within serve's bounds: no id keeps a memory between
-    two requests, or across two clients'."""
-
-    def __init__(
-        self,
-        model: dict,
-        limit: int,
-        max_batch: int,
-        wait_s: float,
-        config_batch: Optional[int] = None,
-        name: Optional[str] = None,
-        version: Optional[str] = None,
-    ):
-        from ray import serve
-
-        self.limit, self.config_batch = limit, config_batch
-        self.loads, self.dumps = json_codec()
-        self.codec = RestCodec((self.loads, self.dumps), limit, _no_sequences)  # (POST .../infer's)
-        # `name`, `version`: a model of serve's model repository (run folders) at a checkpoint's step; its lines come
-        # routed by the ingress (their "model" and "version" keys taken out here), its answers name both
-        self.named = name is not None
-        self.install(ray_policy(model), name, version)
-        self.answer = serve.batch(max_batch_size=max_batch, batch_wait_timeout_s=wait_s)(self.answer_requests)
-        try:
-            context = serve.get_replica_context()
-            self.name = str(getattr(context, "replica_id", None) or context.replica_tag)
-        except Exception:  # noqa: BLE001 - outside a replica (a test): the process
-            self.name = f"pid{os.getpid()}"
-        self.lines = self.errors = self.seq = 0
-        self.batches = Histogram(BATCH_BUCKETS)
-
-    def install(self, policy, name: Optional[str], version: Optional[str]) -> None:
-        """The policy this replica answers with (its V2 view and data plane), swapped in whole: a batch already in
-        answer_now keeps the one it started with."""
-        view = ModelView(policy, name, version)
-        model = Model(view, view.metadata, self.config, view.model_stats, self.submit)
-        plane = DataPlane({view.name: model}, lambda: False, view.server_metadata())  # (the ingress stops)
-        self.serving = (policy, view, plane)
-        self.policy, self.view, self.plane = self.serving
-
-    def reconfigure(self, config: dict) -> None:
-        """Ray Serve's user_config ({"model": ray_version's dict, "version": its step}): the version a model's
-        deployment serves, rolled out by `serve.run` of the deployment with a new user_config (a lightweight update:
-        Ray Serve calls this on each replica in turn, none restarted). The same version again: nothing to do."""
-        if not self.named or str(config.get("version")) == self.view.version:
-            return
-        self.install(ray_policy(config["model"]), self.view.name, str(config["version"]))
-
-    def config(self) -> dict:
-        """Triton's model configuration, as a replica serves the model: no sequence batching (SEQUENCE_REFUSED)."""
-        config = self.view.config(self.config_batch)
-        if config.pop("sequence_batching", None) is not None:  # (no sequence keeps a memory on Ray: SEQUENCE_REFUSED)
-            config["dynamic_batching"] = {"preferred_batch_size": [self.config_batch]} if self.config_batch else {}
-        return config
-
-    def describe(self) -> dict:
-        """The model as V2 tells it (metadata, configuration, server metadata), for the ingress's GETs."""
-        view = self.view
-        return {
-            "name": view.name,
-            "version": view.version,
-            "metadata": view.metadata(),
-            "config": self.config(),
-            "server": view.server_metadata(),
-            "tally": self.tally(),
-        }
-
-    def tally(self) -> dict:
-        """This replica's counts so far (the ingress keeps each replica's latest and sums them)."""
-        s = self.view.stats
-        return {
-            "replica": self.name,
-            "model": self.view.name,
-            "version": self.view.version,
-            "seq": self.seq,
-            "lines": self.lines,
-            "errors": self.errors,
-            "batch": [self.batches.counts[:], self.batches.sum, self.batches.n],
-            "v2": [dict(s.counts), dict(s.ns), {k: v[:] for k, v in s.batches.items()}]
-            + [s.inference_count, s.execution_count, s.last_inference],
-        }
-
-    async def act(self, body: bytes) -> tuple:
-        """POST /v1/act: (status, body, content type, None, tally)."""
-        return await self.answer(body)
-
-    async def infer(self, name: str, version: Optional[str], body: bytes, header_length: Optional[str]) -> tuple:
-        """POST .../infer (the model checked by the ingress too): (status, body, content type, header length, tally)."""
-        answer = await self.serving[2].infer(name, version, self.codec, (body, header_length, ""))
-        self.seq += 1
-        return (*answer, self.tally())
-
-    async def submit(self, job: Job) -> Job:
-        """A checked V2 request through @serve.batch (the data plane's batcher here): answered."""
-        return await self.answer(job)
-
-    async def answer_requests(self, requests: list) -> list:
-        return self.answer_now(requests)
-
-    def answer_now(self, requests: list) -> list:
-        """The answers of requests waiting together (bodies of /v1/act, V2 Jobs), in order."""
-        lines, scopes, spans, jobs = [], [], [], []
-        for k, request in enumerate(requests):
-            if type(request) is Job:
-                jobs.append(request)
-                spans.append(None)
-                continue
-            got = body_lines(request, self.limit)
-            spans.append((len(lines), len(got)))
-            lines += got
-            scopes += [f"{k}:"] * len(got)
-        memories = AgentMemories(MEMORY_IDS, MEMORY_BYTES, CONNECTION_MEMORY_IDS, CONNECTION_MEMORY_BYTES)
-        started = time.perf_counter_ns()
-        for job in jobs:
-            job.queue_ns = max(0, started - job.arrived - job.read_ns)
-        with np.errstate(over="ignore"):
-            policy, view, _ = self.serving  # (one version for the whole batch, whatever a rollout does meanwhile)
-            loads = routed_loads(self.loads, view.version) if self.named else self.loads
-            answers = answer_waiting(policy, lines, memories, loads, self.limit, scopes, jobs[:])
-        if self.named:  # (every answer names the model and version that gave it, as serve's)
-            for answer in answers:
-                answer["model"], answer["version"] = view.name, view.version
-        texts = answer_texts(self.dumps, answers)
-        errors = sum("error" in a for a in answers) + sum(job.error is not None for job in jobs)
-        self.lines += len(lines) + len(jobs)
-        self.errors += errors
-        self.batches.add(len(lines) + len(jobs))
-        self.seq += 1
-        tally = self.tally()
-        return [
-            request if span is None else (*self.lines_answer(texts, answers, *span), tally)  # (a Job: answered)
-            for request, span in zip(requests, spans)
-        ]
-
-    def lines_answer(self, texts: list, answers: list, at: int, n: int) -> tuple:
-        if n == 0:
-            return 400, self.dumps({"id": None, "error": "empty body: expected stream lines"}), "application/json", None
-        if n == 1:  # (as serve --http: the answer, 400 for an error answer)
-            return 400 if "error" in answers[at] else 200, texts[at], "application/json", None
-        return 200, b"\n".join(texts[at : at + n]) + b"\n", "application/x-ndjson", None
-
-
-def _no_sequences(job: Job) -> None:
-    if job.key is not None:
-        raise UsageError(SEQUENCE_REFUSED)
-
-
 class Described:
-    """The model as a replica described it: the ingress's data plane answers the V2 GETs and checks a request's model
-    and version (ModelView's check) with no policy of its own."""
+    """A model as its replica described it (describe()): the ingress's data plane's Model of each version (`entries`;
+    `stats(view)`: its statistics, summed over the replicas), with no policy of its own."""
 
-    check = ModelView.check
-
-    def __init__(self, described: dict):
+    def __init__(self, described: dict, stats: Callable):
+        self.stats = stats
         self.update(described)
 
     def update(self, described: dict) -> None:
-        self.name, self.version = described["name"], described["version"]
-        self.metadata, self.config, self.server = described["metadata"], described["config"], described["server"]
+        self.name, self.version, self.server = described["name"], described["version"], described["server"]
+        self.entries = {version: self.entry(version, d) for version, d in described["versions"].items()}
+
+    def entry(self, version: str, described: dict) -> Model:
+        view = _Version(self.name, version)
+        return Model(view, lambda: described["metadata"], lambda: described["config"], lambda: self.stats(view))
+
+    def loaded(self) -> list:
+        return sorted(self.entries, key=lambda v: (len(v), v))
+
+
+_Version = NamedTuple("_Version", [("name", str), ("version", str)])  # (as the data plane and statistics name it)
 
 
 class Ingress:
@@ -282,25 +117,16 @@ class Ingress:
     (and, for the replicas' own, one line on stderr a second at most)."""
 
     def __init__(self, handle, described, limit: int, room: int, dumps, allow_remote=False, loads=None, named=False):
-        """`handle`, `described`: the one policy's (a replica's describe()), or with `named` (serve's model repository)
-        a dict of each: model name -> its deployment's handle, its replica's description. `body_s` (--body-timeout-s):
-        the time a body has to arrive, past it 408 and the connection closed; `in_flight_bytes`
-        (--http-in-flight-bytes): the bodies in flight together, past it 503 at once."""
+        """`handle`, `described`: the one policy's (a replica's describe()), or with `named` (a model repository) each
+        model's; `body_s` (--body-timeout-s: 408 past it), `in_flight_bytes` (--http-in-flight-bytes: 503 past it)."""
         handles, descriptions = (handle, described) if named else ({described["name"]: handle}, {0: described})
         self.named, self.dumps, self.allow_remote = named, dumps, allow_remote
         self.loads = loads or json_codec()[0]
-        self.models = {d["name"]: Described(d) for d in descriptions.values()}
+        self.models = {d["name"]: Described(d, self.version_stats) for d in descriptions.values()}
         self.handles = {d["name"]: handles[d["name"]] for d in descriptions.values()}
         self.handle = next(iter(self.handles.values()))
-        self.model = next(iter(self.models.values()))
-
-        def entry(model: Described) -> Model:
-            stats = lambda: self.totals(model.name if named else None)[3].model_stats(model)  # noqa: E731
-            return Model(model, lambda: model.metadata, lambda: model.config, stats)
-
-        self.plane = DataPlane(
-            {name: entry(m) for name, m in self.models.items()}, lambda: bool(self.stopping), self.model.server
-        )
+        server = next(iter(self.models.values())).server
+        self.plane = DataPlane({}, lambda: bool(self.stopping), server, self.model_at, self.every_model)
         self.body_bytes, self.limit, self.room = max(REQUEST_BYTES, limit + 1), limit, room
         self.body_s, self.in_flight_bytes = ServeOptions.body_timeout_s, IN_FLIGHT_BYTES  # (defaults; main() sets them)
         self.in_flight = self.held = self.refused = self.requests = 0
@@ -310,8 +136,30 @@ class Ingress:
         for d in descriptions.values():
             self.keep(d["tally"])
         self.drained: Optional[asyncio.Event] = None
+        self.rolling, self.rolled = asyncio.Lock(), {}  # (one rollout at a time; each model's last user_config)
+
+    def model_at(self, name: str, version: Optional[str] = None) -> Model:
+        """V2's model `name` at `version` (None or "": the version serving): its data plane Model, or NotFound with
+        serve's words (fronts.serve.Server.model_at)."""
+        model = self.models.get(name) if isinstance(name, str) else None
+        if model is None:
+            served = ", ".join(repr(n) for n in sorted(self.models))[:200]
+            raise NotFound(f"unknown model {str(name)[:120]!r}: this server serves {served}")
+        entry = model.entries.get(model.version if version in (None, "") else str(version))
+        if entry is None:
+            loaded = ", ".join(model.loaded())[:200]
+            raise NotFound(f"unknown version {str(version)[:40]!r} of model {name!r}: loaded {loaded}")
+        return entry
+
+    def every_model(self) -> list:
+        return [model.entries[v] for _, model in sorted(self.models.items()) for v in model.loaded()]
+
+    def version_stats(self, view: _Version) -> dict:
+        return self.totals(view.name, view.version)[3].model_stats(view)
 
     def keep(self, tally: dict) -> None:
+        if not tally:  # (an answer the ingress made itself)
+            return
         held = self.tallies.get(tally["replica"])
         if held is None or held["seq"] <= tally["seq"]:
             self.tallies[tally["replica"]] = tally
@@ -319,34 +167,42 @@ class Ingress:
     def answer(self, web, obj, status: int = 200):
         return web.Response(body=self.dumps(obj), status=status, content_type="application/json")
 
-    def totals(self, model: Optional[str] = None) -> tuple:
+    def totals(self, model: Optional[str] = None, version: Optional[str] = None) -> tuple:
         """(lines, errors, batch histogram, V2 Statistics) summed over every replica's latest counts (of `model`'s
-        replicas alone, where given)."""
+        replicas at `version` alone, where given)."""
         lines = errors = 0
         batches, stats = Histogram(BATCH_BUCKETS), Statistics()
         for t in self.tallies.values():
-            if model is not None and t.get("model") != model:
+            if model is None:
+                each = [t]
+            elif t.get("model") != model:
                 continue
-            lines, errors = lines + t["lines"], errors + t["errors"]
-            counts, total, n = t["batch"]
-            batches.counts = [a + b for a, b in zip(batches.counts, counts)]
-            batches.sum, batches.n = batches.sum + total, batches.n + n
-            v2_counts, v2_ns, v2_batches, inferences, executions, last = t["v2"]
-            for name in stats.names:
-                stats.counts[name] += v2_counts.get(name, 0)
-                stats.ns[name] += v2_ns.get(name, 0)
-            for rows, (count, ns) in v2_batches.items():
-                held = stats.batches.setdefault(rows, [0, 0])
-                held[0], held[1] = held[0] + count, held[1] + ns
-            stats.inference_count += inferences
-            stats.execution_count += executions
-            stats.last_inference = max(stats.last_inference, last)
+            else:
+                each = [c for v, c in t["versions"].items() if version is None or v == version]
+            for c in each:
+                lines, errors = lines + c["lines"], errors + c["errors"]
+                counts, total, n = c["batch"]
+                batches.counts = [a + b for a, b in zip(batches.counts, counts)]
+                batches.sum, batches.n = batches.sum + total, batches.n + n
+                if "v2" not in c:
+                    continue
+                v2_counts, v2_ns, v2_batches, inferences, executions, last = c["v2"]
+                for name in stats.names:
+                    stats.counts[name] += v2_counts.get(name, 0)
+                    stats.ns[name] += v2_ns.get(name, 0)
+                for rows, (count, ns) in v2_batches.items():
+                    held = stats.batches.setdefault(rows, [0, 0])
+                    held[0], held[1] = held[0] + count, held[1] + ns
+                stats.inference_count += inferences
+                stats.execution_count += executions
+                stats.last_inference = max(stats.last_inference, last)
         if model is None:  # (the lines refused before a model was chosen count once, in the totals)
             lines, errors = lines + self.lines_refused, errors + self.lines_refused
         return lines, errors, batches, stats
 
     def collect(self):
-        """Prometheus families (serve's names, summed over the replicas; lines and errors per replica too)."""
+        """Prometheus families (serve's names, summed over the replicas; lines and errors per replica, and per model
+        and version as serve --http's, too)."""
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
         lines, errors, batches, _ = self.totals()
@@ -363,6 +219,25 @@ class Ingress:
             per_errors.add_metric([name], t["errors"])
         yield per_lines
         yield per_errors
+        labels = ["model", "version"]  # (fronts.serve_http.LABELS)
+        model_lines = CounterMetricFamily(
+            "mlagents_serve_model_lines", "lines and V2 requests answered, per model and version", labels=labels
+        )
+        model_errors = CounterMetricFamily(
+            "mlagents_serve_model_error_answers", "error answers, per model", labels=labels
+        )
+        model_batches = HistogramMetricFamily(
+            "mlagents_serve_model_batch_lines", "lines per engine call, per model and version", labels=labels
+        )
+        for name, model in sorted(self.models.items()):
+            for version in model.loaded():
+                n, bad, hist, _ = self.totals(name, version)
+                model_lines.add_metric([name, version], n)
+                model_errors.add_metric([name, version], bad)
+                model_batches.add_metric([name, version], hist.buckets(), hist.sum)
+        yield model_lines
+        yield model_errors
+        yield model_batches
         yield GaugeMetricFamily("mlagents_serve_replicas_seen", "replicas that have answered", value=len(self.tallies))
         yield GaugeMetricFamily("mlagents_serve_requests_in_flight", "requests at the replicas", value=self.in_flight)
         yield CounterMetricFamily("mlagents_serve_requests", "requests taken to a replica", value=self.requests)
@@ -390,13 +265,14 @@ class Ingress:
         if length is not None and length > self.body_bytes:
             return self.too_long(web)
         hold = self.body_bytes if length is None else length
-        if self.in_flight >= self.room or self.held + hold > self.in_flight_bytes:
+        room = self.room * max(1, len(self.handles))  # (`room` per model served)
+        if self.in_flight >= room or self.held + hold > self.in_flight_bytes:
             self.refused += 1
             return self.answer(
                 web,
                 {
                     "id": None,
-                    "error": f"busy: {self.in_flight} requests in flight (at most {self.room} and "
+                    "error": f"busy: {self.in_flight} requests in flight (at most {room} and "
                     f"{self.in_flight_bytes:,} bytes of bodies); try again",
                 },
                 503,
@@ -415,7 +291,7 @@ class Ingress:
                 return self.too_long(web)
             except ConnectionError:  # (the client went before its body came: nobody to answer, nothing to say)
                 return web.Response(status=400)
-            refused = self.refusal(web, body, method)
+            refused = self.refusal(web, body, method, *more[:2])
             if refused is not None:
                 return refused
             self.requests += 1
@@ -450,98 +326,145 @@ class Ingress:
                 self.drained.set()
 
     async def routed(self, body: bytes) -> tuple:
-        """POST /v1/act where several models are served: each line to its model's replicas by its "model" key (left
-        out: the one model served), its "version" checked against the one they serve; the lines of one model in one
-        request, every model's at once; the answers back in the order of the lines (a line refused here: its error
-        answer, naming no model). As a replica's answer: (status, body, content type, None, a tally)."""
+        """POST /v1/act where several models or versions are served: each line to its model's replicas by its "model"
+        key (left out: the one model served), at the version its "version" key names (left out: the one serving; one
+        not loaded refused, as serve's batcher does); the lines of one model version in one request, every model's at
+        once; the answers back in the order of the lines (a line refused here: its error answer, naming no model). As a
+        replica's answer: (status, body, content type, None, a tally)."""
         lines = body_lines(body, self.limit)
+        if not lines:
+            return (
+                400,
+                self.dumps({"id": None, "error": "empty body: expected stream lines"}),
+                "application/json",
+                None,
+                {},
+            )
         texts: list = [None] * len(lines)
         groups: dict = {}
         for k, raw in enumerate(lines):
-            name, refusal = self.route(raw)
+            key, refusal = self.route(raw)
             if refusal is not None:
                 texts[k] = self.dumps(refusal)
                 self.lines_refused += 1
             else:
-                groups.setdefault(name, []).append(k)
-        if not lines:
-            groups[self.model.name] = []
-        calls = [self.handles[name].act.remote(b"\n".join(lines[k] for k in ks)) for name, ks in groups.items()]
-        status, tally = 200, None
-        for (name, ks), answer in zip(groups.items(), await asyncio.gather(*calls)):
+                groups.setdefault(key, []).append(k)
+        calls = [
+            self.handles[name].act.remote(b"\n".join(lines[k] for k in ks), version)
+            for (name, version), ks in groups.items()
+        ]
+        status, tally = 200, {}
+        for ks, answer in zip(groups.values(), await asyncio.gather(*calls)):
             status, text, kind, _, tally = answer
             self.keep(tally)
-            if not ks:  # (an empty body: the replica's one error line)
-                return answer
             for k, line in zip(ks, [text] if len(ks) == 1 else text.split(b"\n")[: len(ks)]):
                 texts[k] = line
-        tally = tally if tally is not None else next(iter(self.tallies.values()))
         if len(lines) == 1:
             return (status if groups else 400), texts[0], "application/json", None, tally
         return 200, b"\n".join(texts) + b"\n", "application/x-ndjson", None, tally
 
     def route(self, raw) -> tuple:
-        """(the model a line goes to, None) or (None, its error answer)."""
-        served = ", ".join(sorted(self.models))
+        """((the model a line goes to, the version it names or None), None) or (None, its error answer)."""
+        served = ", ".join(sorted(self.models))[:200]
         if raw is None:
-            return None, {"id": None, "error": f"the line is longer than {self.limit} bytes (--max-line-bytes)"}
+            if len(self.models) == 1:  # (the replica answers it as the stream does)
+                return (next(iter(self.models)), None), None
+            return None, {"id": None, "error": f"line longer than {self.limit} bytes (--max-line-bytes)"}
         try:
             obj = self.loads(raw)
         except (ValueError, RecursionError):
             obj = None
         if not isinstance(obj, dict):
             if len(self.models) == 1:  # (the replica answers it as the stream does)
-                return self.model.name, None
-            return None, {"id": None, "error": "not a JSON object: expected a stream line naming its model"}
-        ident = obj.get("id") if isinstance(obj.get("id"), (str, int, type(None))) else None
+                return (next(iter(self.models)), None), None
+            error = "line is not JSON (or nested too deep)" if obj is None else 'expected an object like {"obs": [...]}'
+            return None, {"id": None, "error": error}
+        ident = echoed_id(obj)
         name, version = obj.get("model"), obj.get("version")
         if name is None:
-            if len(self.models) > 1:
+            if len(self.models) != 1:
                 return None, {"id": ident, "error": f"name the model: {len(self.models)} are served ({served})"}
-            name = self.model.name
-        if not isinstance(name, str) or name not in self.models:
-            return None, {"id": ident, "error": f"model {str(name)[:80]}: not served (served: {served})"}
-        serving = self.models[name].version
-        if version is not None and str(version) != serving:
-            return None, {
-                "id": ident,
-                "error": f"model {name}: version {str(version)[:80]} is not loaded (loaded: {serving})",
-            }
-        return name, None
+            name = next(iter(self.models))
+        if type(name) is not str or name not in self.models:
+            shown = name[:120] if type(name) is str else str(name)[:40]
+            return None, {"id": ident, "error": f"model {shown}: not served (served: {served})"}
+        if version is None:
+            return (name, None), None
+        model = self.models[name]
+        routed = Batcher.named_version(name, {v: v for v in model.loaded()}, version, ident, None, raw)
+        return ((name, routed.lane), None) if routed.lane is not None else (None, routed.payload)
 
-    def follow(self, repository, rollout) -> None:
-        """serve --ray --follow: each change of what serves a model (the repository's follower thread) rolled out by
-        `rollout(name)` (a thread: Ray Serve's deployment update, until it runs; the version's step back), one model's
-        rollouts one after another; the ingress then routes by the new version."""
-        loop, self.rolling = asyncio.get_running_loop(), asyncio.Lock()
+    def follow(self, repository, rollout, allowed: bool, thread: bool) -> None:
+        """serve --ray of run folders: each change of a model's versions (the repository's follower thread with
+        --follow, a repository call with --allow-model-control) rolled out by `rollout(name)` (a thread: Ray Serve's
+        deployment update, a new application for a model not served, the application deleted for a model with no
+        version left; what the model serves now back, None where it is gone), the rollouts one after another; the
+        ingress then routes by what the replicas hold. The V2 repository API (services.serve_common.RepositoryControl)
+        answers where `allowed` (--allow-model-control), a call answered once its change is rolled out."""
+        loop = asyncio.get_running_loop()
 
-        def changed(name: str, version) -> None:  # (the follower thread)
-            if version is not None:
-                with contextlib.suppress(RuntimeError):  # (the loop closing meanwhile)
-                    loop.call_soon_threadsafe(lambda: loop.create_task(self.roll(name, rollout)))
+        def changed(name: str, version) -> None:  # (the follower thread, or a repository call's)
+            with contextlib.suppress(RuntimeError):  # (the loop closing meanwhile)
+                loop.call_soon_threadsafe(lambda: loop.create_task(self.roll(name, rollout)))
 
-        repository.on_change = changed
-        repository.start_following()
+        repository.on_change = repository.on_loaded = changed
+        from ..services.repository import ModelNotFound
 
-    async def roll(self, name: str, rollout) -> None:
+        settled = lambda name: self.roll(name, rollout, True)  # noqa: E731
+        self.plane.control = RepositoryControl(repository, ModelNotFound, self.plane, allowed, lambda: loop, settled)
+        if thread:
+            repository.start_following()
+
+    async def roll(self, name: str, rollout, raising: bool = False) -> None:
+        """The model's versions as the repository holds them now, rolled out where they changed (one rollout at a
+        time); a failure: one line, the replicas keep theirs (raised, for a repository call, as Unavailable)."""
         if self.stopping:
             return
-        if name not in self.handles:
-            tell_limited(f"ray: model {name}: a new model is served after a restart of serve --ray")
-            return
         async with self.rolling:
+            loop = asyncio.get_running_loop()
             try:
-                step = await asyncio.get_running_loop().run_in_executor(None, rollout, name)
-                self.models[name].update(await self.handles[name].describe.remote())
+                kept, model = rollout.kept(name), self.models.get(name)
+                if model is not None and not kept:  # (unloaded: no longer routed to, before its application goes)
+                    self.models.pop(name, None)
+                    self.handles.pop(name, None)
+                elif model is not None:  # (a version let go: no longer routed to, before the replicas let it go)
+                    model.entries = {v: e for v, e in model.entries.items() if v in kept or v == model.version}
+                done = await loop.run_in_executor(None, rollout, name, self.rolled.get(name))
+                if done is None:
+                    return
+                config, app = done
+                self.rolled[name] = config
+                if app is None:
+                    print(f"[serve] ray: model {name} unloaded (its application deleted)", file=sys.stderr, flush=True)
+                    return
+                handle = rollout.serve.get_app_handle(app)
+                described = await handle.describe.remote()
+                self.keep(described["tally"])
+                if name in self.models:
+                    self.models[name].update(described)
+                else:
+                    self.models[name] = Described(described, self.version_stats)
+                self.handles[name] = handle
             except Exception as exc:  # noqa: BLE001 - the old version keeps answering: one line
-                tell_limited(f"ray: model {name}: the rollout failed ({ray_failure(exc)}); the replicas keep theirs")
+                why = ray_failure(exc)
+                tell_limited(f"ray: model {name}: the rollout failed ({why}); the replicas keep theirs")
+                if raising:
+                    raise Unavailable(f"model {name}: the rollout to Ray Serve failed ({why})") from None
                 return
+            step = config["serving"]
             print(f"[serve] ray: model {name} version {step} rolled out", file=sys.stderr, flush=True)
 
     def too_long(self, web):
         return self.answer(web, {"id": None, "error": f"the request body is longer than {self.body_bytes} bytes"}, 413)
 
-    def refusal(self, web, body: bytes, method: str):
+    def refusal(self, web, body: bytes, method: str, *model):
+        """Its refusal (V2's model or version unknown once the body is here, as serve --http's; many lines), or None."""
+        if method == "infer":
+            try:
+                self.plane.model(*model)
+            except UsageError as exc:
+                status, text = rest_error(exc, self.dumps)
+                return web.Response(body=text, status=status, content_type="application/json")
         if method != "act" or body.count(b"\n") < REQUEST_LINES:
             return None
         if len(body_lines(body, self.limit)) <= REQUEST_LINES:
@@ -549,6 +472,44 @@ class Ingress:
         return self.answer(
             web, {"id": None, "error": f"more than {REQUEST_LINES} lines in one request: send them in several"}, 413
         )
+
+    def read(self, web):
+        """The repository API's body reader (services.dataplane.repository_routes' `read`), as serve --http's
+        (fronts.serve_http.BodyBounds): within the bodies in flight (--http-in-flight-bytes, counted with /v1/act's
+        and V2's: 503 at once past it) and --body-timeout-s (408); a body longer than --max-line-bytes None."""
+
+        def refused(status: int, text: str):
+            answer = self.answer(web, {"error": text}, status)
+            answer.force_close()  # (the body unread: the connection cannot carry another request)
+            return answer
+
+        def reader(handler):
+            async def bounded(request):
+                length = request.content_length
+                hold = self.body_bytes if length is None else min(length, self.body_bytes)
+                if self.held and self.held + hold > self.in_flight_bytes:
+                    return refused(
+                        503,
+                        f"busy: {self.held:,} bytes of request bodies in flight (at most {self.in_flight_bytes:,}, "
+                        "--http-in-flight-bytes); try again",
+                    )
+                self.held += hold
+                try:
+                    try:
+                        reading = request.read()
+                        body = await (reading if request.content.is_eof() else asyncio.wait_for(reading, self.body_s))
+                    except asyncio.TimeoutError:
+                        why = f"the request's body did not arrive within {self.body_s:g} s (--body-timeout-s)"
+                        return refused(408, why)
+                    except web.HTTPRequestEntityTooLarge:
+                        body = None
+                    return await handler(request, None if body is None or len(body) > self.limit else body)
+                finally:
+                    self.held -= hold
+
+            return bounded
+
+        return reader
 
     def routes(self, web) -> list:
         async def healthz(request):
@@ -568,11 +529,6 @@ class Ingress:
 
         async def infer(request):
             name, version = request.match_info["model"], request.match_info.get("version")
-            try:
-                self.plane.model(name, version)
-            except UsageError as exc:
-                status, text = rest_error(exc, self.dumps)
-                return web.Response(body=text, status=status, content_type="application/json")
             header_length = request.headers.get("Inference-Header-Content-Length")
             return await self.forward(web, request, "infer", name, version, header_length)
 
@@ -580,7 +536,7 @@ class Ingress:
             web.get("/healthz", healthz),
             web.get("/metrics", metrics),
             web.post(ROUTE, act),
-            *rest_routes(web, self.plane, self.dumps, infer),
+            *rest_routes(web, self.plane, self.dumps, infer, self.read(web), self.loads),
         ]
 
     async def run(self, front: Front, started) -> int:
@@ -679,8 +635,7 @@ def serve_on_ray(ctx: Context) -> tuple:
     # (the checkpoints read and checked before Ray starts: a bad one is one line at once; run folders: each model's
     # serving version verified by the model repository here, as serve does)
     repository = _repository(ctx)
-    models = None if repository is None else ray_repository_models(ctx, repository)
-    model = ray_model(ctx) if models is None else None
+    model = ray_model(ctx) if repository is None else None
     if args.ray == "local":  # Ray's servers listen on loopback alone where it expects no cluster (as on macOS)
         os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
         os.environ.setdefault("RAY_prestart_worker_first_driver", "0")  # (idle workers would slow the start)
@@ -691,37 +646,101 @@ def serve_on_ray(ctx: Context) -> tuple:
         raise UsageError("--ray: serve needs Ray Serve, which is not installed: pip install -r requirements-ray.txt")
     if unreachable := ray_unreachable(args.ray):
         raise UsageError(f"--ray {args.ray}: no Ray cluster there ({unreachable})")
-    return _serve(ctx, ray, serve, front, model, models, repository)
+    return _serve(ctx, ray, serve, front, model, repository)
 
 
 def _repository(ctx: Context):
     """serve's model repository of run folders (services.repository), scanned once, or None where one policy is
     served as before (version "1"). The same rule as serve's model_repository: --model-dir given more than once, a
-    folder of several models, --pin or --follow; each model's serving version verified here (a strict load,
-    onnx-compare, a probe batch) before any replica loads it."""
+    folder of several models, --follow, --versions, --pin or --allow-model-control; each model's versions verified
+    here (a strict load, onnx-compare, a probe batch) before any replica loads them."""
     from ..loaders.run_folder import several_models
 
     a = ctx.args
     dirs = [Path(d) for d in (getattr(a, "model_dirs", None) or ([a.model_dir] if a.model_dir else []))]
-    for flag, given in (("--versions", a.versions), ("--allow-model-control", a.allow_model_control)):
-        if given:
-            raise UsageError(f"{flag}: not with --ray yet (serve --ray serves one version of each model at a time)")
-
-    if not (a.pin or a.follow or len(dirs) > 1 or (len(dirs) == 1 and several_models(dirs[0]))):
+    wanted = a.follow or a.versions is not None or a.pin or a.allow_model_control
+    if not (wanted or len(dirs) > 1 or (len(dirs) == 1 and several_models(dirs[0]))):
         return None
     if not dirs:
-        raise UsageError("--follow and --pin serve run folders: give --model-dir")
+        raise UsageError("--follow, --versions, --pin and --allow-model-control serve run folders: give --model-dir")
     from ..services.repository import Repository
 
     poll_s = getattr(a, "follow_poll_s", 2.0) or 2.0
-    repository = Repository(dirs, 1, a.pin or (), poll_s=poll_s, policy_options={"device": "cpu"})  # (on this CPU)
-    repository.poll()
+    repository = Repository(dirs, a.versions or 1, a.pin or (), poll_s=poll_s, policy_options={"device": "cpu"})
+    repository.poll()  # (verified on this CPU; the replicas load what passed)
+    if not any(entry["versions"] for entry in repository.models()):
+        raise UsageError("--model-dir: no checkpoint there passed verification")
     return repository
 
 
-def _serve(
-    ctx: Context, ray, serve, front: RayHttp, model: Optional[dict], models: Optional[dict], repository
-) -> tuple:
+class Rollouts:
+    """serve --ray of run folders: a model an application (`APP`-name, one deployment) whose user_config lists the
+    versions the repository keeps and the one serving. `rollout(name, last)` (a thread; `busy` held, `stopping` ends
+    it) makes it hold what the repository holds now: nothing where that is `last` (rolled out before), a lightweight
+    update (no replica restarted), a new application for a model not served, the application deleted (serve.delete)
+    for a model with no version left (its CPUs, GPUs or NPUs freed). (config, application or None if deleted) back."""
+
+    def __init__(self, ctx: Context, serve, deployment, repository, bound: tuple, deployed: list):
+        self.ctx, self.serve, self.deployment, self.repository = ctx, serve, deployment, repository
+        self.bound, self.deployed, self.busy, self.stopping = bound, deployed, threading.Lock(), threading.Event()
+
+    def entry(self, name: str) -> Optional[dict]:
+        return next((e for e in self.repository.models() if e["name"] == name), None)
+
+    def kept(self, name: str) -> set:
+        """The versions the repository holds for `name` now."""
+        entry = self.entry(name)
+        return {str(step) for step in entry["versions"]} if entry else set()
+
+    def config(self, name: str) -> Optional[dict]:
+        """The user_config of `name` as the repository holds it now: {"versions": {step: ray_version's dict},
+        "serving": its step}; None where it holds none."""
+        entry = self.entry(name)
+        if entry is None or entry["serving"] is None:
+            return None
+        versions = {}
+        for step in entry["versions"]:
+            with contextlib.suppress(UsageError):  # (let go since the index was read: the next change tells)
+                path = self.repository.lookup(name, step).path
+                versions[str(step)] = ray_version(self.ctx, name, entry["run"], path)
+        serving = str(entry["serving"])
+        return {"versions": versions, "serving": serving} if serving in versions else None
+
+    def deploy(self, name: str, config: dict) -> str:
+        """The model's application with `config` (created, or updated in place), not waited for."""
+        app = f"{APP}-{name}"
+        with handlers_kept():
+            self.serve._run(
+                self.deployment.options(user_config=config).bind(*self.bound, name),
+                _blocking=False,
+                name=app,
+                route_prefix=None,
+            )
+        if app not in self.deployed:
+            self.deployed.append(app)
+        return app
+
+    def __call__(self, name: str, last: Optional[dict]):
+        with self.busy:
+            return self.rollout(name, last)
+
+    def rollout(self, name: str, last: Optional[dict]):
+        config = self.config(name)
+        if config == last or self.stopping.is_set():
+            return None
+        app = f"{APP}-{name}"
+        if config is None:
+            with handlers_kept():
+                self.serve.delete(app)
+            with contextlib.suppress(ValueError):
+                self.deployed.remove(app)
+            return None, None
+        self.deploy(name, config)
+        wait_until_running(self.serve, time.monotonic() + READY_WITHIN_S, app, READY_WITHIN_S, self.stopping.is_set)
+        return config, app
+
+
+def _serve(ctx: Context, ray, serve, front: RayHttp, model: Optional[dict], repository) -> tuple:
     args = ctx.args
     import logging
 
@@ -732,7 +751,8 @@ def _serve(
     ):
         copy_package(Path(code))  # (PolicyReplica is pickled by reference: the replicas import it from there)
         ray_init(ray, args.ray, code)
-        started_serve = deployed = False
+        started_serve, rollouts = False, None
+        deployed: list = []
         signum = 0
         try:
             logging.getLogger("ray.serve").setLevel(logging.ERROR)
@@ -750,15 +770,7 @@ def _serve(
                 else {"num_cpus": 1}
             )  # (Ray Serve's own actors reserve none; 0 here left replicas side by side)
             # one Ray Serve application (a deployment) per model: --replicas replicas each, rolled out on its own
-            wait_s = args.max_wait_us / 1e6
-            apps = (
-                {APP: (None, (model, args.max_line_bytes, max_batch, wait_s, args.max_batch))}
-                if models is None
-                else {
-                    f"{APP}-{name}": (name, (m, args.max_line_bytes, max_batch, wait_s, args.max_batch, name, step))
-                    for name, (m, step) in models.items()
-                }
-            )
+            bound = (None, args.max_line_bytes, max_batch, args.max_wait_us / 1e6, args.max_batch)
             with handlers_kept():
                 started_serve = not serve_running(serve)
                 if not started_serve and any(_ours(app) for app in serve.status().applications):
@@ -777,39 +789,25 @@ def _serve(
                     ray_actor_options=resources,
                     max_ongoing_requests=2 * max_batch,
                 )
-                deployed = list(apps)
-                for app, (name, bound) in apps.items():
-                    # (a model's version is its deployment's user_config: a new one is rolled out by Ray Serve's
-                    # lightweight update, PolicyReplica.reconfigure on each replica, none restarted)
-                    config = None if name is None else {"model": bound[0], "version": bound[-1]}
-                    serve._run(
-                        deployment.options(user_config=config).bind(*bound),
-                        _blocking=False,
-                        name=app,
-                        route_prefix=None,
-                    )
-            deadline = time.monotonic() + READY_WITHIN_S
-            for app in apps:
-                wait_until_running(serve, deadline, app, READY_WITHIN_S)
-            names = None if models is None else {name: app for app, (name, _) in apps.items()}
-
-            def rollout(name: str) -> str:
-                """(a thread of the ingress) The model's serving version now, rolled out to its deployment."""
-                version, app = repository.lookup(name), f"{APP}-{name}"
-                run = next(e["run"] for e in repository.models() if e["name"] == name)
-                config = {"model": ray_version(ctx, name, run, version.path), "version": str(version.step)}
+            configs: dict = {}
+            if repository is None:
+                deployed.append(APP)
                 with handlers_kept():
-                    serve._run(
-                        deployment.options(user_config=config).bind(*apps[app][1]),
-                        _blocking=False,
-                        name=app,
-                        route_prefix=None,
-                    )
-                wait_until_running(serve, time.monotonic() + READY_WITHIN_S, app, READY_WITHIN_S)
-                return str(version.step)
-
-            follow = (repository, rollout) if repository is not None and args.follow else None
-            signum = _run_ingress(ctx, serve, front, 2 * max_batch * args.replicas * len(apps), names, follow)
+                    serve._run(deployment.bind(model, *bound[1:]), _blocking=False, name=APP, route_prefix=None)
+            else:
+                # (a model's versions are its deployment's user_config: a change is rolled out by Ray Serve's
+                # lightweight update, PolicyReplica.reconfigure on each replica, none restarted)
+                rollouts = Rollouts(ctx, serve, deployment, repository, bound, deployed)
+                for entry in repository.models():
+                    if (config := rollouts.config(entry["name"])) is not None:
+                        configs[entry["name"]] = config
+                        rollouts.deploy(entry["name"], config)
+            deadline = time.monotonic() + READY_WITHIN_S
+            for app in list(deployed):
+                wait_until_running(serve, deadline, app, READY_WITHIN_S)
+            names = None if repository is None else {name: f"{APP}-{name}" for name in configs}
+            room = 2 * max_batch * args.replicas
+            signum = _run_ingress(ctx, serve, front, room, names, rollouts, configs)
         except KeyboardInterrupt as exc:
             if getattr(exc, "signum", None) != signal.SIGTERM:
                 raise  # (SIGINT, SIGHUP: 128 + N, as every mode)
@@ -819,6 +817,12 @@ def _serve(
         except Exception as exc:
             raise UsageError(f"--ray: {ray_failure(exc)}") from None
         finally:
+            if repository is not None:
+                repository.stop()
+            if rollouts is not None:  # (a rollout under way ends first: Ray is not called after it stops)
+                rollouts.stopping.set()
+                with rollouts.busy:
+                    pass
             _stop(ray, serve, args.ray == "local", started_serve, deployed)
         if signum and signum != signal.SIGTERM:
             raise Interrupted(signum)
@@ -829,9 +833,12 @@ def _ours(app: str) -> bool:
     return app == APP or app.startswith(APP + "-")
 
 
-def _run_ingress(ctx: Context, serve, front: RayHttp, room: int, names: Optional[dict] = None, follow=None) -> int:
+def _run_ingress(
+    ctx: Context, serve, front: RayHttp, room: int, names: Optional[dict] = None, rollouts=None, configs=None
+) -> int:
     """The ingress in an event loop of its own until a signal (its number comes back). `names`: model -> its
-    application, where serve's models of run folders are served."""
+    application, where serve's models of run folders are served (`rollouts`: their changes, `configs`: the
+    user_config each was deployed with)."""
     args = ctx.args
     handle = serve.get_app_handle(APP) if names is None else None
     handles = {} if names is None else {name: serve.get_app_handle(app) for name, app in names.items()}
@@ -858,11 +865,17 @@ def _run_ingress(ctx: Context, serve, front: RayHttp, room: int, names: Optional
         else:
             described = dict(zip(handles, await asyncio.gather(*(h.describe.remote() for h in handles.values()))))
             ingress = Ingress(handles, described, args.max_line_bytes, room, dumps, remote, loads, named=True)
-            if follow is not None:
-                ingress.follow(*follow)
+            ingress.rolled.update(configs or {})
+            ingress.follow(rollouts.repository, rollouts, bool(args.allow_model_control), bool(args.follow))
         options = ServeOptions.from_args(args)
         ingress.body_s, ingress.in_flight_bytes = options.body_timeout_s, options.http_in_flight_bytes
-        return await ingress.run(front, told)
+        try:
+            return await ingress.run(front, told)
+        finally:  # (a rollout still under way: cancelled, not left pending)
+            rest = asyncio.all_tasks() - {asyncio.current_task()}
+            for task in rest:
+                task.cancel()
+            await asyncio.gather(*rest, return_exceptions=True)
 
     try:
         return loop.run_until_complete(main())

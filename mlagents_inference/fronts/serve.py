@@ -23,7 +23,7 @@ from ..core.report import latency_text, percentiles
 from ..services.batcher import Batcher, ServeOptions
 from ..services.dataplane import DataPlane, local_model
 from ..services.errors import NotFound
-from ..services.serve_common import STOP_GRACE_S, Front, loop_error
+from ..services.serve_common import STOP_GRACE_S, Front, RepositoryControl, loop_error
 
 if TYPE_CHECKING:  # (annotations only)
     from ..services.context import Context
@@ -34,7 +34,6 @@ __all__ = [
     "READ_BOUND",
     "UNFINISHED_BOUND",
     "LINE_COST",
-    "CONTROL_CALLS",
     "Connection",
     "Server",
     "LineFront",
@@ -64,9 +63,6 @@ UNFINISHED_BOUND = 64 << 20  # the unfinished lines past READ_BOUND, every conne
 
 
 LINE_COST = 64  # what a waiting line costs beside its bytes (its object and its place in the list)
-
-
-CONTROL_CALLS = 4  # the V2 repository calls (load, unload, index) running at once; more are refused at once (503)
 
 
 def _raise_open_files_limit() -> None:
@@ -256,89 +252,14 @@ class Server(Batcher):
     def follow(self, repository, thread: bool) -> None:
         """Answer from `repository` (services.repository): each change of what serves a model (its follower thread, a
         pin, a rollback, an unload) swaps that model's lanes in the loop, between two passes (swap). The V2
-        repository API (the data plane's control) answers on it where --allow-model-control was given."""
+        repository API (the data plane's control, services.serve_common.RepositoryControl) answers on it where
+        --allow-model-control was given."""
         self.repository, self.follower = repository, thread
         repository.on_change = repository.on_loaded = self.changed
-        self.plane.control = self
-        self.allowed = self.options.allow_model_control
-        self.calls = 0  # (repository calls in flight: at most CONTROL_CALLS)
-
-    async def index(self) -> list:
-        """The repository index: a row per loaded version (READY), per model loading (LOADING), per model of the
-        served folders with no version loaded (UNAVAILABLE, with why)."""
-        from ..loaders.run_folder import discover
-
-        found = await self.loop.run_in_executor(None, discover, self.repository.roots)
-        rows, held = [], {entry["name"]: entry for entry in self.repository.models()}
-        for name in sorted(set(found) | set(held)):
-            entry = held.get(name)
-            if name in self.plane.loading:
-                rows.append({"name": name, "version": "", "state": "LOADING", "reason": "a load is running"})
-            elif entry is None or not entry["versions"]:
-                why = "unloaded" if entry is None else "no version passed verification"
-                rows.append({"name": name, "version": "", "state": "UNAVAILABLE", "reason": why})
-            else:
-                for step in entry["versions"]:
-                    serving = "serving" if step == entry["serving"] else "loaded"
-                    pinned = ", pinned" if step == entry["pinned"] else ""
-                    rows.append({"name": name, "version": str(step), "state": "READY", "reason": serving + pinned})
-        return rows
-
-    async def load(self, name: str, version: Optional[str]) -> None:
-        await self.control_call(name, self.load_now, name, version)
-
-    async def unload(self, name: str, version: Optional[str]) -> None:
-        await self.control_call(name, self.unload_now, name, version)
-
-    async def control_call(self, name: str, call, *args) -> None:
-        """A load or unload on a thread (verification takes a while; the passes go on meanwhile), at most
-        CONTROL_CALLS at a time (the rest refused at once: a flood holds no thread), the model not ready meanwhile;
-        its change reaches the lanes before the answer goes (the repository's on_change, queued first)."""
-        from ..services.errors import Unavailable
-
-        if self.calls >= CONTROL_CALLS:
-            raise Unavailable(f"{self.calls} repository calls are running already (at most {CONTROL_CALLS}); try again")
-        self.calls += 1
-        loading = name not in self.plane.loading
-        self.plane.loading.add(name)
-        try:
-            await self.loop.run_in_executor(None, call, *args)
-        finally:
-            self.calls -= 1
-            if loading:
-                self.plane.loading.discard(name)
-
-    def load_now(self, name: str, version: Optional[str]) -> None:
-        from ..core.errors import CheckFailed
-        from ..services.errors import BadRequest, Unavailable
         from ..services.repository import ModelNotFound
 
-        repository = self.repository
-        try:
-            if name not in {entry["name"] for entry in repository.models()}:
-                repository.load(name)  # (unloaded, or given as a path under the served folders: confined)
-            if version is not None:
-                repository.pin(name, int(version))
-            else:
-                repository.load(name)
-                repository.unpin(name)
-        except ModelNotFound as exc:
-            raise NotFound(str(exc)) from None
-        except CheckFailed as exc:
-            raise BadRequest(str(exc)) from None
-        except UsageError as exc:
-            raise (Unavailable if "still running" in str(exc) else BadRequest)(str(exc)) from None
-
-    def unload_now(self, name: str, version: Optional[str]) -> None:
-        from ..services.errors import BadRequest
-        from ..services.repository import ModelNotFound
-
-        try:
-            self.repository.unload(name, None if version is None else int(version))
-        except ModelNotFound as exc:
-            raise NotFound(str(exc)) from None
-        except UsageError as exc:
-            raise BadRequest(str(exc)) from None
+        allowed = self.options.allow_model_control
+        self.plane.control = RepositoryControl(repository, ModelNotFound, self.plane, allowed, lambda: self.loop)
 
     def changed(self, model: str, version) -> None:
         """The repository's on_change (any thread): the swap is made in the loop."""

@@ -1,5 +1,6 @@
 """Ray support for batch --ray (Ray Data) and serve --ray (Ray Serve): Ray started or joined, the package
-shipped to its workers, the policy a Ray worker loads, Ray's failures in one line."""
+shipped to its workers, what a Ray worker loads its policy from (services.ray_replica.ray_policy loads it), Ray's
+failures in one line."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from ..api.policy import Policy, load_checkpoint
 from ..core.errors import UsageError
 from ..core.files import handlers_kept
 
@@ -19,10 +19,7 @@ if TYPE_CHECKING:  # (annotations only)
 __all__ = [
     "ray_model",
     "ray_version",
-    "ray_repository_models",
-    "routed_loads",
     "ray_options",
-    "ray_policy",
     "ray_init",
     "copy_package",
     "ray_unreachable",
@@ -62,35 +59,6 @@ def ray_version(ctx: Context, behavior: str, run, checkpoint) -> dict:
     }
 
 
-def ray_repository_models(ctx: Context, repository) -> dict:
-    """The repository's models as Ray replicas load them: {model: (ray_version's dict, its serving step as text)}."""
-    models = {}
-    for entry in repository.models():
-        if entry["serving"] is not None:
-            version = repository.lookup(entry["name"], entry["serving"])
-            models[entry["name"]] = (ray_version(ctx, entry["name"], entry["run"], version.path), str(version.step))
-    if not models:
-        raise UsageError("--model-dir: no checkpoint there passed verification")
-    return models
-
-
-def routed_loads(loads, serving: str):
-    """A replica's line reader where the ingress routed the lines: their "model" and "version" keys taken out (the
-    ingress checked them), as serve's batcher does; a line naming another version than this replica's (in the middle
-    of a rollout) refused in one line."""
-
-    def read(raw):
-        obj = loads(raw)
-        if isinstance(obj, dict):
-            obj.pop("model", None)
-            version = obj.pop("version", None)
-            if version is not None and str(version) != serving:
-                raise UsageError(f"version {str(version)[:80]} is not the one this replica serves ({serving})")
-        return obj
-
-    return read
-
-
 def ray_options(ctx: Context) -> dict:
     """How a Ray worker builds its policy (engine, device, precision...), as this command's options say."""
     args = ctx.args
@@ -105,28 +73,6 @@ def ray_options(ctx: Context) -> dict:
         "compile": args.compile == "on",
         "threads": args.threads,
     }
-
-
-def ray_policy(model: dict) -> Policy:
-    checkpoint = load_checkpoint(
-        Path(model["checkpoint"]),
-        model["onnx"] and Path(model["onnx"]),
-        model["model_dir"] and Path(model["model_dir"]),
-        model["behavior"],
-        model["expect_sha256"],
-        model["goal_input"],
-    )
-    return Policy(
-        checkpoint,
-        model["device"],
-        model["dtype"],
-        model["engine"],
-        model["graphs"],
-        providers=model["providers"],
-        spin=model["spin"],
-        compile=model["compile"],
-        threads=model["threads"],
-    )
 
 
 def ray_init(ray, where: str, code: str) -> None:
@@ -204,10 +150,12 @@ def serve_running(serve) -> bool:
         return False
 
 
-def wait_until_running(serve, deadline: float, name: str, within: float) -> None:
+def wait_until_running(serve, deadline: float, name: str, within: float, stopped=None) -> None:
     """Until the application runs; its failure (a replica's UsageError: a checkpoint not readable on a node, say) in
-    one line."""
+    one line; `stopped()` true (the command stopping): UsageError at once."""
     while True:
+        if stopped is not None and stopped():
+            raise UsageError(f"--ray: stopped before {name} ran")
         status = serve.status()
         app = status.applications.get(name)
         state = str(getattr(app, "status", "NOT_STARTED")).rsplit(".", 1)[-1]

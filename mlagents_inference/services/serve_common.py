@@ -1,8 +1,9 @@
 """What every serve front shares, --listen, --http, --grpc and Ray Serve's ingress alike: the Front base class (a
 listening transport: bind, refuse an exposed address without --allow-remote, start, stop accepting, clean up), the
 listening sockets, the server's bounds (memories, the grace after SIGTERM), the latency and batch histograms of
-/metrics, and one-line logging at most once a second (the loop's errors, aiohttp's refused requests, the V2 routes'
-404/405 answers). Torch-free; aiohttp is handed in by its callers (add_v2_unknown_route's `web`)."""
+/metrics, one-line logging at most once a second (the loop's errors, aiohttp's refused requests, the V2 routes'
+404/405 answers), and the V2 repository API's calls on a model repository (RepositoryControl). Torch-free; aiohttp
+is handed in by its callers (add_v2_unknown_route's `web`)."""
 
 import contextlib
 import errno
@@ -13,6 +14,7 @@ import stat
 import sys
 import time
 from bisect import bisect_left
+from typing import Callable, Optional
 
 from ..core.errors import UsageError
 from .protocol import parse_address
@@ -38,6 +40,8 @@ __all__ = [
     "OneLineLog",
     "add_v2_unknown_route",
     "Front",
+    "CONTROL_CALLS",
+    "RepositoryControl",
 ]
 
 
@@ -58,6 +62,9 @@ LATENCY_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
 
 
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
+
+
+CONTROL_CALLS = 4  # the V2 repository calls (load, unload, index) running at once; more are refused at once (503)
 
 
 def cannot_listen(option: str, text: str, exc: OSError) -> UsageError:
@@ -283,3 +290,97 @@ class Front:
                 st = os.stat(self.address[1])
                 if (st.st_dev, st.st_ino) == self.made:
                     os.unlink(self.address[1])
+
+
+class RepositoryControl:
+    """The V2 repository API (Triton's model repository extension: index, load, unload) on a model repository
+    (services.repository; `not_found`: its ModelNotFound), as a data plane's `control`: serve's Server and the Ray
+    ingress answer the same calls the same way. `allowed`: --allow-model-control (otherwise the data plane refuses
+    every call, 403); `loop()`: the front's event loop; `settled(name)` (async, optional): what the front does once the
+    repository changed a model, before the call is answered (the Ray ingress rolls the change out to the model's
+    deployment; serve's lanes get it through the repository's on_change)."""
+
+    def __init__(
+        self, repository, not_found: type, plane, allowed: bool, loop: Callable, settled: Optional[Callable] = None
+    ):
+        self.repository, self.not_found, self.plane, self.allowed = repository, not_found, plane, allowed
+        self.loop, self.settled = loop, settled
+        self.calls = 0  # (repository calls in flight: at most CONTROL_CALLS)
+
+    async def index(self) -> list:
+        """The repository index: a row per loaded version (READY), per model loading (LOADING), per model of the
+        served folders with no version loaded (UNAVAILABLE, with why)."""
+        from ..loaders.run_folder import discover
+
+        found = await self.loop().run_in_executor(None, discover, self.repository.roots)
+        rows, held = [], {entry["name"]: entry for entry in self.repository.models()}
+        for name in sorted(set(found) | set(held)):
+            entry = held.get(name)
+            if name in self.plane.loading:
+                rows.append({"name": name, "version": "", "state": "LOADING", "reason": "a load is running"})
+            elif entry is None or not entry["versions"]:
+                why = "unloaded" if entry is None else "no version passed verification"
+                rows.append({"name": name, "version": "", "state": "UNAVAILABLE", "reason": why})
+            else:
+                for step in entry["versions"]:
+                    serving = "serving" if step == entry["serving"] else "loaded"
+                    pinned = ", pinned" if step == entry["pinned"] else ""
+                    rows.append({"name": name, "version": str(step), "state": "READY", "reason": serving + pinned})
+        return rows
+
+    async def load(self, name: str, version: Optional[str]) -> None:
+        await self.control_call(name, self.load_now, name, version)
+
+    async def unload(self, name: str, version: Optional[str]) -> None:
+        await self.control_call(name, self.unload_now, name, version)
+
+    async def control_call(self, name: str, call, *args) -> None:
+        """A load or unload on a thread (verification takes a while; the passes go on meanwhile), at most
+        CONTROL_CALLS at a time (the rest refused at once: a flood holds no thread), the model not ready meanwhile;
+        its change reaches the models served (`settled`, or the repository's on_change queued first) before the
+        answer goes."""
+        from .errors import Unavailable
+
+        if self.calls >= CONTROL_CALLS:
+            raise Unavailable(f"{self.calls} repository calls are running already (at most {CONTROL_CALLS}); try again")
+        self.calls += 1
+        loading = name not in self.plane.loading
+        self.plane.loading.add(name)
+        try:
+            await self.loop().run_in_executor(None, call, *args)
+            if self.settled is not None:
+                await self.settled(name)
+        finally:
+            self.calls -= 1
+            if loading:
+                self.plane.loading.discard(name)
+
+    def load_now(self, name: str, version: Optional[str]) -> None:
+        from ..core.errors import CheckFailed
+        from .errors import BadRequest, NotFound, Unavailable
+
+        repository = self.repository
+        try:
+            if name not in {entry["name"] for entry in repository.models()}:
+                repository.load(name)  # (unloaded, or given as a path under the served folders: confined)
+            if version is not None:
+                repository.pin(name, int(version))
+            else:
+                repository.load(name)
+                repository.unpin(name)
+        except self.not_found as exc:
+            raise NotFound(str(exc)) from None
+        except CheckFailed as exc:
+            raise BadRequest(str(exc)) from None
+        except UsageError as exc:
+            raise (Unavailable if "still running" in str(exc) else BadRequest)(str(exc)) from None
+
+    def unload_now(self, name: str, version: Optional[str]) -> None:
+        from .errors import BadRequest, NotFound
+
+        try:
+            self.repository.unload(name, None if version is None else int(version))
+        except self.not_found as exc:
+            raise NotFound(str(exc)) from None
+        except UsageError as exc:
+            raise BadRequest(str(exc)) from None
