@@ -246,16 +246,19 @@ class Repository:
             if name not in self._table:
                 self._set(name, state)
         finished = [f for f in self.watch.finished(run, name) if f.step not in state.withdrawn]
-        newest = sorted((f for f in finished if self._refusal(f) is None), key=lambda f: f.step)[-self.versions :]
-        wanted = newest + [f for f in finished if f.step == state.pinned and f not in newest]
         loaded = {v.step for v in state.loaded}
-        # the pinned one first, then the newest: one swap, not one per version
-        for found in sorted(wanted, key=lambda f: (f.step != state.pinned, -f.step)):
-            if found.step in loaded:
-                continue
-            version = self._verified(found)
-            if version is not None:
-                self._add(name, version)
+        for _ in range(len(finished) + 1):  # (a refusal makes room for the next newest: each turn settles one file)
+            newest = sorted((f for f in finished if self._refusal(f) is None), key=lambda f: f.step)[-self.versions :]
+            wanted = newest + [f for f in finished if f.step == state.pinned and f not in newest]
+            # the pinned one first, then the newest: one swap, not one per version
+            todo = [f for f in sorted(wanted, key=lambda f: (f.step != state.pinned, -f.step)) if f.step not in loaded]
+            if not todo:
+                return
+            for found in todo:
+                version = self._verified(found)
+                if version is not None:
+                    self._add(name, version)
+                    loaded.add(found.step)
 
     def _stamp(self, found: Finished) -> tuple:
         def one(path):
