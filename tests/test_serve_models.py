@@ -8,11 +8,17 @@ with the real owners of POST /v1/act in a real event loop); nothing is mocked; n
 import asyncio
 import http.client
 import json
+import os
+import select
+import signal
+import subprocess
+import time
 
 import numpy as np
 import pytest
 from conftest import (
     EXAMPLES,
+    cli,
     copy_run,
     dial,
     exchange,
@@ -616,6 +622,70 @@ def test_the_command_line_serves_each_model_dir_given_and_refuses_what_does_not_
     refused(
         run(capsys, "--mode", "serve", "--model-dir", empty, "--follow", "--listen", "127.0.0.1:0"), "no checkpoint"
     )
+
+
+def stderr_until(proc, text: str, done, seconds: float = 120) -> str:
+    """A serve process's stderr read as it comes (select, bounded in time), from `text` (what serve_process read),
+    until done(what was read) holds; an assertion error, the text so far in it, past `seconds`."""
+    deadline = time.monotonic() + seconds
+    while not done(text):
+        left = deadline - time.monotonic()
+        assert left > 0 and proc.poll() is None, (proc.poll(), text[-3000:])
+        if select.select([proc.stderr], [], [], min(left, 1.0))[0]:
+            text += os.read(proc.stderr.fileno(), 65536).decode(errors="replace")
+    return text
+
+
+def stopped(proc, text: str) -> str:
+    """SIGTERM, exit 0, and the whole of the process's stderr."""
+    proc.send_signal(signal.SIGTERM)
+    rest = proc.stderr.read().decode(errors="replace")
+    assert proc.wait(timeout=60) == 0, (text + rest)[-3000:]
+    proc.stderr.close()
+    return text + rest
+
+
+def test_pin_on_the_command_line_holds_its_version_and_a_pin_no_verified_checkpoint_has_is_refused(tmp_path):
+    """`serve --follow --pin Vector:50000`: a newer checkpoint is loaded beside the pin, lines naming no version get
+    50000 and a line may name the new one. A pin of a step with no finished checkpoint (a typo), or of one that
+    fails verification, ends serve at start: exit 2, one line naming the pin and why (not the newest served in its
+    place without a word)."""
+    run = copy_run(EXAMPLES / "vector", tmp_path, "run")
+    source = EXAMPLES / "vector" / "Vector" / "Vector-100000.pt"
+    (run / "Vector" / "Vector-200000.pt").write_bytes(source.read_bytes()[:5000])  # (truncated, listed)
+    list_checkpoint(run, "Vector", 200000)
+    obs = vector_obs(1, 6)[0].tolist()
+    old = I.load(run / "Vector" / "Vector-50000.pt").act(np.asarray(obs)[None])["continuous_actions"][0]
+    for pin, says in (
+        ("Vector:70000", "--pin Vector:70000: no finished checkpoint of step 70000 (finished: 50000, 100000, 200000)"),
+        ("Vector:200000", "--pin Vector:200000: version 200000 did not pass verification (refused, nothing in it"),
+    ):
+        try:
+            result = cli("--mode", "serve", "--model-dir", run, "--pin", pin, "--listen", "127.0.0.1:0", timeout=120)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"serve --pin {pin} started serving instead of refusing the pin")
+        assert refused(result, says).startswith("error: " + says)
+    proc, where, text = serve_process(
+        "--model-dir", run, "--pin", "Vector:50000", "--follow", "--follow-poll-s", "0.1", "--listen", "127.0.0.1:0"
+    )
+    try:
+        write_checkpoint(run, "Vector", 150000, source, scale=1.5)
+        with dial(where) as sock:
+            for _ in range(1200):  # (bounded: about two minutes)
+                named = exchange(sock, [{"id": 0, "model": "Vector", "version": 150000, "obs": obs}])[0]
+                if "error" not in named:
+                    break
+                time.sleep(0.1)
+            got = exchange(sock, [{"id": 1, "obs": obs}, {"id": 2, "model": "Vector", "obs": obs}])
+    finally:
+        text = stopped(proc, text)
+    new = I.load(run / "Vector" / "Vector-150000.pt").act(np.asarray(obs)[None])["continuous_actions"][0]
+    assert named["version"] == "150000" and np.abs(np.asarray(named["continuous_actions"]) - new).max() <= TOL
+    for answer in got:
+        assert (answer["model"], answer["version"]) == ("Vector", "50000"), answer
+        assert np.abs(np.asarray(answer["continuous_actions"]) - old).max() <= TOL
+    assert np.abs(new - old).max() > 1e-3  # (the pin shows: the two answer apart)
+    assert text.count("Vector-200000.pt: not served") == 1, text
 
 
 def test_v2_ready_is_false_while_the_repository_api_loads_a_model_and_true_once_loaded(two_run, monkeypatch):

@@ -222,6 +222,22 @@ class Repository:
             for name, state in sorted(self._table.items())
         ]
 
+    def check_pins(self) -> None:
+        """After the first scan: each pin's version loaded, or UsageError in one line naming the pin and why (no
+        finished checkpoint of that step, or the reason its verification gave). A pin is not a wish for a version
+        not written yet: left unheld, the newest would serve without a word."""
+        for name, step in sorted(self._pins.items()):
+            state = self._table.get(name)
+            if state is None or any(v.step == step for v in state.loaded):
+                continue
+            finished = self.watch.finished(state.run, name)
+            found = next((f for f in finished if f.step == step), None)
+            if found is None:
+                steps = ", ".join(str(f.step) for f in finished)[:200] or "none"
+                raise UsageError(f"--pin {name}:{step}: no finished checkpoint of step {step} (finished: {steps})")
+            why = self._refusal(found) or "not loaded"
+            raise UsageError(f"--pin {name}:{step}: version {step} did not pass verification ({why})")
+
     # -- following
     def poll(self) -> None:
         """One scan: every model's finished checkpoints, the wanted ones loaded and verified, swapped in."""
