@@ -536,10 +536,8 @@ def test_repository_index_load_unload_and_rollback_over_rest_and_grpc(two_run):
 
 
 def test_hostile_repository_calls_get_one_line_each(two_run, tmp_path):
-    """Paths outside the served folders, '..', a link that leaves them, unknown models and versions, bad bodies, a
-    flood of load requests: one line each (a flood's surplus 503 at once), and the server answers on."""
-    import threading
-
+    """Paths outside the served folders, '..', a link that leaves them, unknown models and versions, bad bodies: one
+    line each, and the server answers on (a flood of loads: the next test)."""
     outside = tmp_path / "outside"
     outside.mkdir()
     link = two_run / "elsewhere"
@@ -561,16 +559,6 @@ def test_hostile_repository_calls_get_one_line_each(two_run, tmp_path):
                 "bad body": rest(where, "POST", "/v2/repository/models/Vector/load", [1, 2]),
                 "unload unknown": rest(where, "POST", "/v2/repository/models/Keeper/unload"),
             }
-            flood: list = []
-
-            def load() -> None:
-                flood.append(rest(where, "POST", "/v2/repository/models/Hybrid/load"))
-
-            threads = [threading.Thread(target=load) for _ in range(40)]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join(300)
             _, after = rest_infer(where, "Vector", vector_obs(1, 0))
     finally:
         link.unlink()
@@ -580,9 +568,61 @@ def test_hostile_repository_calls_get_one_line_each(two_run, tmp_path):
     assert "leads outside the served folders" in cases["absolute"][1]["error"]
     assert "leads outside the served folders" in cases["link"][1]["error"]
     assert cases["unknown"][0] == 404 and cases["version"][0] == 404
-    assert len(flood) == 40 and {status for status, _ in flood} <= {200, 503}
-    assert all(body is None or "repository calls are running already" in body["error"] for _, body in flood)
     assert after["model_version"] == "100000"
+
+
+def test_a_flood_of_load_requests_past_the_bound_is_refused_at_once_in_one_line_each(two_run, monkeypatch):
+    """One load held in its verification (the real verify, waiting on an Event: no timing luck); 40 more loads sent
+    meanwhile: CONTROL_CALLS (4) run in all (those past the held one wait for it), every other one is refused at
+    once, 503 with one line, holding no thread; inference answers throughout; once released, the loads let in end
+    200 and the model answers."""
+    import threading
+
+    from mlagents_inference.fronts.serve import CONTROL_CALLS
+    from mlagents_inference.services import repository as repository_module
+
+    real_verify = repository_module.verify
+    entered, release = threading.Event(), threading.Event()
+
+    def verify_held(found, *args, **kwargs):
+        entered.set()
+        assert release.wait(120), "never released"
+        return real_verify(found, *args, **kwargs)
+
+    repo = Repository([two_run])
+    repo.poll()
+    monkeypatch.setattr(repository_module, "verify", verify_held)
+    with serving(None, ServeOptions(allow_model_control=True), repo, http="127.0.0.1:0") as said:
+        where = said["http"]
+        assert rest(where, "POST", "/v2/repository/models/Hybrid/unload")[0] == 200
+        answers: list = []
+
+        def load(model: str) -> None:
+            answers.append(rest(where, "POST", f"/v2/repository/models/{model}/load"))
+
+        threads = [threading.Thread(target=load, args=("Hybrid",))]
+        threads[0].start()
+        try:
+            assert entered.wait(120), "the load never reached verification"
+            threads += [threading.Thread(target=load, args=(("Vector", "Hybrid")[n % 2],)) for n in range(40)]
+            for thread in threads[1:]:
+                thread.start()
+            for _ in range(1200):  # (bounded: about two minutes; refused at once, they come in well before)
+                if len(answers) >= 41 - CONTROL_CALLS:
+                    break
+                time.sleep(0.1)
+            refusals = list(answers)
+            status, during = rest_infer(where, "Vector", vector_obs(1, 0))
+        finally:
+            release.set()
+            for thread in threads:
+                thread.join(120)
+        _, hybrid = rest_infer(where, "Hybrid", hybrid_obs(1, 0))
+    says = f"{CONTROL_CALLS} repository calls are running already (at most {CONTROL_CALLS}); try again"
+    assert refusals == [(503, {"error": says})] * (41 - CONTROL_CALLS)
+    assert (status, during["model_version"]) == (200, "100000")  # (the passes go on during the flood)
+    assert len(answers) == 41 and [a for a in answers if a[0] != 503] == [(200, None)] * CONTROL_CALLS
+    assert hybrid["model_version"] == "40000"
 
 
 def test_the_command_line_serves_each_model_dir_given_and_refuses_what_does_not_fit(tmp_path, capsys):
@@ -686,6 +726,43 @@ def test_pin_on_the_command_line_holds_its_version_and_a_pin_no_verified_checkpo
         assert np.abs(np.asarray(answer["continuous_actions"]) - old).max() <= TOL
     assert np.abs(new - old).max() > 1e-3  # (the pin shows: the two answer apart)
     assert text.count("Vector-200000.pt: not served") == 1, text
+
+
+def test_serve_follow_says_each_checkpoint_it_refuses_in_one_stderr_line_and_the_old_version_answers(tmp_path):
+    """`inference.py --mode serve --follow` as a user runs it: a truncated .pt, a .pt with a corrupt .onnx and one
+    that fails onnx-compare, each written and listed as mlagents-learn does: one stderr line each (naming the file
+    and why, said once however many scans pass), and version 100000 answers throughout."""
+    run = copy_run(EXAMPLES / "vector", tmp_path, "run")
+    source = EXAMPLES / "vector" / "Vector" / "Vector-100000.pt"
+    obs = vector_obs(1, 7)[0].tolist()
+    proc, where, text = serve_process(
+        "--model-dir", run, "--follow", "--follow-poll-s", "0.1", "--listen", "127.0.0.1:0"
+    )
+    try:
+        (run / "Vector" / "Vector-200000.pt").write_bytes(source.read_bytes()[:5000])
+        list_checkpoint(run, "Vector", 200000)
+        write_checkpoint(run, "Vector", 250000, source, scale=1.2, listed=False)
+        (run / "Vector" / "Vector-250000.onnx").write_bytes(b"not an onnx file")
+        list_checkpoint(run, "Vector", 250000)
+        write_checkpoint(run, "Vector", 300000, source, scale=2.0, onnx=run / "Vector" / "Vector-50000.onnx")
+        text = stderr_until(proc, text, lambda said: said.count("[repository]") >= 3)
+        time.sleep(1.0)  # (ten more scans: none may say a file again)
+        with dial(where) as sock:
+            after = exchange(sock, [{"id": 1, "obs": obs}])[0]
+    finally:
+        text = stopped(proc, text)
+    said = [line for line in text.splitlines() if line.startswith("[repository]")]
+    assert len(said) == 3, text
+    for step, why in (
+        (200000, "not a PyTorch checkpoint file, or a damaged/truncated one"),
+        (250000, "Vector-250000.onnx: not an ONNX file"),
+        (300000, "differs from Vector-300000.onnx"),
+    ):
+        (line,) = [x for x in said if f"Vector-{step}.pt: not served (" in x]
+        assert why in line and line.endswith("; version 100000 keeps answering"), line
+    assert (after["version"], "error" in after) == ("100000", False)
+    want = I.load(run / "Vector" / "Vector-100000.pt").act(np.asarray(obs)[None])["continuous_actions"][0]
+    assert np.abs(np.asarray(after["continuous_actions"]) - want).max() <= TOL
 
 
 def test_v2_ready_is_false_while_the_repository_api_loads_a_model_and_true_once_loaded(two_run, monkeypatch):
