@@ -360,7 +360,11 @@ def test_following_a_run_swaps_in_each_finished_checkpoint_while_clients_keep_as
         assert versions == sorted(versions, key=int)  # (a client never goes back to an older version)
     refused = [line for line in log if "not served" in line]
     assert len(refused) == 3, log
-    for step, why in (("200000", ""), ("250000", ""), ("300000", "differs from Vector-300000.onnx")):
+    for step, why in (
+        ("200000", "damaged/truncated"),
+        ("250000", "Vector-250000.onnx: not an ONNX file"),
+        ("300000", "differs from Vector-300000.onnx"),
+    ):
         (line,) = [x for x in refused if f"Vector-{step}.pt" in x]
         assert why in line and "version 150000 keeps answering" in line
     assert after["version"] == "150000" and "error" not in after
