@@ -443,6 +443,81 @@ def test_lstm_agents_and_sequences_keep_their_version_across_a_swap_and_are_refu
     assert again["version"] == "100000" and "error" not in again
 
 
+def other_memory_size(run, step: int, half: int = 12):
+    """Memory-<step>.pt as a run whose LSTM was made smaller (memory size 2 x `half`, not 32) would write it: Memory's
+    50000 with the LSTM and the head after it drawn anew (seeded), no ONNX beside it (none to compare with)."""
+    import torch
+
+    obj = torch.load(run / "Memory" / "Memory-50000.pt", map_location="cpu", weights_only=True)
+    policy, rng = obj["Policy"], torch.Generator().manual_seed(step)
+    shapes = {
+        "network_body.lstm.lstm.weight_ih_l0": (4 * half, 32),
+        "network_body.lstm.lstm.weight_hh_l0": (4 * half, half),
+        "network_body.lstm.lstm.bias_ih_l0": (4 * half,),
+        "network_body.lstm.lstm.bias_hh_l0": (4 * half,),
+        "action_model._discrete_distribution.branches.0.weight": (4, half),
+    }
+    for key, shape in shapes.items():
+        policy[key] = torch.randn(*shape, generator=rng) * 0.3
+    policy["memory_size_vector"] = torch.tensor([float(2 * half)])
+    obj["global_step"] = {"_GlobalSteps__global_step": torch.tensor([step])}
+    torch.save(obj, run / "Memory" / f"Memory-{step}.pt")
+    list_checkpoint(run, "Memory", step)
+    return run / "Memory" / f"Memory-{step}.pt"
+
+
+def test_versions_whose_memory_sizes_differ_never_share_memories(tmp_path):
+    """Memory serves 100000 (memory size 32); 150000, memory size 24, is swapped in (--versions 2). An agent (JSON
+    lines) and a V2 sequence started on 100000: the agent goes on on 100000 with its 32 numbers; the sequence, its
+    request read for the serving version's inputs, is refused in one line naming both versions, goes on on 100000
+    when it names it, and starts again on 150000 with sequence_start; a new agent starts on 150000 with 24. Each
+    answer equals its local rollout."""
+    run = copy_run(EXAMPLES / "lstm", tmp_path, "run")
+    old = I.load(run / "Memory" / "Memory-100000.pt")
+    steps = np.random.RandomState(11).uniform(-1, 1, (3, 6, 10)).astype(np.float32)  # (agent, step, obs)
+    repo = Repository([run], versions=2)
+    repo.poll()
+
+    def sequence(where: str, t: int, start: bool = False, version: str = "") -> tuple:
+        path = "/v2/models/Memory" + (f"/versions/{version}" if version else "") + "/infer"
+        body = {
+            "parameters": {"sequence_id": "runner", "sequence_start": start},
+            "inputs": [{"name": "obs_0", "datatype": "FP32", "shape": [1, 10], "data": steps[1, t].tolist()}],
+        }
+        return rest(where, "POST", path, body)
+
+    with serving(None, ServeOptions(), repo, listen="127.0.0.1:0", http="127.0.0.1:0") as said:
+        with dial(said["listen"]) as sock:
+            agent = [exchange(sock, [{"id": 0, "obs": steps[0, t].tolist()}])[0] for t in range(2)]
+            seq = [sequence(said["http"], t, start=t == 0) for t in range(2)]
+            new = I.load(other_memory_size(run, 150000))
+            repo.poll()  # (its swap reaches the server's loop before any line sent after it)
+            agent += [exchange(sock, [{"id": 0, "obs": steps[0, t].tolist()}])[0] for t in range(2, 4)]
+            fresh = [exchange(sock, [{"id": 2, "obs": steps[2, t].tolist()}])[0] for t in range(2)]
+            refused = sequence(said["http"], 2)
+            named = sequence(said["http"], 2, version="100000")
+            again = sequence(said["http"], 0, start=True)
+    assert (old.settings.memory_size, new.settings.memory_size) == (32, 24)
+    for t, (answer, want) in enumerate(zip(agent, rollout(old, steps[0, :4]))):
+        assert (answer["version"], len(answer["memory"])) == ("100000", 32), (t, answer)
+        assert answer["discrete_actions"] == want[0] and np.abs(np.asarray(answer["memory"]) - want[1]).max() <= TOL
+    for answer, want in zip(fresh, rollout(new, steps[2, :2])):
+        assert (answer["version"], len(answer["memory"])) == ("150000", 24), answer
+        assert answer["discrete_actions"] == want[0] and np.abs(np.asarray(answer["memory"]) - want[1]).max() <= TOL
+    seq_want = rollout(old, steps[1, :3])
+    for t, (status, answer) in enumerate([*seq, named]):
+        assert (status, answer["model_version"]) == (200, "100000"), answer
+        assert np.abs(rest_output(answer, "recurrent_out").reshape(-1) - seq_want[t][1]).max() <= TOL
+    says = (
+        'sequence "runner": it started on version 100000 of Memory, whose memory size differs from version '
+        "150000's: name version 100000, or send sequence_start to start again on 150000"
+    )
+    assert refused == (400, {"error": says})
+    assert again[0] == 200 and again[1]["model_version"] == "150000"
+    out = rest_output(again[1], "recurrent_out").reshape(-1)
+    assert len(out) == 24 and np.abs(out - rollout(new, steps[1, :1])[0][1]).max() <= TOL
+
+
 def grpc_refusal(call) -> tuple:
     with pytest.raises(grpc.RpcError) as exc:
         call()
