@@ -263,9 +263,10 @@ class Repository:
                 self._set(name, state)
         finished = [f for f in self.watch.finished(run, name) if f.step not in state.withdrawn]
         loaded = {v.step for v in state.loaded}
-        for _ in range(len(finished) + 1):  # (a refusal makes room for the next newest: each turn settles one file)
-            newest = sorted((f for f in finished if self._refusal(f) is None), key=lambda f: f.step)[-self.versions :]
-            wanted = newest + [f for f in finished if f.step == state.pinned and f not in newest]
+        for _ in range(len(finished) + 1):  # (a refusal makes room for the next newest: each turn settles a file)
+            untried = [f for f in finished if self._refusal(f) is None]  # (a file refused as it is now: said once)
+            newest = sorted(untried, key=lambda f: f.step)[-self.versions :]
+            wanted = newest + [f for f in untried if f.step == state.pinned and f not in newest]
             # the pinned one first, then the newest: one swap, not one per version
             todo = [f for f in sorted(wanted, key=lambda f: (f.step != state.pinned, -f.step)) if f.step not in loaded]
             if not todo:
