@@ -254,9 +254,9 @@ def without_newest(tmp_path, example: str, behavior: str, step: int):
     return run, held
 
 
-def keep_asking(kind: str, said: dict, obs: np.ndarray, answers: dict, stop) -> None:
+def keep_asking(kind: str, said: dict, obs: np.ndarray, got: list, stop) -> None:
     """One client asking Vector again and again (JSON lines, REST or gRPC) until `stop`: (version, actions or error)
-    appended to answers[kind]."""
+    appended to `got` (this client's own list)."""
     if kind == "lines":
         sock = dial(said["listen"])
     elif kind == "grpc":
@@ -268,15 +268,15 @@ def keep_asking(kind: str, said: dict, obs: np.ndarray, answers: dict, stop) -> 
                 return
             if kind == "lines":
                 a = exchange(sock, [{"id": i, "model": "Vector", "obs": obs[0].tolist()}])[0]
-                answers[kind].append((a.get("version"), a.get("error") or np.asarray(a["continuous_actions"])[None]))
+                got.append((a.get("version"), a.get("error") or np.asarray(a["continuous_actions"])[None]))
             elif kind == "rest":
                 status, a = rest_infer(said["http"], "Vector", obs)
-                answers[kind].append(
+                got.append(
                     (a.get("model_version"), a.get("error") or rest_output(a, "deterministic_continuous_actions"))
                 )
             else:
                 r = grpc_infer(stub, "Vector", obs)
-                answers[kind].append((r.model_version, grpc_output(r, "deterministic_continuous_actions")))
+                got.append((r.model_version, grpc_output(r, "deterministic_continuous_actions")))
     finally:
         if kind == "lines":
             sock.close()
@@ -291,8 +291,8 @@ class Lines(list):
 
 
 def test_following_a_run_swaps_in_each_finished_checkpoint_while_clients_keep_asking(tmp_path):
-    """mlagents-learn's way: the .pt (and .onnx) first, training_status.json after. Three clients (JSON lines, REST,
-    gRPC) keep asking throughout: every answer equals load(<the checkpoint it names>).act(), none is refused. Then a
+    """mlagents-learn's way: the .pt (and .onnx) first, training_status.json after. 64 clients (22 JSON lines, 21 REST,
+    21 gRPC) keep asking throughout: every answer equals load(<the checkpoint it names>).act(), none is refused. Then a
     truncated .pt, a corrupt .onnx and a checkpoint that fails onnx-compare each leave the version serving, with one
     log line each."""
     import shutil
@@ -304,11 +304,11 @@ def test_following_a_run_swaps_in_each_finished_checkpoint_while_clients_keep_as
     log = Lines()
     repo = Repository([run], poll_s=0.05, log=log)
     repo.poll()
-    answers = {"lines": [], "rest": [], "grpc": []}
+    answers = {"lines": [[] for _ in range(22)], "rest": [[] for _ in range(21)], "grpc": [[] for _ in range(21)]}
     stop = threading.Event()
 
     def seen(version: str) -> bool:
-        return all(any(v == version for v, _ in got[-5:]) for got in answers.values())
+        return all(any(v == version for v, _ in got[-5:]) for each in answers.values() for got in each)
 
     def wait_for(version: str) -> None:
         for _ in range(6000):  # (bounded: at most about a minute)
@@ -320,7 +320,11 @@ def test_following_a_run_swaps_in_each_finished_checkpoint_while_clients_keep_as
     with serving(
         None, ServeOptions(), repo, follow=True, listen="127.0.0.1:0", http="127.0.0.1:0", grpc="127.0.0.1:0"
     ) as said:
-        clients = [threading.Thread(target=keep_asking, args=(k, said, obs, answers, stop)) for k in answers]
+        clients = [  # (64 clients, as issue 44 asks: 22 on JSON lines, 21 on V2 REST, 21 on V2 gRPC)
+            threading.Thread(target=keep_asking, args=(kind, said, obs, got, stop))
+            for kind, each in answers.items()
+            for got in each
+        ]
         for client in clients:
             client.start()
         try:
@@ -351,13 +355,15 @@ def test_following_a_run_swaps_in_each_finished_checkpoint_while_clients_keep_as
         "150000": I.load(run / "Vector" / "Vector-150000.pt").act(obs)["continuous_actions"],
     }
     assert np.abs(want["150000"] - want["100000"]).max() > 1e-3 and np.abs(want["100000"] - want["50000"]).max() > 1e-3
-    for kind, got in answers.items():
-        assert got and all(version in want for version, _ in got), (kind, [v for v, _ in got if v not in want][:3])
-        for version, actions in got:
-            assert np.abs(np.asarray(actions) - want[version]).max() <= TOL, (kind, version)
-        versions = [v for v, _ in got]
-        assert sorted(set(versions), key=int) == ["50000", "100000", "150000"]
-        assert versions == sorted(versions, key=int)  # (a client never goes back to an older version)
+    assert sum(map(len, answers.values())) == len(clients) == 64
+    for kind, each in answers.items():
+        for got in each:  # (each client's answers, in the order it got them)
+            assert got and all(v in want for v, _ in got), (kind, [v for v, _ in got if v not in want][:3])
+            for version, actions in got:
+                assert np.abs(np.asarray(actions) - want[version]).max() <= TOL, (kind, version)
+            versions = [v for v, _ in got]
+            assert sorted(set(versions), key=int) == ["50000", "100000", "150000"]
+            assert versions == sorted(versions, key=int)  # (a client never goes back to an older version)
     refused = [line for line in log if "not served" in line]
     assert len(refused) == 3, log
     for step, why in (
