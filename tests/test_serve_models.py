@@ -710,6 +710,59 @@ def test_a_flood_of_load_requests_past_the_bound_is_refused_at_once_in_one_line_
     assert hybrid["model_version"] == "40000"
 
 
+def test_repository_index_calls_count_against_the_same_bound_as_loads(two_run, monkeypatch):
+    """CONTROL_CALLS index calls held in their look at the served folders (the real discover, waiting on an Event);
+    10 more index calls and a load sent meanwhile are each refused at once, 503 with one line, rather than queued
+    without bound; once released, the held ones answer the index."""
+    import threading
+
+    from mlagents_inference.fronts.serve import CONTROL_CALLS
+    from mlagents_inference.loaders import run_folder
+
+    real_discover, release = run_folder.discover, threading.Event()
+    entered = threading.Semaphore(0)
+
+    def discover_held(*args, **kwargs):
+        entered.release()
+        assert release.wait(120), "never released"
+        return real_discover(*args, **kwargs)
+
+    repo = Repository([two_run])
+    repo.poll()
+    monkeypatch.setattr(run_folder, "discover", discover_held)  # (serve's index looks it up there as it runs)
+    with serving(None, ServeOptions(allow_model_control=True), repo, http="127.0.0.1:0") as said:
+        where = said["http"]
+        held: list = []
+        late: list = []
+        threads = [
+            threading.Thread(target=lambda: held.append(rest(where, "POST", "/v2/repository/index")))
+            for _ in range(CONTROL_CALLS)
+        ]
+        try:
+            for thread in threads:
+                thread.start()
+            for _ in range(CONTROL_CALLS):
+                assert entered.acquire(timeout=120), "an index call never reached the folders"
+            refused: list = []
+            late += [
+                threading.Thread(target=lambda path=path: refused.append(rest(where, "POST", path)))
+                for path in ["/v2/repository/index"] * 10 + ["/v2/repository/models/Vector/load"]
+            ]
+            for thread in late:
+                thread.start()
+            for thread in late:
+                thread.join(30)  # (refused at once, they end well within it; queued, they would not)
+            answered_late = list(refused)
+        finally:
+            release.set()
+            for thread in threads + late:
+                thread.join(120)
+    says = f"{CONTROL_CALLS} repository calls are running already (at most {CONTROL_CALLS}); try again"
+    assert answered_late == [(503, {"error": says})] * 11
+    assert [status for status, _ in held] == [200] * CONTROL_CALLS
+    assert {(r["name"], r["state"]) for r in held[0][1]} == {("Hybrid", "READY"), ("Vector", "READY")}
+
+
 def test_the_command_line_serves_each_model_dir_given_and_refuses_what_does_not_fit(tmp_path, capsys):
     """`--mode serve --model-dir A --model-dir B` (two run folders) serves both behaviours, each answer naming its
     model and its newest checkpoint's step; another mode given two folders, and --follow without one, are refused
