@@ -387,42 +387,43 @@ def rollout(policy, steps: np.ndarray, memory=None) -> tuple:
 
 
 def test_lstm_agents_and_sequences_keep_their_version_across_a_swap_and_are_refused_once_it_is_unloaded(tmp_path):
-    """Memory (an LSTM) serves 50000; 8 agents (JSON lines) and a V2 sequence start on it; 100000 is swapped in
-    (--versions 2: both loaded). The 8 go on on 50000, 8 new agents start on 100000, a reset agent moves to 100000,
-    each equal to its local rollout. Once 50000 is unloaded, an old agent's line and the old sequence's request are
-    refused in one line each, never continued on 100000."""
+    """Memory (an LSTM) serves 50000; 8 agents (JSON lines) and 8 V2 sequences start on it; 100000 is swapped in
+    (--versions 2: both loaded). The 8 agents and the 8 sequences go on on 50000, 8 new agents and 4 new sequences
+    start on 100000, a reset agent moves to 100000, each equal to its local rollout. Once 50000 is unloaded, an old
+    agent's line and an old sequence's request are refused in one line each, never continued on 100000."""
     import shutil
 
     run, held = without_newest(tmp_path, "lstm", "Memory", 100000)
     old, new = I.load(run / "Memory" / "Memory-50000.pt"), I.load(held)
-    steps = np.random.RandomState(9).uniform(-1, 1, (24, 6, 10)).astype(np.float32)  # (agent, step, obs)
+    steps = np.random.RandomState(9).uniform(-1, 1, (28, 6, 10)).astype(np.float32)  # (agent, step, obs)
     repo = Repository([run], versions=2)
     repo.poll()
 
     def line(agent: int, t: int, **extra) -> dict:
         return {"id": agent, "model": "Memory", "obs": steps[agent % 24, t].tolist(), **extra}
 
-    def sequence(where: str, t: int, start: bool = False) -> tuple:
+    def sequence(where: str, agent: int, t: int, start: bool = False) -> tuple:
         body = {
-            "parameters": {"sequence_id": "runner 7", "sequence_start": start},
-            "inputs": [{"name": "obs_0", "datatype": "FP32", "shape": [1, 10], "data": steps[23, t].tolist()}],
+            "parameters": {"sequence_id": f"runner {agent}", "sequence_start": start},
+            "inputs": [{"name": "obs_0", "datatype": "FP32", "shape": [1, 10], "data": steps[agent, t].tolist()}],
         }
         return rest(where, "POST", "/v2/models/Memory/infer", body)
 
     with serving(None, ServeOptions(), repo, listen="127.0.0.1:0", http="127.0.0.1:0") as said:
         with dial(said["listen"]) as sock:
             before = [exchange(sock, [line(a, t) for a in range(8)]) for t in range(3)]
-            seq_before = [sequence(said["http"], t, start=t == 0) for t in range(3)]
+            seq_before = [[sequence(said["http"], a, t, start=t == 0) for a in range(16, 24)] for t in range(3)]
             shutil.copyfile(held, run / "Memory" / "Memory-100000.pt")  # (the final one: Memory.onnx is its ONNX)
             list_checkpoint(run, "Memory", 100000)
             repo.poll()  # (its swap reaches the server's loop before any line sent after it)
             after = [exchange(sock, [line(a, t) for a in range(8)]) for t in range(3, 6)]
             fresh = [exchange(sock, [line(a, t) for a in range(8, 16)]) for t in range(3)]
             reset = exchange(sock, [line(0, 0, reset=True)])[0]
-            seq_after = sequence(said["http"], 3)
+            seq_after = [[sequence(said["http"], a, t) for a in range(16, 24)] for t in range(3, 6)]
+            seq_fresh = [[sequence(said["http"], a, t, start=t == 0) for a in range(24, 28)] for t in range(3)]
             repo.unload("Memory", 50000)
             refused = exchange(sock, [line(1, 6 % 6)])[0]
-            seq_refused = sequence(said["http"], 4)
+            seq_refused = sequence(said["http"], 23, 0)
             again = exchange(sock, [line(1, 0, reset=True)])[0]
     old_runs = [rollout(old, steps[a]) for a in range(8)]
     for t, answers in enumerate(before + after):
@@ -437,14 +438,19 @@ def test_lstm_agents_and_sequences_keep_their_version_across_a_swap_and_are_refu
             assert np.abs(np.asarray(answer["memory"]) - want[1]).max() <= TOL
     assert reset["version"] == "100000"
     assert np.abs(np.asarray(reset["memory"]) - rollout(new, steps[0, :1])[0][1]).max() <= TOL
-    seq_want = rollout(old, steps[23, :4])
-    for t, (status, answer) in enumerate([*seq_before, seq_after]):
-        assert status == 200 and answer["model_version"] == "50000"
-        assert np.abs(rest_output(answer, "recurrent_out").reshape(-1) - seq_want[t][1]).max() <= TOL
+    for policy, version, agents, rows in (
+        (old, "50000", range(16, 24), seq_before + seq_after),
+        (new, "100000", range(24, 28), seq_fresh),
+    ):
+        wants = {a: rollout(policy, steps[a, : len(rows)]) for a in agents}
+        for t, row in enumerate(rows):
+            for a, (status, answer) in zip(agents, row):
+                assert (status, answer["model_version"]) == (200, version), (a, t, answer)
+                assert np.abs(rest_output(answer, "recurrent_out").reshape(-1) - wants[a][t][1]).max() <= TOL
     says = 'agent 1: its version 50000 of Memory was unloaded: send "reset": true to start again on version 100000'
     assert refused == {"id": 1, "error": says}
     assert seq_refused[0] == 400 and seq_refused[1]["error"].startswith(
-        'sequence "runner 7": its version 50000 of Memory was unloaded: send sequence_start'
+        'sequence "runner 23": its version 50000 of Memory was unloaded: send sequence_start'
     )
     assert again["version"] == "100000" and "error" not in again
 
