@@ -152,6 +152,24 @@ def test_a_checkpoint_that_fails_verification_leaves_the_old_version_with_one_li
     assert repo.models()[0]["versions"] == [100000]
 
 
+def test_a_newest_checkpoint_refused_at_the_first_scan_or_a_load_leaves_the_one_before_serving(vector_run):
+    """A run whose newest listed checkpoint is truncated when serve starts (or when the repository API loads the
+    model again): the one before it serves at once, not after another scan, and the file is one line."""
+    source = VECTOR / "Vector" / "Vector-50000.pt"
+    path = write_checkpoint(vector_run, "Vector", 150000, source, listed=False)
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    list_checkpoint(vector_run, "Vector", 150000)
+    for versions, served in ((1, [100000]), (2, [50000, 100000])):
+        lines = Lines()
+        repo = Repository([vector_run], versions=versions, log=lines)
+        repo.poll()  # (the first scan alone: serve opens its sockets after it)
+        assert repo.models()[0]["versions"] == served and repo.lookup().step == 100000
+        assert len(lines) == 1 and "Vector-150000.pt" in lines[0] and "damaged/truncated" in lines[0], lines
+    repo.unload("Vector")
+    assert repo.load("Vector") == ["Vector"]  # (no follower thread here: this load alone must find it)
+    assert repo.lookup().step == 100000 and repo.models()[0]["versions"] == [50000, 100000] and len(lines) == 1
+
+
 def test_a_verified_version_answers_as_load_of_its_checkpoint(vector_run):
     repo = Repository([vector_run])
     repo.poll()

@@ -547,6 +547,38 @@ def test_perf_analyzer_drives_the_lstm_as_a_sequence_model(tmp_path):
         assert stats["inference_stats"]["fail"]["count"] == 0 and stats["inference_stats"]["success"]["count"] > 100
 
 
+def test_perf_analyzer_on_two_behaviours_of_one_run_folder_at_once_ends_without_errors(tmp_path):
+    """serve on a run folder of two behaviours (Vector, Hybrid); two perf_analyzers started together over gRPC, one
+    on each model at concurrency 64: both end without errors and each model's statistics count its own requests,
+    none failed. (How their summed throughput compares with each alone: tools/bench_follow.py --case two.)"""
+    import concurrent.futures
+
+    from conftest import two_behaviour_run
+
+    binary, env = perf_analyzer()
+    rng = np.random.RandomState(0)
+    hybrid = tmp_path / "hybrid.json"  # (its masks 0 or 1, one branch of 2: perf_analyzer's random ones are refused)
+    steps = [{"obs_0": [float(x) for x in rng.randn(12)], "action_masks": [1.0, float(t % 2)]} for t in range(16)]
+    hybrid.write_text(json.dumps({"data": [steps]}))
+    run = two_behaviour_run(tmp_path)
+    with cli_server(run) as (proc, said):
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            runs = [
+                pool.submit(run_perf, binary, env, "Vector", said["grpc"], "grpc", 64),
+                pool.submit(run_perf, binary, env, "Hybrid", said["grpc"], "grpc", 64, "--input-data", str(hybrid)),
+            ]
+            for done in runs:
+                done.result()  # (each: exit 0, no error, requests answered)
+        stats = {
+            model: json.loads(_get(said["http"], f"/v2/models/{model}/stats"))["model_stats"][0]
+            for model in ("Vector", "Hybrid")
+        }
+    for model, row in stats.items():
+        assert (row["name"], row["version"]) == (model, {"Vector": "100000", "Hybrid": "40000"}[model])
+        assert row["inference_stats"]["fail"]["count"] == 0 and row["inference_stats"]["success"]["count"] > 100
+    assert proc.returncode == 0 and "Traceback" not in proc.said, proc.said[-3000:]
+
+
 def _get(where: str, path: str) -> bytes:
     import http.client
 

@@ -222,6 +222,22 @@ class Repository:
             for name, state in sorted(self._table.items())
         ]
 
+    def check_pins(self) -> None:
+        """After the first scan: each pin's version loaded, or UsageError in one line naming the pin and why (no
+        finished checkpoint of that step, or the reason its verification gave). A pin is not a wish for a version
+        not written yet: left unheld, the newest would serve without a word."""
+        for name, step in sorted(self._pins.items()):
+            state = self._table.get(name)
+            if state is None or any(v.step == step for v in state.loaded):
+                continue
+            finished = self.watch.finished(state.run, name)
+            found = next((f for f in finished if f.step == step), None)
+            if found is None:
+                steps = ", ".join(str(f.step) for f in finished)[:200] or "none"
+                raise UsageError(f"--pin {name}:{step}: no finished checkpoint of step {step} (finished: {steps})")
+            why = self._refusal(found) or "not loaded"
+            raise UsageError(f"--pin {name}:{step}: version {step} did not pass verification ({why})")
+
     # -- following
     def poll(self) -> None:
         """One scan: every model's finished checkpoints, the wanted ones loaded and verified, swapped in."""
@@ -246,16 +262,20 @@ class Repository:
             if name not in self._table:
                 self._set(name, state)
         finished = [f for f in self.watch.finished(run, name) if f.step not in state.withdrawn]
-        newest = sorted((f for f in finished if self._refusal(f) is None), key=lambda f: f.step)[-self.versions :]
-        wanted = newest + [f for f in finished if f.step == state.pinned and f not in newest]
         loaded = {v.step for v in state.loaded}
-        # the pinned one first, then the newest: one swap, not one per version
-        for found in sorted(wanted, key=lambda f: (f.step != state.pinned, -f.step)):
-            if found.step in loaded:
-                continue
-            version = self._verified(found)
-            if version is not None:
-                self._add(name, version)
+        for _ in range(len(finished) + 1):  # (a refusal makes room for the next newest: each turn settles a file)
+            untried = [f for f in finished if self._refusal(f) is None]  # (a file refused as it is now: said once)
+            newest = sorted(untried, key=lambda f: f.step)[-self.versions :]
+            wanted = newest + [f for f in untried if f.step == state.pinned and f not in newest]
+            # the pinned one first, then the newest: one swap, not one per version
+            todo = [f for f in sorted(wanted, key=lambda f: (f.step != state.pinned, -f.step)) if f.step not in loaded]
+            if not todo:
+                return
+            for found in todo:
+                version = self._verified(found)
+                if version is not None:
+                    self._add(name, version)
+                    loaded.add(found.step)
 
     def _stamp(self, found: Finished) -> tuple:
         def one(path):

@@ -312,7 +312,7 @@ class RepositoryControl:
         served folders with no version loaded (UNAVAILABLE, with why)."""
         from ..loaders.run_folder import discover
 
-        found = await self.loop().run_in_executor(None, discover, self.repository.roots)
+        found = await self.bounded(discover, self.repository.roots)
         rows, held = [], {entry["name"]: entry for entry in self.repository.models()}
         for name in sorted(set(found) | set(held)):
             entry = held.get(name)
@@ -334,15 +334,28 @@ class RepositoryControl:
     async def unload(self, name: str, version: Optional[str]) -> None:
         await self.control_call(name, self.unload_now, name, version)
 
-    async def control_call(self, name: str, call, *args) -> None:
-        """A load or unload on a thread (verification takes a while; the passes go on meanwhile), at most
-        CONTROL_CALLS at a time (the rest refused at once: a flood holds no thread), the model not ready meanwhile;
-        its change reaches the models served (`settled`, or the repository's on_change queued first) before the
-        answer goes."""
+    def check_room(self) -> None:
+        """At most CONTROL_CALLS repository calls (index, load, unload) at a time: the rest refused at once (503 /
+        UNAVAILABLE, one line), so that a flood holds no thread and queues nothing."""
         from .errors import Unavailable
 
         if self.calls >= CONTROL_CALLS:
             raise Unavailable(f"{self.calls} repository calls are running already (at most {CONTROL_CALLS}); try again")
+
+    async def bounded(self, call, *args):
+        """A repository call on a thread, within CONTROL_CALLS (check_room)."""
+        self.check_room()
+        self.calls += 1
+        try:
+            return await self.loop().run_in_executor(None, call, *args)
+        finally:
+            self.calls -= 1
+
+    async def control_call(self, name: str, call, *args) -> None:
+        """A load or unload on a thread (verification takes a while; the passes go on meanwhile), within
+        CONTROL_CALLS (check_room), the model not ready meanwhile; its change reaches the models served (`settled`, or
+        the repository's on_change queued first) before the answer goes."""
+        self.check_room()  # (refused before the model is marked loading)
         self.calls += 1
         loading = name not in self.plane.loading
         self.plane.loading.add(name)
