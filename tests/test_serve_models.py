@@ -669,8 +669,8 @@ def test_a_flood_of_load_requests_past_the_bound_is_refused_at_once_in_one_line_
     200 and the model answers."""
     import threading
 
-    from mlagents_inference.services.serve_common import CONTROL_CALLS
     from mlagents_inference.services import repository as repository_module
+    from mlagents_inference.services.serve_common import CONTROL_CALLS
 
     real_verify = repository_module.verify
     entered, release = threading.Event(), threading.Event()
@@ -722,8 +722,8 @@ def test_repository_index_calls_count_against_the_same_bound_as_loads(two_run, m
     without bound; once released, the held ones answer the index."""
     import threading
 
-    from mlagents_inference.services.serve_common import CONTROL_CALLS
     from mlagents_inference.loaders import run_folder
+    from mlagents_inference.services.serve_common import CONTROL_CALLS
 
     real_discover, release = run_folder.discover, threading.Event()
     entered = threading.Semaphore(0)
@@ -833,7 +833,7 @@ def test_pin_on_the_command_line_holds_its_version_and_a_pin_no_verified_checkpo
     """`serve --follow --pin Vector:50000`: a newer checkpoint is loaded beside the pin, lines naming no version get
     50000 and a line may name the new one. A pin of a step with no finished checkpoint (a typo), or of one that
     fails verification, ends serve at start: exit 2, one line naming the pin and why (not the newest served in its
-    place without a word)."""
+    place without a word); `--ray` alike."""
     run = copy_run(EXAMPLES / "vector", tmp_path, "run")
     source = EXAMPLES / "vector" / "Vector" / "Vector-100000.pt"
     (run / "Vector" / "Vector-200000.pt").write_bytes(source.read_bytes()[:5000])  # (truncated, listed)
@@ -849,6 +849,8 @@ def test_pin_on_the_command_line_holds_its_version_and_a_pin_no_verified_checkpo
         except subprocess.TimeoutExpired:
             pytest.fail(f"serve --pin {pin} started serving instead of refusing the pin")
         assert refused(result, says).startswith("error: " + says)
+        ray = cli("--mode", "serve", "--ray", "local", "--http", "127.0.0.1:0", "--model-dir", run, "--pin", pin)
+        assert refused(ray, says).startswith("error: " + says)  # (--ray: before Ray is started, or even imported)
     proc, where, text = serve_process(
         "--model-dir", run, "--pin", "Vector:50000", "--follow", "--follow-poll-s", "0.1", "--listen", "127.0.0.1:0"
     )

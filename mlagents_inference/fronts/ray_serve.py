@@ -655,6 +655,7 @@ def _repository(ctx: Context):
     folder of several models, --follow, --versions, --pin or --allow-model-control; each model's versions verified
     here (a strict load, onnx-compare, a probe batch) before any replica loads them."""
     from ..loaders.run_folder import several_models
+    from ..services.repository import Repository
 
     a = ctx.args
     dirs = [Path(d) for d in (getattr(a, "model_dirs", None) or ([a.model_dir] if a.model_dir else []))]
@@ -663,13 +664,9 @@ def _repository(ctx: Context):
         return None
     if not dirs:
         raise UsageError("--follow, --versions, --pin and --allow-model-control serve run folders: give --model-dir")
-    from ..services.repository import Repository
-
     poll_s = getattr(a, "follow_poll_s", 2.0) or 2.0
     repository = Repository(dirs, a.versions or 1, a.pin or (), poll_s=poll_s, policy_options={"device": "cpu"})
-    repository.poll()  # (verified on this CPU; the replicas load what passed)
-    if not any(entry["versions"] for entry in repository.models()):
-        raise UsageError("--model-dir: no checkpoint there passed verification")
+    repository.first_scan(", ".join(map(str, dirs)))  # (verified on this CPU; the replicas load what passed)
     return repository
 
 

@@ -512,18 +512,7 @@ def model_repository(ctx: Context):
     repository = Repository(
         dirs, a.versions or 1, a.pin or (), poll_s=getattr(a, "follow_poll_s", 2.0), policy_options=ctx.policy_options()
     )
-    said, held = repository.log, []
-    repository.log = held.append  # (the first scan's lines, said once its checks are made)
-    repository.poll()
-    repository.log = said
-    index = repository.models()
-    if not any(entry["versions"] for entry in index):
-        for line in held:
-            said(line)
-        raise UsageError(f"--model-dir {', '.join(map(str, dirs))[:300]}: no checkpoint there passed verification")
-    repository.check_pins()  # (a --pin whose version did not load: refused in one line, its reason in it)
-    for line in held:
-        said(line)
+    repository.first_scan(", ".join(map(str, dirs)))
     return repository
 
 

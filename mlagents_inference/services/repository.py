@@ -222,6 +222,23 @@ class Repository:
             for name, state in sorted(self._table.items())
         ]
 
+    def first_scan(self, shown: str) -> None:
+        """The scan made before anything is served (serve, serve --ray): every model's versions loaded and verified;
+        UsageError in one line where none verifies (`shown`: the folders as given) or where a --pin's version did not
+        load (check_pins). The scan's own lines are said after those checks: a refused pin is one line alone."""
+        said, held = self.log, []
+        self.log = held.append
+        try:
+            self.poll()
+        finally:
+            self.log = said
+        if any(entry["versions"] for entry in self.models()):
+            self.check_pins()
+        for line in held:
+            said(line)
+        if not any(entry["versions"] for entry in self.models()):
+            raise UsageError(f"--model-dir {shown[:300]}: no checkpoint there passed verification")
+
     def check_pins(self) -> None:
         """After the first scan: each pin's version loaded, or UsageError in one line naming the pin and why (no
         finished checkpoint of that step, or the reason its verification gave). A pin is not a wish for a version
