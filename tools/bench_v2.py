@@ -4,7 +4,7 @@ Huggy (a benchmark, not a test; docs/serve.md). Needs the venv of tools/v2_tools
 
     bash tools/v2_tools.sh /work/v2venv
     /work/v2venv/bin/python tools/bench_v2.py [--quick] [--only pytriton|ours] [--repeat 3] [--json]
-        [--before DIR] [--serve-python PYTHON] [--perf-analyzer PATH]
+        [--before DIR] [--serve-python PYTHON] [--before-python PYTHON] [--perf-analyzer PATH]
 
 The servers, each up for the whole run on its own loopback ports, one loaded at a time:
   pytriton  PyTriton (Triton 2.41's server, its Python backend) with a @batch callable that runs onnxruntime on
@@ -16,7 +16,9 @@ The servers, each up for the whole run on its own loopback ports, one loaded at 
             cases are skipped; one without the V2 REST routes (GET /v2/health/ready 404) has its cases skipped.
   before    --before DIR: the same serve from another checkout (DIR/inference.py: a git worktree of the code
             before a change), measured in the same run, interleaved with the others.
-serve runs under --serve-python (default: this Python), so that PyTriton's venv (numpy<2) need not be serve's.
+serve runs under --serve-python (default: this Python), so that PyTriton's venv (numpy<2) need not be serve's; the
+--before serve under --before-python (default: --serve-python): the same checkout under another venv (another grpcio,
+an event loop of its own) is then measured beside it.
 Before the cases, the same 64 rows go to every server over HTTP (JSON): their deterministic actions must agree
 within 1e-5 (answers_max_abs_diff; the run ends with exit 1 where they do not).
 
@@ -260,8 +262,9 @@ def start_pytriton(a: argparse.Namespace) -> Server:
 
 def start_ours(a: argparse.Namespace, name: str = "ours") -> Server:
     inference = a.inference if name == "ours" else a.before / "inference.py"
+    python = a.serve_python if name == "ours" else a.before_python or a.serve_python
     http, grpc = free_port(), free_port()
-    base = [a.serve_python, str(inference), "--mode", "serve", "--model-dir", str(HUGGY), "--spin", "off"]
+    base = [python, str(inference), "--mode", "serve", "--model-dir", str(HUGGY), "--spin", "off"]
     base += ["--max-batch", str(a.max_batch), "--max-wait-us", str(a.max_wait_us), "--http", f"127.0.0.1:{http}"]
     ready = f"http://127.0.0.1:{http}/v2/health/ready"
     healthz = f"http://127.0.0.1:{http}/healthz"
@@ -471,6 +474,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--only", choices=("pytriton", "ours"), help="measure one server only")
     p.add_argument("--before", type=Path, help="a checkout of the code before (a git worktree): its serve measured too")
     p.add_argument("--serve-python", default=sys.executable, help="the Python serve runs under (default: this one)")
+    p.add_argument("--before-python", help="the Python the --before serve runs under (default: --serve-python)")
     p.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, of {', '.join(CASES)}")
     p.add_argument("--repeat", type=int, help="each case this many times per server, ABBA order (default 3; --quick 1)")
     p.add_argument("--interval", type=int, help="perf_analyzer --measurement-interval, ms (default 3000; --quick 1000)")
@@ -564,7 +568,9 @@ def print_table(a: argparse.Namespace, out: dict) -> None:
     figures, ratios = out["figures"], out["ratios"]
     print(f"cpus {out['cpus']}, load average before {out['load_average_before']}, after {out['load_average_after']}")
     print(f"repeat {a.repeat}, windows {a.interval} ms, max batch {a.max_batch}, max wait {a.max_wait_us} us")
-    print(", ".join(f"{k} {v}" for k, v in out["versions"].items()) + f"; serve under {out['serve_python']}")
+    under = f"; serve under {out['serve_python']}"
+    under += f", before under {out['before_python']}" if out["before_python"] else ""
+    print(", ".join(f"{k} {v}" for k, v in out["versions"].items()) + under)
     print("commits " + ", ".join(f"{k} {v}" for k, v in out["commits"].items()))
     answers = out["answers"]
     print(f"answers of {', '.join(answers['servers'])}: deterministic outputs within {answers['max_abs_diff']:.2g}")
@@ -608,6 +614,7 @@ def main() -> None:
         "max_wait_us": a.max_wait_us,
         "versions": versions(),
         "serve_python": a.serve_python,
+        "before_python": a.before_python if a.before else None,
         "commits": {n: commit_of(d) for n, d in (("ours", a.inference.parent), ("before", a.before)) if d},
         "figures": figures,
         "ratios": ratios,
