@@ -499,6 +499,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     option(
         net,
+        "--loop",
+        choices=("auto", "asyncio", "uvloop"),
+        default="auto",
+        modes=("serve",),
+        not_with="ray",
+        help="serve: the event loop, as uvicorn's --loop (default auto: uvloop where it is installed, else asyncio; "
+        "uvloop: less CPU a request, docs/performance.md)",
+    )
+    option(
+        net,
         "--replicas",
         type=_whole_number(1, 4096),
         default=1,

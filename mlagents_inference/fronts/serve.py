@@ -44,6 +44,8 @@ __all__ = [
     "model_repository",
     "repository_models",
     "serving",
+    "LOOPS",
+    "loop_maker",
 ]
 
 
@@ -63,6 +65,26 @@ UNFINISHED_BOUND = 64 << 20  # the unfinished lines past READ_BOUND, every conne
 
 
 LINE_COST = 64  # what a waiting line costs beside its bytes (its object and its place in the list)
+
+
+LOOPS = ("auto", "asyncio", "uvloop")  # --loop, as uvicorn's: auto is uvloop where it is installed, else asyncio
+
+
+def loop_maker(choice: str = "auto") -> tuple:
+    """serve's event loop as --loop chooses it (uvicorn's --loop auto|asyncio|uvloop): (its name, a function making
+    one). uvloop (optional: a libuv loop, less CPU a request on gRPC, docs/performance.md) where it is chosen or, for
+    auto, installed; else asyncio's. --loop uvloop without uvloop is refused in one line, before anything is loaded."""
+    if choice not in LOOPS:
+        raise UsageError(f"--loop {choice}: expected one of {', '.join(LOOPS)}")
+    if choice != "asyncio":
+        try:
+            import uvloop
+        except ImportError:
+            if choice == "uvloop":
+                raise UsageError("--loop uvloop needs uvloop: pip install uvloop (or --loop asyncio)") from None
+        else:
+            return "uvloop", uvloop.new_event_loop
+    return "asyncio", asyncio.new_event_loop
 
 
 def _raise_open_files_limit() -> None:
@@ -443,6 +465,7 @@ def mode_serve(ctx: Context):
     """Answer the stream's lines on --listen (TCP or Unix socket) and/or POST /v1/act on --http until SIGTERM (then
     exit 0 once every line received is answered) or SIGINT/SIGHUP (the same, then 128 + N)."""
     a = ctx.args
+    loop_name, make_loop = loop_maker(getattr(a, "loop", "auto"))
     fronts = fronts_given({dest: getattr(a, dest, None) for dest in FRONTS})
     if not fronts:
         raise UsageError("--mode serve needs --listen HOST:PORT (or unix:PATH), --http HOST:PORT or --grpc HOST:PORT")
@@ -462,7 +485,7 @@ def mode_serve(ctx: Context):
     try:
         for front in fronts:
             front.bind(server_options.allow_remote)
-        loop = asyncio.new_event_loop()
+        loop = make_loop()
         loop.run_until_complete(server.run(fronts))
     finally:
         if repository is not None:
@@ -483,7 +506,7 @@ def mode_serve(ctx: Context):
         graphs = graph_calls_text(server.policy.engine)  # (the torch engine on a card: captures, replays, eager calls)
         print(
             f"[serve] lines={server.lines} errors={server.errors} p50={p['p50_ms']} p99={p['p99_ms']} "
-            f"connections={server.opened_total} engine={server.policy.engine_name} device={ctx.device}"
+            f"connections={server.opened_total} engine={server.policy.engine_name} device={ctx.device} loop={loop_name}"
             + (f" graphs={graphs}" if graphs else ""),
             file=sys.stderr,
             flush=True,
@@ -530,14 +553,23 @@ def repository_models(repository) -> dict:
 
 
 @contextlib.contextmanager
-def serving(policy, options: ServeOptions = ServeOptions(), repository=None, follow: bool = False, **addresses):
+def serving(
+    policy,
+    options: ServeOptions = ServeOptions(),
+    repository=None,
+    follow: bool = False,
+    loop: str = "auto",
+    **addresses,
+):
     """The server in this process, on a thread of its own (tests, or an application embedding it): serving(policy,
     listen="127.0.0.1:0", http="127.0.0.1:0", grpc=...) yields {"listen": "HOST:PORT", "http": ...} as bound (a list
     given: a list); leaving the block stops it as SIGTERM does (every line received answered) and closes its sockets.
     `repository` (services.repository.Repository, scanned once already; policy None): its models, followed by its
-    thread where `follow` (stopped when the block is left)."""
+    thread where `follow` (stopped when the block is left). `loop`: the event loop, as --loop (auto: uvloop where
+    installed)."""
     import threading
 
+    make_loop = loop_maker(loop)[1]
     fronts = fronts_given(addresses)
     for front in fronts:
         front.check()
@@ -546,7 +578,7 @@ def serving(policy, options: ServeOptions = ServeOptions(), repository=None, fol
     else:
         server = Server(None, options, repository_models(repository))
         server.follow(repository, follow)
-    loop, started = asyncio.new_event_loop(), threading.Event()
+    loop, started = make_loop(), threading.Event()
     try:
         for front in fronts:
             front.bind(options.allow_remote)

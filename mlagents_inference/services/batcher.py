@@ -246,7 +246,9 @@ class Batcher:
 
     def __init__(self, policy, options: ServeOptions = ServeOptions(), models: Optional[dict] = None):
         self.limit = options.max_line_bytes
-        self.max_batch, self.max_wait = options.max_batch, options.max_wait_us / 1e6
+        self.max_batch, self.max_wait = options.max_batch, -(-options.max_wait_us // 1000) / 1000
+        # (--max-wait-us in whole ms, rounded up: asyncio's loop waits for its selector in whole ms, so a wait under
+        # 1 ms took about 1 ms there; uvloop rounds a timer to the nearest ms, so one under 0.5 ms did not wait at all)
         self.options = options
         self.loads, self.dumps = json_codec()
         self.ready: dict = {}  # owners (connections, HTTP lines, V2 requests) with lines waiting, in arrival order
