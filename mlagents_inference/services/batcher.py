@@ -34,6 +34,7 @@ __all__ = [
     "RECENT_S",
     "GATHER_TURNS",
     "GATHER_MOST",
+    "GATHER_QUIET_S",
     "AWAITED_S",
     "GATHER_S",
     "PASS_ANSWER_BYTES",
@@ -54,13 +55,15 @@ __all__ = [
 GONE_KEPT = 4  # a model's last unloaded versions whose agents (and V2 sequences) are refused, not moved, until reset
 
 
-RECENT_S, GATHER_TURNS, GATHER_MOST = 0.002, 16, 1024  # with --max-wait-us 0, a V2 request that comes within
-# RECENT_S of the one before is answered once GATHER_TURNS turns of the loop have passed with no other V2 request
-# coming (at most GATHER_MOST turns in all, or --max-batch lines and requests waiting): grpcio hands the loop one
-# request at a time, a few turns apart. Without the turns 64 clients' requests went one engine call each (1.08 rows a
-# call measured); 16 turns counted from the first request, 3.5-3.9; counted from the last one, about 19 (and 1.4-1.5x
-# the requests a second: perf_analyzer at 64, docs/performance.md). A lone client's request finds none within
-# RECENT_S: answered at once.
+RECENT_S, GATHER_TURNS, GATHER_MOST, GATHER_QUIET_S = 0.002, 16, 1024, 0.0003
+# With --max-wait-us 0, a V2 request that comes within RECENT_S of the one before is answered once GATHER_TURNS turns
+# of the loop have passed with no other V2 request coming and, while fewer requests wait than the last pass found
+# (`pass_jobs`, falling by one a pass), GATHER_QUIET_S after the last one came (at most GATHER_MOST turns in all, or
+# --max-batch lines and requests waiting): grpcio hands the loop one request at a time, a few turns apart. Without
+# the turns 64 clients' requests went one engine call each (1.08 rows a call measured); 16 turns counted from the
+# first request, 3.5-3.9; counted from the last one, about 19 on asyncio's loop. uvloop's turns are shorter: 16 of
+# them made 3.7 rows a call on a quiet machine, the time floor 25 (docs/performance.md). A lone client's request finds
+# none within RECENT_S, or a last pass of one: answered at once, or after the turns.
 
 
 AWAITED_S, GATHER_S = 0.005, 0.002  # with --max-wait-us 0, a line that finds other connections "awaited" (answered
@@ -259,6 +262,7 @@ class Batcher:
         self.latency, self.batches = Histogram(LATENCY_BUCKETS_S), Histogram(BATCH_BUCKETS)
         self.jobs = 0  # (V2: its requests waiting)
         self.last_job, self.jobs_taken = 0.0, 0  # the last V2 request's arrival, how many were taken (gather)
+        self.pass_jobs = 0  # (V2 requests waiting when the last pass began: the gather's guess of what comes)
         self.awaited: dict = {}  # lock-step owners answered, none of their lines back since: {owner: when}, oldest 1st
         self.lanes: dict = {}  # model -> {version: Lane}
         self.serving: dict = {}  # model -> the Lane that answers a line naming no version
@@ -430,7 +434,8 @@ class Batcher:
         if self.jobs_taken != seen:
             turns, seen = GATHER_TURNS, self.jobs_taken
         full = self.max_batch is not None and self.waiting_lines >= self.max_batch
-        if turns > 0 and most > 0 and not full:
+        more = turns > 0 or (self.jobs < self.pass_jobs and time.perf_counter() - self.last_job < GATHER_QUIET_S)
+        if more and most > 0 and not full:
             self.loop.call_soon(self.gather, turns - 1, seen, most - 1)
         else:
             self.answer_pass()
@@ -541,7 +546,7 @@ class Batcher:
         return lines, scopes, owners, info
 
     def _answer_pass(self) -> None:
-        ready = self.ready
+        ready, self.pass_jobs = self.ready, max(self.jobs, self.pass_jobs - 1)
         lines, scopes, owners, info = self._take_lines()
         self.waiting_lines -= len(lines)
         if lines:
