@@ -44,6 +44,7 @@ from ..services.serve_common import (
     OneLineLog,
     RepositoryControl,
     add_v2_unknown_route,
+    model_metrics,
     tell_limited,
 )
 
@@ -219,25 +220,11 @@ class Ingress:
             per_errors.add_metric([name], t["errors"])
         yield per_lines
         yield per_errors
-        labels = ["model", "version"]  # (fronts.serve_http.LABELS)
-        model_lines = CounterMetricFamily(
-            "mlagents_serve_model_lines", "lines and V2 requests answered, per model and version", labels=labels
+        yield from model_metrics(
+            (name, version, *self.totals(name, version)[:3])
+            for name, model in sorted(self.models.items())
+            for version in model.loaded()
         )
-        model_errors = CounterMetricFamily(
-            "mlagents_serve_model_error_answers", "error answers, per model", labels=labels
-        )
-        model_batches = HistogramMetricFamily(
-            "mlagents_serve_model_batch_lines", "lines per engine call, per model and version", labels=labels
-        )
-        for name, model in sorted(self.models.items()):
-            for version in model.loaded():
-                n, bad, hist, _ = self.totals(name, version)
-                model_lines.add_metric([name, version], n)
-                model_errors.add_metric([name, version], bad)
-                model_batches.add_metric([name, version], hist.buckets(), hist.sum)
-        yield model_lines
-        yield model_errors
-        yield model_batches
         yield GaugeMetricFamily("mlagents_serve_replicas_seen", "replicas that have answered", value=len(self.tallies))
         yield GaugeMetricFamily("mlagents_serve_requests_in_flight", "requests at the replicas", value=self.in_flight)
         yield CounterMetricFamily("mlagents_serve_requests", "requests taken to a replica", value=self.requests)

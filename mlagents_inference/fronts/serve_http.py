@@ -14,12 +14,9 @@ from ..core.errors import UsageError
 from ..services.batcher import Batcher, HttpLine
 from ..services.dataplane import RestCodec, rest_routes
 from ..services.open_inference import owner_of
-from ..services.serve_common import Front, OneLineLog, add_v2_unknown_route, tell_limited
+from ..services.serve_common import Front, OneLineLog, add_v2_unknown_route, model_metrics, tell_limited
 
-__all__ = ["LABELS", "NEED_HTTP", "HttpFront", "start_http", "v2_routes", "BodyBounds", "owner_of_request"]
-
-
-LABELS = ["model", "version"]  # (the per-model metrics' labels)
+__all__ = ["NEED_HTTP", "HttpFront", "start_http", "v2_routes", "BodyBounds", "owner_of_request"]
 
 
 NEED_HTTP = 'serve --http needs aiohttp and prometheus-client: pip install ".[serve]" (or aiohttp prometheus-client)'
@@ -65,23 +62,9 @@ async def start_http(server: Batcher, sock: socket.socket):
                 buckets=s.batches.buckets(),
                 sum_value=s.batches.sum,
             )
-            lines = CounterMetricFamily(
-                "mlagents_serve_model_lines", "lines and V2 requests answered, per model and version", labels=LABELS
+            yield from model_metrics(
+                (lane.model, lane.version, lane.lines, lane.errors, lane.batches) for lane in s.every_lane()
             )
-            errors = CounterMetricFamily(
-                "mlagents_serve_model_error_answers", "error answers, per model", labels=LABELS
-            )
-            batches = HistogramMetricFamily(
-                "mlagents_serve_model_batch_lines", "lines per engine call, per model and version", labels=LABELS
-            )
-            for lane in s.every_lane():
-                labels = [lane.model, lane.version]
-                lines.add_metric(labels, lane.lines)
-                errors.add_metric(labels, lane.errors)
-                batches.add_metric(labels, lane.batches.buckets(), lane.batches.sum)
-            yield lines
-            yield errors
-            yield batches
             yield HistogramMetricFamily(
                 "mlagents_serve_latency_seconds",
                 "from the read that brought a line to the write of its answer",

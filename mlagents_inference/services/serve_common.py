@@ -292,6 +292,26 @@ class Front:
                     os.unlink(self.address[1])
 
 
+def model_metrics(rows) -> tuple:
+    """/metrics' per-model families (serve --http's and the Ray ingress's): lines, error answers and lines per engine
+    call, labelled by model and version; `rows`: (model, version, lines, errors, batch histogram) each."""
+    from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+
+    labels = ["model", "version"]
+    lines = CounterMetricFamily(
+        "mlagents_serve_model_lines", "lines and V2 requests answered, per model and version", labels=labels
+    )
+    errors = CounterMetricFamily("mlagents_serve_model_error_answers", "error answers, per model", labels=labels)
+    batches = HistogramMetricFamily(
+        "mlagents_serve_model_batch_lines", "lines per engine call, per model and version", labels=labels
+    )
+    for model, version, n, bad, hist in rows:
+        lines.add_metric([model, version], n)
+        errors.add_metric([model, version], bad)
+        batches.add_metric([model, version], hist.buckets(), hist.sum)
+    return lines, errors, batches
+
+
 class RepositoryControl:
     """The V2 repository API (Triton's model repository extension: index, load, unload) on a model repository
     (services.repository; `not_found`: its ModelNotFound), as a data plane's `control`: serve's Server and the Ray
