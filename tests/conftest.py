@@ -318,9 +318,14 @@ def two_behaviour_run(tmp_path: Path, name: str = "two") -> Path:
     """A run folder of two behaviours, as mlagents-learn leaves one that trained two (a striker and a goalie, say):
     examples/vector's Vector (50000 with its ONNX, 100000 final) and examples/hybrid's Hybrid (40000 final), their
     records merged into one run_logs/training_status.json."""
+    return add_hybrid(copy_run(EXAMPLES / "vector", tmp_path, name))
+
+
+def add_hybrid(run: Path) -> Path:
+    """examples/hybrid's Hybrid added to a run folder, as mlagents-learn writes a behaviour: its files first, then
+    its record in run_logs/training_status.json."""
     import shutil
 
-    run = copy_run(EXAMPLES / "vector", tmp_path, name)
     shutil.copytree(EXAMPLES / "hybrid" / "Hybrid", run / "Hybrid")
     shutil.copyfile(EXAMPLES / "hybrid" / "Hybrid.onnx", run / "Hybrid.onnx")
     status_file = run / "run_logs" / "training_status.json"

@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -26,7 +25,7 @@ from typing import Optional
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, ROOT, child_env, cli, copy_run, two_behaviour_run, write_checkpoint
+from conftest import EXAMPLES, ROOT, add_hybrid, child_env, cli, copy_run, two_behaviour_run, write_checkpoint
 
 pytestmark = pytest.mark.ray
 pytest.importorskip("ray.serve", reason="serve --ray needs Ray Serve: pip install -r requirements-ray.txt")
@@ -749,12 +748,7 @@ def test_following_a_run_on_ray_rolls_a_new_version_out_by_the_deployments_updat
     try:
         line = json.dumps({"id": 1, "model": "Vector", "obs": obs.tolist()}).encode()
         before = json.loads(server.post(line))
-        shutil.copytree(EXAMPLES / "hybrid" / "Hybrid", run / "Hybrid")
-        shutil.copyfile(EXAMPLES / "hybrid" / "Hybrid.onnx", run / "Hybrid.onnx")
-        status_file = run / "run_logs" / "training_status.json"
-        status = json.loads(status_file.read_text())
-        status["Hybrid"] = json.loads((EXAMPLES / "hybrid" / "run_logs" / "training_status.json").read_text())["Hybrid"]
-        status_file.write_text(json.dumps(status, indent=4))
+        add_hybrid(run)
         hybrid_line = json.dumps({"id": 2, "model": "Hybrid", "obs": ho.tolist()}).encode()
         for _ in range(600):  # (bounded: until the new model answers, or about 120 s)
             appeared = json.loads(server.post(hybrid_line))
