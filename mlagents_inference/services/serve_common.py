@@ -39,6 +39,7 @@ __all__ = [
     "tell_limited",
     "OneLineLog",
     "add_v2_unknown_route",
+    "model_metrics",
     "Front",
     "CONTROL_CALLS",
     "RepositoryControl",
