@@ -184,16 +184,12 @@ class Lane:
     """One version of one model the batcher answers: its policy, its own LSTM memories (two versions never share
     memories, nor two models), its V2 view (name, version, statistics), its counts (/metrics' model and version
     labels). A lane unloaded is `gone`: a line already in its engine call is answered on it, no line after. The
-    memories' bounds are `budget`'s (the Batcher's: every lane's memories together, and each client's in every lane);
-    without one, the lane's own."""
+    memories' bounds are `budget`'s (the Batcher's: every lane's memories together, and each client's in every
+    lane)."""
 
-    def __init__(
-        self, model: str, version: str, policy, limit: int, dumps: Callable, budget: Optional[MemoryBudget] = None
-    ):
+    def __init__(self, model: str, version: str, policy, limit: int, dumps: Callable, budget: MemoryBudget):
         self.model, self.version, self.policy = model, str(version), policy
-        self.memories = AgentMemories(
-            MEMORY_IDS, MEMORY_BYTES, CONNECTION_MEMORY_IDS, CONNECTION_MEMORY_BYTES, budget=budget
-        )
+        self.memories = AgentMemories(budget=budget)
         self.view = ModelView(policy, model, self.version)
         self.view.lane = self
         self.bounds = {**self.memories.bounds(), "max_line_bytes": limit}
