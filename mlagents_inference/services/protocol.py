@@ -3,6 +3,7 @@ together (one engine call for the plain ones), the JSON codec, the keys and ids 
 
 from __future__ import annotations
 
+import binascii
 import itertools
 import json
 import time
@@ -23,6 +24,8 @@ __all__ = [
     "STREAM_KEYS",
     "STREAM_ID_CHARS",
     "NUMBER_TYPES",
+    "BINARY_KEY",
+    "binary_input",
     "echoed_id",
     "stream_array",
     "parse_address",
@@ -60,6 +63,46 @@ def echoed_id(msg):
     ):
         return ident
     return None
+
+
+BINARY_KEY = "b64"  # an input as {"b64": base64 of its little-endian float32 bytes} (TF Serving's REST form)
+
+
+def _binary_bytes(value: dict, size: int) -> Optional[bytes]:
+    """The bytes of a binary input ({"b64": text}) when they are a whole number of rows of `size` float32 (at least
+    one); None otherwise (binary_input says why)."""
+    text = value.get(BINARY_KEY) if len(value) == 1 else None
+    if type(text) is not str:
+        return None
+    try:
+        raw = binascii.a2b_base64(text, strict_mode=True)
+    except (binascii.Error, ValueError):
+        return None
+    return raw if raw and size and len(raw) % (4 * size) == 0 else None
+
+
+def binary_input(spec: InputSpec, value: dict, what: str) -> np.ndarray:
+    """One input of a line given as {"b64": base64 (RFC 4648, padded, no white space) of little-endian float32
+    bytes}: one row of the input's shape (4 x its size bytes: an observation, as a list of numbers), or several
+    (a multiple: [rows, ...shape], as a list of such lists). The bits are the values; nan and inf are refused as
+    in the number form. UsageError naming `what` for anything else."""
+    size = int(np.prod(spec.shape))
+    form = f'{{"{BINARY_KEY}": "<base64 of little-endian float32 bytes>"}}'
+    text = value.get(BINARY_KEY)
+    if len(value) != 1 or type(text) is not str:
+        raise UsageError(f"{what} as an object must be {form} and nothing else")
+    try:
+        raw = binascii.a2b_base64(text, strict_mode=True)
+    except (binascii.Error, ValueError):
+        raise UsageError(f'{what}: "{BINARY_KEY}" is not base64 (RFC 4648, padded, no white space)') from None
+    if not raw or len(raw) % (4 * size):
+        raise UsageError(
+            f'{what}: "{BINARY_KEY}" holds {len(raw)} bytes, not a whole number of rows of {size} float32 '
+            f"({4 * size} bytes each)"
+        )
+    rows = len(raw) // (4 * size)
+    array = np.frombuffer(raw, "<f4").reshape((rows, *spec.shape) if rows > 1 else spec.shape)
+    return finite_float32(array, what)
 
 
 def _json_numbers_only(value, depth: int = 0) -> bool:
@@ -158,6 +201,9 @@ def _stream_inputs(s, msg: dict) -> tuple:
         raise UsageError(f'unknown key "{unknown[0][:40]}"')
     arrays = []
     for spec, value in zip(s.inputs, values):
+        if type(value) is dict:
+            arrays.append(binary_input(spec, value, f'"{spec.name if len(names) > 1 else "obs"}"'))
+            continue
         if not isinstance(value, list) or (spec.kind != "entities" and not value):
             raise UsageError(
                 f'"{spec.name if len(names) > 1 else "obs"}" must be a list of numbers or a list of such lists'
@@ -209,7 +255,9 @@ def stream_answer(policy: Policy, msg, memories: AgentMemories, scope: str = "")
     if ident is not None and echoed_id(msg) is None:  # (a string too long was refused above)
         raise UsageError('"id" must be a string, an integer or null')
     batched = (
-        isinstance(values[0], list)
+        arrays[0].ndim > len(s.inputs[0].shape)
+        if type(values[0]) is dict  # (a binary input: several rows, or one observation)
+        else isinstance(values[0], list)
         and len(values[0]) > 0
         and isinstance(values[0][0], list)
         and (s.inputs[0].kind != "entities" or (values[0][0] and isinstance(values[0][0][0], list)))
@@ -445,14 +493,32 @@ def _plain_line(rules: tuple, msg) -> Optional[tuple]:
             return None
     if len(names) == 1:
         value = get(names[0]) if "obs" not in keys else None if names[0] in keys else msg["obs"]
+        if type(value) is dict:  # (a binary input of one row: its float32 array)
+            value = _plain_binary(value, sizes[0])
+            return None if value is None else (ident, (value,), masks, memory)
         if type(value) is not list or len(value) != sizes[0] or not set(map(type, value)) <= NUMBER_TYPES:
             return None
         return ident, (value,), masks, memory
-    values = [get(name) for name in names]  # (an "obs" beside them is not looked at)
-    for value, size in zip(values, sizes):
-        if type(value) is not list or len(value) != size or not set(map(type, value)) <= NUMBER_TYPES:
+    values = _plain_values([get(name) for name in names], sizes)  # (an "obs" beside them is not looked at)
+    return None if values is None else (ident, values, masks, memory)
+
+
+def _plain_binary(value: dict, size: int) -> Optional[np.ndarray]:
+    """A plain line's binary input ({"b64": ...} of exactly one row of `size` float32) as its array; else None."""
+    raw = _binary_bytes(value, size)
+    return np.frombuffer(raw, "<f4") if raw is not None and len(raw) == 4 * size else None
+
+
+def _plain_values(values: list, sizes: list) -> Optional[list]:
+    """A plain line's inputs (several), each one row: a list of `size` JSON numbers or a binary input; else None."""
+    for k, (value, size) in enumerate(zip(values, sizes)):
+        if type(value) is dict:
+            values[k] = _plain_binary(value, size)
+            if values[k] is None:
+                return None
+        elif type(value) is not list or len(value) != size or not set(map(type, value)) <= NUMBER_TYPES:
             return None
-    return ident, values, masks, memory
+    return values
 
 
 def _finite(values: list) -> bool:
