@@ -76,6 +76,60 @@ namespace MLAgentsInference
     {
         internal const int MaxFloatChars = 24; // "-1.17549435e-38" and the like, with room
 
+        private static readonly byte[] Base64Digits = Encoding.ASCII.GetBytes("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/");
+
+        /// <summary>The base64 length (RFC 4648, padded) of `count` float32.</summary>
+        internal static int Base64Length(int count)
+        {
+            return (4 * count + 2) / 3 * 4;
+        }
+
+        /// <summary>values[start..start+count) as the base64 (RFC 4648, padded) of their little-endian float32 bytes,
+        /// written at b[p..] (Base64Length(count) bytes): the end, or -1 - i where values[i] is NaN or infinite.
+        /// `bytes`: scratch of 4 x count bytes at least. `swap`: each float's bytes reversed after the copy, which
+        /// copies the host's order (true on a big-endian host). The bits are the values: serve reads them back
+        /// exactly.</summary>
+        internal static int TryWriteBase64Floats(byte[] b, int p, float[] values, int start, int count, byte[] bytes, bool swap)
+        {
+            for (int i = start, end = start + count; i < end; i++)
+            {
+                float zero = values[i] - values[i]; // (NaN where the value is NaN or infinite)
+                if (float.IsNaN(zero)) return -1 - (i - start);
+            }
+            int n = 4 * count;
+            Buffer.BlockCopy(values, 4 * start, bytes, 0, n);
+            if (swap)
+                for (int i = 0; i < n; i += 4)
+                {
+                    byte x = bytes[i], y = bytes[i + 1];
+                    bytes[i] = bytes[i + 3];
+                    bytes[i + 1] = bytes[i + 2];
+                    bytes[i + 2] = y;
+                    bytes[i + 3] = x;
+                }
+            byte[] d = Base64Digits;
+            int k = 0;
+            for (int end = n - 2; k < end; k += 3)
+            {
+                int t = bytes[k] << 16 | bytes[k + 1] << 8 | bytes[k + 2];
+                b[p] = d[t >> 18];
+                b[p + 1] = d[(t >> 12) & 63];
+                b[p + 2] = d[(t >> 6) & 63];
+                b[p + 3] = d[t & 63];
+                p += 4;
+            }
+            if (k < n)
+            {
+                int t = bytes[k] << 16 | (k + 1 < n ? bytes[k + 1] << 8 : 0);
+                b[p] = d[t >> 18];
+                b[p + 1] = d[(t >> 12) & 63];
+                b[p + 2] = k + 1 < n ? d[(t >> 6) & 63] : (byte)'=';
+                b[p + 3] = (byte)'=';
+                p += 4;
+            }
+            return p;
+        }
+
         // 10^0 .. 10^89, each the double nearest the power (the compiler rounds the literals)
         internal static readonly double[] Pow10 =
         {

@@ -39,6 +39,8 @@ namespace MLAgentsInference
         private readonly HashSet<long> _resets = new HashSet<long>();
         private readonly HashSet<long> _known = new HashSet<long>();
         private float[] _scratch = new float[64];
+        private byte[] _floatBytes = new byte[256]; // (an observation's float32 bytes, on their way to base64)
+        private bool _binary = true;
         private long[] _words = new long[128]; // (TrySkipCopy's)
         private readonly List<Socket> _readable = new List<Socket>(1);
         private readonly List<Socket> _writable = new List<Socket>(1);
@@ -98,6 +100,16 @@ namespace MLAgentsInference
 
         /// <summary>False once disposed, or closed after a broken connection, a bad answer or a timeout.</summary>
         public bool IsOpen { get { return _socket != null; } }
+
+        /// <summary>Whether a float[] observation (a vector, camera or grid input) goes out as
+        /// <c>{"b64": "..."}</c>, the base64 of its little-endian float32 bytes (true, the default: exact by construction,
+        /// and cheaper to write and to read than decimal text), or as a list of JSON numbers (false: for a server that does
+        /// not take the binary form). Pixels (byte[]) and entity buffers go out as numbers either way.</summary>
+        public bool BinaryObservations
+        {
+            get { return _binary; }
+            set { _binary = value; }
+        }
 
         /// <summary>How long one Act or ActMany waits for all its answers (milliseconds; -1: no limit).</summary>
         public int ReadTimeoutMs
@@ -506,6 +518,11 @@ namespace MLAgentsInference
                 throw new ArgumentException(What(input) + ": expected " + input.Size.ToString(CultureInfo.InvariantCulture) + " values (shape [" +
                                             string.Join(", ", Array.ConvertAll(input.Shape, s => s.ToString(CultureInfo.InvariantCulture))) + "]), got " +
                                             length.ToString(CultureInfo.InvariantCulture), "observations");
+            if (floats != null && _binary)
+            {
+                WriteBinary(floats, input);
+                return;
+            }
             if (input.Shape.Length <= 1)
             {
                 if (floats != null) WriteFloats(floats, 0, floats.Length, input);
@@ -558,6 +575,25 @@ namespace MLAgentsInference
             }
             if (count > 0) p--; // (the last comma)
             b[p++] = (byte)']';
+            _outLength = p;
+        }
+
+        private static readonly byte[] BinaryStart = Encoding.ASCII.GetBytes("{\"b64\":\"");
+
+        /// <summary>An observation as {"b64":"..."}: the base64 of its little-endian float32 bytes (serve's binary
+        /// form; docs/inputs.md).</summary>
+        private void WriteBinary(float[] values, PolicyInput input)
+        {
+            int count = values.Length;
+            Ensure(BinaryStart.Length + Numbers.Base64Length(count) + 2);
+            if (_floatBytes.Length < 4 * count) _floatBytes = new byte[Math.Max(4 * count, 2 * _floatBytes.Length)];
+            byte[] b = _out, start = BinaryStart;
+            int p = _outLength;
+            for (int i = 0; i < start.Length; i++) b[p + i] = start[i];
+            p = Numbers.TryWriteBase64Floats(b, p + start.Length, values, 0, count, _floatBytes, !BitConverter.IsLittleEndian);
+            if (p < 0) throw new ArgumentException(What(input) + "[" + (-1 - p).ToString(CultureInfo.InvariantCulture) + "] is NaN or infinite", "observations");
+            b[p++] = (byte)'"';
+            b[p++] = (byte)'}';
             _outLength = p;
         }
 
