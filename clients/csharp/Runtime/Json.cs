@@ -77,6 +77,18 @@ namespace MLAgentsInference
         internal const int MaxFloatChars = 24; // "-1.17549435e-38" and the like, with room
 
         private static readonly byte[] Base64Digits = Encoding.ASCII.GetBytes("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/");
+        // the two digits of each 12 bits (three bytes are two such halves): half the lookups. With the finiteness check
+        // on the bits, 64 x 59 floats took 22.9-24.9 us against 27.6-29.8 with a lookup a digit and a float check (a
+        // scratch timing under Mono 6.8, best of 400 passes, four rounds)
+        private static readonly byte[] Base64High = BuildBase64Pairs(true);
+        private static readonly byte[] Base64Low = BuildBase64Pairs(false);
+
+        private static byte[] BuildBase64Pairs(bool high)
+        {
+            var table = new byte[4096];
+            for (int i = 0; i < table.Length; i++) table[i] = Base64Digits[high ? i >> 6 : i & 63];
+            return table;
+        }
 
         /// <summary>The base64 length (RFC 4648, padded) of `count` float32.</summary>
         internal static int Base64Length(int count)
@@ -91,10 +103,11 @@ namespace MLAgentsInference
         /// exactly.</summary>
         internal static int TryWriteBase64Floats(byte[] b, int p, float[] values, int start, int count, byte[] bytes, bool swap)
         {
+            FloatBits u = default(FloatBits);
             for (int i = start, end = start + count; i < end; i++)
             {
-                float zero = values[i] - values[i]; // (NaN where the value is NaN or infinite)
-                if (float.IsNaN(zero)) return -1 - (i - start);
+                u.Value = values[i];
+                if ((u.Bits & 0x7F800000) == 0x7F800000) return -1 - (i - start); // (an exponent of all ones)
             }
             int n = 4 * count;
             Buffer.BlockCopy(values, 4 * start, bytes, 0, n);
@@ -107,15 +120,15 @@ namespace MLAgentsInference
                     bytes[i + 2] = y;
                     bytes[i + 3] = x;
                 }
-            byte[] d = Base64Digits;
+            byte[] d = Base64Digits, high = Base64High, low = Base64Low;
             int k = 0;
             for (int end = n - 2; k < end; k += 3)
             {
-                int t = bytes[k] << 16 | bytes[k + 1] << 8 | bytes[k + 2];
-                b[p] = d[t >> 18];
-                b[p + 1] = d[(t >> 12) & 63];
-                b[p + 2] = d[(t >> 6) & 63];
-                b[p + 3] = d[t & 63];
+                int t = bytes[k] << 16 | bytes[k + 1] << 8 | bytes[k + 2], x = t >> 12, y = t & 4095;
+                b[p] = high[x];
+                b[p + 1] = low[x];
+                b[p + 2] = high[y];
+                b[p + 3] = low[y];
                 p += 4;
             }
             if (k < n)
