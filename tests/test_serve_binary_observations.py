@@ -115,6 +115,19 @@ def test_named_inputs_take_the_binary_form_beside_numbers():
     assert got[8]["discrete_actions"] == want
 
 
+def test_an_image_given_as_float32_bytes_answers_as_its_nested_numbers(monkeypatch):
+    """A camera input (3 x 36 x 36, channel-first) as one row of bytes in C order, beside a vector input as numbers:
+    the answer the nested lists get (the path beyond the plain lines)."""
+    policy = inference.load(EXAMPLES / "visual-simple")
+    rng = np.random.RandomState(3)
+    image, vector = rng.rand(2, 3, 36, 36).astype(np.float32), rng.randn(2, 5).astype(np.float32)
+    lines = [{"id": k, "obs_0": numbers(image[k]), "obs_1": numbers(vector[k])} for k in range(2)]
+    want = run_stream(policy, lines_text(lines), monkeypatch)
+    lines = [{"id": k, "obs_0": b64(image[k]), "obs_1": numbers(vector[k])} for k in range(2)]
+    assert run_stream(policy, lines_text(lines), monkeypatch) == want
+    assert all("error" not in json.loads(answer) for answer in want)
+
+
 REFUSED = [
     ({"b64": "AAAA"}, r'^"obs": "b64" holds 3 bytes, not a whole number of rows of 59 float32 \(236 bytes each\)$'),
     ({"b64": ""}, r'^"obs": "b64" holds 0 bytes, not a whole number of rows'),

@@ -341,8 +341,8 @@ def waiting_lines(stream, limit: int):
 
 class PlainLine(NamedTuple):
     """A plain line waiting for its engine call (answer_waiting): its place among the lines, its message, its id,
-    its memory key (None: no memory kept), its observations (one flat list an input), masks and memory ([1, size];
-    None where the line has none)."""
+    its memory key (None: no memory kept), its observations (one flat list an input, or its float32 array where the
+    line gave it as {"b64": ...}), masks and memory ([1, size]; None where the line has none)."""
 
     index: int
     msg: dict
@@ -362,10 +362,10 @@ def answer_waiting(
     scopes: Optional[list] = None,
     riders: Optional[list] = None,
 ) -> list:
-    """Answers to a group of waiting lines, in order, each what it would have been alone: plain lines (one
-    observation of each vector input as a flat list of JSON numbers, deterministic; optional "id", "reset",
-    "memory", "action_masks") share one engine call (an engine whose rows do not depend on the batch they are in:
-    Engine.rows_independent, onnxruntime's), their observations read and checked as one array per input
+    """Answers to a group of waiting lines, in order, each what it would have been alone: plain lines (one observation
+    of each vector input as a flat list of JSON numbers or one row of {"b64": ...}, deterministic; optional "id",
+    "reset", "memory", "action_masks") share one engine call (an engine whose rows do not depend on the batch they
+    are in: Engine.rows_independent, onnxruntime's), their observations read and checked as one array per input
     (_answer_plain). Any other line, and a second line of an id already in the call, first lets the call run, then
     goes through stream_answer, whose rules and messages stay the only ones. Bad lines get their error in place.
     `scopes` (serve): each line's memory scope (its connection), as stream_answer's `scope`. `riders` (serve's V2
@@ -459,8 +459,9 @@ def _plain_rules(policy: Policy) -> Optional[tuple]:
 
 
 def _plain_line(rules: tuple, msg) -> Optional[tuple]:
-    """A plain line's (id, input lists, masks [1, width] or None, memory [1, size] or None), checked but for its
-    observations' values (finite within float32: _answer_plain checks them together); None for any other line."""
+    """A plain line's (id, inputs: lists or float32 arrays of binary inputs, masks [1, width] or None, memory [1, size]
+    or None), checked but for its observations' values (finite within float32: _answer_plain checks them together);
+    None for any other line."""
     s, names, allowed, bare, sizes = rules
     if type(msg) is not dict:
         return None
