@@ -773,7 +773,11 @@ def test_observations_go_out_as_nine_digits_and_a_power_of_ten_and_read_back_bit
     bits = np.concatenate([bits, np.zeros(-len(bits) % (size * agents), np.int64)])
     values = bits.astype(np.uint32).view(np.int32).view(np.float32)
     lines = sent_lines(built, tmp_path, values, size, agents, "text")
-    texts = [t for line in lines for t in re.fullmatch(rb'\{"id":\d+,"obs":\[(.*)\]\}\n', line).group(1).split(b",")]
+    texts = [
+        t
+        for line in lines
+        for t in re.fullmatch(rb'\{"id":\d+,"obs":\[(.*)\],"answer_b64":true\}\n', line).group(1).split(b",")
+    ]
     assert all(re.fullmatch(rb"-?(0|[1-9][0-9]*)(\.[0-9]+)?(e-?[0-9]+)?", t) for t in texts)  # JSON, no decimal comma
     whole = (values == np.trunc(values)) & (np.abs(values) < 1e9)  # integers below 1e9: whole
     assert all(re.fullmatch(rb"-?[1-9][0-9]{8}e-?[0-9]{1,2}", t) for t, w in zip(texts, whole.tolist()) if not w)
@@ -818,7 +822,10 @@ def test_observations_go_out_as_base64_of_their_float32_bytes_and_read_back_bit_
         bits = np.concatenate([bits, np.zeros(-len(bits) % (size * agents), np.int64)])
         values = bits.astype(np.uint32).view(np.int32).view(np.float32)
         lines = sent_lines(built, tmp_path, values, size, agents)
-        texts = [re.fullmatch(rb'\{"id":\d+,"obs":\{"b64":"([A-Za-z0-9+/]*={0,2})"\}\}\n', line) for line in lines]
+        texts = [
+            re.fullmatch(rb'\{"id":\d+,"obs":\{"b64":"([A-Za-z0-9+/]*={0,2})"\},"answer_b64":true\}\n', line)
+            for line in lines
+        ]
         assert all(texts), lines[0][:200]
         back = np.frombuffer(b"".join(base64.b64decode(t.group(1), validate=True) for t in texts), "<f4")
         wrong = np.flatnonzero(back.view(np.int32) != values.view(np.int32))
@@ -895,6 +902,44 @@ def answered(built, texts: list, width: int = 250) -> np.ndarray:
     got = np.array([int(x) for line in r.stdout.split("\n")[:-1] for x in line.split()], np.int64).astype(np.int32)
     assert len(got) == len(padded), (len(got), len(padded))
     return got[: len(texts)]
+
+
+def test_answers_floats_given_as_base64_float32_bytes_read_back_bit_for_bit_and_bad_ones_are_refused(built):
+    """An answer's continuous actions as {"b64": ...} (what serve writes to a line with "answer_b64": true, which the
+    client asks for by default): the 130,831 patterns read back bit for bit; a string that is not base64, a length
+    that is not whole floats, NaN or infinite bits, or another key beside "b64" is a BadAnswer naming it."""
+    bits = observation_bits()
+    width = 250
+    bits = np.concatenate([bits, np.zeros(-len(bits) % width, np.int64)])
+    values = bits.astype(np.uint32).view(np.int32).view(np.float32)
+    rows = values.reshape(-1, width)
+    lines = [
+        b'{"id": %d, "continuous_actions": {"b64": "%s"}}' % (k, base64.b64encode(row.astype("<f4").tobytes()))
+        for k, row in enumerate(rows)
+    ]
+    r = scripted(built, "answers", FAKE_INFO | {"continuous_size": width}, lines)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    got = np.array([int(x) for line in r.stdout.split("\n")[:-1] for x in line.split()], np.int64).astype(np.int32)
+    assert np.array_equal(got, values.view(np.int32))
+    two = np.array([1.5, -0.0], "<f4").tobytes()
+    bad = {
+        b'{"b64": "%s"}' % base64.b64encode(two)[:-4]: "not a whole number of float32",
+        b'{"b64": "%s"}' % base64.b64encode(two).replace(b"A", b"-"): "is not base64",
+        b'{"b64": "%s"}' % base64.b64encode(two)[:-1]: "is not base64",
+        b'{"b64": "%s"}' % base64.b64encode(np.array([1.5, np.nan], "<f4").tobytes()): "NaN or an infinity",
+        b'{"b64": "%s"}' % base64.b64encode(np.array([np.inf, 1], "<f4").tobytes()): "NaN or an infinity",
+        b'{"b64": "%s", "dtype": "f4"}' % base64.b64encode(two): "and nothing else",
+        b'{"values": [1, 2]}': 'expected {"b64"',
+    }
+    assert b"-" in list(bad)[1]
+    for value, words in bad.items():
+        r = scripted(
+            built, "answers", FAKE_INFO | {"continuous_size": 2}, [b'{"id": 0, "continuous_actions": %s}' % value]
+        )
+        assert r.returncode != 0 and "bad answer from" in r.stdout and words in r.stdout, (
+            value,
+            r.stdout[-1000:] + r.stderr[-1000:],
+        )
 
 
 def test_each_answers_model_and_version_are_read_as_their_text_says_and_a_wrong_model_is_refused(built):

@@ -128,6 +128,65 @@ def test_an_image_given_as_float32_bytes_answers_as_its_nested_numbers(monkeypat
     assert all("error" not in json.loads(answer) for answer in want)
 
 
+def floats_of(value: dict) -> np.ndarray:
+    assert set(value) == {"b64"}, value
+    return np.frombuffer(base64.b64decode(value["b64"], validate=True), "<f4")
+
+
+def test_answers_asked_as_float32_bytes_hold_the_bits_of_the_number_answers(huggy, monkeypatch):
+    """A line with "answer_b64": true gets its answer's float arrays as {"b64": ...} (several rows: their bytes one
+    after another), the very float32 the number answer writes; plain lines so asked still share one engine call,
+    and a line without the key is answered as before."""
+    obs = huggy_obs(AGENTS, seed=8)
+    want = [
+        json.loads(a)
+        for a in run_stream(huggy, lines_text([{"id": k, "obs": numbers(o)} for k, o in enumerate(obs)]), monkeypatch)
+    ]
+    calls = counted(huggy, monkeypatch)
+    asked = [{"id": k, "obs": b64(o), **({"answer_b64": True} if k % 4 else {})} for k, o in enumerate(obs)]
+    got = [json.loads(a) for a in run_stream(huggy, lines_text(asked), monkeypatch)]
+    assert calls == [AGENTS]
+    for k, (answer, expected) in enumerate(zip(got, want)):
+        if k % 4 == 0:
+            assert answer == expected
+            continue
+        assert (
+            set(answer) == {"id", "continuous_actions", "actions"} and answer["actions"] == answer["continuous_actions"]
+        )
+        assert np.array_equal(floats_of(answer["continuous_actions"]), np.float32(expected["continuous_actions"]))
+    rows = [
+        {"id": "r", "obs": b64(obs[:3]), "answer_b64": True},
+        {"id": "s", "obs": b64(obs[3]), "answer_b64": True, "stochastic": True, "seed": 2},
+    ]
+    want = [
+        json.loads(a)
+        for a in run_stream(huggy, lines_text([{**line, "answer_b64": False} for line in rows]), monkeypatch)
+    ]
+    got = [json.loads(a) for a in run_stream(huggy, lines_text(rows), monkeypatch)]
+    for answer, expected in zip(got, want):
+        assert np.array_equal(
+            floats_of(answer["continuous_actions"]), np.float32(expected["continuous_actions"]).ravel()
+        )
+    refused = json.loads(
+        run_stream(huggy, lines_text([{"id": 1, "obs": b64(obs[0]), "answer_b64": 1}]), monkeypatch)[0]
+    )
+    assert refused == {"id": 1, "error": '"answer_b64" must be true or false'}
+
+
+def test_an_lstm_answer_asked_as_bytes_gives_its_memory_so_and_its_discrete_actions_as_numbers(monkeypatch):
+    policy = inference.load(EXAMPLES / "lstm")
+    obs = np.random.RandomState(4).randn(3, 10).astype(np.float32)
+    plain = [{"id": "a", "obs": numbers(o)} for o in obs]
+    want = [json.loads(a) for a in run_stream(policy, lines_text(plain), monkeypatch)]
+    got = [
+        json.loads(a)
+        for a in run_stream(policy, lines_text([{**line, "answer_b64": True} for line in plain]), monkeypatch)
+    ]
+    for answer, expected in zip(got, want):
+        assert answer["discrete_actions"] == expected["discrete_actions"]
+        assert np.array_equal(floats_of(answer["memory"]), np.float32(expected["memory"]))
+
+
 REFUSED = [
     ({"b64": "AAAA"}, r'^"obs": "b64" holds 3 bytes, not a whole number of rows of 59 float32 \(236 bytes each\)$'),
     ({"b64": ""}, r'^"obs": "b64" holds 0 bytes, not a whole number of rows'),

@@ -26,6 +26,7 @@ __all__ = [
     "NUMBER_TYPES",
     "BINARY_KEY",
     "binary_input",
+    "binary_value",
     "echoed_id",
     "stream_array",
     "parse_address",
@@ -41,7 +42,7 @@ __all__ = [
 
 
 # -- stream lines: what a line may hold, and its numbers read cheaply (mode_stream answers them)
-STREAM_KEYS = {"obs", "id", "stochastic", "seed", "action_masks", "memory", "reset"}
+STREAM_KEYS = {"obs", "id", "stochastic", "seed", "action_masks", "memory", "reset", "answer_b64"}
 
 
 STREAM_ID_CHARS = 256  # the longest text "id"
@@ -66,6 +67,11 @@ def echoed_id(msg):
 
 
 BINARY_KEY = "b64"  # an input as {"b64": base64 of its little-endian float32 bytes} (TF Serving's REST form)
+
+
+def binary_value(values: np.ndarray) -> dict:
+    """An answer's float array as {"b64": base64 of its little-endian float32 bytes} (a line's "answer_b64": true)."""
+    return {BINARY_KEY: binascii.b2a_base64(np.ascontiguousarray(values, "<f4").tobytes(), newline=False).decode()}
 
 
 def _binary_bytes(value: dict, size: int) -> Optional[bytes]:
@@ -166,15 +172,18 @@ def _engine_failure(policy: Policy, exc: Exception) -> str:
 
 
 def _stream_reply(
-    policy: Policy, ident, key: Optional[str], out: dict, memories: AgentMemories, scope: str = ""
+    policy: Policy, ident, key: Optional[str], out: dict, memories: AgentMemories, scope: str = "", binary=False
 ) -> dict:
     """A line's answer from its actions (UsageError when they are not finite, or when the id's next memory cannot be
-    kept: the memories' bound); the id's next memory kept."""
+    kept: the memories' bound); the id's next memory kept. `binary`: its float arrays as {"b64": ...}."""
     if not all(np.isfinite(np.asarray(value, np.float64)).all() for value in out.values()):
         raise UsageError(NON_FINITE_ACTIONS)
     if key is not None:
         memories.keep(key, np.asarray(out["memory"]).reshape(-1, policy.settings.memory_size), scope)
     answer = {"id": ident, **{name: np.asarray(value).tolist() for name, value in out.items()}}
+    for name, value in out.items() if binary else ():
+        if np.asarray(value).dtype.kind == "f":
+            answer[name] = binary_value(value)
     if continuous_only(policy.settings):
         answer["actions"] = answer["continuous_actions"]
     return answer
@@ -222,6 +231,8 @@ def _stream_options(msg: dict) -> tuple:
     check_seed(seed, '"seed"', optional=False)
     if not isinstance(reset, bool):
         raise UsageError('"reset" must be true or false')
+    if not isinstance(msg.get("answer_b64", False), bool):
+        raise UsageError('"answer_b64" must be true or false')
     masks, memory = msg.get("action_masks"), msg.get("memory")
     for name, value, what in (("action_masks", masks, "numbers (0 or 1)"), ("memory", memory, "numbers")):
         if value is not None and not _json_numbers_only(value):
@@ -270,7 +281,7 @@ def stream_answer(policy: Policy, msg, memories: AgentMemories, scope: str = "")
         raise
     except Exception as exc:  # the engine's own failure (an allocation, say) ends this line, not the stream
         raise UsageError(_engine_failure(policy, exc))
-    return _stream_reply(policy, ident, key, out, memories, scope)
+    return _stream_reply(policy, ident, key, out, memories, scope, msg.get("answer_b64", False))
 
 
 def answer_texts(dumps: Callable, answers: list) -> list:
@@ -477,6 +488,7 @@ def _plain_line(rules: tuple, msg) -> Optional[tuple]:
             not keys <= allowed
             or get("stochastic", False) is not False
             or type(get("reset", False)) is not bool
+            or type(get("answer_b64", False)) is not bool
             or type(seed) is not int
             or not SEED_MIN <= seed < SEED_END
         ):
@@ -618,6 +630,8 @@ def _run_plain(
     if continuous_only(s):  # ("actions": the continuous actions again)
         fields, again = fields + ["actions"], columns
     built = _dicts(fields, [[line.ident for line in plain], *columns, *again])
+    for j in [j for j, line in enumerate(plain) if line.msg.get("answer_b64")]:
+        _binary_answer(built[j], out, j)
     first = plain[0].index
     if plain[-1].index - first == rows - 1:  # (in a row, as they usually are)
         answers[first : first + rows] = built
@@ -635,6 +649,16 @@ def _run_plain(
             answers[plain[keep[k]].index] = {"id": plain[keep[k]].ident, "error": error}
     for j in np.flatnonzero(~finite).tolist() if finite is not None else ():
         answers[plain[j].index] = {"id": plain[j].ident, "error": NON_FINITE_ACTIONS}
+
+
+def _binary_answer(answer: dict, out: dict, row: int) -> None:
+    """A plain line's answer asked with "answer_b64": true: its float arrays (the engine's `out`, row `row`) as
+    {"b64": ...}, "actions" the continuous actions' again."""
+    for name, value in out.items():
+        if value.dtype.kind == "f":
+            answer[name] = binary_value(value[row])
+    if "actions" in answer:
+        answer["actions"] = answer["continuous_actions"]
 
 
 def ride_along(policy: Policy, flat: list, rows: int, riders: list) -> Optional[dict]:

@@ -845,6 +845,72 @@ namespace MLAgentsInference
             }
         }
 
+        private static readonly byte[][] BinaryKey = { Encoding.ASCII.GetBytes("b64") };
+        private static readonly sbyte[] Base64Values = BuildBase64Values();
+
+        private static sbyte[] BuildBase64Values()
+        {
+            var values = new sbyte[256];
+            for (int i = 0; i < values.Length; i++) values[i] = -1;
+            const string digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+            for (int i = 0; i < digits.Length; i++) values[digits[i]] = (sbyte)i;
+            return values;
+        }
+
+        /// <summary>Float32 values given as <c>{"b64": "..."}</c>: the base64 (RFC 4648, padded) of their little-endian
+        /// bytes, a whole number of floats, each finite (serve's answers to a line with <c>"answer_b64": true</c>).
+        /// `bytes`: scratch. `swap`: the host is big-endian (each float's bytes reversed before the copy).</summary>
+        internal float[] ReadFloatBytes(ref byte[] bytes, bool swap)
+        {
+            BeginObject();
+            string other;
+            if (NextKnownKey(BinaryKey, 0, out other) != 0) throw Fail("expected {\"b64\": \"...\"}");
+            if (Peek() != '"') throw Fail("expected a base64 string");
+            int start = ++_p;
+            byte[] b = _b;
+            while (_p < _end && b[_p] != '"') _p++;
+            if (_p >= _end) throw Fail("unterminated string");
+            int chars = _p - start, end = _p;
+            _p++;
+            if (NextKnownKey(BinaryKey, -1, out other) != -2) throw Fail("expected {\"b64\": \"...\"} and nothing else");
+            if (chars % 4 != 0) throw Fail("\"b64\" is not base64 (its length is not a multiple of 4)");
+            int pad = chars > 0 && b[end - 1] == '=' ? (b[end - 2] == '=' ? 2 : 1) : 0;
+            int n = chars / 4 * 3 - pad;
+            if (n % 4 != 0) throw Fail("\"b64\" holds " + n.ToString(CultureInfo.InvariantCulture) + " bytes, not a whole number of float32");
+            if (bytes.Length < n + 2) bytes = new byte[Math.Max(n + 2, 2 * bytes.Length)];
+            sbyte[] v = Base64Values;
+            int q = 0;
+            for (int i = start; i < end; i += 4)
+            {
+                int last = i + 4 == end ? pad : 0;
+                int a = v[b[i]], c = v[b[i + 1]], d = last == 2 ? 0 : v[b[i + 2]], e = last >= 1 ? 0 : v[b[i + 3]];
+                if ((a | c | d | e) < 0) throw Fail("\"b64\" is not base64");
+                int t = a << 18 | c << 12 | d << 6 | e;
+                bytes[q] = (byte)(t >> 16);
+                bytes[q + 1] = (byte)(t >> 8);
+                bytes[q + 2] = (byte)t;
+                q += 3;
+            }
+            if (swap)
+                for (int i = 0; i < n; i += 4)
+                {
+                    byte x = bytes[i], y = bytes[i + 1];
+                    bytes[i] = bytes[i + 3];
+                    bytes[i + 1] = bytes[i + 2];
+                    bytes[i + 2] = y;
+                    bytes[i + 3] = x;
+                }
+            var values = new float[n / 4];
+            Buffer.BlockCopy(bytes, 0, values, 0, n);
+            FloatBits u = default(FloatBits);
+            for (int i = 0; i < values.Length; i++)
+            {
+                u.Value = values[i];
+                if ((u.Bits & 0x7F800000) == 0x7F800000) throw Fail("\"b64\" holds NaN or an infinity");
+            }
+            return values;
+        }
+
         internal int[] ReadInts()
         {
             Expect('[');

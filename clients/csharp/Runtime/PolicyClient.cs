@@ -41,6 +41,8 @@ namespace MLAgentsInference
         private float[] _scratch = new float[64];
         private byte[] _floatBytes = new byte[256]; // (an observation's float32 bytes, on their way to base64)
         private bool _binary = true;
+        private bool _binaryActions = true;
+        private byte[] _answerBytes = new byte[256]; // (an answer's base64 floats, decoded)
         private long[] _words = new long[128]; // (TrySkipCopy's)
         private readonly List<Socket> _readable = new List<Socket>(1);
         private readonly List<Socket> _writable = new List<Socket>(1);
@@ -109,6 +111,15 @@ namespace MLAgentsInference
         {
             get { return _binary; }
             set { _binary = value; }
+        }
+
+        /// <summary>Whether every line asks for its answer's floats (continuous actions, memory) as <c>{"b64": "..."}</c>,
+        /// the base64 of their little-endian float32 bytes (<c>"answer_b64": true</c>; true, the default: cheaper to
+        /// read than decimal text), or as JSON numbers (false: the answers every server writes).</summary>
+        public bool BinaryActions
+        {
+            get { return _binaryActions; }
+            set { _binaryActions = value; }
         }
 
         /// <summary>How long one Act or ActMany waits for all its answers (milliseconds; -1: no limit).</summary>
@@ -471,6 +482,7 @@ namespace MLAgentsInference
                 _out[_outLength++] = (byte)']';
             }
             if (_resets.Count > 0 && _resets.Contains(agentId)) PutAscii(",\"reset\":true");
+            if (_binaryActions) PutBytes(AnswerBinary);
             if (stochastic)
             {
                 PutAscii(",\"stochastic\":true,\"seed\":");
@@ -579,6 +591,7 @@ namespace MLAgentsInference
         }
 
         private static readonly byte[] BinaryStart = Encoding.ASCII.GetBytes("{\"b64\":\"");
+        private static readonly byte[] AnswerBinary = Encoding.ASCII.GetBytes(",\"answer_b64\":true");
 
         /// <summary>An observation as {"b64":"..."}: the base64 of its little-endian float32 bytes (serve's binary
         /// form; docs/inputs.md).</summary>
@@ -772,7 +785,7 @@ namespace MLAgentsInference
                         if (continuous != null) throw r.Fail("duplicate key \"continuous_actions\"");
                         r.SkipSpace();
                         continuousStart = r.Position;
-                        continuous = r.ReadFloats(ref _scratch);
+                        continuous = r.Peek() == '{' ? r.ReadFloatBytes(ref _answerBytes, !BitConverter.IsLittleEndian) : r.ReadFloats(ref _scratch);
                         continuousEnd = r.Position;
                         break;
                     case 3: // "discrete_actions"
@@ -781,7 +794,7 @@ namespace MLAgentsInference
                         break;
                     case 4: // "memory"
                         if (memory != null) throw r.Fail("duplicate key \"memory\"");
-                        memory = r.ReadFloats(ref _scratch);
+                        memory = r.Peek() == '{' ? r.ReadFloatBytes(ref _answerBytes, !BitConverter.IsLittleEndian) : r.ReadFloats(ref _scratch);
                         break;
                     case 5: // "actions": the continuous actions again (a continuous-only policy), most often their very text
                         if (seenActions) throw r.Fail("duplicate key \"actions\"");
