@@ -8,6 +8,7 @@ timeouts, a server that goes away, float formatting, the strict JSON reader, doc
 
 Without `mcs`/`mono` the tests skip on a developer's machine and fail where CI is set (.ci/run installs Mono)."""
 
+import base64
 import contextlib
 import json
 import re
@@ -684,12 +685,9 @@ def test_floats_are_written_shortest_and_read_back_exactly_in_any_culture(built,
     ]
 
 
-def test_observations_go_out_as_nine_digits_and_a_power_of_ten_and_read_back_bit_for_bit(built, tmp_path):
-    """ActMany writes each observation float32 as 9 significant digits and a power of ten ("123456789e-9", no decimal
-    point; integers below 1e9 whole), not the shortest text: as serve reads a line (a JSON number as a double, then
-    float32), every float32 comes back bit for bit, and each text lies within 5.1e-9 relative of its float (half a
-    unit of the 9th digit, and the double scaling's 2.3e-7 units: docs/performance.md); 8 digits would miss by up to
-    5e-8, the shortest text by half an ulp."""
+def observation_bits() -> np.ndarray:
+    """130,831 finite float32 patterns as int64 bits: random bits, subnormals of either sign, powers of two and their
+    neighbours, integers, halves and the edges (+-0, the least subnormal, the greatest and least normal, ...)."""
     rng = np.random.RandomState(43)
     parts = [
         rng.randint(-(2**31), 2**31, 120_000, dtype=np.int64),  # any pattern...
@@ -728,10 +726,13 @@ def test_observations_go_out_as_nine_digits_and_a_power_of_ten_and_read_back_bit
         ).view(np.int32),
     ]
     bits = np.concatenate([np.asarray(x, np.int64) for x in parts]).astype(np.int64)
-    bits = bits[(bits >> 23) & 0xFF != 0xFF]  # finite only (ActMany refuses NaN and infinities before sending)
-    size, agents = 250, 16
-    bits = np.concatenate([bits, np.zeros(-len(bits) % (size * agents), np.int64)])
-    values = bits.astype(np.uint32).view(np.int32).view(np.float32)
+    return bits[(bits >> 23) & 0xFF != 0xFF]  # finite only (ActMany refuses NaN and infinities before sending)
+
+
+def sent_lines(built, tmp_path, values: np.ndarray, size: int, agents: int, *mode) -> list:
+    """The lines the C# client's ActMany sends (`agents` a call, one vector input of `size`) for `values` (float32, a
+    multiple of size x agents) to a scripted server that answers each with two zero actions (`mode`: "text" for
+    BinaryObservations off)."""
     (tmp_path / "bits.txt").write_text("\n".join(map(str, values.view(np.int32).tolist())) + "\n")
     info = FAKE_INFO | {"inputs": [{"name": "obs_0", "kind": "vector", "shape": [size]}]}
     listener = socket.create_server(("127.0.0.1", 0))
@@ -751,13 +752,32 @@ def test_observations_go_out_as_nine_digits_and_a_power_of_ten_and_read_back_bit
     thread = threading.Thread(target=play, daemon=True)
     thread.start()
     try:
-        r = run_cs(built, "sends", f"127.0.0.1:{listener.getsockname()[1]}", tmp_path / "bits.txt", agents)
+        r = run_cs(built, "sends", f"127.0.0.1:{listener.getsockname()[1]}", tmp_path / "bits.txt", agents, *mode)
     finally:
         listener.close()
         thread.join(timeout=60)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert len(lines) * size == len(values)
-    texts = [t for line in lines for t in re.fullmatch(rb'\{"id":\d+,"obs":\[(.*)\]\}\n', line).group(1).split(b",")]
+    return lines
+
+
+def test_observations_go_out_as_nine_digits_and_a_power_of_ten_and_read_back_bit_for_bit(built, tmp_path):
+    """With BinaryObservations off, ActMany writes each observation float32 as 9 significant digits and a power of ten
+    ("123456789e-9", no decimal
+    point; integers below 1e9 whole), not the shortest text: as serve reads a line (a JSON number as a double, then
+    float32), every float32 comes back bit for bit, and each text lies within 5.1e-9 relative of its float (half a
+    unit of the 9th digit, and the double scaling's 2.3e-7 units: docs/performance.md); 8 digits would miss by up to
+    5e-8, the shortest text by half an ulp."""
+    bits = observation_bits()
+    size, agents = 250, 16
+    bits = np.concatenate([bits, np.zeros(-len(bits) % (size * agents), np.int64)])
+    values = bits.astype(np.uint32).view(np.int32).view(np.float32)
+    lines = sent_lines(built, tmp_path, values, size, agents, "text")
+    texts = [
+        t
+        for line in lines
+        for t in re.fullmatch(rb'\{"id":\d+,"obs":\[(.*)\],"answer_b64":true\}\n', line).group(1).split(b",")
+    ]
     assert all(re.fullmatch(rb"-?(0|[1-9][0-9]*)(\.[0-9]+)?(e-?[0-9]+)?", t) for t in texts)  # JSON, no decimal comma
     whole = (values == np.trunc(values)) & (np.abs(values) < 1e9)  # integers below 1e9: whole
     assert all(re.fullmatch(rb"-?[1-9][0-9]{8}e-?[0-9]{1,2}", t) for t, w in zip(texts, whole.tolist()) if not w)
@@ -788,6 +808,60 @@ def test_observations_go_out_as_nine_digits_and_a_power_of_ten_and_read_back_bit
         b"16777218",
         b"100000000e1",
     ]
+
+
+def test_observations_go_out_as_base64_of_their_float32_bytes_and_read_back_bit_for_bit(built, tmp_path):
+    """By default (BinaryObservations) ActMany sends each observation as {"b64": "..."}, the base64 (RFC 4648, padded)
+    of its little-endian float32 bytes: the 130,831 patterns of the nine-digit test, of every padding (rows of 59 and
+    of 250 floats: 236 and 1,000 bytes), come back bit for bit, through serve's own reader too."""
+    from mlagents_inference.core.spec import InputSpec
+    from mlagents_inference.services.protocol import binary_input
+
+    for size, agents in ((250, 16), (59, 64)):
+        bits = observation_bits()
+        bits = np.concatenate([bits, np.zeros(-len(bits) % (size * agents), np.int64)])
+        values = bits.astype(np.uint32).view(np.int32).view(np.float32)
+        lines = sent_lines(built, tmp_path, values, size, agents)
+        texts = [
+            re.fullmatch(rb'\{"id":\d+,"obs":\{"b64":"([A-Za-z0-9+/]*={0,2})"\},"answer_b64":true\}\n', line)
+            for line in lines
+        ]
+        assert all(texts), lines[0][:200]
+        back = np.frombuffer(b"".join(base64.b64decode(t.group(1), validate=True) for t in texts), "<f4")
+        wrong = np.flatnonzero(back.view(np.int32) != values.view(np.int32))
+        assert not len(wrong), [(float(back[i]), float(values[i])) for i in wrong[:10]]
+        spec = InputSpec("obs_0", "vector", (size,))
+        for k in (0, len(lines) // 2, len(lines) - 1):  # as serve reads them
+            got = binary_input(spec, json.loads(lines[k])["obs"], '"obs"')
+            assert np.array_equal(got.view(np.int32), values[k * size : (k + 1) * size].view(np.int32))
+
+
+def test_the_base64_writer_pads_every_length_reverses_each_floats_bytes_on_a_big_endian_host_and_refuses_nan(
+    built, tmp_path
+):
+    """The library's float32 base64 writer, on runs of 1 to 7 floats (every padding): as the host copies them, the
+    little-endian bytes' base64; with its big-endian switch (each float's four bytes reversed after the copy), on this
+    little-endian host, the big-endian bytes'; a run holding NaN or an infinity is refused at that float."""
+    bits = observation_bits()[:4000]
+    bits[[100, 2000, 3001]] = [0x7FC00000, 0x7F800000, -0x800000]  # NaN, +inf, -inf
+    values = bits.astype(np.uint32).view(np.int32).view(np.float32)
+    (tmp_path / "bits.txt").write_text("\n".join(map(str, values.view(np.int32).tolist())) + "\n")
+    r = run_cs(built, "base64", tmp_path / "bits.txt")
+    assert r.returncode == 0, r.stderr
+    got = r.stdout.split("\n")[:-1]
+    runs, start, count = [], 0, 1
+    while start < len(values):
+        runs.append(values[start : start + count])
+        start, count = start + count, count % 7 + 1
+    assert len(got) == 2 * len(runs)
+    for order, texts in (("<f4", got[: len(runs)]), (">f4", got[len(runs) :])):
+        for run, text in zip(runs, texts):
+            bad = np.flatnonzero(~np.isfinite(run))
+            if len(bad):
+                assert text == f"refused {bad[0]}", (run, text)
+            else:
+                assert text == base64.b64encode(run.astype(order).tobytes()).decode(), (order, run, text)
+    assert sum(t.startswith("refused") for t in got) == 6
 
 
 def scripted(built, mode: str, info: dict, lines: list) -> subprocess.CompletedProcess:
@@ -828,6 +902,44 @@ def answered(built, texts: list, width: int = 250) -> np.ndarray:
     got = np.array([int(x) for line in r.stdout.split("\n")[:-1] for x in line.split()], np.int64).astype(np.int32)
     assert len(got) == len(padded), (len(got), len(padded))
     return got[: len(texts)]
+
+
+def test_answers_floats_given_as_base64_float32_bytes_read_back_bit_for_bit_and_bad_ones_are_refused(built):
+    """An answer's continuous actions as {"b64": ...} (what serve writes to a line with "answer_b64": true, which the
+    client asks for by default): the 130,831 patterns read back bit for bit; a string that is not base64, a length
+    that is not whole floats, NaN or infinite bits, or another key beside "b64" is a BadAnswer naming it."""
+    bits = observation_bits()
+    width = 250
+    bits = np.concatenate([bits, np.zeros(-len(bits) % width, np.int64)])
+    values = bits.astype(np.uint32).view(np.int32).view(np.float32)
+    rows = values.reshape(-1, width)
+    lines = [
+        b'{"id": %d, "continuous_actions": {"b64": "%s"}}' % (k, base64.b64encode(row.astype("<f4").tobytes()))
+        for k, row in enumerate(rows)
+    ]
+    r = scripted(built, "answers", FAKE_INFO | {"continuous_size": width}, lines)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    got = np.array([int(x) for line in r.stdout.split("\n")[:-1] for x in line.split()], np.int64).astype(np.int32)
+    assert np.array_equal(got, values.view(np.int32))
+    two = np.array([1.5, -0.0], "<f4").tobytes()
+    bad = {
+        b'{"b64": "%s"}' % base64.b64encode(two)[:-4]: "not a whole number of float32",
+        b'{"b64": "%s"}' % base64.b64encode(two).replace(b"A", b"-"): "is not base64",
+        b'{"b64": "%s"}' % base64.b64encode(two)[:-1]: "is not base64",
+        b'{"b64": "%s"}' % base64.b64encode(np.array([1.5, np.nan], "<f4").tobytes()): "NaN or an infinity",
+        b'{"b64": "%s"}' % base64.b64encode(np.array([np.inf, 1], "<f4").tobytes()): "NaN or an infinity",
+        b'{"b64": "%s", "dtype": "f4"}' % base64.b64encode(two): "and nothing else",
+        b'{"values": [1, 2]}': 'expected {"b64"',
+    }
+    assert b"-" in list(bad)[1]
+    for value, words in bad.items():
+        r = scripted(
+            built, "answers", FAKE_INFO | {"continuous_size": 2}, [b'{"id": 0, "continuous_actions": %s}' % value]
+        )
+        assert r.returncode != 0 and "bad answer from" in r.stdout and words in r.stdout, (
+            value,
+            r.stdout[-1000:] + r.stderr[-1000:],
+        )
 
 
 def test_each_answers_model_and_version_are_read_as_their_text_says_and_a_wrong_model_is_refused(built):

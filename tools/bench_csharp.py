@@ -12,6 +12,10 @@ Clients, alternating on the same server, each measurement `--repeat` times (medi
   answer), one `mono` process per measurement, its warm-up rounds untimed;
 - Python raw: a socket with lines encoded before the clock starts (as bench_serve.py's clients; each float32 in its
   shortest text), counting newlines: no client work, the floor;
+- Python raw b64: the same, its lines' observations as {"b64": ...} (base64 of the float32 bytes), answers as text;
+- Python raw b64 answers: the same again, each line also asking for its answer's floats as {"b64": ...}
+  ("answer_b64": true): what the C# client sends by default (issue 43's fifth attempt), the floor that sends what C#
+  sends;
 - Python json: the raw socket of docs/serve.md, json.dumps of each line and json.loads of each answer, timed;
 - with --before DIR: also C# built from DIR/clients/csharp (a checkout of the code before, e.g. a git worktree), in
   the same turns, right after this tree's C#.
@@ -20,6 +24,7 @@ Clients, alternating on the same server, each measurement `--repeat` times (medi
 """
 
 import argparse
+import base64
 import json
 import os
 import re
@@ -104,8 +109,20 @@ def raw_line(agent: int, values: np.ndarray) -> bytes:
     )
 
 
-def python_raw_lone(port: int, obs: np.ndarray, rounds: int) -> tuple:
-    lines = [raw_line(0, obs[i % len(obs), 0]) for i in range(WARMUP + rounds)]
+def b64_line(agent: int, values: np.ndarray, answer: bool = False) -> bytes:
+    """A line with the observation as {"b64": base64 of its little-endian float32 bytes} (PolicyClient's
+    BinaryObservations); `answer`: asking for the answer's floats so too (BinaryActions): the bytes the C# client
+    writes by default."""
+    ask = b',"answer_b64":true' if answer else b""
+    return b'{"id":%d,"obs":{"b64":"%s"}%s}\n' % (agent, base64.b64encode(values.astype("<f4").tobytes()), ask)
+
+
+def b64a_line(agent: int, values: np.ndarray) -> bytes:
+    return b64_line(agent, values, answer=True)
+
+
+def python_raw_lone(port: int, obs: np.ndarray, rounds: int, line=raw_line) -> tuple:
+    lines = [line(0, obs[i % len(obs), 0]) for i in range(WARMUP + rounds)]
     times = []
     with connect(port) as sock:
         for line in lines:
@@ -131,9 +148,9 @@ def python_json_lone(port: int, obs: np.ndarray, rounds: int) -> tuple:
     return percentiles(times[WARMUP:])
 
 
-def python_raw_many(port: int, obs: np.ndarray, steps: int) -> tuple:
+def python_raw_many(port: int, obs: np.ndarray, steps: int, line=raw_line) -> tuple:
     """(agent-steps/s, this process's CPU ms per step)"""
-    payloads = [b"".join(raw_line(a, obs[s % len(obs), a]) for a in range(AGENTS)) for s in range(10 + steps)]
+    payloads = [b"".join(line(a, obs[s % len(obs), a]) for a in range(AGENTS)) for s in range(10 + steps)]
     with connect(port) as sock:
         for s, payload in enumerate(payloads):
             if s == 10:
@@ -221,13 +238,21 @@ def main() -> None:
                 "cs_lone_p99",
                 "raw_lone_p50",
                 "raw_lone_p99",
+                "b64_lone_p50",
+                "b64_lone_p99",
+                "b64a_lone_p50",
+                "b64a_lone_p99",
                 "json_lone_p50",
                 "json_lone_p99",
                 "cs_many",
                 "raw_many",
+                "b64_many",
+                "b64a_many",
                 "json_many",
                 "cs_many_cpu_ms",
                 "raw_many_cpu_ms",
+                "b64_many_cpu_ms",
+                "b64a_many_cpu_ms",
                 "json_many_cpu_ms",
                 *(("before_lone_p50", "before_lone_p99", "before_many", "before_many_cpu_ms") if before else ()),
             )
@@ -242,7 +267,12 @@ def main() -> None:
                     got = csharp(before, port, obs_file, "lone", a.rounds)
                     r["before_lone_p50"].append(got["p50_ms"])
                     r["before_lone_p99"].append(got["p99_ms"])
-                for name, fn in (("raw", python_raw_lone), ("json", python_json_lone)):
+                for name, fn in (
+                    ("raw", python_raw_lone),
+                    ("b64", lambda *x: python_raw_lone(*x, line=b64_line)),
+                    ("b64a", lambda *x: python_raw_lone(*x, line=b64a_line)),
+                    ("json", python_json_lone),
+                ):
                     p50, p99 = fn(port, obs, a.rounds)
                     r[f"{name}_lone_p50"].append(p50)
                     r[f"{name}_lone_p99"].append(p99)
@@ -253,7 +283,12 @@ def main() -> None:
                     got = csharp(before, port, obs_file, "many", a.steps)
                     r["before_many"].append(got["agent_steps_per_s"])
                     r["before_many_cpu_ms"].append(got["cpu_ms_per_step"])
-                for name, fn in (("raw", python_raw_many), ("json", python_json_many)):
+                for name, fn in (
+                    ("raw", python_raw_many),
+                    ("b64", lambda *x: python_raw_many(*x, line=b64_line)),
+                    ("b64a", lambda *x: python_raw_many(*x, line=b64a_line)),
+                    ("json", python_json_many),
+                ):
                     rate, cpu_ms = fn(port, obs, a.steps)
                     r[f"{name}_many"].append(rate)
                     r[f"{name}_many_cpu_ms"].append(cpu_ms)
@@ -272,25 +307,39 @@ def main() -> None:
             "cs_p99_ms": round(m["cs_lone_p99"], 4),
             "python_raw_p50_ms": round(m["raw_lone_p50"], 4),
             "python_raw_p99_ms": round(m["raw_lone_p99"], 4),
+            "python_raw_b64_p50_ms": round(m["b64_lone_p50"], 4),
+            "python_raw_b64_p99_ms": round(m["b64_lone_p99"], 4),
+            "python_raw_b64_answers_p50_ms": round(m["b64a_lone_p50"], 4),
+            "python_raw_b64_answers_p99_ms": round(m["b64a_lone_p99"], 4),
             "python_json_p50_ms": round(m["json_lone_p50"], 4),
             "python_json_p99_ms": round(m["json_lone_p99"], 4),
             "cs_p50_over_python_raw": round(m["cs_lone_p50"] / m["raw_lone_p50"], 3),
             "cs_p50_over_python_json": round(m["cs_lone_p50"] / m["json_lone_p50"], 3),
             "cs_p50_over_python_raw_per_repeat": paired(r["cs_lone_p50"], r["raw_lone_p50"]),
+            "cs_p50_over_python_raw_b64_per_repeat": paired(r["cs_lone_p50"], r["b64_lone_p50"]),
+            "cs_p50_over_python_raw_b64_answers_per_repeat": paired(r["cs_lone_p50"], r["b64a_lone_p50"]),
         },
         "agents_64": {
             "steps": a.steps,
             "cs_agent_steps_per_s": round(m["cs_many"]),
             "python_raw_agent_steps_per_s": round(m["raw_many"]),
+            "python_raw_b64_agent_steps_per_s": round(m["b64_many"]),
+            "python_raw_b64_answers_agent_steps_per_s": round(m["b64a_many"]),
             "python_json_agent_steps_per_s": round(m["json_many"]),
             "cs_over_python_raw": round(m["cs_many"] / m["raw_many"], 3),
+            "cs_over_python_raw_b64": round(m["cs_many"] / m["b64_many"], 3),
+            "cs_over_python_raw_b64_answers": round(m["cs_many"] / m["b64a_many"], 3),
             "cs_over_python_json": round(m["cs_many"] / m["json_many"], 3),
             "client_cpu_ms_per_step": {
                 "cs": round(m["cs_many_cpu_ms"], 3),
                 "python_raw": round(m["raw_many_cpu_ms"], 3),
+                "python_raw_b64": round(m["b64_many_cpu_ms"], 3),
+                "python_raw_b64_answers": round(m["b64a_many_cpu_ms"], 3),
                 "python_json": round(m["json_many_cpu_ms"], 3),
             },
             "cs_over_python_raw_per_repeat": paired(r["cs_many"], r["raw_many"]),
+            "cs_over_python_raw_b64_per_repeat": paired(r["cs_many"], r["b64_many"]),
+            "cs_over_python_raw_b64_answers_per_repeat": paired(r["cs_many"], r["b64a_many"]),
             "cs_over_python_json_per_repeat": paired(r["cs_many"], r["json_many"]),
         },
         "raw": {k: [round(x, 4) for x in v] for k, v in r.items()},
@@ -304,6 +353,8 @@ def main() -> None:
             "agent_steps_per_s": round(m["before_many"]),
             "over_python_raw": round(m["before_many"] / m["raw_many"], 3),
             "over_python_raw_per_repeat": paired(r["before_many"], r["raw_many"]),
+            "over_python_raw_b64_per_repeat": paired(r["before_many"], r["b64_many"]),
+            "over_python_raw_b64_answers_per_repeat": paired(r["before_many"], r["b64a_many"]),
             "cs_over_before_per_repeat": paired(r["cs_many"], r["before_many"]),
             "client_cpu_ms_per_step": round(m["before_many_cpu_ms"], 3),
         }

@@ -3,6 +3,7 @@ together (one engine call for the plain ones), the JSON codec, the keys and ids 
 
 from __future__ import annotations
 
+import binascii
 import itertools
 import json
 import time
@@ -23,6 +24,9 @@ __all__ = [
     "STREAM_KEYS",
     "STREAM_ID_CHARS",
     "NUMBER_TYPES",
+    "BINARY_KEY",
+    "binary_input",
+    "binary_value",
     "echoed_id",
     "stream_array",
     "parse_address",
@@ -38,7 +42,7 @@ __all__ = [
 
 
 # -- stream lines: what a line may hold, and its numbers read cheaply (mode_stream answers them)
-STREAM_KEYS = {"obs", "id", "stochastic", "seed", "action_masks", "memory", "reset"}
+STREAM_KEYS = {"obs", "id", "stochastic", "seed", "action_masks", "memory", "reset", "answer_b64"}
 
 
 STREAM_ID_CHARS = 256  # the longest text "id"
@@ -60,6 +64,51 @@ def echoed_id(msg):
     ):
         return ident
     return None
+
+
+BINARY_KEY = "b64"  # an input as {"b64": base64 of its little-endian float32 bytes} (TF Serving's REST form)
+
+
+def binary_value(values: np.ndarray) -> dict:
+    """An answer's float array as {"b64": base64 of its little-endian float32 bytes} (a line's "answer_b64": true)."""
+    return {BINARY_KEY: binascii.b2a_base64(np.ascontiguousarray(values, "<f4").tobytes(), newline=False).decode()}
+
+
+def _binary_bytes(value: dict, size: int) -> Optional[bytes]:
+    """The bytes of a binary input ({"b64": text}) when they are a whole number of rows of `size` float32 (at least
+    one); None otherwise (binary_input says why)."""
+    text = value.get(BINARY_KEY) if len(value) == 1 else None
+    if type(text) is not str:
+        return None
+    try:
+        raw = binascii.a2b_base64(text, strict_mode=True)
+    except (binascii.Error, ValueError):
+        return None
+    return raw if raw and size and len(raw) % (4 * size) == 0 else None
+
+
+def binary_input(spec: InputSpec, value: dict, what: str) -> np.ndarray:
+    """One input of a line given as {"b64": base64 (RFC 4648, padded, no white space) of little-endian float32
+    bytes}: one row of the input's shape (4 x its size bytes: an observation, as a list of numbers), or several
+    (a multiple: [rows, ...shape], as a list of such lists). The bits are the values; nan and inf are refused as
+    in the number form. UsageError naming `what` for anything else."""
+    size = int(np.prod(spec.shape))
+    form = f'{{"{BINARY_KEY}": "<base64 of little-endian float32 bytes>"}}'
+    text = value.get(BINARY_KEY)
+    if len(value) != 1 or type(text) is not str:
+        raise UsageError(f"{what} as an object must be {form} and nothing else")
+    try:
+        raw = binascii.a2b_base64(text, strict_mode=True)
+    except (binascii.Error, ValueError):
+        raise UsageError(f'{what}: "{BINARY_KEY}" is not base64 (RFC 4648, padded, no white space)') from None
+    if not raw or len(raw) % (4 * size):
+        raise UsageError(
+            f'{what}: "{BINARY_KEY}" holds {len(raw)} bytes, not a whole number of rows of {size} float32 '
+            f"({4 * size} bytes each)"
+        )
+    rows = len(raw) // (4 * size)
+    array = np.frombuffer(raw, "<f4").reshape((rows, *spec.shape) if rows > 1 else spec.shape)
+    return finite_float32(array, what)
 
 
 def _json_numbers_only(value, depth: int = 0) -> bool:
@@ -123,15 +172,18 @@ def _engine_failure(policy: Policy, exc: Exception) -> str:
 
 
 def _stream_reply(
-    policy: Policy, ident, key: Optional[str], out: dict, memories: AgentMemories, scope: str = ""
+    policy: Policy, ident, key: Optional[str], out: dict, memories: AgentMemories, scope: str = "", binary=False
 ) -> dict:
     """A line's answer from its actions (UsageError when they are not finite, or when the id's next memory cannot be
-    kept: the memories' bound); the id's next memory kept."""
+    kept: the memories' bound); the id's next memory kept. `binary`: its float arrays as {"b64": ...}."""
     if not all(np.isfinite(np.asarray(value, np.float64)).all() for value in out.values()):
         raise UsageError(NON_FINITE_ACTIONS)
     if key is not None:
         memories.keep(key, np.asarray(out["memory"]).reshape(-1, policy.settings.memory_size), scope)
     answer = {"id": ident, **{name: np.asarray(value).tolist() for name, value in out.items()}}
+    for name, value in out.items() if binary else ():
+        if np.asarray(value).dtype.kind == "f":
+            answer[name] = binary_value(value)
     if continuous_only(policy.settings):
         answer["actions"] = answer["continuous_actions"]
     return answer
@@ -158,6 +210,9 @@ def _stream_inputs(s, msg: dict) -> tuple:
         raise UsageError(f'unknown key "{unknown[0][:40]}"')
     arrays = []
     for spec, value in zip(s.inputs, values):
+        if type(value) is dict:
+            arrays.append(binary_input(spec, value, f'"{spec.name if len(names) > 1 else "obs"}"'))
+            continue
         if not isinstance(value, list) or (spec.kind != "entities" and not value):
             raise UsageError(
                 f'"{spec.name if len(names) > 1 else "obs"}" must be a list of numbers or a list of such lists'
@@ -176,6 +231,8 @@ def _stream_options(msg: dict) -> tuple:
     check_seed(seed, '"seed"', optional=False)
     if not isinstance(reset, bool):
         raise UsageError('"reset" must be true or false')
+    if not isinstance(msg.get("answer_b64", False), bool):
+        raise UsageError('"answer_b64" must be true or false')
     masks, memory = msg.get("action_masks"), msg.get("memory")
     for name, value, what in (("action_masks", masks, "numbers (0 or 1)"), ("memory", memory, "numbers")):
         if value is not None and not _json_numbers_only(value):
@@ -209,7 +266,9 @@ def stream_answer(policy: Policy, msg, memories: AgentMemories, scope: str = "")
     if ident is not None and echoed_id(msg) is None:  # (a string too long was refused above)
         raise UsageError('"id" must be a string, an integer or null')
     batched = (
-        isinstance(values[0], list)
+        arrays[0].ndim > len(s.inputs[0].shape)
+        if type(values[0]) is dict  # (a binary input: several rows, or one observation)
+        else isinstance(values[0], list)
         and len(values[0]) > 0
         and isinstance(values[0][0], list)
         and (s.inputs[0].kind != "entities" or (values[0][0] and isinstance(values[0][0][0], list)))
@@ -222,7 +281,7 @@ def stream_answer(policy: Policy, msg, memories: AgentMemories, scope: str = "")
         raise
     except Exception as exc:  # the engine's own failure (an allocation, say) ends this line, not the stream
         raise UsageError(_engine_failure(policy, exc))
-    return _stream_reply(policy, ident, key, out, memories, scope)
+    return _stream_reply(policy, ident, key, out, memories, scope, msg.get("answer_b64", False))
 
 
 def answer_texts(dumps: Callable, answers: list) -> list:
@@ -293,8 +352,8 @@ def waiting_lines(stream, limit: int):
 
 class PlainLine(NamedTuple):
     """A plain line waiting for its engine call (answer_waiting): its place among the lines, its message, its id,
-    its memory key (None: no memory kept), its observations (one flat list an input), masks and memory ([1, size];
-    None where the line has none)."""
+    its memory key (None: no memory kept), its observations (one flat list an input, or its float32 array where the
+    line gave it as {"b64": ...}), masks and memory ([1, size]; None where the line has none)."""
 
     index: int
     msg: dict
@@ -314,10 +373,10 @@ def answer_waiting(
     scopes: Optional[list] = None,
     riders: Optional[list] = None,
 ) -> list:
-    """Answers to a group of waiting lines, in order, each what it would have been alone: plain lines (one
-    observation of each vector input as a flat list of JSON numbers, deterministic; optional "id", "reset",
-    "memory", "action_masks") share one engine call (an engine whose rows do not depend on the batch they are in:
-    Engine.rows_independent, onnxruntime's), their observations read and checked as one array per input
+    """Answers to a group of waiting lines, in order, each what it would have been alone: plain lines (one observation
+    of each vector input as a flat list of JSON numbers or one row of {"b64": ...}, deterministic; optional "id",
+    "reset", "memory", "action_masks") share one engine call (an engine whose rows do not depend on the batch they
+    are in: Engine.rows_independent, onnxruntime's), their observations read and checked as one array per input
     (_answer_plain). Any other line, and a second line of an id already in the call, first lets the call run, then
     goes through stream_answer, whose rules and messages stay the only ones. Bad lines get their error in place.
     `scopes` (serve): each line's memory scope (its connection), as stream_answer's `scope`. `riders` (serve's V2
@@ -411,8 +470,9 @@ def _plain_rules(policy: Policy) -> Optional[tuple]:
 
 
 def _plain_line(rules: tuple, msg) -> Optional[tuple]:
-    """A plain line's (id, input lists, masks [1, width] or None, memory [1, size] or None), checked but for its
-    observations' values (finite within float32: _answer_plain checks them together); None for any other line."""
+    """A plain line's (id, inputs: lists or float32 arrays of binary inputs, masks [1, width] or None, memory [1, size]
+    or None), checked but for its observations' values (finite within float32: _answer_plain checks them together);
+    None for any other line."""
     s, names, allowed, bare, sizes = rules
     if type(msg) is not dict:
         return None
@@ -428,6 +488,7 @@ def _plain_line(rules: tuple, msg) -> Optional[tuple]:
             not keys <= allowed
             or get("stochastic", False) is not False
             or type(get("reset", False)) is not bool
+            or type(get("answer_b64", False)) is not bool
             or type(seed) is not int
             or not SEED_MIN <= seed < SEED_END
         ):
@@ -445,14 +506,32 @@ def _plain_line(rules: tuple, msg) -> Optional[tuple]:
             return None
     if len(names) == 1:
         value = get(names[0]) if "obs" not in keys else None if names[0] in keys else msg["obs"]
+        if type(value) is dict:  # (a binary input of one row: its float32 array)
+            value = _plain_binary(value, sizes[0])
+            return None if value is None else (ident, (value,), masks, memory)
         if type(value) is not list or len(value) != sizes[0] or not set(map(type, value)) <= NUMBER_TYPES:
             return None
         return ident, (value,), masks, memory
-    values = [get(name) for name in names]  # (an "obs" beside them is not looked at)
-    for value, size in zip(values, sizes):
-        if type(value) is not list or len(value) != size or not set(map(type, value)) <= NUMBER_TYPES:
+    values = _plain_values([get(name) for name in names], sizes)  # (an "obs" beside them is not looked at)
+    return None if values is None else (ident, values, masks, memory)
+
+
+def _plain_binary(value: dict, size: int) -> Optional[np.ndarray]:
+    """A plain line's binary input ({"b64": ...} of exactly one row of `size` float32) as its array; else None."""
+    raw = _binary_bytes(value, size)
+    return np.frombuffer(raw, "<f4") if raw is not None and len(raw) == 4 * size else None
+
+
+def _plain_values(values: list, sizes: list) -> Optional[list]:
+    """A plain line's inputs (several), each one row: a list of `size` JSON numbers or a binary input; else None."""
+    for k, (value, size) in enumerate(zip(values, sizes)):
+        if type(value) is dict:
+            values[k] = _plain_binary(value, size)
+            if values[k] is None:
+                return None
+        elif type(value) is not list or len(value) != size or not set(map(type, value)) <= NUMBER_TYPES:
             return None
-    return ident, values, masks, memory
+    return values
 
 
 def _finite(values: list) -> bool:
@@ -551,6 +630,8 @@ def _run_plain(
     if continuous_only(s):  # ("actions": the continuous actions again)
         fields, again = fields + ["actions"], columns
     built = _dicts(fields, [[line.ident for line in plain], *columns, *again])
+    for j in [j for j, line in enumerate(plain) if line.msg.get("answer_b64")]:
+        _binary_answer(built[j], out, j)
     first = plain[0].index
     if plain[-1].index - first == rows - 1:  # (in a row, as they usually are)
         answers[first : first + rows] = built
@@ -568,6 +649,16 @@ def _run_plain(
             answers[plain[keep[k]].index] = {"id": plain[keep[k]].ident, "error": error}
     for j in np.flatnonzero(~finite).tolist() if finite is not None else ():
         answers[plain[j].index] = {"id": plain[j].ident, "error": NON_FINITE_ACTIONS}
+
+
+def _binary_answer(answer: dict, out: dict, row: int) -> None:
+    """A plain line's answer asked with "answer_b64": true: its float arrays (the engine's `out`, row `row`) as
+    {"b64": ...}, "actions" the continuous actions' again."""
+    for name, value in out.items():
+        if value.dtype.kind == "f":
+            answer[name] = binary_value(value[row])
+    if "actions" in answer:
+        answer["actions"] = answer["continuous_actions"]
 
 
 def ride_along(policy: Policy, flat: list, rows: int, riders: list) -> Optional[dict]:

@@ -76,6 +76,73 @@ namespace MLAgentsInference
     {
         internal const int MaxFloatChars = 24; // "-1.17549435e-38" and the like, with room
 
+        private static readonly byte[] Base64Digits = Encoding.ASCII.GetBytes("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/");
+        // the two digits of each 12 bits (three bytes are two such halves): half the lookups. With the finiteness check
+        // on the bits, 64 x 59 floats took 22.9-24.9 us against 27.6-29.8 with a lookup a digit and a float check (a
+        // scratch timing under Mono 6.8, best of 400 passes, four rounds)
+        private static readonly byte[] Base64High = BuildBase64Pairs(true);
+        private static readonly byte[] Base64Low = BuildBase64Pairs(false);
+
+        private static byte[] BuildBase64Pairs(bool high)
+        {
+            var table = new byte[4096];
+            for (int i = 0; i < table.Length; i++) table[i] = Base64Digits[high ? i >> 6 : i & 63];
+            return table;
+        }
+
+        /// <summary>The base64 length (RFC 4648, padded) of `count` float32.</summary>
+        internal static int Base64Length(int count)
+        {
+            return (4 * count + 2) / 3 * 4;
+        }
+
+        /// <summary>values[start..start+count) as the base64 (RFC 4648, padded) of their little-endian float32 bytes,
+        /// written at b[p..] (Base64Length(count) bytes): the end, or -1 - i where values[i] is NaN or infinite.
+        /// `bytes`: scratch of 4 x count bytes at least. `swap`: each float's bytes reversed after the copy, which
+        /// copies the host's order (true on a big-endian host). The bits are the values: serve reads them back
+        /// exactly.</summary>
+        internal static int TryWriteBase64Floats(byte[] b, int p, float[] values, int start, int count, byte[] bytes, bool swap)
+        {
+            FloatBits u = default(FloatBits);
+            for (int i = start, end = start + count; i < end; i++)
+            {
+                u.Value = values[i];
+                if ((u.Bits & 0x7F800000) == 0x7F800000) return -1 - (i - start); // (an exponent of all ones)
+            }
+            int n = 4 * count;
+            Buffer.BlockCopy(values, 4 * start, bytes, 0, n);
+            if (swap)
+                for (int i = 0; i < n; i += 4)
+                {
+                    byte x = bytes[i], y = bytes[i + 1];
+                    bytes[i] = bytes[i + 3];
+                    bytes[i + 1] = bytes[i + 2];
+                    bytes[i + 2] = y;
+                    bytes[i + 3] = x;
+                }
+            byte[] d = Base64Digits, high = Base64High, low = Base64Low;
+            int k = 0;
+            for (int end = n - 2; k < end; k += 3)
+            {
+                int t = bytes[k] << 16 | bytes[k + 1] << 8 | bytes[k + 2], x = t >> 12, y = t & 4095;
+                b[p] = high[x];
+                b[p + 1] = low[x];
+                b[p + 2] = high[y];
+                b[p + 3] = low[y];
+                p += 4;
+            }
+            if (k < n)
+            {
+                int t = bytes[k] << 16 | (k + 1 < n ? bytes[k + 1] << 8 : 0);
+                b[p] = d[t >> 18];
+                b[p + 1] = d[(t >> 12) & 63];
+                b[p + 2] = k + 1 < n ? d[(t >> 6) & 63] : (byte)'=';
+                b[p + 3] = (byte)'=';
+                p += 4;
+            }
+            return p;
+        }
+
         // 10^0 .. 10^89, each the double nearest the power (the compiler rounds the literals)
         internal static readonly double[] Pow10 =
         {
@@ -776,6 +843,72 @@ namespace MLAgentsInference
                 _p--;
                 throw Fail(c < 0 ? "unexpected end, expected ',' or ']'" : "expected ',' or ']'");
             }
+        }
+
+        private static readonly byte[][] BinaryKey = { Encoding.ASCII.GetBytes("b64") };
+        private static readonly sbyte[] Base64Values = BuildBase64Values();
+
+        private static sbyte[] BuildBase64Values()
+        {
+            var values = new sbyte[256];
+            for (int i = 0; i < values.Length; i++) values[i] = -1;
+            const string digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+            for (int i = 0; i < digits.Length; i++) values[digits[i]] = (sbyte)i;
+            return values;
+        }
+
+        /// <summary>Float32 values given as <c>{"b64": "..."}</c>: the base64 (RFC 4648, padded) of their little-endian
+        /// bytes, a whole number of floats, each finite (serve's answers to a line with <c>"answer_b64": true</c>).
+        /// `bytes`: scratch. `swap`: the host is big-endian (each float's bytes reversed before the copy).</summary>
+        internal float[] ReadFloatBytes(ref byte[] bytes, bool swap)
+        {
+            BeginObject();
+            string other;
+            if (NextKnownKey(BinaryKey, 0, out other) != 0) throw Fail("expected {\"b64\": \"...\"}");
+            if (Peek() != '"') throw Fail("expected a base64 string");
+            int start = ++_p;
+            byte[] b = _b;
+            while (_p < _end && b[_p] != '"') _p++;
+            if (_p >= _end) throw Fail("unterminated string");
+            int chars = _p - start, end = _p;
+            _p++;
+            if (NextKnownKey(BinaryKey, -1, out other) != -2) throw Fail("expected {\"b64\": \"...\"} and nothing else");
+            if (chars % 4 != 0) throw Fail("\"b64\" is not base64 (its length is not a multiple of 4)");
+            int pad = chars > 0 && b[end - 1] == '=' ? (b[end - 2] == '=' ? 2 : 1) : 0;
+            int n = chars / 4 * 3 - pad;
+            if (n % 4 != 0) throw Fail("\"b64\" holds " + n.ToString(CultureInfo.InvariantCulture) + " bytes, not a whole number of float32");
+            if (bytes.Length < n + 2) bytes = new byte[Math.Max(n + 2, 2 * bytes.Length)];
+            sbyte[] v = Base64Values;
+            int q = 0;
+            for (int i = start; i < end; i += 4)
+            {
+                int last = i + 4 == end ? pad : 0;
+                int a = v[b[i]], c = v[b[i + 1]], d = last == 2 ? 0 : v[b[i + 2]], e = last >= 1 ? 0 : v[b[i + 3]];
+                if ((a | c | d | e) < 0) throw Fail("\"b64\" is not base64");
+                int t = a << 18 | c << 12 | d << 6 | e;
+                bytes[q] = (byte)(t >> 16);
+                bytes[q + 1] = (byte)(t >> 8);
+                bytes[q + 2] = (byte)t;
+                q += 3;
+            }
+            if (swap)
+                for (int i = 0; i < n; i += 4)
+                {
+                    byte x = bytes[i], y = bytes[i + 1];
+                    bytes[i] = bytes[i + 3];
+                    bytes[i + 1] = bytes[i + 2];
+                    bytes[i + 2] = y;
+                    bytes[i + 3] = x;
+                }
+            var values = new float[n / 4];
+            Buffer.BlockCopy(bytes, 0, values, 0, n);
+            FloatBits u = default(FloatBits);
+            for (int i = 0; i < values.Length; i++)
+            {
+                u.Value = values[i];
+                if ((u.Bits & 0x7F800000) == 0x7F800000) throw Fail("\"b64\" holds NaN or an infinity");
+            }
+            return values;
         }
 
         internal int[] ReadInts()

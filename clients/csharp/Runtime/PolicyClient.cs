@@ -39,6 +39,10 @@ namespace MLAgentsInference
         private readonly HashSet<long> _resets = new HashSet<long>();
         private readonly HashSet<long> _known = new HashSet<long>();
         private float[] _scratch = new float[64];
+        private byte[] _floatBytes = new byte[256]; // (an observation's float32 bytes, on their way to base64)
+        private bool _binary = true;
+        private bool _binaryActions = true;
+        private byte[] _answerBytes = new byte[256]; // (an answer's base64 floats, decoded)
         private long[] _words = new long[128]; // (TrySkipCopy's)
         private readonly List<Socket> _readable = new List<Socket>(1);
         private readonly List<Socket> _writable = new List<Socket>(1);
@@ -98,6 +102,25 @@ namespace MLAgentsInference
 
         /// <summary>False once disposed, or closed after a broken connection, a bad answer or a timeout.</summary>
         public bool IsOpen { get { return _socket != null; } }
+
+        /// <summary>Whether a float[] observation (a vector, camera or grid input) goes out as
+        /// <c>{"b64": "..."}</c>, the base64 of its little-endian float32 bytes (true, the default: exact by construction,
+        /// and cheaper to write and to read than decimal text), or as a list of JSON numbers (false: for a server that does
+        /// not take the binary form). Pixels (byte[]) and entity buffers go out as numbers either way.</summary>
+        public bool BinaryObservations
+        {
+            get { return _binary; }
+            set { _binary = value; }
+        }
+
+        /// <summary>Whether every line asks for its answer's floats (continuous actions, memory) as <c>{"b64": "..."}</c>,
+        /// the base64 of their little-endian float32 bytes (<c>"answer_b64": true</c>; true, the default: cheaper to
+        /// read than decimal text), or as JSON numbers (false: the answers every server writes).</summary>
+        public bool BinaryActions
+        {
+            get { return _binaryActions; }
+            set { _binaryActions = value; }
+        }
 
         /// <summary>How long one Act or ActMany waits for all its answers (milliseconds; -1: no limit).</summary>
         public int ReadTimeoutMs
@@ -459,6 +482,7 @@ namespace MLAgentsInference
                 _out[_outLength++] = (byte)']';
             }
             if (_resets.Count > 0 && _resets.Contains(agentId)) PutAscii(",\"reset\":true");
+            if (_binaryActions) PutBytes(AnswerBinary);
             if (stochastic)
             {
                 PutAscii(",\"stochastic\":true,\"seed\":");
@@ -506,6 +530,11 @@ namespace MLAgentsInference
                 throw new ArgumentException(What(input) + ": expected " + input.Size.ToString(CultureInfo.InvariantCulture) + " values (shape [" +
                                             string.Join(", ", Array.ConvertAll(input.Shape, s => s.ToString(CultureInfo.InvariantCulture))) + "]), got " +
                                             length.ToString(CultureInfo.InvariantCulture), "observations");
+            if (floats != null && _binary)
+            {
+                WriteBinary(floats, input);
+                return;
+            }
             if (input.Shape.Length <= 1)
             {
                 if (floats != null) WriteFloats(floats, 0, floats.Length, input);
@@ -558,6 +587,26 @@ namespace MLAgentsInference
             }
             if (count > 0) p--; // (the last comma)
             b[p++] = (byte)']';
+            _outLength = p;
+        }
+
+        private static readonly byte[] BinaryStart = Encoding.ASCII.GetBytes("{\"b64\":\"");
+        private static readonly byte[] AnswerBinary = Encoding.ASCII.GetBytes(",\"answer_b64\":true");
+
+        /// <summary>An observation as {"b64":"..."}: the base64 of its little-endian float32 bytes (serve's binary
+        /// form; docs/inputs.md).</summary>
+        private void WriteBinary(float[] values, PolicyInput input)
+        {
+            int count = values.Length;
+            Ensure(BinaryStart.Length + Numbers.Base64Length(count) + 2);
+            if (_floatBytes.Length < 4 * count) _floatBytes = new byte[Math.Max(4 * count, 2 * _floatBytes.Length)];
+            byte[] b = _out, start = BinaryStart;
+            int p = _outLength;
+            for (int i = 0; i < start.Length; i++) b[p + i] = start[i];
+            p = Numbers.TryWriteBase64Floats(b, p + start.Length, values, 0, count, _floatBytes, !BitConverter.IsLittleEndian);
+            if (p < 0) throw new ArgumentException(What(input) + "[" + (-1 - p).ToString(CultureInfo.InvariantCulture) + "] is NaN or infinite", "observations");
+            b[p++] = (byte)'"';
+            b[p++] = (byte)'}';
             _outLength = p;
         }
 
@@ -736,7 +785,7 @@ namespace MLAgentsInference
                         if (continuous != null) throw r.Fail("duplicate key \"continuous_actions\"");
                         r.SkipSpace();
                         continuousStart = r.Position;
-                        continuous = r.ReadFloats(ref _scratch);
+                        continuous = r.Peek() == '{' ? r.ReadFloatBytes(ref _answerBytes, !BitConverter.IsLittleEndian) : r.ReadFloats(ref _scratch);
                         continuousEnd = r.Position;
                         break;
                     case 3: // "discrete_actions"
@@ -745,7 +794,7 @@ namespace MLAgentsInference
                         break;
                     case 4: // "memory"
                         if (memory != null) throw r.Fail("duplicate key \"memory\"");
-                        memory = r.ReadFloats(ref _scratch);
+                        memory = r.Peek() == '{' ? r.ReadFloatBytes(ref _answerBytes, !BitConverter.IsLittleEndian) : r.ReadFloats(ref _scratch);
                         break;
                     case 5: // "actions": the continuous actions again (a continuous-only policy), most often their very text
                         if (seenActions) throw r.Fail("duplicate key \"actions\"");

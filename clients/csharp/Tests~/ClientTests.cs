@@ -32,7 +32,8 @@ internal static class ClientTests
                 case "floats": return Floats(args[1], args[2]);
                 case "answers": return Answers(args[1], int.Parse(args[2], CultureInfo.InvariantCulture));
                 case "routes": return Routes(args[1], int.Parse(args[2], CultureInfo.InvariantCulture));
-                case "sends": return Sends(args[1], args[2], int.Parse(args[3], CultureInfo.InvariantCulture));
+                case "sends": return Sends(args[1], args[2], int.Parse(args[3], CultureInfo.InvariantCulture), args.Length > 4 && args[4] == "text");
+                case "base64": return Base64(args[1]);
                 case "json": JsonCases(Load(args[1])); break;
                 case "refs": // the assemblies the library references: .NET Standard 2.0's own only
                     foreach (var name in System.Reflection.Assembly.LoadFrom(args[1]).GetReferencedAssemblies()) Console.WriteLine("REF " + name.Name);
@@ -556,11 +557,12 @@ internal static class ClientTests
     // -- sends: the float32s of a file (their int32 bits, a line each) as observations through ActMany, `agents` agents
     // a step, each agent's observation the next Info.Inputs[0].Size values (the file holds a whole number of steps)
 
-    private static int Sends(string address, string path, int agents)
+    private static int Sends(string address, string path, int agents, bool text)
     {
         string[] lines = File.ReadAllLines(path);
         using (PolicyClient client = PolicyClient.Open(address))
         {
+            client.BinaryObservations = !text;
             int size = client.Info.Inputs[0].Size, next = 0;
             var ids = new long[agents];
             for (int a = 0; a < agents; a++) ids[a] = a;
@@ -576,6 +578,31 @@ internal static class ClientTests
                 client.ActMany(ids, observations);
             }
         }
+        return 0;
+    }
+
+    // -- base64: the library's float32 base64 writer (internal: reached by reflection) on the floats of a file of int32
+    // bits, a line per count (1, 2, 3, ... floats: every padding), as the host copies them and with each float's bytes
+    // reversed (what a big-endian host does), then "refused" or the index of a NaN or infinity where one is given
+
+    private static int Base64(string path)
+    {
+        string[] lines = File.ReadAllLines(path);
+        var values = new float[lines.Length];
+        for (int i = 0; i < lines.Length; i++) values[i] = new FloatBits { Bits = int.Parse(lines[i], CultureInfo.InvariantCulture) }.Value;
+        System.Reflection.MethodInfo write = typeof(PolicyClient).Assembly.GetType("MLAgentsInference.Numbers")
+            .GetMethod("TryWriteBase64Floats", System.Reflection.BindingFlags.NonPublic | System.Reflection.BindingFlags.Static);
+        var output = new StringBuilder();
+        var bytes = new byte[4 * values.Length];
+        var text = new byte[4 * values.Length + 8];
+        foreach (bool swap in new[] { false, true })
+            for (int start = 0, count = 1; start < values.Length; start += count, count = count % 7 + 1)
+            {
+                int n = Math.Min(count, values.Length - start);
+                int end = (int)write.Invoke(null, new object[] { text, 0, values, start, n, bytes, swap });
+                output.Append(end < 0 ? "refused " + (-1 - end).ToString(CultureInfo.InvariantCulture) : Encoding.ASCII.GetString(text, 0, end)).Append('\n');
+            }
+        Console.Out.Write(output.ToString());
         return 0;
     }
 
