@@ -5,6 +5,7 @@ Huggy (a benchmark, not a test; docs/serve.md). Needs the venv of tools/v2_tools
     bash tools/v2_tools.sh /work/v2venv
     /work/v2venv/bin/python tools/bench_v2.py [--quick] [--only pytriton|ours] [--repeat 3] [--json]
         [--before DIR] [--serve-python PYTHON] [--before-python PYTHON] [--perf-analyzer PATH]
+        [--serve-args "OPTIONS"] [--before-args "OPTIONS"]
 
 The servers, each up for the whole run on its own loopback ports, one loaded at a time:
   pytriton  PyTriton (Triton 2.41's server, its Python backend) with a @batch callable that runs onnxruntime on
@@ -18,7 +19,8 @@ The servers, each up for the whole run on its own loopback ports, one loaded at 
             before a change), measured in the same run, interleaved with the others.
 serve runs under --serve-python (default: this Python), so that PyTriton's venv (numpy<2) need not be serve's; the
 --before serve under --before-python (default: --serve-python): the same checkout under another venv (another grpcio,
-an event loop of its own) is then measured beside it.
+an event loop of its own) is then measured beside it; --serve-args and --before-args add options to either serve's
+command line (the same checkout with and without an option, measured side by side).
 Before the cases, the same 64 rows go to every server over HTTP (JSON): their deterministic actions must agree
 within 1e-5 (answers_max_abs_diff; the run ends with exit 1 where they do not).
 
@@ -52,6 +54,7 @@ import csv
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -266,6 +269,7 @@ def start_ours(a: argparse.Namespace, name: str = "ours") -> Server:
     http, grpc = free_port(), free_port()
     base = [python, str(inference), "--mode", "serve", "--model-dir", str(HUGGY), "--spin", "off"]
     base += ["--max-batch", str(a.max_batch), "--max-wait-us", str(a.max_wait_us), "--http", f"127.0.0.1:{http}"]
+    base += shlex.split(a.serve_args if name == "ours" else a.before_args)
     ready = f"http://127.0.0.1:{http}/v2/health/ready"
     healthz = f"http://127.0.0.1:{http}/healthz"
     env = dict(os.environ, PYTHONPATH=str(inference.parent))  # (its own checkout's package, not an installed one)
@@ -475,6 +479,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--before", type=Path, help="a checkout of the code before (a git worktree): its serve measured too")
     p.add_argument("--serve-python", default=sys.executable, help="the Python serve runs under (default: this one)")
     p.add_argument("--before-python", help="the Python the --before serve runs under (default: --serve-python)")
+    p.add_argument("--serve-args", default="", help="more options for serve (one string: '--threads 1')")
+    p.add_argument("--before-args", default="", help="more options for the --before serve (default: none)")
     p.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, of {', '.join(CASES)}")
     p.add_argument("--repeat", type=int, help="each case this many times per server, ABBA order (default 3; --quick 1)")
     p.add_argument("--interval", type=int, help="perf_analyzer --measurement-interval, ms (default 3000; --quick 1000)")
@@ -570,6 +576,8 @@ def print_table(a: argparse.Namespace, out: dict) -> None:
     print(f"repeat {a.repeat}, windows {a.interval} ms, max batch {a.max_batch}, max wait {a.max_wait_us} us")
     under = f"; serve under {out['serve_python']}"
     under += f", before under {out['before_python']}" if out["before_python"] else ""
+    under += f"; serve args {out['serve_args']!r}" if out["serve_args"] else ""
+    under += f"; before args {out['before_args']!r}" if out["before_args"] else ""
     print(", ".join(f"{k} {v}" for k, v in out["versions"].items()) + under)
     print("commits " + ", ".join(f"{k} {v}" for k, v in out["commits"].items()))
     answers = out["answers"]
@@ -615,6 +623,8 @@ def main() -> None:
         "versions": versions(),
         "serve_python": a.serve_python,
         "before_python": a.before_python if a.before else None,
+        "serve_args": a.serve_args,
+        "before_args": a.before_args if a.before else None,
         "commits": {n: commit_of(d) for n, d in (("ours", a.inference.parent), ("before", a.before)) if d},
         "figures": figures,
         "ratios": ratios,
