@@ -96,6 +96,20 @@ namespace MLAgentsInference
             return (4 * count + 2) / 3 * 4;
         }
 
+        /// <summary>Each float's 4 bytes of bytes[0..n) reversed (little-endian float32 bytes to or from a big-endian
+        /// host's order).</summary>
+        internal static void SwapFloatBytes(byte[] bytes, int n)
+        {
+            for (int i = 0; i < n; i += 4)
+            {
+                byte x = bytes[i], y = bytes[i + 1];
+                bytes[i] = bytes[i + 3];
+                bytes[i + 1] = bytes[i + 2];
+                bytes[i + 2] = y;
+                bytes[i + 3] = x;
+            }
+        }
+
         /// <summary>values[start..start+count) as the base64 (RFC 4648, padded) of their little-endian float32 bytes,
         /// written at b[p..] (Base64Length(count) bytes): the end, or -1 - i where values[i] is NaN or infinite.
         /// `bytes`: scratch of 4 x count bytes at least. `swap`: each float's bytes reversed after the copy, which
@@ -111,15 +125,7 @@ namespace MLAgentsInference
             }
             int n = 4 * count;
             Buffer.BlockCopy(values, 4 * start, bytes, 0, n);
-            if (swap)
-                for (int i = 0; i < n; i += 4)
-                {
-                    byte x = bytes[i], y = bytes[i + 1];
-                    bytes[i] = bytes[i + 3];
-                    bytes[i + 1] = bytes[i + 2];
-                    bytes[i + 2] = y;
-                    bytes[i + 3] = x;
-                }
+            if (swap) SwapFloatBytes(bytes, n);
             byte[] d = Base64Digits, high = Base64High, low = Base64Low;
             int k = 0;
             for (int end = n - 2; k < end; k += 3)
@@ -891,15 +897,7 @@ namespace MLAgentsInference
                 bytes[q + 2] = (byte)t;
                 q += 3;
             }
-            if (swap)
-                for (int i = 0; i < n; i += 4)
-                {
-                    byte x = bytes[i], y = bytes[i + 1];
-                    bytes[i] = bytes[i + 3];
-                    bytes[i + 1] = bytes[i + 2];
-                    bytes[i + 2] = y;
-                    bytes[i + 3] = x;
-                }
+            if (swap) Numbers.SwapFloatBytes(bytes, n);
             var values = new float[n / 4];
             Buffer.BlockCopy(bytes, 0, values, 0, n);
             FloatBits u = default(FloatBits);
