@@ -841,7 +841,9 @@ def test_the_base64_writer_pads_every_length_reverses_each_floats_bytes_on_a_big
 ):
     """The library's float32 base64 writer, on runs of 1 to 7 floats (every padding): as the host copies them, the
     little-endian bytes' base64; with its big-endian switch (each float's four bytes reversed after the copy), on this
-    little-endian host, the big-endian bytes'; a run holding NaN or an infinity is refused at that float."""
+    little-endian host, the big-endian bytes'; a run holding NaN or an infinity is refused at that float. Each text
+    also reads back bit for bit through the library's reader of answers given the same switch (the program marks a
+    text that does not)."""
     bits = observation_bits()[:4000]
     bits[[100, 2000, 3001]] = [0x7FC00000, 0x7F800000, -0x800000]  # NaN, +inf, -inf
     values = bits.astype(np.uint32).view(np.int32).view(np.float32)
