@@ -602,3 +602,15 @@ def forked(child):
     finally:
         os.close(read)
         reap_or_kill(pid)
+
+
+def count_engine_calls(policy, monkeypatch) -> list:
+    """The rows of each engine call the policy makes from now on (its engine's run wrapped for the test)."""
+    calls, original = [], policy.engine.run
+
+    def counted(flat, *args, **kwargs):
+        calls.append(len(flat[0]))
+        return original(flat, *args, **kwargs)
+
+    monkeypatch.setattr(policy.engine, "run", counted)
+    return calls

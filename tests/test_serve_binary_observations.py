@@ -10,7 +10,7 @@ import urllib.request
 
 import numpy as np
 import pytest
-from conftest import BUNDLED, EXAMPLES, dial, exchange, huggy_obs, local_server, run_stream
+from conftest import BUNDLED, EXAMPLES, count_engine_calls, dial, exchange, huggy_obs, local_server, run_stream
 
 import inference
 
@@ -49,22 +49,10 @@ def huggy():
     return inference.load(BUNDLED)
 
 
-def counted(policy, monkeypatch) -> list:
-    """The rows of each engine call the policy makes from now on."""
-    rows, run = [], policy.engine.run
-
-    def counting(arrays, *args, **kwargs):
-        rows.append(len(arrays[0]))
-        return run(arrays, *args, **kwargs)
-
-    monkeypatch.setattr(policy.engine, "run", counting)
-    return rows
-
-
 def test_binary_observations_answer_as_their_float32_in_numbers_do_in_one_engine_call(huggy, monkeypatch):
     obs = edge_observations(AGENTS)
     as_numbers = run_stream(huggy, lines_text([{"id": k, "obs": numbers(o)} for k, o in enumerate(obs)]), monkeypatch)
-    calls = counted(huggy, monkeypatch)
+    calls = count_engine_calls(huggy, monkeypatch)
     as_bytes = run_stream(huggy, lines_text([{"id": k, "obs": b64(o)} for k, o in enumerate(obs)]), monkeypatch)
     assert calls == [AGENTS]  # the 64 binary lines (one read) in one engine call
     assert as_bytes == as_numbers
@@ -74,7 +62,7 @@ def test_binary_observations_answer_as_their_float32_in_numbers_do_in_one_engine
 def test_binary_and_number_lines_mix_in_one_engine_call(huggy, monkeypatch):
     obs = huggy_obs(AGENTS, seed=5)
     want = run_stream(huggy, lines_text([{"id": k, "obs": numbers(o)} for k, o in enumerate(obs)]), monkeypatch)
-    calls = counted(huggy, monkeypatch)
+    calls = count_engine_calls(huggy, monkeypatch)
     mixed = [{"id": k, "obs": b64(o) if k % 3 else numbers(o)} for k, o in enumerate(obs)]
     assert run_stream(huggy, lines_text(mixed), monkeypatch) == want
     assert calls == [AGENTS]
@@ -142,7 +130,7 @@ def test_answers_asked_as_float32_bytes_hold_the_bits_of_the_number_answers(hugg
         json.loads(a)
         for a in run_stream(huggy, lines_text([{"id": k, "obs": numbers(o)} for k, o in enumerate(obs)]), monkeypatch)
     ]
-    calls = counted(huggy, monkeypatch)
+    calls = count_engine_calls(huggy, monkeypatch)
     asked = [{"id": k, "obs": b64(o), **({"answer_b64": True} if k % 4 else {})} for k, o in enumerate(obs)]
     got = [json.loads(a) for a in run_stream(huggy, lines_text(asked), monkeypatch)]
     assert calls == [AGENTS]

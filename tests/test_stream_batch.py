@@ -11,7 +11,17 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import BUNDLED, BUNDLED_ONNX, EXAMPLES, ROOT, child_env, ort_deterministic, run_stream, strict
+from conftest import (
+    BUNDLED,
+    BUNDLED_ONNX,
+    EXAMPLES,
+    ROOT,
+    child_env,
+    count_engine_calls,
+    ort_deterministic,
+    run_stream,
+    strict,
+)
 
 import inference as I
 from mlagents_inference.services.protocol import waiting_lines
@@ -20,18 +30,6 @@ from mlagents_inference.services.protocol import waiting_lines
 @pytest.fixture(scope="module")
 def policies():
     return {"huggy": I.load(BUNDLED), "lstm": I.load(EXAMPLES / "lstm")}
-
-
-def count_engine_calls(policy, monkeypatch) -> list:
-    calls = []
-    original = policy.engine.run
-
-    def counted(flat, *args, **kwargs):
-        calls.append(len(flat[0]))
-        return original(flat, *args, **kwargs)
-
-    monkeypatch.setattr(policy.engine, "run", counted)
-    return calls
 
 
 def test_waiting_lines_share_one_engine_call_and_keep_their_place(policies, monkeypatch):
