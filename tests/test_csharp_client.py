@@ -836,14 +836,12 @@ def test_observations_go_out_as_base64_of_their_float32_bytes_and_read_back_bit_
             assert np.array_equal(got.view(np.int32), values[k * size : (k + 1) * size].view(np.int32))
 
 
-def test_the_base64_writer_pads_every_length_reverses_each_floats_bytes_on_a_big_endian_host_and_refuses_nan(
-    built, tmp_path
-):
-    """The library's float32 base64 writer, on runs of 1 to 7 floats (every padding): as the host copies them, the
-    little-endian bytes' base64; with its big-endian switch (each float's four bytes reversed after the copy), on this
-    little-endian host, the big-endian bytes'; a run holding NaN or an infinity is refused at that float. Each text
-    also reads back bit for bit through the library's reader of answers given the same switch (the program marks a
-    text that does not)."""
+def test_the_base64_writer_pads_every_length_reads_back_bit_for_bit_and_refuses_nan(built, tmp_path):
+    """The library's float32 base64 writer, on runs of 1 to 7 floats (every padding, and runs both whole and cut in
+    the writer's and the reader's groups of three floats): the little-endian bytes' base64 (the bytes are taken from
+    each float's bits by shifts, so this holds on a host of either byte order); a run holding NaN or an infinity is
+    refused at that float. Each text also reads back bit for bit through the library's reader of answers (the program
+    marks a text that does not)."""
     bits = observation_bits()[:4000]
     bits[[100, 2000, 3001]] = [0x7FC00000, 0x7F800000, -0x800000]  # NaN, +inf, -inf
     values = bits.astype(np.uint32).view(np.int32).view(np.float32)
@@ -855,15 +853,14 @@ def test_the_base64_writer_pads_every_length_reverses_each_floats_bytes_on_a_big
     while start < len(values):
         runs.append(values[start : start + count])
         start, count = start + count, count % 7 + 1
-    assert len(got) == 2 * len(runs)
-    for order, texts in (("<f4", got[: len(runs)]), (">f4", got[len(runs) :])):
-        for run, text in zip(runs, texts):
-            bad = np.flatnonzero(~np.isfinite(run))
-            if len(bad):
-                assert text == f"refused {bad[0]}", (run, text)
-            else:
-                assert text == base64.b64encode(run.astype(order).tobytes()).decode(), (order, run, text)
-    assert sum(t.startswith("refused") for t in got) == 6
+    assert len(got) == len(runs)
+    for run, text in zip(runs, got):
+        bad = np.flatnonzero(~np.isfinite(run))
+        if len(bad):
+            assert text == f"refused {bad[0]}", (run, text)
+        else:
+            assert text == base64.b64encode(run.astype("<f4").tobytes()).decode(), (run, text)
+    assert sum(t.startswith("refused") for t in got) == 3
 
 
 def scripted(built, mode: str, info: dict, lines: list) -> subprocess.CompletedProcess:
@@ -906,34 +903,43 @@ def answered(built, texts: list, width: int = 250) -> np.ndarray:
     return got[: len(texts)]
 
 
-def test_answers_floats_given_as_base64_float32_bytes_read_back_bit_for_bit_and_bad_ones_are_refused(built):
+@pytest.mark.parametrize("width", [249, 250, 251])
+def test_answers_floats_given_as_base64_float32_bytes_read_back_bit_for_bit_and_bad_ones_are_refused(built, width):
     """An answer's continuous actions as {"b64": ...} (what serve writes to a line with "answer_b64": true, which the
-    client asks for by default): the 130,831 patterns read back bit for bit; a string that is not base64, a length
-    that is not whole floats, NaN or infinite bits, or another key beside "b64" is a BadAnswer naming it."""
+    client asks for by default), in serve's compact form and spaced, `width` floats an answer (a whole number of the
+    reader's groups of three floats, one more, two more): the 130,831 patterns read back bit for bit; a string that is
+    not base64, a length that is not whole floats, NaN or infinite bits (in a group of three and after the last one),
+    or another key beside "b64" is a BadAnswer naming it."""
     bits = observation_bits()
-    width = 250
     bits = np.concatenate([bits, np.zeros(-len(bits) % width, np.int64)])
     values = bits.astype(np.uint32).view(np.int32).view(np.float32)
     rows = values.reshape(-1, width)
-    lines = [
-        b'{"id": %d, "continuous_actions": {"b64": "%s"}}' % (k, base64.b64encode(row.astype("<f4").tobytes()))
-        for k, row in enumerate(rows)
-    ]
+    forms = (b'{"id":%d,"continuous_actions":{"b64":"%s"}}', b'{"id": %d, "continuous_actions": {"b64": "%s"} }')
+    lines = [forms[k % 2] % (k, base64.b64encode(row.astype("<f4").tobytes())) for k, row in enumerate(rows)]
     r = scripted(built, "answers", FAKE_INFO | {"continuous_size": width}, lines)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     got = np.array([int(x) for line in r.stdout.split("\n")[:-1] for x in line.split()], np.int64).astype(np.int32)
     assert np.array_equal(got, values.view(np.int32))
+    if width != 250:
+        return
     two = np.array([1.5, -0.0], "<f4").tobytes()
+    four = np.array([1.5, -0.0, 2.0, 3.0], "<f4")
     bad = {
         b'{"b64": "%s"}' % base64.b64encode(two)[:-4]: "not a whole number of float32",
         b'{"b64": "%s"}' % base64.b64encode(two).replace(b"A", b"-"): "is not base64",
+        b'{"b64":"%s"}' % base64.b64encode(four.tobytes()).replace(b"A", b"*", 1): "is not base64",
+        b'{"b64":"%s"}' % base64.b64encode(four.tobytes()).replace(b"A", b"=", 1): "is not base64",
         b'{"b64": "%s"}' % base64.b64encode(two)[:-1]: "is not base64",
         b'{"b64": "%s"}' % base64.b64encode(np.array([1.5, np.nan], "<f4").tobytes()): "NaN or an infinity",
         b'{"b64": "%s"}' % base64.b64encode(np.array([np.inf, 1], "<f4").tobytes()): "NaN or an infinity",
+        b'{"b64":"%s"}' % base64.b64encode(np.array([1, 2, -np.inf, 4], "<f4").tobytes()): "NaN or an infinity",
+        b'{"b64":"%s"}' % base64.b64encode(np.array([1, 2, 3, np.nan], "<f4").tobytes()): "NaN or an infinity",
         b'{"b64": "%s", "dtype": "f4"}' % base64.b64encode(two): "and nothing else",
+        b'{"b64":"%s","dtype":"f4"}' % base64.b64encode(two): "and nothing else",
+        b'{"b64":"%s","b64":"%s"}' % (base64.b64encode(two), base64.b64encode(two)): "and nothing else",
         b'{"values": [1, 2]}': 'expected {"b64"',
     }
-    assert b"-" in list(bad)[1]
+    assert b"-" in list(bad)[1] and b"*" in list(bad)[2]
     for value, words in bad.items():
         r = scripted(
             built, "answers", FAKE_INFO | {"continuous_size": 2}, [b'{"id": 0, "continuous_actions": %s}' % value]

@@ -80,13 +80,12 @@ namespace MLAgentsInference
         // the two digits of each 12 bits (three bytes are two such halves): half the lookups. With the finiteness check
         // on the bits, 64 x 59 floats took 22.9-24.9 us against 27.6-29.8 with a lookup a digit and a float check (a
         // scratch timing under Mono 6.8, best of 400 passes, four rounds)
-        private static readonly byte[] Base64High = BuildBase64Pairs(true);
-        private static readonly byte[] Base64Low = BuildBase64Pairs(false);
+        private static readonly int[] Base64Pairs = BuildBase64Pairs();
 
-        private static byte[] BuildBase64Pairs(bool high)
+        private static int[] BuildBase64Pairs()
         {
-            var table = new byte[4096];
-            for (int i = 0; i < table.Length; i++) table[i] = Base64Digits[high ? i >> 6 : i & 63];
+            var table = new int[4096];
+            for (int i = 0; i < table.Length; i++) table[i] = Base64Digits[i >> 6] | Base64Digits[i & 63] << 8;
             return table;
         }
 
@@ -96,57 +95,104 @@ namespace MLAgentsInference
             return (4 * count + 2) / 3 * 4;
         }
 
-        /// <summary>Each float's 4 bytes of bytes[0..n) reversed (little-endian float32 bytes to or from a big-endian
-        /// host's order).</summary>
-        internal static void SwapFloatBytes(byte[] bytes, int n)
-        {
-            for (int i = 0; i < n; i += 4)
-            {
-                byte x = bytes[i], y = bytes[i + 1];
-                bytes[i] = bytes[i + 3];
-                bytes[i + 1] = bytes[i + 2];
-                bytes[i + 2] = y;
-                bytes[i + 3] = x;
-            }
-        }
-
         /// <summary>values[start..start+count) as the base64 (RFC 4648, padded) of their little-endian float32 bytes,
-        /// written at b[p..] (Base64Length(count) bytes): the end, or -1 - i where values[i] is NaN or infinite.
-        /// `bytes`: scratch of 4 x count bytes at least. `swap`: each float's bytes reversed after the copy, which
-        /// copies the host's order (true on a big-endian host). The bits are the values: serve reads them back
-        /// exactly.</summary>
-        internal static int TryWriteBase64Floats(byte[] b, int p, float[] values, int start, int count, byte[] bytes, bool swap)
+        /// written at b[p..] (Base64Length(count) bytes): the end, or -1 - i where values[i] is NaN or infinite. Each
+        /// float's bytes are taken from its bits by shifts, never copied from memory, so the host's byte order does not
+        /// enter (a big-endian host writes the same text). The bits are the values: serve reads them back exactly.</summary>
+        internal static int TryWriteBase64Floats(byte[] b, int p, float[] values, int start, int count)
         {
             FloatBits u = default(FloatBits);
-            for (int i = start, end = start + count; i < end; i++)
+            int[] pairs = Base64Pairs;
+            int k = start, whole = start + count - count % 3;
+            for (; k < whole; k += 3) // (three floats: twelve bytes, sixteen digits)
             {
-                u.Value = values[i];
-                if ((u.Bits & 0x7F800000) == 0x7F800000) return -1 - (i - start); // (an exponent of all ones)
+                u.Value = values[k];
+                int x = u.Bits;
+                u.Value = values[k + 1];
+                int y = u.Bits;
+                u.Value = values[k + 2];
+                int z = u.Bits;
+                if ((x & 0x7F800000) == 0x7F800000 || (y & 0x7F800000) == 0x7F800000 || (z & 0x7F800000) == 0x7F800000)
+                    return Infinite(values, k, start); // (an exponent of all ones)
+                int t0 = (x & 255) << 16 | (x & 0xFF00) | (x >> 16 & 255);
+                int t1 = (x >> 24 & 255) << 16 | (y & 255) << 8 | (y >> 8 & 255);
+                int t2 = (y >> 16 & 255) << 16 | (y >> 24 & 255) << 8 | (z & 255);
+                int t3 = (z >> 8 & 255) << 16 | (z >> 16 & 255) << 8 | (z >> 24 & 255);
+                int c = pairs[t0 >> 12];
+                b[p] = (byte)c;
+                b[p + 1] = (byte)(c >> 8);
+                c = pairs[t0 & 4095];
+                b[p + 2] = (byte)c;
+                b[p + 3] = (byte)(c >> 8);
+                c = pairs[t1 >> 12];
+                b[p + 4] = (byte)c;
+                b[p + 5] = (byte)(c >> 8);
+                c = pairs[t1 & 4095];
+                b[p + 6] = (byte)c;
+                b[p + 7] = (byte)(c >> 8);
+                c = pairs[t2 >> 12];
+                b[p + 8] = (byte)c;
+                b[p + 9] = (byte)(c >> 8);
+                c = pairs[t2 & 4095];
+                b[p + 10] = (byte)c;
+                b[p + 11] = (byte)(c >> 8);
+                c = pairs[t3 >> 12];
+                b[p + 12] = (byte)c;
+                b[p + 13] = (byte)(c >> 8);
+                c = pairs[t3 & 4095];
+                b[p + 14] = (byte)c;
+                b[p + 15] = (byte)(c >> 8);
+                p += 16;
             }
-            int n = 4 * count;
-            Buffer.BlockCopy(values, 4 * start, bytes, 0, n);
-            if (swap) SwapFloatBytes(bytes, n);
-            byte[] d = Base64Digits, high = Base64High, low = Base64Low;
-            int k = 0;
-            for (int end = n - 2; k < end; k += 3)
+            if (k < start + count) // (one float: four bytes, "xxxxxx=="; two: eight bytes, "xxxxxxxxxxx=")
             {
-                int t = bytes[k] << 16 | bytes[k + 1] << 8 | bytes[k + 2], x = t >> 12, y = t & 4095;
-                b[p] = high[x];
-                b[p + 1] = low[x];
-                b[p + 2] = high[y];
-                b[p + 3] = low[y];
-                p += 4;
-            }
-            if (k < n)
-            {
-                int t = bytes[k] << 16 | (k + 1 < n ? bytes[k + 1] << 8 : 0);
-                b[p] = d[t >> 18];
-                b[p + 1] = d[(t >> 12) & 63];
-                b[p + 2] = k + 1 < n ? d[(t >> 6) & 63] : (byte)'=';
-                b[p + 3] = (byte)'=';
-                p += 4;
+                u.Value = values[k];
+                int x = u.Bits, y = 0;
+                bool two = k + 1 < start + count;
+                if (two)
+                {
+                    u.Value = values[k + 1];
+                    y = u.Bits;
+                }
+                if ((x & 0x7F800000) == 0x7F800000 || (y & 0x7F800000) == 0x7F800000) return Infinite(values, k, start);
+                byte[] d = Base64Digits;
+                int t0 = (x & 255) << 16 | (x & 0xFF00) | (x >> 16 & 255);
+                int t1 = (x >> 24 & 255) << 16 | (y & 255) << 8 | (y >> 8 & 255);
+                int t2 = (y >> 16 & 255) << 16 | (y >> 24 & 255) << 8;
+                b[p] = d[t0 >> 18];
+                b[p + 1] = d[t0 >> 12 & 63];
+                b[p + 2] = d[t0 >> 6 & 63];
+                b[p + 3] = d[t0 & 63];
+                b[p + 4] = d[t1 >> 18];
+                b[p + 5] = d[t1 >> 12 & 63];
+                p += 6;
+                if (two)
+                {
+                    b[p] = d[t1 >> 6 & 63];
+                    b[p + 1] = d[t1 & 63];
+                    b[p + 2] = d[t2 >> 18];
+                    b[p + 3] = d[t2 >> 12 & 63];
+                    b[p + 4] = d[t2 >> 6 & 63];
+                    b[p + 5] = (byte)'=';
+                    p += 6;
+                }
+                else
+                {
+                    b[p] = (byte)'=';
+                    b[p + 1] = (byte)'=';
+                    p += 2;
+                }
             }
             return p;
+        }
+
+        /// <summary>-1 - (i - start) for the first values[i] from `from` on that is NaN or infinite.</summary>
+        private static int Infinite(float[] values, int from, int start)
+        {
+            FloatBits u = default(FloatBits);
+            int i = from;
+            for (u.Value = values[i]; (u.Bits & 0x7F800000) != 0x7F800000; u.Value = values[++i]) { }
+            return -1 - (i - start);
         }
 
         // 10^0 .. 10^89, each the double nearest the power (the compiler rounds the literals)
@@ -852,60 +898,98 @@ namespace MLAgentsInference
         }
 
         private static readonly byte[][] BinaryKey = { Encoding.ASCII.GetBytes("b64") };
-        private static readonly sbyte[] Base64Values = BuildBase64Values();
+        private static readonly byte[] BinaryHead = Encoding.ASCII.GetBytes("{\"b64\":\"");
+        private static readonly int[] Base64Values = BuildBase64Values();
 
-        private static sbyte[] BuildBase64Values()
+        private static int[] BuildBase64Values()
         {
-            var values = new sbyte[256];
+            var values = new int[256];
             for (int i = 0; i < values.Length; i++) values[i] = -1;
             const string digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-            for (int i = 0; i < digits.Length; i++) values[digits[i]] = (sbyte)i;
+            for (int i = 0; i < digits.Length; i++) values[digits[i]] = i;
             return values;
         }
 
         /// <summary>Float32 values given as <c>{"b64": "..."}</c>: the base64 (RFC 4648, padded) of their little-endian
-        /// bytes, a whole number of floats, each finite (serve's answers to a line with <c>"answer_b64": true</c>).
-        /// `bytes`: scratch. `swap`: the host is big-endian (each float's bytes reversed before the copy).</summary>
-        internal float[] ReadFloatBytes(ref byte[] bytes, bool swap)
+        /// bytes, a whole number of floats, each finite (serve's answers to a line with <c>"answer_b64": true</c>). Each
+        /// float's bits are put together from its bytes by shifts, never copied from memory: the host's byte order does
+        /// not enter (a big-endian host reads the same values).</summary>
+        internal float[] ReadFloatBytes()
         {
-            BeginObject();
-            string other;
-            if (NextKnownKey(BinaryKey, 0, out other) != 0) throw Fail("expected {\"b64\": \"...\"}");
-            if (Peek() != '"') throw Fail("expected a base64 string");
-            int start = ++_p;
             byte[] b = _b;
-            while (_p < _end && b[_p] != '"') _p++;
-            if (_p >= _end) throw Fail("unterminated string");
-            int chars = _p - start, end = _p;
-            _p++;
-            if (NextKnownKey(BinaryKey, -1, out other) != -2) throw Fail("expected {\"b64\": \"...\"} and nothing else");
+            int start, end, p = _p, stop = _end;
+            byte[] head = BinaryHead;
+            // (serve's own form, {"b64":"...", taken in one comparison; anything else through the general reader)
+            if (p + head.Length <= stop && b[p] == '{' && b[p + 5] == '"' && b[p + 6] == ':' && b[p + 7] == '"' &&
+                b[p + 1] == '"' && b[p + 2] == 'b' && b[p + 3] == '6' && b[p + 4] == '4')
+            {
+                start = p + head.Length;
+            }
+            else
+            {
+                BeginObject();
+                string other;
+                if (NextKnownKey(BinaryKey, 0, out other) != 0) throw Fail("expected {\"b64\": \"...\"}");
+                if (Peek() != '"') throw Fail("expected a base64 string");
+                start = _p + 1;
+            }
+            end = start;
+            while (end < stop && b[end] != '"') end++; // (a local: a field's loads and stores cost more under Mono)
+            _p = end;
+            if (end >= stop) throw Fail("unterminated string");
+            _p = end + 1;
+            _first = false;
+            if (_p < stop && b[_p] == '}') _p++;
+            else
+            {
+                string other;
+                if (NextKnownKey(BinaryKey, -1, out other) != -2) throw Fail("expected {\"b64\": \"...\"} and nothing else");
+            }
+            int chars = end - start;
             if (chars % 4 != 0) throw Fail("\"b64\" is not base64 (its length is not a multiple of 4)");
             int pad = chars > 0 && b[end - 1] == '=' ? (b[end - 2] == '=' ? 2 : 1) : 0;
             int n = chars / 4 * 3 - pad;
             if (n % 4 != 0) throw Fail("\"b64\" holds " + n.ToString(CultureInfo.InvariantCulture) + " bytes, not a whole number of float32");
-            if (bytes.Length < n + 2) bytes = new byte[Math.Max(n + 2, 2 * bytes.Length)];
-            sbyte[] v = Base64Values;
-            int q = 0;
-            for (int i = start; i < end; i += 4)
-            {
-                int last = i + 4 == end ? pad : 0;
-                int a = v[b[i]], c = v[b[i + 1]], d = last == 2 ? 0 : v[b[i + 2]], e = last >= 1 ? 0 : v[b[i + 3]];
-                if ((a | c | d | e) < 0) throw Fail("\"b64\" is not base64");
-                int t = a << 18 | c << 12 | d << 6 | e;
-                bytes[q] = (byte)(t >> 16);
-                bytes[q + 1] = (byte)(t >> 8);
-                bytes[q + 2] = (byte)t;
-                q += 3;
-            }
-            if (swap) Numbers.SwapFloatBytes(bytes, n);
+            int[] v = Base64Values;
             var values = new float[n / 4];
-            Buffer.BlockCopy(bytes, 0, values, 0, n);
             FloatBits u = default(FloatBits);
-            for (int i = 0; i < values.Length; i++)
-            {
-                u.Value = values[i];
-                if ((u.Bits & 0x7F800000) == 0x7F800000) throw Fail("\"b64\" holds NaN or an infinity");
+            int bad = 0, nan = 0, k = 0, i = start, whole = n / 12 * 3;
+            for (; k < whole; k += 3, i += 16) // (sixteen digits: twelve bytes, three floats, their bits put together by
+            {                                  // shifts: the host's byte order does not enter)
+                int t0 = v[b[i]] << 18 | v[b[i + 1]] << 12 | v[b[i + 2]] << 6 | v[b[i + 3]];
+                int t1 = v[b[i + 4]] << 18 | v[b[i + 5]] << 12 | v[b[i + 6]] << 6 | v[b[i + 7]];
+                int t2 = v[b[i + 8]] << 18 | v[b[i + 9]] << 12 | v[b[i + 10]] << 6 | v[b[i + 11]];
+                int t3 = v[b[i + 12]] << 18 | v[b[i + 13]] << 12 | v[b[i + 14]] << 6 | v[b[i + 15]];
+                bad |= t0 | t1 | t2 | t3; // (a byte outside the alphabet is -1: the sign of its group set)
+                u.Bits = (t0 >> 16 & 255) | (t0 & 0xFF00) | (t0 & 255) << 16 | (t1 >> 16 & 255) << 24;
+                if ((u.Bits & 0x7F800000) == 0x7F800000) nan = -1;
+                values[k] = u.Value;
+                u.Bits = (t1 >> 8 & 255) | (t1 & 255) << 8 | (t2 >> 16 & 255) << 16 | (t2 >> 8 & 255) << 24;
+                if ((u.Bits & 0x7F800000) == 0x7F800000) nan = -1;
+                values[k + 1] = u.Value;
+                u.Bits = (t2 & 255) | (t3 >> 16 & 255) << 8 | (t3 >> 8 & 255) << 16 | (t3 & 255) << 24;
+                if ((u.Bits & 0x7F800000) == 0x7F800000) nan = -1;
+                values[k + 2] = u.Value;
             }
+            if (k < values.Length) // (one float left: "xxxxxx=="; two: "xxxxxxxxxxx=")
+            {
+                bool two = k + 1 < values.Length;
+                int t0 = v[b[i]] << 18 | v[b[i + 1]] << 12 | v[b[i + 2]] << 6 | v[b[i + 3]];
+                int t1 = v[b[i + 4]] << 18 | v[b[i + 5]] << 12 | (two ? v[b[i + 6]] << 6 | v[b[i + 7]] : 0);
+                int t2 = two ? v[b[i + 8]] << 18 | v[b[i + 9]] << 12 | v[b[i + 10]] << 6 : 0;
+                bad |= t0 | t1 | t2;
+                u.Bits = (t0 >> 16 & 255) | (t0 & 0xFF00) | (t0 & 255) << 16 | (t1 >> 16 & 255) << 24;
+                if ((u.Bits & 0x7F800000) == 0x7F800000) nan = -1;
+                values[k] = u.Value;
+                if (two)
+                {
+                    u.Bits = (t1 >> 8 & 255) | (t1 & 255) << 8 | (t2 >> 16 & 255) << 16 | (t2 >> 8 & 255) << 24;
+                    if ((u.Bits & 0x7F800000) == 0x7F800000) nan = -1;
+                    values[k + 1] = u.Value;
+                }
+            }
+            if (bad < 0) throw Fail("\"b64\" is not base64");
+            if (nan < 0) throw Fail("\"b64\" holds NaN or an infinity");
             return values;
         }
 

@@ -39,10 +39,8 @@ namespace MLAgentsInference
         private readonly HashSet<long> _resets = new HashSet<long>();
         private readonly HashSet<long> _known = new HashSet<long>();
         private float[] _scratch = new float[64];
-        private byte[] _floatBytes = new byte[256]; // (an observation's float32 bytes, on their way to base64)
         private bool _binary = true;
         private bool _binaryActions = true;
-        private byte[] _answerBytes = new byte[256]; // (an answer's base64 floats, decoded)
         private long[] _words = new long[128]; // (TrySkipCopy's)
         private readonly List<Socket> _readable = new List<Socket>(1);
         private readonly List<Socket> _writable = new List<Socket>(1);
@@ -599,11 +597,10 @@ namespace MLAgentsInference
         {
             int count = values.Length;
             Ensure(BinaryStart.Length + Numbers.Base64Length(count) + 2);
-            if (_floatBytes.Length < 4 * count) _floatBytes = new byte[Math.Max(4 * count, 2 * _floatBytes.Length)];
             byte[] b = _out, start = BinaryStart;
             int p = _outLength;
             for (int i = 0; i < start.Length; i++) b[p + i] = start[i];
-            p = Numbers.TryWriteBase64Floats(b, p + start.Length, values, 0, count, _floatBytes, !BitConverter.IsLittleEndian);
+            p = Numbers.TryWriteBase64Floats(b, p + start.Length, values, 0, count);
             if (p < 0) throw new ArgumentException(What(input) + "[" + (-1 - p).ToString(CultureInfo.InvariantCulture) + "] is NaN or infinite", "observations");
             b[p++] = (byte)'"';
             b[p++] = (byte)'}';
@@ -785,7 +782,7 @@ namespace MLAgentsInference
                         if (continuous != null) throw r.Fail("duplicate key \"continuous_actions\"");
                         r.SkipSpace();
                         continuousStart = r.Position;
-                        continuous = r.Peek() == '{' ? r.ReadFloatBytes(ref _answerBytes, !BitConverter.IsLittleEndian) : r.ReadFloats(ref _scratch);
+                        continuous = r.Peek() == '{' ? r.ReadFloatBytes() : r.ReadFloats(ref _scratch);
                         continuousEnd = r.Position;
                         break;
                     case 3: // "discrete_actions"
@@ -794,7 +791,7 @@ namespace MLAgentsInference
                         break;
                     case 4: // "memory"
                         if (memory != null) throw r.Fail("duplicate key \"memory\"");
-                        memory = r.Peek() == '{' ? r.ReadFloatBytes(ref _answerBytes, !BitConverter.IsLittleEndian) : r.ReadFloats(ref _scratch);
+                        memory = r.Peek() == '{' ? r.ReadFloatBytes() : r.ReadFloats(ref _scratch);
                         break;
                     case 5: // "actions": the continuous actions again (a continuous-only policy), most often their very text
                         if (seenActions) throw r.Fail("duplicate key \"actions\"");

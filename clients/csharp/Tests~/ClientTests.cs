@@ -582,10 +582,9 @@ internal static class ClientTests
     }
 
     // -- base64: the library's float32 base64 writer (internal: reached by reflection) on the floats of a file of int32
-    // bits, a line per count (1, 2, 3, ... floats: every padding), as the host copies them and with each float's bytes
-    // reversed (what a big-endian host does), then "refused" or the index of a NaN or infinity where one is given;
-    // each text is also read back by the library's reader of answers given the same switch ("read back otherwise" after
-    // a text whose floats did not come back bit for bit)
+    // bits, a line per count (1, 2, 3, ... floats: every padding), then "refused" or the index of a NaN or infinity where
+    // one is given; each text is also read back by the library's reader of answers ("read back otherwise" after a text
+    // whose floats did not come back bit for bit)
 
     private static int Base64(string path)
     {
@@ -595,31 +594,27 @@ internal static class ClientTests
         System.Reflection.MethodInfo write = typeof(PolicyClient).Assembly.GetType("MLAgentsInference.Numbers")
             .GetMethod("TryWriteBase64Floats", System.Reflection.BindingFlags.NonPublic | System.Reflection.BindingFlags.Static);
         var output = new StringBuilder();
-        var bytes = new byte[4 * values.Length];
         var text = new byte[4 * values.Length + 8];
-        foreach (bool swap in new[] { false, true })
-            for (int start = 0, count = 1; start < values.Length; start += count, count = count % 7 + 1)
-            {
-                int n = Math.Min(count, values.Length - start);
-                int end = (int)write.Invoke(null, new object[] { text, 0, values, start, n, bytes, swap });
-                output.Append(end < 0 ? "refused " + (-1 - end).ToString(CultureInfo.InvariantCulture) : Encoding.ASCII.GetString(text, 0, end));
-                if (end >= 0 && !ReadsBack(Encoding.ASCII.GetString(text, 0, end), values, start, n, swap)) output.Append(" read back otherwise");
-                output.Append('\n');
-            }
+        for (int start = 0, count = 1; start < values.Length; start += count, count = count % 7 + 1)
+        {
+            int n = Math.Min(count, values.Length - start);
+            int end = (int)write.Invoke(null, new object[] { text, 0, values, start, n });
+            output.Append(end < 0 ? "refused " + (-1 - end).ToString(CultureInfo.InvariantCulture) : Encoding.ASCII.GetString(text, 0, end));
+            if (end >= 0 && !ReadsBack(Encoding.ASCII.GetString(text, 0, end), values, start, n)) output.Append(" read back otherwise");
+            output.Append('\n');
+        }
         Console.Out.Write(output.ToString());
         return 0;
     }
 
-    // The library's reader of answers' float32 bytes ({"b64": ...}) given the same switch: values[start..start+n) bit
-    // for bit.
-    private static bool ReadsBack(string base64, float[] values, int start, int n, bool swap)
+    // The library's reader of answers' float32 bytes ({"b64": ...}): values[start..start+n) bit for bit.
+    private static bool ReadsBack(string base64, float[] values, int start, int n)
     {
         byte[] line = Encoding.ASCII.GetBytes("{\"b64\":\"" + base64 + "\"}");
         Type type = typeof(PolicyClient).Assembly.GetType("MLAgentsInference.JsonReader");
         const System.Reflection.BindingFlags inside = System.Reflection.BindingFlags.NonPublic | System.Reflection.BindingFlags.Instance;
         object reader = Activator.CreateInstance(type, inside, null, new object[] { line, 0, line.Length }, CultureInfo.InvariantCulture);
-        var args = new object[] { new byte[8], swap };
-        var got = (float[])type.GetMethod("ReadFloatBytes", inside).Invoke(reader, args);
+        var got = (float[])type.GetMethod("ReadFloatBytes", inside).Invoke(reader, new object[0]);
         if (got.Length != n) return false;
         for (int i = 0; i < n; i++)
             if (new FloatBits { Value = got[i] }.Bits != new FloatBits { Value = values[start + i] }.Bits) return false;
