@@ -175,6 +175,26 @@ def test_an_lstm_answer_asked_as_bytes_gives_its_memory_so_and_its_discrete_acti
         assert np.array_equal(floats_of(answer["memory"]), np.float32(expected["memory"]))
 
 
+@pytest.mark.parametrize("kind", ["huggy", "lstm"])
+def test_lines_that_all_ask_for_bytes_are_answered_byte_for_byte_as_beside_a_line_that_does_not(
+    kind, huggy, monkeypatch
+):
+    """Where every line of an engine call asks for its floats as bytes, they are written so at once: the answer lines
+    are byte for byte those the same lines get in a call beside a line that asks for numbers (continuous actions and
+    their "actions" again; an LSTM's memory as bytes, its discrete actions as numbers)."""
+    if kind == "huggy":
+        policy, obs = huggy, huggy_obs(AGENTS, seed=9)
+    else:
+        policy, obs = inference.load(EXAMPLES / "lstm"), np.random.RandomState(5).randn(AGENTS, 10).astype(np.float32)
+    asked = [{"id": k, "obs": b64(o), "answer_b64": True} for k, o in enumerate(obs)]
+    calls = count_engine_calls(policy, monkeypatch)
+    alone = run_stream(policy, lines_text(asked), monkeypatch)
+    beside = run_stream(policy, lines_text(asked + [{"id": "n", "obs": numbers(obs[0])}]), monkeypatch)
+    assert calls == [AGENTS, AGENTS + 1]
+    assert alone == beside[:AGENTS]
+    assert all('"b64"' in line for line in alone) and '"b64"' not in beside[AGENTS]
+
+
 REFUSED = [
     ({"b64": "AAAA"}, r'^"obs": "b64" holds 3 bytes, not a whole number of rows of 59 float32 \(236 bytes each\)$'),
     ({"b64": ""}, r'^"obs": "b64" holds 0 bytes, not a whole number of rows'),

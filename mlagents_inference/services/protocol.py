@@ -74,6 +74,13 @@ def binary_value(values: np.ndarray) -> dict:
     return {BINARY_KEY: binascii.b2a_base64(np.ascontiguousarray(values, "<f4").tobytes(), newline=False).decode()}
 
 
+def _binary_rows(values: np.ndarray) -> list:
+    """binary_value of each row of `values` (rows first)."""
+    data = np.ascontiguousarray(values, "<f4").tobytes()
+    width, b2a = len(data) // max(len(values), 1), binascii.b2a_base64
+    return [{BINARY_KEY: b2a(data[i * width : (i + 1) * width], newline=False).decode()} for i in range(len(values))]
+
+
 def _binary_bytes(value: dict, size: int) -> Optional[bytes]:
     """The bytes of a binary input ({"b64": text}) when they are a whole number of rows of `size` float32 (at least
     one); None otherwise (binary_input says why)."""
@@ -625,12 +632,12 @@ def _run_plain(
         if all(np.isfinite(value).all() for value in floats)
         else np.logical_and.reduce([np.isfinite(value).reshape(rows, -1).all(axis=1) for value in floats])
     )  # (None: every row's are)
-    columns = [value.tolist() for value in out.values()]
+    columns, binary = _answer_columns(plain, out)
     fields, again = ["id", *out], []
     if continuous_only(s):  # ("actions": the continuous actions again)
         fields, again = fields + ["actions"], columns
     built = _dicts(fields, [[line.ident for line in plain], *columns, *again])
-    for j in [j for j, line in enumerate(plain) if line.msg.get("answer_b64")]:
+    for j in binary:
         _binary_answer(built[j], out, j)
     first = plain[0].index
     if plain[-1].index - first == rows - 1:  # (in a row, as they usually are)
@@ -649,6 +656,15 @@ def _run_plain(
             answers[plain[keep[k]].index] = {"id": plain[keep[k]].ident, "error": error}
     for j in np.flatnonzero(~finite).tolist() if finite is not None else ():
         answers[plain[j].index] = {"id": plain[j].ident, "error": NON_FINITE_ACTIONS}
+
+
+def _answer_columns(plain: list, out: dict) -> tuple:
+    """(each output's values per row, the rows whose float arrays _binary_answer still writes as base64): where every
+    line asks for its floats as base64, they are made so at once, without Python floats made for them first."""
+    binary = [j for j, line in enumerate(plain) if line.msg.get("answer_b64")]
+    if len(binary) < len(plain):
+        return [value.tolist() for value in out.values()], binary
+    return [_binary_rows(value) if value.dtype.kind == "f" else value.tolist() for value in out.values()], []
 
 
 def _binary_answer(answer: dict, out: dict, row: int) -> None:
