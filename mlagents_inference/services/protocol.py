@@ -81,16 +81,19 @@ def _binary_rows(values: np.ndarray) -> list:
     return [{BINARY_KEY: b2a(data[i * width : (i + 1) * width], newline=False).decode()} for i in range(len(values))]
 
 
+def _base64(text: str) -> Optional[bytes]:
+    """The bytes of strict base64 (RFC 4648, padded, no white space); None for anything else."""
+    try:
+        return binascii.a2b_base64(text, strict_mode=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
 def _binary_bytes(value: dict, size: int) -> Optional[bytes]:
     """The bytes of a binary input ({"b64": text}) when they are a whole number of rows of `size` float32 (at least
     one); None otherwise (binary_input says why)."""
     text = value.get(BINARY_KEY) if len(value) == 1 else None
-    if type(text) is not str:
-        return None
-    try:
-        raw = binascii.a2b_base64(text, strict_mode=True)
-    except (binascii.Error, ValueError):
-        return None
+    raw = _base64(text) if type(text) is str else None
     return raw if raw and size and len(raw) % (4 * size) == 0 else None
 
 
@@ -104,10 +107,9 @@ def binary_input(spec: InputSpec, value: dict, what: str) -> np.ndarray:
     text = value.get(BINARY_KEY)
     if len(value) != 1 or type(text) is not str:
         raise UsageError(f"{what} as an object must be {form} and nothing else")
-    try:
-        raw = binascii.a2b_base64(text, strict_mode=True)
-    except (binascii.Error, ValueError):
-        raise UsageError(f'{what}: "{BINARY_KEY}" is not base64 (RFC 4648, padded, no white space)') from None
+    raw = _base64(text)
+    if raw is None:
+        raise UsageError(f'{what}: "{BINARY_KEY}" is not base64 (RFC 4648, padded, no white space)')
     if not raw or len(raw) % (4 * size):
         raise UsageError(
             f'{what}: "{BINARY_KEY}" holds {len(raw)} bytes, not a whole number of rows of {size} float32 '
@@ -187,10 +189,7 @@ def _stream_reply(
         raise UsageError(NON_FINITE_ACTIONS)
     if key is not None:
         memories.keep(key, np.asarray(out["memory"]).reshape(-1, policy.settings.memory_size), scope)
-    answer = {"id": ident, **{name: np.asarray(value).tolist() for name, value in out.items()}}
-    for name, value in out.items() if binary else ():
-        if np.asarray(value).dtype.kind == "f":
-            answer[name] = binary_value(value)
+    answer = {"id": ident, **{name: _answer_value(np.asarray(value), binary) for name, value in out.items()}}
     if continuous_only(policy.settings):
         answer["actions"] = answer["continuous_actions"]
     return answer
@@ -632,13 +631,11 @@ def _run_plain(
         if all(np.isfinite(value).all() for value in floats)
         else np.logical_and.reduce([np.isfinite(value).reshape(rows, -1).all(axis=1) for value in floats])
     )  # (None: every row's are)
-    columns, binary = _answer_columns(plain, out)
+    columns = _answer_columns(plain, out)
     fields, again = ["id", *out], []
     if continuous_only(s):  # ("actions": the continuous actions again)
         fields, again = fields + ["actions"], columns
     built = _dicts(fields, [[line.ident for line in plain], *columns, *again])
-    for j in binary:
-        _binary_answer(built[j], out, j)
     first = plain[0].index
     if plain[-1].index - first == rows - 1:  # (in a row, as they usually are)
         answers[first : first + rows] = built
@@ -658,23 +655,27 @@ def _run_plain(
         answers[plain[j].index] = {"id": plain[j].ident, "error": NON_FINITE_ACTIONS}
 
 
-def _answer_columns(plain: list, out: dict) -> tuple:
-    """(each output's values per row, the rows whose float arrays _binary_answer still writes as base64): where every
-    line asks for its floats as base64, they are made so at once, without Python floats made for them first."""
+def _answer_columns(plain: list, out: dict) -> list:
+    """Each output's values a row: numbers, or {"b64": ...} for the float arrays of the lines that ask "answer_b64"
+    (where every line does, the whole column at once, no Python floats made for it)."""
     binary = [j for j, line in enumerate(plain) if line.msg.get("answer_b64")]
-    if len(binary) < len(plain):
-        return [value.tolist() for value in out.values()], binary
-    return [_binary_rows(value) if value.dtype.kind == "f" else value.tolist() for value in out.values()], []
+    columns = []
+    for value in out.values():
+        if not binary or value.dtype.kind != "f":
+            columns.append(value.tolist())
+        elif len(binary) == len(plain):
+            columns.append(_binary_rows(value))
+        else:
+            column = value.tolist()
+            for j in binary:
+                column[j] = binary_value(value[j])
+            columns.append(column)
+    return columns
 
 
-def _binary_answer(answer: dict, out: dict, row: int) -> None:
-    """A plain line's answer asked with "answer_b64": true: its float arrays (the engine's `out`, row `row`) as
-    {"b64": ...}, "actions" the continuous actions' again."""
-    for name, value in out.items():
-        if value.dtype.kind == "f":
-            answer[name] = binary_value(value[row])
-    if "actions" in answer:
-        answer["actions"] = answer["continuous_actions"]
+def _answer_value(value: np.ndarray, binary: bool):
+    """An output in an answer: its numbers, or {"b64": ...} for a float array where the line asked "answer_b64"."""
+    return binary_value(value) if binary and value.dtype.kind == "f" else value.tolist()
 
 
 def ride_along(policy: Policy, flat: list, rows: int, riders: list) -> Optional[dict]:
