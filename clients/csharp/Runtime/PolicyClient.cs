@@ -588,7 +588,6 @@ namespace MLAgentsInference
             _outLength = p;
         }
 
-        private static readonly byte[] BinaryStart = Encoding.ASCII.GetBytes("{\"b64\":\"");
         private static readonly byte[] AnswerBinary = Encoding.ASCII.GetBytes(",\"answer_b64\":true");
 
         /// <summary>An observation as {"b64":"..."}: the base64 of its little-endian float32 bytes (serve's binary
@@ -596,8 +595,8 @@ namespace MLAgentsInference
         private void WriteBinary(float[] values, PolicyInput input)
         {
             int count = values.Length;
-            Ensure(BinaryStart.Length + Numbers.Base64Length(count) + 2);
-            byte[] b = _out, start = BinaryStart;
+            Ensure(Numbers.Base64Head.Length + Numbers.Base64Length(count) + 2);
+            byte[] b = _out, start = Numbers.Base64Head;
             int p = _outLength;
             for (int i = 0; i < start.Length; i++) b[p + i] = start[i];
             p = Numbers.TryWriteBase64Floats(b, p + start.Length, values, 0, count);
