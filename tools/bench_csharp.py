@@ -18,9 +18,11 @@ Clients, alternating on the same server, each measurement `--repeat` times (medi
   sends;
 - Python json: the raw socket of docs/serve.md, json.dumps of each line and json.loads of each answer, timed;
 - with --before DIR: also C# built from DIR/clients/csharp (a checkout of the code before, e.g. a git worktree), in
-  the same turns, right after this tree's C#.
+  the same turns.
+Each repetition runs every client once, in an order rotated by one each time, so that each is first in turn.
 
-    python tools/bench_csharp.py [--rounds 3000] [--steps 300] [--repeat 5] [--before DIR] [--json]
+    python tools/bench_csharp.py [--rounds 3000] [--steps 1000] [--warmup-steps 200] [--repeat 5] [--before DIR]
+        [--json]
 """
 
 import argparse
@@ -35,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -199,6 +202,18 @@ def csharp(bench: Path, port: int, obs_file: Path, mode: str, rounds: int, warmu
     return json.loads(r.stdout)
 
 
+def csharp_lone(bench: Path, port: int, obs_file: Path, rounds: int) -> tuple:
+    """(p50, p99) of the C# client's lone round trips, in ms."""
+    got = csharp(bench, port, obs_file, "lone", rounds)
+    return got["p50_ms"], got["p99_ms"]
+
+
+def csharp_many(bench: Path, port: int, obs_file: Path, steps: int, warmup: int) -> tuple:
+    """(agent-steps/s, the client's CPU ms per step) of the C# client's ActMany."""
+    got = csharp(bench, port, obs_file, "many", steps, warmup)
+    return got["agent_steps_per_s"], got["cpu_ms_per_step"]
+
+
 def rotated(clients: list, turn: int) -> list:
     """The clients in the order of repetition `turn`: rotated by it, so that each is first in turn."""
     k = turn % len(clients)
@@ -247,65 +262,30 @@ def main() -> None:
         obs_file = Path(tmp) / "obs.f32"
         obs_file.write_bytes(obs.astype("<f4").tobytes())
         server, port = start_serve()
-        r: dict = {
-            k: []
-            for k in (
-                "cs_lone_p50",
-                "cs_lone_p99",
-                "raw_lone_p50",
-                "raw_lone_p99",
-                "b64_lone_p50",
-                "b64_lone_p99",
-                "b64a_lone_p50",
-                "b64a_lone_p99",
-                "json_lone_p50",
-                "json_lone_p99",
-                "cs_many",
-                "raw_many",
-                "b64_many",
-                "b64a_many",
-                "json_many",
-                "cs_many_cpu_ms",
-                "raw_many_cpu_ms",
-                "b64_many_cpu_ms",
-                "b64a_many_cpu_ms",
-                "json_many_cpu_ms",
-                *(("before_lone_p50", "before_lone_p99", "before_many", "before_many_cpu_ms") if before else ()),
-            )
-        }
+        w = a.warmup_steps
+        builds = [("cs", bench), *((("before", before),) if before else ())]
+        lone = [(name, partial(csharp_lone, exe, port, obs_file, a.rounds)) for name, exe in builds] + [
+            ("raw", partial(python_raw_lone, port, obs, a.rounds)),
+            ("b64", partial(python_raw_lone, port, obs, a.rounds, line=b64_line)),
+            ("b64a", partial(python_raw_lone, port, obs, a.rounds, line=b64a_line)),
+            ("json", partial(python_json_lone, port, obs, a.rounds)),
+        ]
+        many = [(name, partial(csharp_many, exe, port, obs_file, a.steps, w)) for name, exe in builds] + [
+            ("raw", partial(python_raw_many, port, obs, a.steps, warmup=w)),
+            ("b64", partial(python_raw_many, port, obs, a.steps, line=b64_line, warmup=w)),
+            ("b64a", partial(python_raw_many, port, obs, a.steps, line=b64a_line, warmup=w)),
+            ("json", partial(python_json_many, port, obs, a.steps, warmup=w)),
+        ]
+        r: dict = {f"{name}_{k}": [] for name, _ in lone for k in ("lone_p50", "lone_p99", "many", "many_cpu_ms")}
         try:
             python_raw_lone(port, obs, 200)  # warm the server up
             for turn in range(a.repeat):
-                # (each repetition's clients in another order, each first in turn: a client measured right after
-                # another phase or process start-up is not always the same one)
-                lone = [
-                    ("cs", lambda: csharp(bench, port, obs_file, "lone", a.rounds)),
-                    *((("before", lambda: csharp(before, port, obs_file, "lone", a.rounds)),) if before else ()),
-                    ("raw", lambda: python_raw_lone(port, obs, a.rounds)),
-                    ("b64", lambda: python_raw_lone(port, obs, a.rounds, line=b64_line)),
-                    ("b64a", lambda: python_raw_lone(port, obs, a.rounds, line=b64a_line)),
-                    ("json", lambda: python_json_lone(port, obs, a.rounds)),
-                ]
                 for name, fn in rotated(lone, turn):
-                    got = fn()
-                    p50, p99 = (got["p50_ms"], got["p99_ms"]) if isinstance(got, dict) else got
+                    p50, p99 = fn()
                     r[f"{name}_lone_p50"].append(p50)
                     r[f"{name}_lone_p99"].append(p99)
-                many = [
-                    ("cs", lambda: csharp(bench, port, obs_file, "many", a.steps, a.warmup_steps)),
-                    *(
-                        (("before", lambda: csharp(before, port, obs_file, "many", a.steps, a.warmup_steps)),)
-                        if before
-                        else ()
-                    ),
-                    ("raw", lambda: python_raw_many(port, obs, a.steps, warmup=a.warmup_steps)),
-                    ("b64", lambda: python_raw_many(port, obs, a.steps, line=b64_line, warmup=a.warmup_steps)),
-                    ("b64a", lambda: python_raw_many(port, obs, a.steps, line=b64a_line, warmup=a.warmup_steps)),
-                    ("json", lambda: python_json_many(port, obs, a.steps, warmup=a.warmup_steps)),
-                ]
                 for name, fn in rotated(many, turn):
-                    got = fn()
-                    rate, cpu_ms = (got["agent_steps_per_s"], got["cpu_ms_per_step"]) if isinstance(got, dict) else got
+                    rate, cpu_ms = fn()
                     r[f"{name}_many"].append(rate)
                     r[f"{name}_many_cpu_ms"].append(cpu_ms)
         finally:
