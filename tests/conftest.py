@@ -163,6 +163,25 @@ def rss_mb(pid: int) -> float:
         return int(re.search(r"VmRSS:\s+(\d+) kB", f.read()).group(1)) / 1024
 
 
+def child_pids(pid: int) -> list:
+    """The pids of a process's children (/proc/PID/task/*/children): serve's gRPC process, say."""
+    found = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(FileNotFoundError):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                found += [int(p) for p in f.read().split()]
+    return found
+
+
+def family_rss_mb(pid: int) -> float:
+    """A process's resident memory and its children's (MB): serve's and its gRPC process's (--grpc-process on)."""
+    total = 0.0
+    for each in [pid, *child_pids(pid)]:
+        with contextlib.suppress(FileNotFoundError, AttributeError):
+            total += rss_mb(each)
+    return total
+
+
 HANDLED_SIGNALS = [getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)]
 
 

@@ -652,6 +652,8 @@ NOT_BOUNDS = {  # numbers of those modules that bound nothing a client can hold
     "ONNX_TOL",  # a verification's tolerance
     "SEED_MIN",  # a seed's range
     "SEED_END",
+    "CONTROL",  # the relay's lane (fronts/serve_grpc.py, --grpc-process on): a frame's kind, not a bound
+    "STOP",
 }
 
 

@@ -3,7 +3,8 @@ is held to a few MB (STREAM_BYTES: the stream is no longer read), so is a stream
 megabyte each (SEQUENCE_ID_CHARS), SIGTERM ends such streams in bounded time with one line and no asyncio or grpcio
 traceback, a stream message that cannot be decoded ends the stream with a status that says so, and a request with
 too much metadata gets RESOURCE_EXHAUSTED with a message (the library's own line on stderr at most once a second).
-Memory is measured on a server subprocess (/proc/PID/status VmRSS, sampled while the flood lasts) on 127.0.0.1 port
+Each holds with grpcio's server in serve's process and in its own (--grpc-process off, on). Memory is measured on a
+server subprocess, its gRPC process with it (/proc/PID/status VmRSS, sampled while the flood lasts) on 127.0.0.1 port
 0; every loop is bounded in count and time."""
 
 import os
@@ -12,7 +13,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import EXAMPLES, rss_mb, serve_process
+from conftest import EXAMPLES, family_rss_mb, serve_process
 
 import inference as I
 
@@ -47,8 +48,11 @@ def never_read(address: str, streams: int, requests: int) -> tuple:
     return channels, calls
 
 
-def start():
-    return serve_process("--model-dir", LSTM, "--grpc", "127.0.0.1:0", says="grpc")
+WAYS = ["on", "off"]  # (--grpc-process)
+
+
+def start(way: str = "on"):
+    return serve_process("--model-dir", LSTM, "--grpc", "127.0.0.1:0", "--grpc-process", way, says="grpc")
 
 
 def warm(address: str) -> None:
@@ -56,19 +60,20 @@ def warm(address: str) -> None:
         service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer(big_request(), timeout=60)
 
 
-def test_a_stream_that_never_reads_holds_the_servers_growth():
+@pytest.mark.parametrize("way", WAYS)
+def test_a_stream_that_never_reads_holds_the_servers_growth(way):
     """Measured: 2 streams of 400 requests (~160 KiB each, ~600 KiB answers), never read. The old server queued up to
     1,024 answered requests a stream; now a stream holds at most STREAM_BYTES (4 MiB) of requests and answers and is
     not read past them: the server stays within +200 MB of its size at rest."""
-    proc, address, _ = start()
+    proc, address, _ = start(way)
     channels = calls = ()
     try:
         warm(address)
-        before = most = rss_mb(proc.pid)
+        before = most = family_rss_mb(proc.pid)
         channels, calls = never_read(address, streams=2, requests=400)
         deadline = time.monotonic() + 12
         while time.monotonic() < deadline:
-            most = max(most, rss_mb(proc.pid))
+            most = max(most, family_rss_mb(proc.pid))
             time.sleep(0.1)
         assert most - before < 200, (before, most)
         warm(address)  # and it still answers
@@ -97,7 +102,7 @@ def test_sequence_ids_of_a_megabyte_hold_the_servers_growth():
     proc, address, _ = start()
     try:
         warm(address)
-        before = most = rss_mb(proc.pid)
+        before = most = family_rss_mb(proc.pid)
         with grpc.insecure_channel(address, options=OWN) as channel:
             stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
             flood = (sequence_start(f"{k:04d}" + "x" * (1 << 20)) for k in range(400))
@@ -105,8 +110,8 @@ def test_sequence_ids_of_a_megabyte_hold_the_servers_growth():
             for answer in stub.ModelStreamInfer(flood, timeout=120):
                 errors.append(answer.error_message)
                 if len(errors) % 20 == 0:
-                    most = max(most, rss_mb(proc.pid))
-            most = max(most, rss_mb(proc.pid))
+                    most = max(most, family_rss_mb(proc.pid))
+            most = max(most, family_rss_mb(proc.pid))
             started = stub.ModelInfer(sequence_start("7"), timeout=60)  # (a short id starts as ever)
         assert most - before < 200, (before, most)
         assert len(errors) == 400 and started.outputs, len(errors)
@@ -121,12 +126,13 @@ def after_start(text: str) -> list:
     return [line for line in text.splitlines() if line.strip() and " on " not in line[:40]]
 
 
+@pytest.mark.parametrize("way", WAYS)
 @pytest.mark.parametrize("cancelled", [False, True], ids=["streams-not-reading", "a-stream-cancelled-before"])
-def test_sigterm_ends_streams_whose_clients_do_not_read_in_bounded_time_with_one_line(cancelled):
+def test_sigterm_ends_streams_whose_clients_do_not_read_in_bounded_time_with_one_line(cancelled, way):
     """The old server printed "Task was destroyed but it is pending!" and a traceback (up to 2,000 lines) and took
     15 s: the reader's clean-up waited forever on a full queue, and a stream cancelled by its client left the same
     trap. Now: exit 0 within the stop's grace (10 s) and a few seconds, one line at most, no traceback."""
-    proc, address, said = start()
+    proc, address, said = start(way)
     channels = calls = ()
     try:
         warm(address)
@@ -179,11 +185,12 @@ def test_a_stream_message_that_cannot_be_decoded_ends_the_stream_with_a_status_t
     assert "could not be read" in details and "\n" not in details, details
 
 
-def test_too_much_metadata_is_refused_with_a_message_and_the_log_stays_short():
+@pytest.mark.parametrize("way", WAYS)
+def test_too_much_metadata_is_refused_with_a_message_and_the_log_stays_short(way):
     """1,000 metadata entries a call, 40 calls: each RESOURCE_EXHAUSTED saying why (the old server's message was
     empty: grpcio's own refusal, its text too long to send), and stderr gets a line at most once a second (the old
     server: grpcio's line for every call, with no limit)."""
-    proc, address, said = start()
+    proc, address, said = start(way)
     codes, details = [], set()
     try:
         with grpc.insecure_channel(address, options=OWN) as channel:

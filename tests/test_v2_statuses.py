@@ -45,10 +45,16 @@ def failing_policy():
     return policy
 
 
-@pytest.fixture(scope="module")
-def server():
+GRPC_WAYS = {
+    "grpc-in-serve": ServeOptions(grpc_process=False),
+    "grpc-process": ServeOptions(grpc_process=True),
+}  # (--grpc-process)
+
+
+@pytest.fixture(scope="module", params=list(GRPC_WAYS))
+def server(request):
     policy = failing_policy()
-    with serving(policy, ServeOptions(), http="127.0.0.1:0", grpc="127.0.0.1:0") as said:
+    with serving(policy, GRPC_WAYS[request.param], http="127.0.0.1:0", grpc="127.0.0.1:0") as said:
         yield SimpleNamespace(name=str(policy.info["behavior"]), **said)
 
 
@@ -116,7 +122,8 @@ def test_grpc_statuses(server):
     assert not isinstance(got, grpc.RpcError) and got.outputs, got
 
 
-def test_while_stopping_inference_is_unavailable_on_both():
+@pytest.mark.parametrize("way", list(GRPC_WAYS))
+def test_while_stopping_inference_is_unavailable_on_both(way):
     """SIGTERM's grace: the server answers what it holds (here a --listen client that sends many lines and reads
     none, so that it stays) and refuses new inference: 503 on REST, UNAVAILABLE on gRPC."""
     policy = I.load(EXAMPLES / "vector")
@@ -125,7 +132,7 @@ def test_while_stopping_inference_is_unavailable_on_both():
 
     def run():
         try:
-            with serving(policy, ServeOptions(), listen="127.0.0.1:0", http="127.0.0.1:0", grpc="127.0.0.1:0") as got:
+            with serving(policy, GRPC_WAYS[way], listen="127.0.0.1:0", http="127.0.0.1:0", grpc="127.0.0.1:0") as got:
                 said.update(got)
                 up.set()
                 leave.wait(60)

@@ -454,6 +454,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     option(
         net,
+        "--grpc-process",
+        choices=("on", "off"),
+        default="on",
+        modes=("serve",),
+        needs="grpc",
+        help="serve --grpc: grpcio's server in a process of its own, its calls handed to serve over a socket pair "
+        "(each call's work off serve's event loop: more requests a second from many clients, a lone call's round "
+        "trip a little longer; default off; docs/performance.md)",
+    )
+    option(
+        net,
         "--allow-remote",
         action="store_true",
         modes=("serve",),

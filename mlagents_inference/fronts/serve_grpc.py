@@ -9,9 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import os
+import signal
+import socket
+import struct
+import subprocess
 import sys
 from functools import partial
+from pathlib import Path
 from typing import Optional
 
 from ..core.errors import UsageError
@@ -36,6 +42,23 @@ __all__ = [
     "INFER",
     "STREAM_INFER",
     "owner_of_context",
+    "make_service",
+    "relayed_methods",
+    "Lane",
+    "LaneContext",
+    "LaneAbort",
+    "Relay",
+    "relay_main",
+    "RELAY_START_S",
+    "RELAY_STOP_S",
+    "CONTROL",
+    "STOP",
+    "TO_RELAY",
+    "TO_SERVE",
+    "grpc_server",
+    "listen",
+    "relay",
+    "relay_failed",
 ]
 
 
@@ -76,32 +99,50 @@ class GrpcFront(Front):
             raise UsageError(f"{NEED_GRPC} ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})") from None
 
     async def start(self, server: Batcher) -> None:
-        import grpc
-
         host, port = self.sock.getsockname()[:2]
         self.said = self.shown(), self.told()
         self.sock.close()  # (bound first so that a taken port is one line before anything runs; grpc binds it again)
-        limit = server.limit + (1 << 16)
-        self.grpc = grpc.aio.server(
-            options=[
-                ("grpc.so_reuseport", 0),
-                ("grpc.max_receive_message_length", limit),
-                ("grpc.max_send_message_length", -1),
-                ("grpc.max_metadata_size", GRPCIO_METADATA_BYTES),  # (below it, METADATA_BYTES is refused here)
-                ("grpc.absolute_max_metadata_size", GRPCIO_METADATA_BYTES),
-            ],
-        )
-        self.service = add_service(self.grpc, server)
         where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        try:
-            bound = self.grpc.add_insecure_port(where)
-        except RuntimeError as exc:
-            bound, why = 0, exc
-        else:
-            why = "taken"
-        if not bound:
+        if server.options.grpc_process:
+            return await self.start_relay(server, where)
+        self.grpc = grpc_server(server.limit + (1 << 16))
+        self.service = add_service(self.grpc, server)
+        why = listen(self.grpc, where)
+        if why:
             raise UsageError(f"--grpc {self.text}: cannot listen there ({why})")
         await self.grpc.start()
+
+    grpc = relay = lane = None
+
+    async def start_relay(self, server: Batcher, where: str) -> None:
+        """--grpc-process on: grpcio's server in a process of its own (relay_main), its calls handed to this loop over a
+        socket pair (Lane), answered by the same V2Service; that process says whether it could listen."""
+        self.service = make_service(server)
+        ours, theirs = socket.socketpair()
+        loop = asyncio.get_running_loop()
+        kind = "uvloop" if type(loop).__module__.startswith("uvloop") else "asyncio"
+        root = str(Path(__file__).resolve().parents[2])  # (the folder, or the zipapp, the package is imported from)
+        code = f"import sys; sys.path.insert(0, {root!r}); from mlagents_inference.fronts.serve_grpc import relay_main"
+        args = [str(theirs.fileno()), where, str(server.limit + (1 << 16)), kind]
+        try:
+            with theirs:
+                self.relay = subprocess.Popen(
+                    [sys.executable, "-c", code + "; relay_main(sys.argv[1:])", *args],
+                    pass_fds=(theirs.fileno(),),
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                )
+        except OSError as exc:
+            ours.close()
+            raise UsageError(f"--grpc {self.text}: cannot start its process ({exc.strerror or exc})") from None
+        _, self.lane = await loop.create_unix_connection(lambda: Lane(self.service, server), sock=ours)
+        try:
+            why = await asyncio.wait_for(asyncio.shield(self.lane.started), RELAY_START_S)
+        except asyncio.TimeoutError:
+            why = f"its process did not start in {RELAY_START_S:g} s"
+        if why:
+            await self.cleanup()
+            raise UsageError(f"--grpc {self.text}: cannot listen there ({why})")
 
     said = None  # (what shown() and told() say, kept once grpcio has the port)
 
@@ -116,8 +157,11 @@ class GrpcFront(Front):
 
     async def cleanup(self) -> None:
         """The stop: grpcio answers what it holds for STOP_STREAMS_S, then cancels every call left (streams whose
-        clients do not read among them); their tasks are waited for, so that none is left when the loop closes."""
-        if getattr(self, "grpc", None) is not None:
+        clients do not read among them); their tasks are waited for, so that none is left when the loop closes. With
+        --grpc-process on, that process is told to stop so (it says what it cut) and waited for."""
+        if self.relay is not None:
+            await self.stop_relay()
+        if self.grpc is not None:
             await self.grpc.stop(STOP_STREAMS_S)
             closing = {t for t in self.service.closing if not t.done()}
             if closing:
@@ -129,6 +173,46 @@ class GrpcFront(Front):
                     file=sys.stderr,
                     flush=True,
                 )
+
+    async def stop_relay(self) -> None:
+        relay, lane, self.relay = self.relay, self.lane, None
+        if lane is not None and not lane.closed.done():
+            lane.send(0, STOP, b"")
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(lane.closed), RELAY_STOP_S)
+        deadline = asyncio.get_running_loop().time() + 1.0
+        while relay.poll() is None and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
+        if relay.poll() is None:
+            relay.kill()
+            relay.wait()
+        if lane is not None:
+            lane.transport.close()
+
+
+def grpc_server(limit: int):
+    """grpcio's asyncio server with serve's options: messages up to `limit` bytes in, any size out, metadata up to
+    GRPCIO_METADATA_BYTES (METADATA_BYTES is refused by metadata_bound first, with a message)."""
+    import grpc
+
+    return grpc.aio.server(
+        options=[
+            ("grpc.so_reuseport", 0),
+            ("grpc.max_receive_message_length", limit),
+            ("grpc.max_send_message_length", -1),
+            ("grpc.max_metadata_size", GRPCIO_METADATA_BYTES),  # (below it, METADATA_BYTES is refused here)
+            ("grpc.absolute_max_metadata_size", GRPCIO_METADATA_BYTES),
+        ],
+    )
+
+
+def listen(grpc_server, where: str) -> str:
+    """grpcio's server told to listen on `where` (HOST:PORT): "" where it can, else why not."""
+    try:
+        bound = grpc_server.add_insecure_port(where)
+    except RuntimeError as exc:
+        return str(exc) or type(exc).__name__
+    return "" if bound else "taken"
 
 
 def metadata_bound(handlers: list, methods: Optional[dict] = None):
@@ -212,6 +296,10 @@ class V2Service:
         (owner_of)."""
         return await self.plane.infer(request.model_name, request.model_version, self.codec, (request, owner))
 
+    owner = staticmethod(lambda context: owner_of_context(context))  # (a stream's owner, as answered takes it)
+
+    size_of = staticmethod(lambda request: request.ByteSize())  # (a stream's request's bytes, as Stream counts them)
+
     async def ServerLive(self, request, context):
         return self.pb.ServerLiveResponse(live=self.plane.live())
 
@@ -284,7 +372,7 @@ class V2Service:
         read ends the stream with INVALID_ARGUMENT, after the answers of the requests before it."""
         # (a coroutine writing with context.write, not an async generator: one cancelled at a yield, as grpcio cancels
         # a stream at the stop or when its client goes, is finalized later by the loop, which may be closed by then)
-        stream = Stream(self, owner_of_context(context))
+        stream = Stream(self, self.owner(context))
         stream.reader = asyncio.ensure_future(stream.read(request_iterator))
         try:
             while (message := await stream.next_answer()) is not None:
@@ -313,7 +401,7 @@ class Stream:
     async def read(self, request_iterator) -> None:
         try:
             async for request in request_iterator:
-                size = request.ByteSize()
+                size = self.service.size_of(request)
                 while self.pending and (self.held + size > STREAM_BYTES or len(self.pending) >= STREAM_REQUESTS):
                     self.room.clear()
                     await self.room.wait()  # (the writer sets it as answers go out; close() cancels this task)
@@ -371,12 +459,20 @@ class Stream:
         return tasks
 
 
+def make_service(server: Batcher) -> V2Service:
+    """inference.GRPCInferenceService for `server`'s models: V2Service over the generated servicer class (its methods
+    that V2Service does not write answer UNIMPLEMENTED)."""
+    from tritonclient.grpc import service_pb2_grpc
+
+    return type("Service", (V2Service, service_pb2_grpc.GRPCInferenceServiceServicer), {})(server)
+
+
 def add_service(grpc_server, server: Batcher) -> V2Service:
-    """inference.GRPCInferenceService for `server`'s policy, on `grpc_server` (the service returned)."""
+    """inference.GRPCInferenceService for `server`'s models, on `grpc_server` (the service returned)."""
     import grpc
     from tritonclient.grpc import service_pb2_grpc
 
-    service = type("Service", (V2Service, service_pb2_grpc.GRPCInferenceServiceServicer), {})(server)
+    service = make_service(server)
     handlers = GenericOnly()
     service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(service, handlers)
     request = service.pb.ModelInferRequest.FromString
@@ -410,3 +506,359 @@ class GenericOnly:
 
     def add_registered_method_handlers(self, service: str, handlers: dict) -> None:
         pass
+
+
+# -- --grpc-process on: grpcio's server in a process of its own (Relay), serve's answers over a socket pair (Lane)
+#
+# grpcio's asyncio server spends most of a call's time in its own per-call work (docs/performance.md, issue 43), on the
+# thread of the loop it runs in. With --grpc-process on, that work runs in a second process: it takes the calls and
+# hands each to serve as one frame on a socket pair (its method, its peer, its message's bytes as they came), and
+# serve answers each with one frame (a status, the answer's bytes or the refusal's text). Frames of one loop turn go in
+# one write. ModelStreamInfer's requests are handed over one by one, as ModelInfer's.
+
+TO_SERVE = struct.Struct("<IIHH")  # the relay to serve: the message's bytes, its tag, its method (relayed_methods'
+# index, or CONTROL), its peer's bytes; then the peer (context.peer()), then the message
+
+
+TO_RELAY = struct.Struct("<IIB")  # serve to the relay: the body's bytes, its call's tag, its status (0: the answer's
+# wire bytes; a grpc status code's number: its text; STOP: stop); then the body
+
+
+CONTROL = 0xFFFF  # (a frame of the relay's own: b"ready", b"failed <why>")
+
+
+STOP = 255  # (serve tells the relay to stop: grpcio answers for STOP_STREAMS_S what it holds, then cancels the rest)
+
+
+RELAY_START_S = 60.0  # how long serve waits for the relay process to say it listens
+
+
+RELAY_STOP_S = STOP_STREAMS_S + 5.0  # how long serve waits for it to stop once told (then it is killed)
+
+
+def relayed_methods(pb) -> list:
+    """inference.GRPCInferenceService's methods, in the order of its descriptor (the frames' method numbers, the same
+    in both processes): (name, its request's class, whether its requests and its responses are streams)."""
+    methods = pb.DESCRIPTOR.services_by_name["GRPCInferenceService"].methods
+    return [
+        (m.name, getattr(pb, m.input_type.name), bool(m.client_streaming), bool(m.server_streaming)) for m in methods
+    ]
+
+
+class LaneAbort(Exception):
+    """context.abort on a relayed call: its status and text, answered to the relay."""
+
+    def __init__(self, code, details: str):
+        super().__init__(details)
+        self.code, self.details = code, details
+
+
+class LaneContext:
+    """What a V2Service method asks of its grpc.aio context, for a call that came over the lane: the client's peer (as
+    grpcio's server saw it, in the relay), abort, and the status and text that a method left unwritten by V2Service
+    sets before raising NotImplementedError (the generated servicer's)."""
+
+    def __init__(self, peer: str):
+        self.peer_text, self.code, self.details = peer, None, None
+
+    def peer(self) -> str:
+        return self.peer_text
+
+    async def abort(self, code, details: str = ""):
+        raise LaneAbort(code, details)
+
+    def set_code(self, code) -> None:
+        self.code = code
+
+    def set_details(self, details: str) -> None:
+        self.details = details
+
+
+class Lane(asyncio.Protocol):
+    """serve's end of the socket pair: each frame the relay sends is a call answered by `service` (ModelInfer through
+    the data plane, the other unary methods as V2Service's), each answer one frame back, those of one loop turn in one
+    write. The relay's own frames: b"ready" (it listens: `started` is ""), b"failed <why>" (`started` is why). The
+    relay gone while serve is not stopping: serve stops, in one line (its failure)."""
+
+    def __init__(self, service: V2Service, server: Batcher):
+        self.service, self.server, self.codes = service, server, service.codes
+        self.plane, self.codec = service.plane, service.codec
+        self.methods = relayed_methods(service.pb)
+        self.infer = next(i for i, m in enumerate(self.methods) if m[0] == "ModelInfer")
+        self.parse = service.pb.ModelInferRequest.FromString
+        self.buffer, self.out, self.flushing, self.transport = bytearray(), [], False, None
+        loop = asyncio.get_running_loop()
+        self.loop, self.started, self.closed = loop, loop.create_future(), loop.create_future()
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self.buffer
+        buffer += data
+        at, end, head = 0, len(buffer), TO_SERVE.size
+        while end - at >= head:
+            size, tag, method, peer_size = TO_SERVE.unpack_from(buffer, at)
+            stop = at + head + peer_size + size
+            if stop > end:
+                break
+            peer = buffer[at + head : at + head + peer_size].decode(errors="replace")
+            body = bytes(buffer[at + head + peer_size : stop])
+            at = stop
+            if method == self.infer:
+                try:
+                    request = self.parse(body)
+                except Exception as exc:  # noqa: BLE001 - a message protobuf cannot read: grpcio's answer to it
+                    self.send(tag, self.codes.UNKNOWN.value[0], f"Unexpected {type(exc)}: {exc}".encode())
+                    continue
+                owner = partial(owner_of, "grpc:" + peer)
+                call = self.plane.infer(request.model_name, request.model_version, self.codec, (request, owner))
+            elif method == CONTROL:
+                self.told(body)
+                continue
+            else:
+                call = self.call(method, peer, body)
+            asyncio.ensure_future(call).add_done_callback(partial(self.answered, tag))
+        del buffer[:at]
+
+    why = "ended"  # (what the relay said last: its line where it ends while serve is not stopping)
+
+    def told(self, body: bytes) -> None:
+        text = "" if body == b"ready" else body.decode(errors="replace").partition(" ")[2]
+        if not self.started.done():
+            self.started.set_result(text)
+        elif text:
+            self.why = f"ended: {text}"
+
+    async def call(self, method: int, peer: str, body: bytes):
+        """A unary method other than ModelInfer, as grpc.aio's server answers it: its response's wire bytes, or
+        (status, text)."""
+        name, message, _, _ = self.methods[method]
+        context = LaneContext(peer)
+        try:
+            response = await getattr(self.service, name)(message.FromString(body), context)
+        except LaneAbort as exc:
+            return exc.code, exc.details
+        except Exception as exc:  # noqa: BLE001 - as grpc.aio's server: its code where set, else UNKNOWN
+            return context.code or self.codes.UNKNOWN, f"Unexpected {type(exc)}: {exc}"
+        return response if type(response) is bytes else response.SerializeToString()
+
+    def answered(self, tag: int, task) -> None:
+        if task.cancelled():
+            return self.send(tag, self.codes.CANCELLED.value[0], b"")
+        if task.exception() is not None:
+            exc = task.exception()
+            return self.send(tag, self.codes.UNKNOWN.value[0], f"Unexpected {type(exc)}: {exc}".encode())
+        answer = task.result()
+        if type(answer) is tuple:
+            code, text = answer
+            return self.send(tag, code.value[0], str(text).encode())
+        self.send(tag, 0, answer)
+
+    def send(self, tag: int, status: int, body: bytes) -> None:
+        self.out += [TO_RELAY.pack(len(body), tag, status), body]
+        if not self.flushing:
+            self.flushing = True
+            self.loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        self.flushing = False
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(b"".join(self.out))
+        self.out.clear()
+
+    def connection_lost(self, exc) -> None:
+        listened = self.started.done() and not self.started.result()
+        if not self.started.done():
+            self.started.set_result("its process ended before it listened")
+        if not self.closed.done():
+            self.closed.set_result(None)
+        server = self.server
+        if listened and not server.stopping and server.done is not None and not server.done.done():
+            server.failure = server.failure or UsageError(f"serve --grpc: its process (--grpc-process on) {self.why}")
+            server.finish()
+
+
+class Relay(asyncio.Protocol):
+    """The relay process's end of the socket pair and its grpcio server: every method of the service handed to serve
+    as a frame (ask), its answer's bytes returned as they come (no message made here); ModelStreamInfer read here as
+    V2Service reads it (Stream: its bounds, its order), each of its requests asked as a ModelInfer. The metadata bound
+    is this server's (metadata_bound). It stops when serve says so or goes."""
+
+    def __init__(self, pb, codes):
+        self.pb, self.codes = pb, codes
+        self.methods = relayed_methods(pb)
+        self.infer = next(i for i, m in enumerate(self.methods) if m[0] == "ModelInfer")
+        self.statuses = {code.value[0]: code for code in codes}
+        self.waiting, self.tag, self.out, self.flushing = {}, 0, [], False
+        self.buffer, self.transport = bytearray(), None
+        self.loop = asyncio.get_running_loop()
+        self.stop_asked = self.loop.create_future()
+        self.server, self.stopping, self.cut, self.closing = self, 0, 0, set()
+
+    # -- the lane
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self.buffer
+        buffer += data
+        at, end, head = 0, len(buffer), TO_RELAY.size
+        while end - at >= head:
+            size, tag, status = TO_RELAY.unpack_from(buffer, at)
+            stop = at + head + size
+            if stop > end:
+                break
+            body = bytes(buffer[at + head : stop])
+            at = stop
+            if status == STOP:
+                self.asked_to_stop(STOP_STREAMS_S)
+                continue
+            future = self.waiting.pop(tag, None)
+            if future is not None and not future.done():
+                future.set_result((status, body))
+        del buffer[:at]
+
+    def connection_lost(self, exc) -> None:
+        for future in self.waiting.values():  # (serve gone: nothing more is answered)
+            if not future.done():
+                future.set_result((self.codes.UNAVAILABLE.value[0], b"the server is stopping"))
+        self.waiting.clear()
+        self.asked_to_stop(0)
+
+    def asked_to_stop(self, grace: float) -> None:
+        self.stopping = 1
+        if not self.stop_asked.done():
+            self.stop_asked.set_result(grace)
+
+    def ask(self, method: int, peer: str, body: bytes):
+        """A future of serve's answer to one call: (status, bytes)."""
+        future = self.loop.create_future()
+        if self.transport is None or self.transport.is_closing():
+            future.set_result((self.codes.UNAVAILABLE.value[0], b"the server is stopping"))
+            return future
+        self.tag = tag = (self.tag + 1) & 0xFFFFFFFF
+        self.waiting[tag] = future
+        where = peer.encode()
+        self.out += [TO_SERVE.pack(len(body), tag, method, len(where)) + where, body]
+        if not self.flushing:
+            self.flushing = True
+            self.loop.call_soon(self.flush)
+        return future
+
+    def flush(self) -> None:
+        self.flushing = False
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(b"".join(self.out))
+        self.out.clear()
+
+    def tell(self, text: str) -> None:
+        body = text.encode()
+        self.transport.write(TO_SERVE.pack(len(body), 0, CONTROL, 0) + body)
+
+    # -- the calls
+    def unary(self, method: int):
+        async def relayed(body, context):
+            status, answer = await self.ask(method, context.peer(), body)
+            if status:
+                await context.abort(self.statuses.get(status, self.codes.UNKNOWN), answer.decode(errors="replace"))
+            return answer
+
+        return relayed
+
+    async def answered(self, body: bytes, peer: str):
+        """A stream's request answered (Stream): the answer's wire bytes, or (status, text)."""
+        status, answer = await self.ask(self.infer, peer, body)
+        if status:
+            return self.statuses.get(status, self.codes.UNKNOWN), answer.decode(errors="replace")
+        return answer
+
+    owner = staticmethod(lambda context: context.peer())  # (serve makes the owner of the peer: Lane)
+
+    size_of = staticmethod(len)
+
+    ModelStreamInfer = V2Service.ModelStreamInfer
+
+    def handlers(self) -> dict:
+        """Each method's grpcio handler: raw bytes in and out; a stream's requests checked as they are read."""
+        import grpc
+
+        check = self.pb.ModelInferRequest.FromString
+
+        def checked(body: bytes) -> bytes:
+            check(body)  # (a message that cannot be read ends the stream, as in serve's own process)
+            return body
+
+        made = {}
+        for method, (name, _, streams_in, streams_out) in enumerate(self.methods):
+            path = f"/inference.GRPCInferenceService/{name}"
+            if name == "ModelStreamInfer":
+                made[path] = grpc.stream_stream_rpc_method_handler(self.ModelStreamInfer, request_deserializer=checked)
+            elif not (streams_in or streams_out):
+                made[path] = grpc.unary_unary_rpc_method_handler(self.unary(method))
+        return made
+
+    async def run(self, sock: socket.socket, where: str, limit: int) -> None:
+        await self.loop.create_unix_connection(lambda: self, sock=sock)
+        server = grpc_server(limit)
+        server.add_generic_rpc_handlers((metadata_bound([], self.handlers()),))
+        why = listen(server, where)
+        if why:
+            self.tell(f"failed {why}")
+            return
+        await server.start()
+        self.tell("ready")
+        grace = await self.stop_asked
+        await server.stop(grace)
+        closing = {t for t in self.closing if not t.done()}
+        if closing:
+            await asyncio.wait(closing, timeout=STOP_STREAMS_S)
+        if self.cut:
+            print(
+                f"[serve] grpc: {self.cut} stream(s) still open {STOP_STREAMS_S:g} s into the stop were ended "
+                f"(CANCELLED)",
+                file=sys.stderr,
+                flush=True,
+            )
+
+
+async def relay(pb, codes, sock: socket.socket, where: str, limit: int) -> None:
+    await Relay(pb, codes).run(sock, where, limit)
+
+
+def relay_main(argv: list) -> None:
+    """The relay process (serve --grpc-process on starts it): FD WHERE LIMIT LOOP. Signals are serve's to act on (a
+    terminal's Ctrl-C reaches both processes): serve tells it to stop, or goes (the socket pair's end)."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_IGN)
+    os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+    fd, where, limit, kind = argv
+    sock = socket.socket(fileno=int(fd))
+    try:
+        import grpc
+        from tritonclient.grpc import service_pb2 as pb
+
+        if kind == "uvloop":
+            import uvloop
+
+            loop = uvloop.new_event_loop()
+        else:
+            loop = asyncio.new_event_loop()
+    except Exception as exc:  # noqa: BLE001 - told to serve, which says it in its one line
+        relay_failed(sock, f"its process could not start ({type(exc).__name__}: {exc})")
+    try:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(relay(pb, grpc.StatusCode, sock, where, int(limit)))
+    except Exception as exc:  # noqa: BLE001 - likewise
+        relay_failed(sock, f"{type(exc).__name__}: {str(exc)[:200]}")
+    finally:
+        loop.close()
+
+
+def relay_failed(sock: socket.socket, why: str) -> None:
+    """The relay ends with exit 2, having told serve why (serve's one line says it)."""
+    body = f"failed {why}".encode()
+    with contextlib.suppress(OSError):
+        sock.setblocking(True)
+        sock.sendall(TO_SERVE.pack(len(body), 0, CONTROL, 0) + body)
+    raise SystemExit(2)

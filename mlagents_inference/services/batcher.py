@@ -94,6 +94,7 @@ class ServeOptions:
     body_timeout_s: float = 30.0  # --http: a POST's body arrives within this, else 408
     http_in_flight_bytes: int = 64 << 20  # --http: the bodies of the POSTs being read and answered, all together
     allow_model_control: bool = False  # the V2 repository API (load, unload) answered, not refused
+    grpc_process: bool = True  # --grpc: grpcio's server in a process of its own (fronts.serve_grpc.Relay)
 
     @classmethod
     def from_args(cls, args) -> "ServeOptions":
@@ -105,6 +106,7 @@ class ServeOptions:
             getattr(args, "body_timeout_s", 30.0),
             getattr(args, "http_in_flight_bytes", 64 << 20),
             bool(getattr(args, "allow_model_control", False)),
+            getattr(args, "grpc_process", "on") == "on",
         )
 
 
