@@ -130,17 +130,18 @@ def cli(*args, input=None, timeout=300, env=None, cwd=None) -> subprocess.Comple
 
 
 def serve_process(
-    *args, program: Path = ROOT / "inference.py", env=None, timeout: float = 120, says: str = "listening"
+    *args, program: Path = ROOT / "inference.py", env=None, timeout: float = 120, says: str = "listening", cwd=None
 ) -> tuple:
     """`program --mode serve ARGS` (inference.py unless told) in a process of its own, stdin and stdout closed, stderr
     piped and read up to its start-up line "[serve] ... listening on ADDRESS ..." (`says`: "http", "grpc" for those
     fronts' lines): (the process, ADDRESS, what stderr said so far). A process that ends first, or says nothing in
-    `timeout` s, fails the test and is killed; the caller stops the one returned."""
+    `timeout` s, fails the test and is killed; the caller stops the one returned. `cwd`: its working folder."""
     proc = subprocess.Popen(
         [sys.executable, str(program), "--mode", "serve", *map(str, args)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        cwd=cwd,
         env=env or child_env(),
     )
     text, deadline = b"", time.monotonic() + timeout

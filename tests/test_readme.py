@@ -643,6 +643,7 @@ BOUND_MODULES = (
     "services.protocol",
     "services.repository",
     "services.dataplane",
+    "services.grpc_support",
     "loaders.run_folder",
 )
 NOT_BOUNDS = {  # numbers of those modules that bound nothing a client can hold
@@ -652,7 +653,8 @@ NOT_BOUNDS = {  # numbers of those modules that bound nothing a client can hold
     "ONNX_TOL",  # a verification's tolerance
     "SEED_MIN",  # a seed's range
     "SEED_END",
-    "CONTROL",  # the relay's lane (fronts/serve_grpc.py, --grpc-process on): a frame's kind, not a bound
+    "CONTROL",  # the relay's frames (services/grpc_support.py, --grpc-process on): a frame's kind, not a bound
+    "CANCEL",
     "STOP",
 }
 

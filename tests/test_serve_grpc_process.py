@@ -203,3 +203,84 @@ def test_grpc_process_off_serves_in_serves_own_process():
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=30)
     assert proc.returncode == 0
+
+
+@pytest.mark.parametrize("way", [False, True], ids=["grpc-in-serve", "grpc-process"])
+def test_a_call_whose_client_gave_up_while_it_waited_is_cancelled_in_serve_not_counted(way):
+    """A call past its deadline while it waits for its engine call (here --max-wait-us holds it 2 s) is cancelled by
+    grpcio; in serve's own loop its coroutine is cancelled with it, and through the relay a frame tells serve to
+    cancel it too: neither answers nor counts it (the relay once left serve to compute and count every such call)."""
+    policy = I.load(EXAMPLES / "vector")
+    name = str(policy.info["behavior"])
+    obs = np.zeros((1, 8), np.float32)
+    with serving(policy, ServeOptions(max_wait_us=2_000_000, grpc_process=way), grpc="127.0.0.1:0") as said:
+        with grpc.insecure_channel(said["grpc"], options=OWN) as channel:
+            call = channel.unary_unary(SERVICE + "ModelInfer")
+            with pytest.raises(grpc.RpcError) as late:
+                call(infer_request(name, obs), timeout=0.3)
+            assert late.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+            time.sleep(2.5)  # (its wait over)
+            assert unary(channel, "ModelInfer", infer_request(name, obs))[0] == "OK"
+            status, _, body = unary(
+                channel, "ModelStatistics", pb.ModelStatisticsRequest(name=name).SerializeToString()
+            )
+    assert status == "OK"
+    (stats,) = pb.ModelStatisticsResponse.FromString(body).model_stats
+    assert stats.inference_stats.success.count == 1, stats.inference_stats
+
+
+@pytest.mark.parametrize("way", ["on", "off"])
+def test_a_module_in_the_working_folder_shadows_nothing_and_the_largest_message_bound_serves(tmp_path, way):
+    """serve's process never looks in its working folder for modules (inference.py's folder comes first), and neither
+    does the relay (its `python -c` would put the working folder first: a json.py there once broke its start, with a
+    traceback and a line blaming the port); --max-line-bytes at its largest is told to grpcio as the largest message
+    it can be told (a C int: it once ended serve with an OverflowError's traceback)."""
+    (tmp_path / "json.py").write_text("raise RuntimeError('the working folder was searched')\n")
+    proc, address, said = serve_process(
+        "--model-dir", EXAMPLES / "vector", "--grpc", "127.0.0.1:0", "--grpc-process", way,
+        "--max-line-bytes", 2147483647, says="grpc", cwd=tmp_path,
+    )  # fmt: skip
+    try:
+        with grpc.insecure_channel(address, options=OWN) as channel:
+            assert unary(channel, "ServerLive", b"")[0] == "OK"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    text = said + err.decode(errors="replace")
+    assert proc.returncode == 0 and "Traceback" not in text, text[-2000:]
+
+
+def test_a_terminals_ctrl_c_while_grpcs_process_starts_is_serves_alone():
+    """Ctrl-C reaches a terminal's whole process group: the relay, started in a session of its own, never gets it (it
+    once printed a KeyboardInterrupt traceback when it came during its start); serve stops it and exits 130."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT, child_env
+
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "inference.py"), "--mode", "serve", "--model-dir", EXAMPLES / "vector"]
+        + ["--grpc", "127.0.0.1:0"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=child_env(),
+        start_new_session=True,  # (its own group: the test's signal reaches serve and whatever shares its group)
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not child_pids(proc.pid) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.01)
+        relay = child_pids(proc.pid)
+        assert relay, "no gRPC process started"
+        time.sleep(0.1)  # (the relay importing its modules)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = err.decode(errors="replace")
+    assert proc.returncode in (130, 2), text[-2000:]  # (130 once serving; 2 where the signal came before: one line)
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text, text[-2000:]
+    assert gone_within(relay, 10), relay

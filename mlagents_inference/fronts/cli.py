@@ -461,7 +461,7 @@ def build_parser() -> argparse.ArgumentParser:
         needs="grpc",
         help="serve --grpc: grpcio's server in a process of its own, its calls handed to serve over a socket pair "
         "(each call's work off serve's event loop: more requests a second from many clients, a lone call's round "
-        "trip a little longer; default off; docs/performance.md)",
+        "trip a little longer; default on; off: in serve's own event loop; docs/performance.md)",
     )
     option(
         net,

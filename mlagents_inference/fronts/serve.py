@@ -402,8 +402,13 @@ class Server(Batcher):
             if self.follower:
                 repository.start_following()
         loop.set_exception_handler(loop_error)
-        for front in fronts:
-            await front.start(self)
+        for started, front in enumerate(fronts):
+            try:
+                await front.start(self)
+            except BaseException:  # (the fronts started before it let go of what they made: a process, a port)
+                for each in fronts[:started]:
+                    await each.cleanup()
+                raise
         if signals:
             for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 loop.add_signal_handler(signum, self.stop, signum)

@@ -1,5 +1,6 @@
 """serve --grpc: the Open Inference Protocol's gRPC service (KServe V2, `inference.GRPCInferenceService`, as Triton
-serves it) on grpcio's asyncio server, in serve's own event loop: health, metadata, model configuration and
+serves it) on grpcio's asyncio server, in a process of its own that hands each call to serve's event loop
+(--grpc-process on, the default: Relay, Lane) or in serve's loop itself (off): health, metadata, model configuration and
 statistics, ModelInfer (typed `contents` or `raw_input_contents`; answers in `raw_output_contents`, as Triton's) and
 ModelStreamInfer (one bidirectional stream a client keeps open). The messages are the ones generated from Triton's
 grpc_service.proto that tritonclient ships (tritonclient.grpc.service_pb2): no protobuf written by hand here. A
@@ -13,27 +14,33 @@ import contextlib
 import os
 import signal
 import socket
-import struct
 import subprocess
 import sys
 from functools import partial
 from pathlib import Path
-from typing import Optional
 
 from ..core.errors import UsageError
 from ..services.batcher import Batcher
 from ..services.dataplane import GrpcCodec, grpc_error, named_version
+from ..services.grpc_support import (
+    CANCEL,
+    CONTROL,
+    STOP,
+    TO_RELAY,
+    TO_SERVE,
+    grpc_server,
+    listen,
+    metadata_bound,
+    relayed_methods,
+)
 from ..services.open_inference import grpc_stream_answer, owner_of
-from ..services.serve_common import Front, tell_limited
+from ..services.serve_common import Front, loop_error, tell_limited
 
 __all__ = [
     "NEED_GRPC",
     "STREAM_BYTES",
     "STREAM_REQUESTS",
     "STOP_STREAMS_S",
-    "METADATA_BYTES",
-    "GRPCIO_METADATA_BYTES",
-    "metadata_bound",
     "GrpcFront",
     "V2Service",
     "Stream",
@@ -43,7 +50,6 @@ __all__ = [
     "STREAM_INFER",
     "owner_of_context",
     "make_service",
-    "relayed_methods",
     "Lane",
     "LaneContext",
     "LaneAbort",
@@ -51,14 +57,9 @@ __all__ = [
     "relay_main",
     "RELAY_START_S",
     "RELAY_STOP_S",
-    "CONTROL",
-    "STOP",
-    "TO_RELAY",
-    "TO_SERVE",
-    "grpc_server",
-    "listen",
     "relay",
     "relay_failed",
+    "relay_code",
 ]
 
 
@@ -68,13 +69,6 @@ STREAM_BYTES = 4 << 20  # a ModelStreamInfer's requests read and unanswered plus
 STREAM_REQUESTS = 1024  # the same in requests (each costs its task beside its bytes)
 
 
-METADATA_BYTES = 16 << 10  # a call's metadata (its keys and values, 32 bytes more an entry, as HTTP/2 counts them)
-# past which it is refused: RESOURCE_EXHAUSTED with a message
-
-
-GRPCIO_METADATA_BYTES = 1 << 20  # grpcio's own bound, past which it refuses a call itself, with no message
-
-
 STOP_STREAMS_S = 1.0  # the stop: how long grpcio answers the calls it holds before it cancels them (streams too)
 
 
@@ -82,7 +76,8 @@ NEED_GRPC = 'serve --grpc needs grpcio and tritonclient[grpc]: pip install ".[se
 
 
 class GrpcFront(Front):
-    """--grpc HOST:PORT: the V2 gRPC service (grpcio's asyncio server) in the server's loop."""
+    """--grpc HOST:PORT: the V2 gRPC service (grpcio's asyncio server) in a process of its own (--grpc-process on) or in
+    the server's loop."""
 
     option, says = "--grpc", "grpc"
 
@@ -121,16 +116,15 @@ class GrpcFront(Front):
         ours, theirs = socket.socketpair()
         loop = asyncio.get_running_loop()
         kind = "uvloop" if type(loop).__module__.startswith("uvloop") else "asyncio"
-        root = str(Path(__file__).resolve().parents[2])  # (the folder, or the zipapp, the package is imported from)
-        code = f"import sys; sys.path.insert(0, {root!r}); from mlagents_inference.fronts.serve_grpc import relay_main"
         args = [str(theirs.fileno()), where, str(server.limit + (1 << 16)), kind]
         try:
             with theirs:
                 self.relay = subprocess.Popen(
-                    [sys.executable, "-c", code + "; relay_main(sys.argv[1:])", *args],
+                    [sys.executable, "-c", relay_code(), *args],
                     pass_fds=(theirs.fileno(),),
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL,
+                    start_new_session=True,  # (a terminal's Ctrl-C is serve's: it stops the relay, which ends with it)
                 )
         except OSError as exc:
             ours.close()
@@ -190,80 +184,19 @@ class GrpcFront(Front):
             lane.transport.close()
 
 
-def grpc_server(limit: int):
-    """grpcio's asyncio server with serve's options: messages up to `limit` bytes in, any size out, metadata up to
-    GRPCIO_METADATA_BYTES (METADATA_BYTES is refused by metadata_bound first, with a message)."""
-    import grpc
-
-    return grpc.aio.server(
-        options=[
-            ("grpc.so_reuseport", 0),
-            ("grpc.max_receive_message_length", limit),
-            ("grpc.max_send_message_length", -1),
-            ("grpc.max_metadata_size", GRPCIO_METADATA_BYTES),  # (below it, METADATA_BYTES is refused here)
-            ("grpc.absolute_max_metadata_size", GRPCIO_METADATA_BYTES),
-        ],
+def relay_code() -> str:
+    """The relay process's `python -c` program: serve's own import path (the package's folder or zipapp first, not the
+    working folder that -c would put there), relay_main run; a failure to import told to serve as relay_failed tells
+    it (its one line), never a traceback."""
+    root = str(Path(__file__).resolve().parents[2])  # (the folder, or the zipapp, the package is imported from)
+    paths = [root, *(p for p in sys.path if p and p != root)]
+    return (
+        f"import sys\nsys.path[:] = {paths!r}\ntry:\n    from mlagents_inference.fronts.serve_grpc import relay_main\n"
+        "except Exception as exc:\n    import os, struct\n"
+        "    why = f'failed its process could not start ({type(exc).__name__}: {exc})'.encode(errors='replace')\n"
+        f"    os.write(int(sys.argv[1]), struct.pack({TO_SERVE.format!r}, len(why), 0, {CONTROL}, 0) + why)\n"
+        "    raise SystemExit(2)\nrelay_main(sys.argv[1:])\n"
     )
-
-
-def listen(grpc_server, where: str) -> str:
-    """grpcio's server told to listen on `where` (HOST:PORT): "" where it can, else why not."""
-    try:
-        bound = grpc_server.add_insecure_port(where)
-    except RuntimeError as exc:
-        return str(exc) or type(exc).__name__
-    return "" if bound else "taken"
-
-
-def metadata_bound(handlers: list, methods: Optional[dict] = None):
-    """The generic handler grpcio asks for every call's method: `methods`' handler of it (method -> handler, asked
-    first), else `handlers`' (the service's), except that a call whose
-    metadata passes METADATA_BYTES is refused with RESOURCE_EXHAUSTED and a message saying so (grpcio's own refusal,
-    past its far larger bound, has none), and one line at most once a second on stderr. (A generic handler, not a
-    grpc.aio interceptor: grpcio calls it as a plain function, where an interceptor costs a chain of coroutines on
-    every call.)"""
-    import grpc
-
-    def refusing(handler, text: str):
-        async def refuse(request, context):
-            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, text)
-
-        async def refuse_stream(request, context):  # (a response stream: an async generator that yields nothing)
-            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, text)
-            yield  # pragma: no cover - (never reached: abort raises)
-
-        kind = {
-            (False, False): grpc.unary_unary_rpc_method_handler,
-            (True, False): grpc.stream_unary_rpc_method_handler,
-            (False, True): grpc.unary_stream_rpc_method_handler,
-            (True, True): grpc.stream_stream_rpc_method_handler,
-        }[(handler.request_streaming, handler.response_streaming)]
-        return kind(
-            refuse_stream if handler.response_streaming else refuse,
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
-        )
-
-    known = methods or {}
-
-    class MetadataBound(grpc.GenericRpcHandler):
-        def service(self, details):
-            metadata = details.invocation_metadata or ()
-            size = 0
-            for key, value in metadata:
-                size += len(key) + len(value) + 32
-            handler = known.get(details.method)
-            if handler is None:
-                handler = next((h for h in (each.service(details) for each in handlers) if h is not None), None)
-            if size <= METADATA_BYTES or handler is None:
-                return handler
-            tell_limited(f"grpc: a call refused: {len(metadata)} metadata entries, {size} bytes")
-            return refusing(
-                handler,
-                f"the call's metadata is {size} bytes ({len(metadata)} entries): at most {METADATA_BYTES} bytes",
-            )
-
-    return MetadataBound()
 
 
 class V2Service:
@@ -508,6 +441,13 @@ class GenericOnly:
         pass
 
 
+RELAY_START_S = 60.0  # how long serve waits for the relay process to say it listens
+
+
+RELAY_STOP_S = STOP_STREAMS_S + 2.0  # how long serve waits for it to stop once told (then it is killed): its stop
+# takes STOP_STREAMS_S and the cancelled streams' tasks at most as long again
+
+
 # -- --grpc-process on: grpcio's server in a process of its own (Relay), serve's answers over a socket pair (Lane)
 #
 # grpcio's asyncio server spends most of a call's time in its own per-call work (docs/performance.md, issue 43), on the
@@ -515,34 +455,6 @@ class GenericOnly:
 # hands each to serve as one frame on a socket pair (its method, its peer, its message's bytes as they came), and
 # serve answers each with one frame (a status, the answer's bytes or the refusal's text). Frames of one loop turn go in
 # one write. ModelStreamInfer's requests are handed over one by one, as ModelInfer's.
-
-TO_SERVE = struct.Struct("<IIHH")  # the relay to serve: the message's bytes, its tag, its method (relayed_methods'
-# index, or CONTROL), its peer's bytes; then the peer (context.peer()), then the message
-
-
-TO_RELAY = struct.Struct("<IIB")  # serve to the relay: the body's bytes, its call's tag, its status (0: the answer's
-# wire bytes; a grpc status code's number: its text; STOP: stop); then the body
-
-
-CONTROL = 0xFFFF  # (a frame of the relay's own: b"ready", b"failed <why>")
-
-
-STOP = 255  # (serve tells the relay to stop: grpcio answers for STOP_STREAMS_S what it holds, then cancels the rest)
-
-
-RELAY_START_S = 60.0  # how long serve waits for the relay process to say it listens
-
-
-RELAY_STOP_S = STOP_STREAMS_S + 5.0  # how long serve waits for it to stop once told (then it is killed)
-
-
-def relayed_methods(pb) -> list:
-    """inference.GRPCInferenceService's methods, in the order of its descriptor (the frames' method numbers, the same
-    in both processes): (name, its request's class, whether its requests and its responses are streams)."""
-    methods = pb.DESCRIPTOR.services_by_name["GRPCInferenceService"].methods
-    return [
-        (m.name, getattr(pb, m.input_type.name), bool(m.client_streaming), bool(m.server_streaming)) for m in methods
-    ]
 
 
 class LaneAbort(Exception):
@@ -587,6 +499,7 @@ class Lane(asyncio.Protocol):
         self.infer = next(i for i, m in enumerate(self.methods) if m[0] == "ModelInfer")
         self.parse = service.pb.ModelInferRequest.FromString
         self.buffer, self.out, self.flushing, self.transport = bytearray(), [], False, None
+        self.calls: dict = {}  # tag -> the task answering it (a CANCEL frame cancels it)
         loop = asyncio.get_running_loop()
         self.loop, self.started, self.closed = loop, loop.create_future(), loop.create_future()
 
@@ -616,9 +529,15 @@ class Lane(asyncio.Protocol):
             elif method == CONTROL:
                 self.told(body)
                 continue
+            elif method == CANCEL:
+                task = self.calls.get(tag)
+                if task is not None:
+                    task.cancel()
+                continue
             else:
                 call = self.call(method, peer, body)
-            asyncio.ensure_future(call).add_done_callback(partial(self.answered, tag))
+            self.calls[tag] = task = asyncio.ensure_future(call)
+            task.add_done_callback(partial(self.answered, tag))
         del buffer[:at]
 
     why = "ended"  # (what the relay said last: its line where it ends while serve is not stopping)
@@ -644,16 +563,23 @@ class Lane(asyncio.Protocol):
         return response if type(response) is bytes else response.SerializeToString()
 
     def answered(self, tag: int, task) -> None:
-        if task.cancelled():
-            return self.send(tag, self.codes.CANCELLED.value[0], b"")
-        if task.exception() is not None:
-            exc = task.exception()
-            return self.send(tag, self.codes.UNKNOWN.value[0], f"Unexpected {type(exc)}: {exc}".encode())
-        answer = task.result()
-        if type(answer) is tuple:
-            code, text = answer
-            return self.send(tag, code.value[0], str(text).encode())
-        self.send(tag, 0, answer)
+        """A call's task done: its answer to the relay, whatever it holds (a call never left unanswered)."""
+        if self.calls.get(tag) is task:
+            del self.calls[tag]
+        try:
+            if task.cancelled():
+                status, body = self.codes.CANCELLED.value[0], b""
+            elif task.exception() is not None:
+                exc = task.exception()
+                status, body = self.codes.UNKNOWN.value[0], f"Unexpected {type(exc)}: {exc}".encode(errors="replace")
+            elif type(answer := task.result()) is tuple:
+                status, body = answer[0].value[0], str(answer[1]).encode(errors="replace")
+            else:
+                status, body = 0, answer
+            TO_RELAY.pack(len(body), tag, status)
+        except Exception as exc:  # noqa: BLE001 - (an answer past 4 GiB, say)
+            status, body = self.codes.INTERNAL.value[0], f"the answer could not be sent ({type(exc).__name__})".encode()
+        self.send(tag, status, body)
 
     def send(self, tag: int, status: int, body: bytes) -> None:
         self.out += [TO_RELAY.pack(len(body), tag, status), body]
@@ -731,12 +657,12 @@ class Relay(asyncio.Protocol):
         if not self.stop_asked.done():
             self.stop_asked.set_result(grace)
 
-    def ask(self, method: int, peer: str, body: bytes):
-        """A future of serve's answer to one call: (status, bytes)."""
+    def ask(self, method: int, peer: str, body: bytes) -> tuple:
+        """(its tag, a future of serve's answer to one call: (status, bytes))."""
         future = self.loop.create_future()
         if self.transport is None or self.transport.is_closing():
             future.set_result((self.codes.UNAVAILABLE.value[0], b"the server is stopping"))
-            return future
+            return 0, future
         self.tag = tag = (self.tag + 1) & 0xFFFFFFFF
         self.waiting[tag] = future
         where = peer.encode()
@@ -744,7 +670,7 @@ class Relay(asyncio.Protocol):
         if not self.flushing:
             self.flushing = True
             self.loop.call_soon(self.flush)
-        return future
+        return tag, future
 
     def flush(self) -> None:
         self.flushing = False
@@ -754,12 +680,27 @@ class Relay(asyncio.Protocol):
 
     def tell(self, text: str) -> None:
         body = text.encode()
-        self.transport.write(TO_SERVE.pack(len(body), 0, CONTROL, 0) + body)
+        if self.transport is not None and not self.transport.is_closing():  # (serve gone meanwhile: no one to tell)
+            self.transport.write(TO_SERVE.pack(len(body), 0, CONTROL, 0) + body)
 
     # -- the calls
+    async def asked(self, method: int, peer: str, body: bytes) -> tuple:
+        """serve's answer to one call (status, bytes); the call cancelled (its client gone, the stop), serve is told to
+        cancel its task too, as grpcio would cancel it in serve's own loop."""
+        tag, future = self.ask(method, peer, body)
+        try:
+            return await future
+        except asyncio.CancelledError:
+            if self.waiting.pop(tag, None) is not None:
+                self.out.append(TO_SERVE.pack(0, tag, CANCEL, 0))
+                if not self.flushing:
+                    self.flushing = True
+                    self.loop.call_soon(self.flush)
+            raise
+
     def unary(self, method: int):
         async def relayed(body, context):
-            status, answer = await self.ask(method, context.peer(), body)
+            status, answer = await self.asked(method, context.peer(), body)
             if status:
                 await context.abort(self.statuses.get(status, self.codes.UNKNOWN), answer.decode(errors="replace"))
             return answer
@@ -768,7 +709,7 @@ class Relay(asyncio.Protocol):
 
     async def answered(self, body: bytes, peer: str):
         """A stream's request answered (Stream): the answer's wire bytes, or (status, text)."""
-        status, answer = await self.ask(self.infer, peer, body)
+        status, answer = await self.asked(self.infer, peer, body)
         if status:
             return self.statuses.get(status, self.codes.UNKNOWN), answer.decode(errors="replace")
         return answer
@@ -799,17 +740,21 @@ class Relay(asyncio.Protocol):
         return made
 
     async def run(self, sock: socket.socket, where: str, limit: int) -> None:
+        self.loop.set_exception_handler(loop_error)
         await self.loop.create_unix_connection(lambda: self, sock=sock)
         server = grpc_server(limit)
-        server.add_generic_rpc_handlers((metadata_bound([], self.handlers()),))
-        why = listen(server, where)
-        if why:
-            self.tell(f"failed {why}")
-            return
-        await server.start()
-        self.tell("ready")
-        grace = await self.stop_asked
-        await server.stop(grace)
+        try:
+            server.add_generic_rpc_handlers((metadata_bound([], self.handlers()),))
+            why = listen(server, where)
+            if why:
+                self.tell(f"failed {why}")
+                return
+            if not self.stop_asked.done():  # (serve gone while this process started: nothing to serve)
+                await server.start()
+                self.tell("ready")
+            await server.stop(await self.stop_asked)
+        finally:
+            await server.stop(0)  # (stopped in any case before the loop closes: grpcio's server cannot stop after)
         closing = {t for t in self.closing if not t.done()}
         if closing:
             await asyncio.wait(closing, timeout=STOP_STREAMS_S)
