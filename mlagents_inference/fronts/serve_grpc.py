@@ -772,8 +772,8 @@ async def relay(pb, codes, sock: socket.socket, where: str, limit: int) -> None:
 
 
 def relay_main(argv: list) -> None:
-    """The relay process (serve --grpc-process on starts it): FD WHERE LIMIT LOOP. Signals are serve's to act on (a
-    terminal's Ctrl-C reaches both processes): serve tells it to stop, or goes (the socket pair's end)."""
+    """The relay process (serve --grpc-process on starts it, in a session of its own): FD WHERE LIMIT LOOP. Signals are
+    serve's to act on: serve tells it to stop, or goes (the socket pair's end)."""
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, signal.SIG_IGN)
     os.environ.setdefault("GRPC_VERBOSITY", "NONE")
