@@ -345,8 +345,9 @@ def parse_perf_analyzer(csv_text: str, stdout: str) -> dict:
 
 def cpu_seconds(server: Server) -> float:
     """The CPU time (user + system) of the server's processes so far: every process of its session (PyTriton's
-    tritonserver and Python stubs with it), read from /proc."""
-    ticks, total = os.sysconf("SC_CLK_TCK"), 0
+    tritonserver and Python stubs with it) and every descendant (serve's gRPC process, in a session of its own), read
+    from /proc."""
+    ticks, procs = os.sysconf("SC_CLK_TCK"), {}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
@@ -355,9 +356,19 @@ def cpu_seconds(server: Server) -> float:
                 fields = f.read().rpartition(")")[2].split()
         except OSError:
             continue
-        if int(fields[3]) == server.proc.pid:  # (its session: start_new_session made the server its leader)
-            total += int(fields[11]) + int(fields[12])
-    return total / ticks
+        procs[int(entry.name)] = (int(fields[1]), int(fields[3]), int(fields[11]) + int(fields[12]))
+
+    def ours(pid: int) -> bool:
+        seen = set()
+        while pid in procs and pid not in seen:
+            seen.add(pid)
+            parent, session, _ = procs[pid]
+            if pid == server.proc.pid or session == server.proc.pid:  # (start_new_session made it its leader)
+                return True
+            pid = parent
+        return False
+
+    return sum(ticks_used for pid, (_, _, ticks_used) in procs.items() if ours(pid)) / ticks
 
 
 def engine_counts(server: Server) -> Optional[tuple]:
