@@ -14,7 +14,7 @@ import pytest
 from conftest import EXAMPLES, lines_received
 
 import inference as I
-from mlagents_inference.fronts import remote_connection
+from mlagents_inference.fronts.remote import connection as remote_connection
 
 LSTM_INFO = json.loads(json.dumps(I.load(EXAMPLES / "lstm").info))  # one vector input of 10, one branch of 4, memory 32
 

@@ -58,12 +58,13 @@ def source_version() -> str:
 def test_pyproject_installs_the_package_the_door_its_command_and_the_ascend_requirements():
     meta = pyproject()
     assert meta["tool"]["setuptools"]["py-modules"] == ["inference"]
-    # the package and each of its layers (examples/, tests/, tools/ stay in the clone)
-    layers = sorted(p.parent.name for p in (ROOT / "mlagents_inference").glob("*/__init__.py"))
-    assert meta["tool"]["setuptools"]["packages"] == ["mlagents_inference"] + [
+    # the package, each of its layers, and every package inside one (examples/, tests/, tools/ stay in the clone)
+    packages = meta["tool"]["setuptools"]["packages"]
+    assert packages[:8] == ["mlagents_inference"] + [
         f"mlagents_inference.{n}" for n in ("core", "model", "loaders", "engines", "api", "services", "fronts")
     ]
-    assert sorted(meta["tool"]["setuptools"]["packages"][1:]) == [f"mlagents_inference.{n}" for n in layers]
+    every = (".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "mlagents_inference").rglob("__init__.py"))
+    assert sorted(packages) == sorted(every)
     assert meta["project"]["scripts"] == {"mlagents-infer": "mlagents_inference.fronts.cli:main"}
     assert meta["project"]["dynamic"] == ["version"]
     assert meta["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "mlagents_inference.__version__"}

@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Optional
 
-from ..core.errors import UsageError
+from ...core.errors import UsageError
 
 __all__ = ["Connection", "Call", "share", "codec", "brief", "POLL_SLICE_S"]
 

@@ -11,19 +11,19 @@ from typing import Optional
 
 import numpy as np
 
-from ..api.contract import (
+from ...api.contract import (
     check_act_arguments,
     check_agent_ids,
     check_behavior_spec,
     check_no_extras,
     steps_arguments,
 )
-from ..core.errors import UsageError
-from ..core.observations import observation_arrays, shape_masks, shape_memory
-from ..core.spec import InputSpec, PolicySettings, action_tuple, continuous_only, no_actions
-from ..services.protocol import parse_address
-from .remote_connection import brief as _brief
-from .remote_connection import share
+from ...core.errors import UsageError
+from ...core.observations import observation_arrays, shape_masks, shape_memory
+from ...core.spec import InputSpec, PolicySettings, action_tuple, continuous_only, no_actions
+from ...services.protocol import parse_address
+from .connection import brief as _brief
+from .connection import share
 
 __all__ = ["connect", "RemotePolicy", "Answer", "INFO_LINE_BYTES", "ANSWER_NUMBER_BYTES", "FLOAT32_MAX"]
 
@@ -139,7 +139,7 @@ if hasattr(os, "register_at_fork"):
 
 class RemotePolicy:
     """inference.connect()'s policy. Safe to share across threads, and cheap to have many of: the connect() objects of
-    one process that talk to one serve address share ONE connection (remote_connection.Connection: a call's lines
+    one process that talk to one serve address share ONE connection (connection.Connection: a call's lines
     queued and written whole, answered in their order, each answer handed to its call and checked against its id),
     each with its own model/version (on its lines), time-out (per call), agent ids and answered versions. The server
     keeps get_action's LSTM memories per connection and id: an object's agent ids go on the wire under its share's
@@ -211,7 +211,7 @@ class RemotePolicy:
         memory started on while that stays loaded, so they may differ)."""
         return dict(getattr(self._answered, "versions", {}))
 
-    # -- the connection (shared: remote_connection)
+    # -- the connection (shared: .connection)
     def _join(self) -> tuple:
         """A share of this process's connection to the address (opened where there is none, or it broke): UsageError
         in one line when it cannot be opened (the next call tries again)."""
