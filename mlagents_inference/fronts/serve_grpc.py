@@ -28,6 +28,7 @@ from ..services.grpc_support import (
     STOP,
     TO_RELAY,
     TO_SERVE,
+    Pipe,
     grpc_server,
     listen,
     metadata_bound,
@@ -486,7 +487,7 @@ class LaneContext:
         self.details = details
 
 
-class Lane(asyncio.Protocol):
+class Lane(Pipe):
     """serve's end of the socket pair: each frame the relay sends is a call answered by `service` (ModelInfer through
     the data plane, the other unary methods as V2Service's), each answer one frame back, those of one loop turn in one
     write. The relay's own frames: b"ready" (it listens: `started` is ""), b"failed <why>" (`started` is why). The
@@ -498,47 +499,35 @@ class Lane(asyncio.Protocol):
         self.methods = relayed_methods(service.pb)
         self.infer = next(i for i, m in enumerate(self.methods) if m[0] == "ModelInfer")
         self.parse = service.pb.ModelInferRequest.FromString
-        self.buffer, self.out, self.flushing, self.transport = bytearray(), [], False, None
         self.calls: dict = {}  # tag -> the task answering it (a CANCEL frame cancels it)
-        loop = asyncio.get_running_loop()
-        self.loop, self.started, self.closed = loop, loop.create_future(), loop.create_future()
+        super().__init__()
+        self.started, self.closed = self.loop.create_future(), self.loop.create_future()
 
-    def connection_made(self, transport) -> None:
-        self.transport = transport
+    head = TO_SERVE
 
-    def data_received(self, data: bytes) -> None:
-        buffer = self.buffer
-        buffer += data
-        at, end, head = 0, len(buffer), TO_SERVE.size
-        while end - at >= head:
-            size, tag, method, peer_size = TO_SERVE.unpack_from(buffer, at)
-            stop = at + head + peer_size + size
-            if stop > end:
-                break
-            peer = buffer[at + head : at + head + peer_size].decode(errors="replace")
-            body = bytes(buffer[at + head + peer_size : stop])
-            at = stop
-            if method == self.infer:
-                try:
-                    request = self.parse(body)
-                except Exception as exc:  # noqa: BLE001 - a message protobuf cannot read: grpcio's answer to it
-                    self.send(tag, self.codes.UNKNOWN.value[0], f"Unexpected {type(exc)}: {exc}".encode())
-                    continue
-                owner = partial(owner_of, "grpc:" + peer)
-                call = self.plane.infer(request.model_name, request.model_version, self.codec, (request, owner))
-            elif method == CONTROL:
-                self.told(body)
-                continue
-            elif method == CANCEL:
-                task = self.calls.get(tag)
-                if task is not None:
-                    task.cancel()
-                continue
-            else:
-                call = self.call(method, peer, body)
-            self.calls[tag] = task = asyncio.ensure_future(call)
-            task.add_done_callback(partial(self.answered, tag))
-        del buffer[:at]
+    def length(self, fields: tuple) -> int:
+        return fields[0] + fields[3]  # (the message's bytes and its peer's)
+
+    def frame(self, fields: tuple, buffer: bytearray, start: int, stop: int) -> None:
+        _, tag, method, peer_size = fields
+        peer = buffer[start : start + peer_size].decode(errors="replace")
+        body = bytes(buffer[start + peer_size : stop])
+        if method == self.infer:
+            try:
+                request = self.parse(body)
+            except Exception as exc:  # noqa: BLE001 - a message protobuf cannot read: grpcio's answer to it
+                return self.send(tag, self.codes.UNKNOWN.value[0], f"Unexpected {type(exc)}: {exc}".encode())
+            owner = partial(owner_of, "grpc:" + peer)
+            call = self.plane.infer(request.model_name, request.model_version, self.codec, (request, owner))
+        elif method == CONTROL:
+            return self.told(body)
+        elif method == CANCEL:
+            task = self.calls.get(tag)
+            return None if task is None else task.cancel()
+        else:
+            call = self.call(method, peer, body)
+        self.calls[tag] = task = asyncio.ensure_future(call)
+        task.add_done_callback(partial(self.answered, tag))
 
     why = "ended"  # (what the relay said last: its line where it ends while serve is not stopping)
 
@@ -582,16 +571,7 @@ class Lane(asyncio.Protocol):
         self.send(tag, status, body)
 
     def send(self, tag: int, status: int, body: bytes) -> None:
-        self.out += [TO_RELAY.pack(len(body), tag, status), body]
-        if not self.flushing:
-            self.flushing = True
-            self.loop.call_soon(self.flush)
-
-    def flush(self) -> None:
-        self.flushing = False
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(b"".join(self.out))
-        self.out.clear()
+        self.queue(TO_RELAY.pack(len(body), tag, status), body)
 
     def connection_lost(self, exc) -> None:
         listened = self.started.done() and not self.started.result()
@@ -605,7 +585,7 @@ class Lane(asyncio.Protocol):
             server.finish()
 
 
-class Relay(asyncio.Protocol):
+class Relay(Pipe):
     """The relay process's end of the socket pair and its grpcio server: every method of the service handed to serve
     as a frame (ask), its answer's bytes returned as they come (no message made here); ModelStreamInfer read here as
     V2Service reads it (Stream: its bounds, its order), each of its requests asked as a ModelInfer. The metadata bound
@@ -616,34 +596,21 @@ class Relay(asyncio.Protocol):
         self.methods = relayed_methods(pb)
         self.infer = next(i for i, m in enumerate(self.methods) if m[0] == "ModelInfer")
         self.statuses = {code.value[0]: code for code in codes}
-        self.waiting, self.tag, self.out, self.flushing = {}, 0, [], False
-        self.buffer, self.transport = bytearray(), None
-        self.loop = asyncio.get_running_loop()
+        self.waiting, self.tag = {}, 0
+        super().__init__()
         self.stop_asked = self.loop.create_future()
         self.server, self.stopping, self.cut, self.closing = self, 0, 0, set()
 
     # -- the lane
-    def connection_made(self, transport) -> None:
-        self.transport = transport
+    head = TO_RELAY
 
-    def data_received(self, data: bytes) -> None:
-        buffer = self.buffer
-        buffer += data
-        at, end, head = 0, len(buffer), TO_RELAY.size
-        while end - at >= head:
-            size, tag, status = TO_RELAY.unpack_from(buffer, at)
-            stop = at + head + size
-            if stop > end:
-                break
-            body = bytes(buffer[at + head : stop])
-            at = stop
-            if status == STOP:
-                self.asked_to_stop(STOP_STREAMS_S)
-                continue
-            future = self.waiting.pop(tag, None)
-            if future is not None and not future.done():
-                future.set_result((status, body))
-        del buffer[:at]
+    def frame(self, fields: tuple, buffer: bytearray, start: int, stop: int) -> None:
+        _, tag, status = fields
+        if status == STOP:
+            return self.asked_to_stop(STOP_STREAMS_S)
+        future = self.waiting.pop(tag, None)
+        if future is not None and not future.done():
+            future.set_result((status, bytes(buffer[start:stop])))
 
     def connection_lost(self, exc) -> None:
         for future in self.waiting.values():  # (serve gone: nothing more is answered)
@@ -660,27 +627,18 @@ class Relay(asyncio.Protocol):
     def ask(self, method: int, peer: str, body: bytes) -> tuple:
         """(its tag, a future of serve's answer to one call: (status, bytes))."""
         future = self.loop.create_future()
-        if self.transport is None or self.transport.is_closing():
+        if not self.open():
             future.set_result((self.codes.UNAVAILABLE.value[0], b"the server is stopping"))
             return 0, future
         self.tag = tag = (self.tag + 1) & 0xFFFFFFFF
         self.waiting[tag] = future
         where = peer.encode()
-        self.out += [TO_SERVE.pack(len(body), tag, method, len(where)) + where, body]
-        if not self.flushing:
-            self.flushing = True
-            self.loop.call_soon(self.flush)
+        self.queue(TO_SERVE.pack(len(body), tag, method, len(where)) + where, body)
         return tag, future
-
-    def flush(self) -> None:
-        self.flushing = False
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(b"".join(self.out))
-        self.out.clear()
 
     def tell(self, text: str) -> None:
         body = text.encode()
-        if self.transport is not None and not self.transport.is_closing():  # (serve gone meanwhile: no one to tell)
+        if self.open():  # (serve gone meanwhile: no one to tell)
             self.transport.write(TO_SERVE.pack(len(body), 0, CONTROL, 0) + body)
 
     # -- the calls
@@ -692,10 +650,7 @@ class Relay(asyncio.Protocol):
             return await future
         except asyncio.CancelledError:
             if self.waiting.pop(tag, None) is not None:
-                self.out.append(TO_SERVE.pack(0, tag, CANCEL, 0))
-                if not self.flushing:
-                    self.flushing = True
-                    self.loop.call_soon(self.flush)
+                self.queue(TO_SERVE.pack(0, tag, CANCEL, 0))
             raise
 
     def unary(self, method: int):

@@ -4,6 +4,7 @@ grpcio only inside its functions (serve runs without it where --grpc is not give
 
 from __future__ import annotations
 
+import asyncio
 import struct
 from typing import Optional
 
@@ -22,6 +23,7 @@ __all__ = [
     "listen",
     "metadata_bound",
     "relayed_methods",
+    "Pipe",
 ]
 
 
@@ -137,3 +139,53 @@ def metadata_bound(handlers: list, methods: Optional[dict] = None):
             )
 
     return MetadataBound()
+
+
+class Pipe(asyncio.Protocol):
+    """One end of the socket pair between the relay process and serve: the frames made in a loop turn go in one write
+    at its end (queue), and each frame read is handed whole to frame() as it comes. `head`: the struct of the frames
+    it reads; length(): a frame's bytes after its header."""
+
+    head: struct.Struct
+
+    def __init__(self):
+        self.buffer, self.out, self.flushing, self.transport = bytearray(), [], False, None
+        self.loop = asyncio.get_running_loop()
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def open(self) -> bool:
+        return self.transport is not None and not self.transport.is_closing()
+
+    def queue(self, *parts: bytes) -> None:
+        self.out += parts
+        if not self.flushing:
+            self.flushing = True
+            self.loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        self.flushing = False
+        if self.open():
+            self.transport.write(b"".join(self.out))
+        self.out.clear()
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self.buffer
+        buffer += data
+        at, end, size = 0, len(buffer), self.head.size
+        while end - at >= size:
+            fields = self.head.unpack_from(buffer, at)
+            stop = at + size + self.length(fields)
+            if stop > end:
+                break
+            self.frame(fields, buffer, at + size, stop)
+            at = stop
+        del buffer[:at]
+
+    def length(self, fields: tuple) -> int:
+        return fields[0]
+
+    def frame(self, fields: tuple, buffer: bytearray, start: int, stop: int) -> None:
+        """One frame read: its header's fields, its bytes buffer[start:stop]."""
+        raise NotImplementedError
