@@ -161,7 +161,7 @@ def test_auto_serves_on_uvloop_where_installed_and_on_asyncio_without_it_silentl
             "import sys",
             "sys.modules['uvloop'] = None" if not UVLOOP else "import uvloop",
             f"sys.path.insert(0, {str(ROOT)!r})",
-            "from mlagents_inference.fronts.serve import loop_maker",
+            "from mlagents_inference.services.serve_common import loop_maker",
             "name, make = loop_maker('auto')",
             "loop = make()",
             "print(name, type(loop).__module__.split('.')[0])",

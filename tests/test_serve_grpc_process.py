@@ -4,6 +4,7 @@ over a socket pair (fronts.serve_grpc: Relay and Lane). What a client sees is wh
 (an LSTM's sequences kept too); and the second process never outlives serve nor hides its end: serve killed takes it
 along, serve's signals end both with serve's exit codes, and that process gone ends serve in one line with exit 2."""
 
+import contextlib
 import os
 import signal
 import time
@@ -141,6 +142,17 @@ def start(*more):
     return proc, address, said, child_pids(proc.pid)
 
 
+@contextlib.contextmanager
+def killed_if_left(proc):
+    """A server process, killed and waited for on the way out where it has not ended (a failed assertion, say)."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def gone_within(pids: list, seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while any(alive(p) for p in pids) and time.monotonic() < deadline:
@@ -161,16 +173,12 @@ def test_serve_killed_takes_its_grpc_process_along():
 @pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 0), (signal.SIGINT, 130)], ids=["sigterm", "sigint"])
 def test_serves_signals_end_both_processes_with_serves_exit_code(signum, code):
     proc, address, said, relay = start()
-    try:
+    with killed_if_left(proc):
         with grpc.insecure_channel(address, options=OWN) as channel:
             assert unary(channel, "ServerLive", b"")[0] == "OK"
-        for pid in [proc.pid, *relay]:  # (as a terminal's Ctrl-C reaches the whole process group)
+        for pid in [proc.pid, *relay]:  # (the relay too, should a signal reach it: it leaves the stop to serve)
             os.kill(pid, signum)
         _, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     text = err.decode(errors="replace")
     assert proc.returncode == code, text[-2000:]
     assert "Traceback" not in text, text[-2000:]
@@ -179,14 +187,10 @@ def test_serves_signals_end_both_processes_with_serves_exit_code(signum, code):
 
 def test_grpcs_process_gone_ends_serve_in_one_line_with_exit_2():
     proc, _, said, relay = start("--grpc-process", "on")
-    try:
+    with killed_if_left(proc):
         assert len(relay) == 1, relay
         os.kill(relay[0], signal.SIGKILL)
         _, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     text = err.decode(errors="replace")
     lines = [line for line in text.splitlines() if line.strip() and line not in said]
     assert proc.returncode == 2, text[-2000:]
@@ -267,7 +271,7 @@ def test_a_terminals_ctrl_c_while_grpcs_process_starts_is_serves_alone():
         env=child_env(),
         start_new_session=True,  # (its own group: the test's signal reaches serve and whatever shares its group)
     )
-    try:
+    with killed_if_left(proc):
         deadline = time.monotonic() + 60
         while not child_pids(proc.pid) and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.01)
@@ -276,10 +280,6 @@ def test_a_terminals_ctrl_c_while_grpcs_process_starts_is_serves_alone():
         time.sleep(0.1)  # (the relay importing its modules)
         os.killpg(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     text = err.decode(errors="replace")
     assert proc.returncode in (130, 2), text[-2000:]  # (130 once serving; 2 where the signal came before: one line)
     assert "Traceback" not in text and "KeyboardInterrupt" not in text, text[-2000:]

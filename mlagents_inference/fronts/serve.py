@@ -23,7 +23,7 @@ from ..core.report import latency_text, percentiles
 from ..services.batcher import Batcher, ServeOptions
 from ..services.dataplane import DataPlane, local_model
 from ..services.errors import NotFound
-from ..services.serve_common import STOP_GRACE_S, Front, RepositoryControl, loop_error
+from ..services.serve_common import STOP_GRACE_S, Front, RepositoryControl, loop_error, loop_maker
 
 if TYPE_CHECKING:  # (annotations only)
     from ..services.context import Context
@@ -44,8 +44,6 @@ __all__ = [
     "model_repository",
     "repository_models",
     "serving",
-    "LOOPS",
-    "loop_maker",
 ]
 
 
@@ -65,26 +63,6 @@ UNFINISHED_BOUND = 64 << 20  # the unfinished lines past READ_BOUND, every conne
 
 
 LINE_COST = 64  # what a waiting line costs beside its bytes (its object and its place in the list)
-
-
-LOOPS = ("auto", "asyncio", "uvloop")  # --loop, as uvicorn's: auto is uvloop where it is installed, else asyncio
-
-
-def loop_maker(choice: str = "auto") -> tuple:
-    """serve's event loop as --loop chooses it (uvicorn's --loop auto|asyncio|uvloop): (its name, a function making
-    one). uvloop (optional: a libuv loop, less CPU a request on gRPC, docs/performance.md) where it is chosen or, for
-    auto, installed; else asyncio's. --loop uvloop without uvloop is refused in one line, before anything is loaded."""
-    if choice not in LOOPS:
-        raise UsageError(f"--loop {choice}: expected one of {', '.join(LOOPS)}")
-    if choice != "asyncio":
-        try:
-            import uvloop
-        except ImportError:
-            if choice == "uvloop":
-                raise UsageError("--loop uvloop needs uvloop: pip install uvloop (or --loop asyncio)") from None
-        else:
-            return "uvloop", uvloop.new_event_loop
-    return "asyncio", asyncio.new_event_loop
 
 
 def _raise_open_files_limit() -> None:

@@ -29,13 +29,14 @@ from ..services.grpc_support import (
     TO_RELAY,
     TO_SERVE,
     Pipe,
+    control_frame,
     grpc_server,
     listen,
     metadata_bound,
     relayed_methods,
 )
 from ..services.open_inference import grpc_stream_answer, owner_of
-from ..services.serve_common import Front, loop_error, tell_limited
+from ..services.serve_common import Front, loop_error, loop_maker, tell_limited
 
 __all__ = [
     "NEED_GRPC",
@@ -61,6 +62,7 @@ __all__ = [
     "relay",
     "relay_failed",
     "relay_code",
+    "streams_ended",
 ]
 
 
@@ -158,16 +160,7 @@ class GrpcFront(Front):
             await self.stop_relay()
         if self.grpc is not None:
             await self.grpc.stop(STOP_STREAMS_S)
-            closing = {t for t in self.service.closing if not t.done()}
-            if closing:
-                await asyncio.wait(closing, timeout=STOP_STREAMS_S)
-            if self.service.cut:
-                print(
-                    f"[serve] grpc: {self.service.cut} stream(s) still open {STOP_STREAMS_S:g} s into the stop were "
-                    f"ended (CANCELLED)",
-                    file=sys.stderr,
-                    flush=True,
-                )
+            await streams_ended(self.service)
 
     async def stop_relay(self) -> None:
         relay, lane, self.relay = self.relay, self.lane, None
@@ -183,6 +176,21 @@ class GrpcFront(Front):
             relay.wait()
         if lane is not None:
             lane.transport.close()
+
+
+async def streams_ended(service) -> None:
+    """After grpcio's stop: the tasks of the streams it cancelled (`service.closing`) waited for, so that none is left
+    when the loop closes, and how many streams the stop cut (`service.cut`) said in one line."""
+    closing = {t for t in service.closing if not t.done()}
+    if closing:
+        await asyncio.wait(closing, timeout=STOP_STREAMS_S)
+    if service.cut:
+        print(
+            f"[serve] grpc: {service.cut} stream(s) still open {STOP_STREAMS_S:g} s into the stop were ended "
+            f"(CANCELLED)",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def relay_code() -> str:
@@ -637,9 +645,8 @@ class Relay(Pipe):
         return tag, future
 
     def tell(self, text: str) -> None:
-        body = text.encode()
         if self.open():  # (serve gone meanwhile: no one to tell)
-            self.transport.write(TO_SERVE.pack(len(body), 0, CONTROL, 0) + body)
+            self.transport.write(control_frame(text))
 
     # -- the calls
     async def asked(self, method: int, peer: str, body: bytes) -> tuple:
@@ -710,16 +717,7 @@ class Relay(Pipe):
             await server.stop(await self.stop_asked)
         finally:
             await server.stop(0)  # (stopped in any case before the loop closes: grpcio's server cannot stop after)
-        closing = {t for t in self.closing if not t.done()}
-        if closing:
-            await asyncio.wait(closing, timeout=STOP_STREAMS_S)
-        if self.cut:
-            print(
-                f"[serve] grpc: {self.cut} stream(s) still open {STOP_STREAMS_S:g} s into the stop were ended "
-                f"(CANCELLED)",
-                file=sys.stderr,
-                flush=True,
-            )
+        await streams_ended(self)
 
 
 async def relay(pb, codes, sock: socket.socket, where: str, limit: int) -> None:
@@ -738,12 +736,7 @@ def relay_main(argv: list) -> None:
         import grpc
         from tritonclient.grpc import service_pb2 as pb
 
-        if kind == "uvloop":
-            import uvloop
-
-            loop = uvloop.new_event_loop()
-        else:
-            loop = asyncio.new_event_loop()
+        loop = loop_maker(kind)[1]()  # (serve's own: "uvloop" or "asyncio")
     except Exception as exc:  # noqa: BLE001 - told to serve, which says it in its one line
         relay_failed(sock, f"its process could not start ({type(exc).__name__}: {exc})")
     try:
@@ -757,8 +750,7 @@ def relay_main(argv: list) -> None:
 
 def relay_failed(sock: socket.socket, why: str) -> None:
     """The relay ends with exit 2, having told serve why (serve's one line says it)."""
-    body = f"failed {why}".encode()
     with contextlib.suppress(OSError):
         sock.setblocking(True)
-        sock.sendall(TO_SERVE.pack(len(body), 0, CONTROL, 0) + body)
+        sock.sendall(control_frame(f"failed {why}"))
     raise SystemExit(2)

@@ -23,6 +23,7 @@ __all__ = [
     "listen",
     "metadata_bound",
     "relayed_methods",
+    "control_frame",
     "Pipe",
 ]
 
@@ -54,6 +55,12 @@ CANCEL = 0xFFFE  # (the relay's call was cancelled, its client gone: serve cance
 
 
 STOP = 255  # (serve tells the relay to stop: grpcio answers for STOP_STREAMS_S what it holds, then cancels the rest)
+
+
+def control_frame(text: str) -> bytes:
+    """A frame of the relay's own to serve (CONTROL): "ready", "failed <why>"."""
+    body = text.encode(errors="replace")
+    return TO_SERVE.pack(len(body), 0, CONTROL, 0) + body
 
 
 def relayed_methods(pb) -> list:

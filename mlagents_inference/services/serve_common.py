@@ -5,6 +5,7 @@ listening sockets, the server's bounds (memories, the grace after SIGTERM), the 
 404/405 answers), and the V2 repository API's calls on a model repository (RepositoryControl). Torch-free; aiohttp
 is handed in by its callers (add_v2_unknown_route's `web`)."""
 
+import asyncio
 import contextlib
 import errno
 import logging
@@ -36,6 +37,8 @@ __all__ = [
     "DESCRIPTORS",
     "LOOP_ERRORS",
     "loop_error",
+    "LOOPS",
+    "loop_maker",
     "tell_limited",
     "OneLineLog",
     "add_v2_unknown_route",
@@ -161,6 +164,26 @@ class Histogram:
 
 DESCRIPTORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 LOOP_ERRORS = {"last": 0.0, "quiet": 0}  # the last loop error told, and how many since were not
+
+
+LOOPS = ("auto", "asyncio", "uvloop")  # --loop, as uvicorn's: auto is uvloop where it is installed, else asyncio
+
+
+def loop_maker(choice: str = "auto") -> tuple:
+    """serve's event loop as --loop chooses it (uvicorn's --loop auto|asyncio|uvloop): (its name, a function making
+    one). uvloop (optional: a libuv loop, less CPU a request on gRPC, docs/performance.md) where it is chosen or, for
+    auto, installed; else asyncio's. --loop uvloop without uvloop is refused in one line, before anything is loaded."""
+    if choice not in LOOPS:
+        raise UsageError(f"--loop {choice}: expected one of {', '.join(LOOPS)}")
+    if choice != "asyncio":
+        try:
+            import uvloop
+        except ImportError:
+            if choice == "uvloop":
+                raise UsageError("--loop uvloop needs uvloop: pip install uvloop (or --loop asyncio)") from None
+        else:
+            return "uvloop", uvloop.new_event_loop
+    return "asyncio", asyncio.new_event_loop
 
 
 def loop_error(loop, context: dict) -> None:
